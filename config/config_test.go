@@ -1,0 +1,107 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The example file documents every key with its default: it must parse to
+// exactly Default(), and every key Default() has must appear in it.
+func TestExampleIsDefault(t *testing.T) {
+	data, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(data)
+	if err != nil {
+		t.Fatalf("example does not parse: %v", err)
+	}
+	if !reflect.DeepEqual(got, Default()) {
+		t.Fatalf("example differs from defaults:\n got  %+v\n want %+v", got, Default())
+	}
+	enc, err := Default().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := ""
+	for _, line := range strings.Split(string(enc), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "[roles."):
+			// Maps are written inline in the example: users = {...}.
+			section = line
+			key := strings.TrimSuffix(strings.TrimPrefix(line, "[roles."), "]")
+			if !strings.Contains(string(data), "\n"+key+" = ") {
+				t.Errorf("example lacks map %s", key)
+			}
+		case strings.HasPrefix(line, "["):
+			section = line
+			if !strings.Contains(string(data), line) {
+				t.Errorf("example lacks section %s", line)
+			}
+		case strings.HasPrefix(section, "[roles."):
+		case strings.Contains(line, " = "):
+			key := strings.SplitN(line, " = ", 2)[0]
+			if !strings.Contains(string(data), "\n"+key+" = ") {
+				t.Errorf("example lacks key %s %s", section, key)
+			}
+		}
+	}
+}
+
+func TestParseErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"[system]\nreboots = true\n", `unknown key "system.reboots"`},
+		{"[system]\nreboot = \"yes\"\n", "system.reboot"},
+		{"[nope]\nx = 1\n", `unknown key "nope`},
+		{"[roles]\nusers = { pi = \"root\" }\n", `roles.users.pi: want one of read, operate, admin, got "root"`},
+		{"[agent]\nsocket = \"relative.sock\"\n", "agent.socket: want an absolute path"},
+		{"[change]\ntoken_ttl = \"forever\"\n", "token_ttl"},
+		{"[change]\ntoken_ttl = \"2h\"\n", "change.token_ttl: want 1s..1h"},
+		{"[agent]\nlog_level = \"loud\"\n", "agent.log_level"},
+		{"[helper]\ntimeout = \"0s\"\n", "helper.timeout"},
+		{"[system\n", "line 2"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestParseOverridesDefaults(t *testing.T) {
+	c, err := Parse([]byte("[system]\nreboot = true\n[roles]\nusers = { pi = \"admin\" }\n[change]\ntoken_ttl = \"90s\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.System.Reboot || c.System.Shutdown || !c.System.Enabled {
+		t.Errorf("system = %+v", c.System)
+	}
+	if c.Roles.Users["pi"] != "admin" || c.Roles.Groups["raspi-mcp"] != "read" {
+		t.Errorf("roles = %+v", c.Roles)
+	}
+	if c.Change.TokenTTL.D() != 90*time.Second {
+		t.Errorf("ttl = %s", c.Change.TokenTTL.D())
+	}
+}
+
+func TestLaptopRoundTrips(t *testing.T) {
+	c := Laptop("/tmp/x", "alice")
+	enc, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(enc)
+	if err != nil {
+		t.Fatalf("laptop config does not re-parse: %v\n%s", err, enc)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Fatalf("round trip differs:\n%+v\n%+v", back, c)
+	}
+	if back.Roles.Users["alice"] != "admin" || !back.System.Shutdown || back.Agent.Socket != "/tmp/x/mcp.sock" {
+		t.Errorf("laptop = %+v", back)
+	}
+}
