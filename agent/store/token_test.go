@@ -1,0 +1,180 @@
+package store
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newToken(t *testing.T, now time.Time, ttl time.Duration) Token {
+	t.Helper()
+	id, err := NewTokenID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Token{
+		ID:        id,
+		Tool:      "system.reboot",
+		Arguments: json.RawMessage(`{"delay_s":5}`),
+		PlanHash:  "sha256:abc",
+		Principal: "pi",
+		CreatedAt: now,
+		ExpiresAt: now.Add(ttl),
+	}
+}
+
+func TestNewTokenID(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id, err := NewTokenID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(id)
+		if err != nil || len(raw) != 16 || len(id) != 22 {
+			t.Fatalf("id %q: %d bytes, %v", id, len(raw), err)
+		}
+		if seen[id] {
+			t.Fatalf("duplicate id %q", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestTokenSingleUse(t *testing.T) {
+	db := openTest(t)
+	now := time.Now()
+	tok := newToken(t, now, 5*time.Minute)
+	if err := db.PutToken(tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutToken(tok); err == nil {
+		t.Error("PutToken with an existing id succeeded")
+	}
+	got, err := db.ConsumeToken(tok.ID, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != tok.ID || got.Tool != tok.Tool || string(got.Arguments) != string(tok.Arguments) ||
+		got.PlanHash != tok.PlanHash || got.Principal != tok.Principal ||
+		!got.CreatedAt.Equal(tok.CreatedAt) || !got.ExpiresAt.Equal(tok.ExpiresAt) {
+		t.Errorf("consumed %+v, stored %+v", got, tok)
+	}
+	if _, err := db.ConsumeToken(tok.ID, now.Add(time.Minute)); !errors.Is(err, ErrTokenNotFound) {
+		t.Errorf("second consume: %v, want ErrTokenNotFound", err)
+	}
+	if _, err := db.ConsumeToken("never-issued", now); !errors.Is(err, ErrTokenNotFound) {
+		t.Errorf("unknown id: %v, want ErrTokenNotFound", err)
+	}
+	if _, err := db.ConsumeToken("", now); !errors.Is(err, ErrTokenNotFound) {
+		t.Errorf("empty id: %v, want ErrTokenNotFound", err)
+	}
+}
+
+func TestTokenExpiry(t *testing.T) {
+	db := openTest(t)
+	now := time.Now()
+	tok := newToken(t, now, time.Minute)
+	if err := db.PutToken(tok); err != nil {
+		t.Fatal(err)
+	}
+	// Expiry is at ExpiresAt exactly.
+	got, err := db.ConsumeToken(tok.ID, tok.ExpiresAt)
+	if !errors.Is(err, ErrTokenExpired) {
+		t.Fatalf("consume at expiry: %v, want ErrTokenExpired", err)
+	}
+	if got.Tool != "system.reboot" {
+		t.Errorf("expired token not returned for the caller's message: %+v", got)
+	}
+	if _, err := db.ConsumeToken(tok.ID, now); !errors.Is(err, ErrTokenNotFound) {
+		t.Errorf("expired token was not deleted: %v", err)
+	}
+}
+
+func TestTokenConcurrentConsume(t *testing.T) {
+	db := openTest(t)
+	now := time.Now()
+	tok := newToken(t, now, time.Minute)
+	if err := db.PutToken(tok); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		mu       sync.Mutex
+		ok       int
+		notFound int
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := db.ConsumeToken(tok.ID, now)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrTokenNotFound):
+				notFound++
+			default:
+				t.Errorf("consume: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if ok != 1 || notFound != n-1 {
+		t.Errorf("%d successes, %d not found; want 1 and %d", ok, notFound, n-1)
+	}
+}
+
+func TestPruneTokens(t *testing.T) {
+	db := openTest(t)
+	now := time.Now()
+	var live []Token
+	for i, ttl := range []time.Duration{-time.Minute, time.Minute, -time.Second, 0, time.Hour} {
+		tok := newToken(t, now, ttl)
+		if err := db.PutToken(tok); err != nil {
+			t.Fatalf("token %d: %v", i, err)
+		}
+		if ttl > 0 {
+			live = append(live, tok)
+		}
+	}
+	n, err := db.PruneTokens(now)
+	if err != nil || n != 3 {
+		t.Fatalf("PruneTokens = %d, %v; want 3", n, err)
+	}
+	if n, _ := db.PruneTokens(now); n != 0 {
+		t.Errorf("second prune removed %d", n)
+	}
+	for _, tok := range live {
+		if _, err := db.ConsumeToken(tok.ID, now); err != nil {
+			t.Errorf("live token %s: %v", tok.ID, err)
+		}
+	}
+}
+
+func TestPutTokenValidation(t *testing.T) {
+	db := openTest(t)
+	if err := db.PutToken(Token{ExpiresAt: time.Now()}); err == nil {
+		t.Error("PutToken without id succeeded")
+	}
+	if err := db.PutToken(Token{ID: "x"}); err == nil {
+		t.Error("PutToken without expiry succeeded")
+	}
+	tok := Token{ID: "no-args", ExpiresAt: time.Now().Add(time.Minute)}
+	if err := db.PutToken(tok); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ConsumeToken("no-args", time.Now())
+	if err != nil || string(got.Arguments) != "null" {
+		t.Errorf("nil arguments round trip = %q, %v", got.Arguments, err)
+	}
+}
