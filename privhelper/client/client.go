@@ -1,0 +1,285 @@
+// Package client is the agent's side of the helper protocol.
+//
+// A Client dials the helper lazily, says hello once per connection and keeps
+// the connection for later calls, which are serialised on it. Any I/O error
+// drops the connection so the next call redials: that is how the agent
+// survives a helper restart without restarting itself. When the helper is
+// down every call fails fast with a retryable "unavailable" *proto.Error
+// naming the socket, so a tool call never hangs on a dead helper.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// Defaults for Options.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultDialTimeout = 500 * time.Millisecond
+	DefaultClientName  = "raspi-mcp"
+)
+
+// Options configures a Client.
+type Options struct {
+	Socket      string        // path of the helper's Unix socket
+	ClientName  string        // sent in hello and logged by the helper, e.g. "raspi-mcp/0.1.0"
+	Timeout     time.Duration // per call; 0 means DefaultTimeout
+	DialTimeout time.Duration // bounds connect plus hello; 0 means DefaultDialTimeout
+}
+
+// Client is a connection to the helper, safe for concurrent use.
+type Client struct {
+	opts Options
+
+	// turn serialises calls on the single connection. It is a channel, not
+	// a mutex, so a call waiting its turn still honours its context.
+	turn   chan struct{}
+	nextID uint64 // guarded by turn
+
+	mu     sync.Mutex // guards conn and closed; never held across I/O
+	conn   net.Conn   // nil until dialled and after any I/O error
+	closed bool
+}
+
+// New returns a Client. It does not dial; the first call does.
+func New(o Options) *Client {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.ClientName == "" {
+		o.ClientName = DefaultClientName
+	}
+	return &Client{opts: o, turn: make(chan struct{}, 1)}
+}
+
+// Call invokes method m with req and returns its result. Parameters are
+// validated locally first, with the same rules the helper applies. Errors
+// from the helper are *proto.Error values returned as is; a helper that is
+// down or unresponsive yields a *proto.Error with Code unavailable and
+// Retryable set; a cancelled ctx yields an error wrapping context.Canceled.
+func Call[Req, Resp any](ctx context.Context, c *Client, m proto.Method[Req, Resp], req Req) (Resp, error) {
+	var zero Resp
+	if v, ok := any(req).(proto.Validator); ok {
+		if err := v.Validate(); err != nil {
+			return zero, err
+		}
+	}
+	params, err := json.Marshal(req)
+	if err != nil {
+		return zero, fmt.Errorf("privhelper/client: encode %s params: %w", m.Name, err)
+	}
+	result, err := c.roundTrip(ctx, m.Name, params)
+	if err != nil {
+		return zero, err
+	}
+	var out Resp
+	if err := proto.Decode(result, &out); err != nil {
+		return zero, proto.Errorf(proto.CodeInternal, "privhelper/client: %s: bad result from helper at %s: %v", m.Name, c.opts.Socket, err)
+	}
+	return out, nil
+}
+
+// Close closes the connection, interrupting a call in progress. Calls after
+// Close fail with failed_precondition.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	conn := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	return conn.Close()
+}
+
+// Connected reports whether the client holds a connection that has passed
+// hello. It says nothing about whether the helper is still there; the next
+// call finds out.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil
+}
+
+// roundTrip sends one request and returns the raw result.
+func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, c.ctxError(ctx, method)
+	}
+	defer func() { <-c.turn }()
+
+	conn, err := c.connect(ctx, method)
+	if err != nil {
+		return nil, err
+	}
+	c.nextID++
+	id := c.nextID
+	deadline := time.Now().Add(c.opts.Timeout)
+	resp, err := exchange(ctx, conn, deadline, proto.Request{ID: id, Method: method, Params: params})
+	if err != nil {
+		c.drop(conn)
+		return nil, c.ioError(ctx, method, err)
+	}
+	if resp.ID != id {
+		c.drop(conn)
+		if resp.ID == 0 && resp.Error != nil {
+			return nil, resp.Error // connection-level error; the helper has closed
+		}
+		return nil, proto.Errorf(proto.CodeInternal, "privhelper/client: %s: helper at %s answered id %d to request %d", method, c.opts.Socket, resp.ID, id)
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	if len(resp.Result) == 0 {
+		return nil, proto.Errorf(proto.CodeInternal, "privhelper/client: %s: helper at %s sent neither result nor error", method, c.opts.Socket)
+	}
+	return resp.Result, nil
+}
+
+// connect returns the live connection, dialling and saying hello if there is
+// none or the helper has hung up since the last call. method is only for
+// error messages. The caller holds turn.
+func (c *Client) connect(ctx context.Context, method string) (net.Conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, c.closedError()
+	}
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		conn.SetDeadline(time.Time{}) // a cancelled call may have left it in the past
+		if !peerGone(conn) {
+			return conn, nil
+		}
+		// The helper closed the connection while we were idle (typically a
+		// restart). Nothing was sent, so redialling now is safe and spares
+		// the caller a spurious unavailable.
+		c.drop(conn)
+	}
+
+	deadline := time.Now().Add(c.opts.DialTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(dctx, "unix", c.opts.Socket)
+	if err != nil {
+		return nil, c.ioError(ctx, method, err)
+	}
+	c.nextID++
+	id := c.nextID
+	params, err := json.Marshal(proto.HelloReq{Version: proto.Version, Client: c.opts.ClientName})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("privhelper/client: encode hello: %w", err)
+	}
+	resp, err := exchange(ctx, conn, deadline, proto.Request{ID: id, Method: proto.Hello.Name, Params: params})
+	if err != nil {
+		conn.Close()
+		return nil, c.ioError(ctx, method+": hello", err)
+	}
+	if resp.Error != nil {
+		conn.Close() // permission_denied, failed_precondition (version): the helper closes too
+		return nil, resp.Error
+	}
+	var h proto.HelloResp
+	if err := proto.Decode(resp.Result, &h); err != nil || resp.ID != id {
+		conn.Close()
+		return nil, proto.Errorf(proto.CodeInternal, "privhelper/client: bad hello reply from helper at %s (id %d, %v)", c.opts.Socket, resp.ID, err)
+	}
+	if h.Version != proto.Version {
+		conn.Close()
+		return nil, proto.Errorf(proto.CodeFailedPrecondition,
+			"privhelper/client: helper at %s speaks protocol version %d, client speaks version %d", c.opts.Socket, h.Version, proto.Version)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		conn.Close()
+		return nil, c.closedError()
+	}
+	c.conn = conn
+	return conn, nil
+}
+
+// exchange writes req and reads one response, bounded by deadline and ctx.
+// A write error does not stop the read: a helper that refused the peer has
+// already queued its error frame, and that is a better answer than EPIPE.
+func exchange(ctx context.Context, conn net.Conn, deadline time.Time, req proto.Request) (proto.Response, error) {
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	werr := proto.WriteFrame(conn, req)
+	var resp proto.Response
+	if rerr := proto.ReadFrame(conn, &resp); rerr != nil {
+		if werr != nil {
+			return resp, werr
+		}
+		return resp, rerr
+	}
+	return resp, nil
+}
+
+// drop forgets conn (if it is still the current one) and closes it.
+func (c *Client) drop(conn net.Conn) {
+	c.mu.Lock()
+	if c.conn == conn {
+		c.conn = nil
+	}
+	c.mu.Unlock()
+	conn.Close()
+}
+
+// ioError classifies a dial or I/O failure: the caller's cancellation is
+// reported as such, everything else means the helper is unavailable.
+func (c *Client) ioError(ctx context.Context, method string, err error) error {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+		return c.ctxError(ctx, method)
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return c.closedError()
+	}
+	return &proto.Error{
+		Code:      proto.CodeUnavailable,
+		Message:   fmt.Sprintf("privhelper/client: helper at %s is unavailable (%s): %v", c.opts.Socket, method, err),
+		Details:   map[string]any{"socket": c.opts.Socket},
+		Retryable: true,
+	}
+}
+
+func (c *Client) ctxError(ctx context.Context, method string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &proto.Error{
+			Code:      proto.CodeUnavailable,
+			Message:   fmt.Sprintf("privhelper/client: %s via %s: %v", method, c.opts.Socket, ctx.Err()),
+			Details:   map[string]any{"socket": c.opts.Socket},
+			Retryable: true,
+		}
+	}
+	return fmt.Errorf("privhelper/client: %s via %s: %w", method, c.opts.Socket, ctx.Err())
+}
+
+func (c *Client) closedError() error {
+	return proto.Errorf(proto.CodeFailedPrecondition, "privhelper/client: client for %s is closed", c.opts.Socket)
+}

@@ -1,0 +1,95 @@
+package privhelper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// handler is a registered method after its types have been erased.
+type handler func(ctx context.Context, params json.RawMessage) (any, error)
+
+// handle registers h for m. The constraint makes every request type carry a
+// Validate, so a new method cannot be added without one; decoding is strict
+// and validation happens here, before h sees anything.
+func handle[Req proto.Validator, Resp any](mux map[string]handler, m proto.Method[Req, Resp], h func(context.Context, Req) (Resp, error)) {
+	if _, dup := mux[m.Name]; dup {
+		panic(fmt.Sprintf("privhelper: method %q registered twice", m.Name))
+	}
+	mux[m.Name] = func(ctx context.Context, params json.RawMessage) (any, error) {
+		var req Req
+		if err := decodeParams(params, &req); err != nil {
+			return nil, proto.Errorf(proto.CodeInvalidArgument, "privhelper: %s: bad params: %v", m.Name, err)
+		}
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+		return h(ctx, req)
+	}
+}
+
+// decodeParams treats absent or null params as an empty object, so methods
+// without parameters need not send any, then decodes strictly.
+func decodeParams(params json.RawMessage, v any) error {
+	if p := bytes.TrimSpace(params); len(p) == 0 || bytes.Equal(p, []byte("null")) {
+		params = json.RawMessage("{}")
+	}
+	return proto.Decode(params, v)
+}
+
+func (s *Server) status(context.Context, proto.StatusReq) (proto.StatusResp, error) {
+	return proto.StatusResp{
+		Helper:    s.helper,
+		PID:       os.Getpid(),
+		StartedAt: s.started,
+		Backend:   s.backend,
+		Methods:   append([]string(nil), s.methods...),
+	}, nil
+}
+
+func (s *Server) powerSchedule(ctx context.Context, r proto.PowerScheduleReq) (proto.PowerScheduleResp, error) {
+	p := peerFrom(ctx)
+	if !s.policy.allowsPower(r.Action) {
+		return proto.PowerScheduleResp{}, proto.Errorf(proto.CodePermissionDenied,
+			"privhelper: power action %q is disabled by the helper's config", r.Action).With("action", r.Action)
+	}
+	// Microsecond precision is what logind keeps, so power.state later
+	// reports exactly the time returned here.
+	at := time.Now().Add(time.Duration(r.DelaySeconds) * time.Second).UTC().Truncate(time.Microsecond)
+	if err := s.power.Schedule(ctx, power.Action(r.Action), at); err != nil {
+		return proto.PowerScheduleResp{}, err
+	}
+	s.log.Info("privhelper: power action scheduled", "action", r.Action, "at", at,
+		"delay_seconds", r.DelaySeconds, "reason", r.Reason, "uid", p.UID, "pid", p.PID)
+	return proto.PowerScheduleResp{Action: r.Action, At: at}, nil
+}
+
+// powerCancel is allowed whatever the policy: cancelling is the safe direction.
+func (s *Server) powerCancel(ctx context.Context, _ proto.PowerCancelReq) (proto.PowerCancelResp, error) {
+	c, ok, err := s.power.Cancel(ctx)
+	if err != nil {
+		return proto.PowerCancelResp{}, err
+	}
+	if ok {
+		p := peerFrom(ctx)
+		s.log.Info("privhelper: power action cancelled", "action", c.Action, "at", c.At, "uid", p.UID, "pid", p.PID)
+	}
+	return proto.PowerCancelResp{Cancelled: ok, Action: string(c.Action)}, nil
+}
+
+func (s *Server) powerState(ctx context.Context, _ proto.PowerStateReq) (proto.PowerStateResp, error) {
+	sc, ok, err := s.power.Scheduled(ctx)
+	if err != nil {
+		return proto.PowerStateResp{}, err
+	}
+	if !ok {
+		return proto.PowerStateResp{}, nil
+	}
+	return proto.PowerStateResp{Scheduled: true, Action: string(sc.Action), At: sc.At.UTC()}, nil
+}

@@ -1,0 +1,376 @@
+// Package privhelper is the root helper's server: the small, boring process
+// that alone touches hardware, systemd units and power on behalf of the
+// unprivileged raspi-mcp agent.
+//
+// Trust is decided once per connection from the kernel's SO_PEERCRED (only
+// root and the configured agent uid get in), then every request is decoded
+// strictly, validated by its proto type and checked against the helper's own
+// Policy before a backend is called. The helper never trusts the agent's
+// view of what is allowed: the agent can be compromised, the helper's
+// root-owned config cannot.
+//
+// This package must not import the MCP SDK or bbolt; deps_test.go enforces it.
+package privhelper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// Timeouts and limits of the server. They are constants, not options,
+// because nothing legitimate comes near them.
+const (
+	helloTimeout   = 5 * time.Second // an allowed peer must say hello within this
+	writeTimeout   = 5 * time.Second // a peer that stops reading cannot pin a goroutine
+	defaultTimeout = 8 * time.Second // per handler; below the client's default 10 s so callers see the helper's error
+	maxConns       = 16              // concurrent authorised connections; the agent uses one
+	maxEchoedName  = 64              // longest untrusted method name quoted back in an error
+)
+
+// Policy is the helper's own view of what is allowed, built by the binary
+// from the root-owned config. It is re-checked on every request.
+type Policy struct {
+	AgentUID int  // the only non-root uid allowed to connect
+	Reboot   bool // power.schedule action=reboot allowed
+	Poweroff bool // power.schedule action=poweroff allowed
+}
+
+// allowsPeer reports whether a peer with this uid may talk to the helper.
+func (p Policy) allowsPeer(uid int) bool { return uid == 0 || uid == p.AgentUID }
+
+// allowsPower reports whether a power action may be scheduled.
+func (p Policy) allowsPower(action string) bool {
+	switch action {
+	case proto.ActionReboot:
+		return p.Reboot
+	case proto.ActionPoweroff:
+		return p.Poweroff
+	}
+	return false
+}
+
+// Options configures a Server.
+type Options struct {
+	Policy  Policy
+	Power   power.Power  // nil: the power.* methods are not served (not_found)
+	Backend string       // "linux" or "sim", reported by Status
+	Version string       // helper version, e.g. "0.1.0"
+	Logger  *slog.Logger // refusals are logged at Warn with uid/gid/pid; nil discards
+
+	// HandlerTimeout bounds each request's handler; 0 means 8 s.
+	HandlerTimeout time.Duration
+}
+
+// Server serves the helper protocol. It holds no per-connection state; one
+// Server may Serve several listeners.
+type Server struct {
+	policy  Policy
+	power   power.Power
+	backend string
+	helper  string
+	log     *slog.Logger
+	started time.Time
+	timeout time.Duration
+	mux     map[string]handler // built by NewServer, read-only afterwards
+	methods []string           // sorted names served, for Status
+	slots   chan struct{}      // one token per open authorised connection
+}
+
+// NewServer builds a Server. Methods are registered here from the proto
+// table, so their wire names and types come from a single place.
+func NewServer(o Options) *Server {
+	s := &Server{
+		policy:  o.Policy,
+		power:   o.Power,
+		backend: o.Backend,
+		helper:  "raspi-mcp-helper/" + o.Version,
+		log:     o.Logger,
+		started: time.Now().UTC().Truncate(time.Microsecond),
+		timeout: o.HandlerTimeout,
+		mux:     make(map[string]handler),
+		slots:   make(chan struct{}, maxConns),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.timeout <= 0 {
+		s.timeout = defaultTimeout
+	}
+	handle(s.mux, proto.Status, s.status)
+	if s.power != nil {
+		handle(s.mux, proto.PowerSchedule, s.powerSchedule)
+		handle(s.mux, proto.PowerCancel, s.powerCancel)
+		handle(s.mux, proto.PowerState, s.powerState)
+	}
+	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
+	return s
+}
+
+// Serve accepts connections on ln until ctx is done, then closes ln and every
+// open connection, waits for their goroutines and returns nil. It returns an
+// error only if accepting fails for a reason other than shutdown.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns = make(map[*net.UnixConn]struct{})
+	)
+	defer wg.Wait() // runs after cancel below has started the sweep
+	defer cancel()
+	context.AfterFunc(ctx, func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+	})
+
+	backoff := time.Duration(0)
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("privhelper: listener %s closed: %w", ln.Addr(), err)
+			}
+			// EMFILE and friends: back off as net/http does rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Error("privhelper: accept failed; retrying", "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		mu.Lock()
+		if ctx.Err() != nil { // the sweep has run or is waiting for mu
+			mu.Unlock()
+			conn.Close()
+			return nil
+		}
+		conns[conn] = struct{}{}
+		mu.Unlock()
+		wg.Go(func() {
+			defer func() {
+				mu.Lock()
+				delete(conns, conn)
+				mu.Unlock()
+				conn.Close()
+			}()
+			s.serveConn(ctx, conn)
+		})
+	}
+}
+
+// peer is the kernel's word on who is at the other end of a connection.
+type peer struct{ UID, GID, PID int }
+
+type peerKey struct{}
+
+func peerFrom(ctx context.Context) peer {
+	p, _ := ctx.Value(peerKey{}).(peer)
+	return p
+}
+
+// serveConn runs one connection: credentials, hello, then requests until
+// EOF, a bad frame or shutdown. The caller closes conn.
+func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
+	p, err := peerCred(conn)
+	if err != nil {
+		s.log.Warn("privhelper: refused connection: no peer credentials", "err", err)
+		s.writeResponse(conn, proto.Response{Error: proto.Errorf(proto.CodePermissionDenied,
+			"privhelper: cannot identify the connecting process")})
+		return
+	}
+	if !s.policy.allowsPeer(p.UID) {
+		s.log.Warn("privhelper: refused connection from a uid that is neither root nor the agent",
+			"uid", p.UID, "gid", p.GID, "pid", p.PID, "agent_uid", s.policy.AgentUID)
+		s.writeResponse(conn, proto.Response{Error: proto.Errorf(proto.CodePermissionDenied,
+			"privhelper: uid %d may not use the helper", p.UID).With("uid", p.UID)})
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.log.Warn("privhelper: refused connection: too many open", "uid", p.UID, "pid", p.PID, "max", maxConns)
+		s.writeResponse(conn, proto.Response{Error: &proto.Error{Code: proto.CodeResourceExhausted,
+			Message: fmt.Sprintf("privhelper: more than %d connections open", maxConns), Retryable: true}})
+		return
+	}
+	log := s.log.With("uid", p.UID, "pid", p.PID)
+	if !s.hello(conn, log) {
+		return
+	}
+	ctx = context.WithValue(ctx, peerKey{}, p)
+	for {
+		var req proto.Request
+		if err := proto.ReadFrame(conn, &req); err != nil {
+			s.readFailed(conn, log, err)
+			return
+		}
+		if err := s.writeResponse(conn, s.dispatch(ctx, req, log)); err != nil {
+			if ctx.Err() == nil {
+				log.Info("privhelper: connection lost writing a response", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// readFailed answers a malformed frame with invalid_argument (the stream
+// cannot be trusted after it, so the caller then closes) and logs real
+// I/O errors; EOF is a normal goodbye.
+func (s *Server) readFailed(conn *net.UnixConn, log *slog.Logger, err error) {
+	switch {
+	case errors.Is(err, proto.ErrMalformed):
+		log.Warn("privhelper: bad frame; closing connection", "err", err)
+		s.writeResponse(conn, proto.Response{Error: proto.Errorf(proto.CodeInvalidArgument,
+			"privhelper: bad frame: %v", err)})
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	default:
+		log.Info("privhelper: connection read failed", "err", err)
+	}
+}
+
+// hello performs the handshake: the first frame must be a hello carrying
+// proto.Version. It reports whether the connection may continue.
+func (s *Server) hello(conn *net.UnixConn, log *slog.Logger) bool {
+	conn.SetReadDeadline(time.Now().Add(helloTimeout))
+	var req proto.Request
+	if err := proto.ReadFrame(conn, &req); err != nil {
+		s.readFailed(conn, log, err)
+		return false
+	}
+	fail := func(e *proto.Error) bool {
+		log.Warn("privhelper: hello refused", "err", e)
+		s.writeResponse(conn, proto.Response{ID: req.ID, Error: e})
+		return false
+	}
+	if req.Method != proto.Hello.Name {
+		return fail(proto.Errorf(proto.CodeFailedPrecondition,
+			"privhelper: first request must be %q, got %q", proto.Hello.Name, clip(req.Method)))
+	}
+	// Read the version leniently first, so a client whose hello gained
+	// fields in a later version is told about the version, not a field.
+	var probe struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(req.Params, &probe); err != nil {
+		return fail(proto.Errorf(proto.CodeInvalidArgument, "privhelper: bad hello params: %v", err))
+	}
+	if probe.Version != proto.Version {
+		return fail(proto.Errorf(proto.CodeFailedPrecondition,
+			"privhelper: client speaks protocol version %d, helper speaks version %d", probe.Version, proto.Version).
+			With("client_version", probe.Version).With("helper_version", proto.Version))
+	}
+	var h proto.HelloReq
+	if err := proto.Decode(req.Params, &h); err != nil {
+		return fail(proto.Errorf(proto.CodeInvalidArgument, "privhelper: bad hello params: %v", err))
+	}
+	if err := h.Validate(); err != nil {
+		return fail(asProtoError(err))
+	}
+	result, err := json.Marshal(proto.HelloResp{Version: proto.Version, Helper: s.helper, PID: os.Getpid()})
+	if err != nil {
+		return fail(proto.Errorf(proto.CodeInternal, "privhelper: encode hello: %v", err))
+	}
+	if err := s.writeResponse(conn, proto.Response{ID: req.ID, Result: result}); err != nil {
+		return false
+	}
+	conn.SetReadDeadline(time.Time{}) // the agent keeps its connection open between calls
+	log.Info("privhelper: client connected", "client", h.Client)
+	return true
+}
+
+// dispatch runs one request and always produces a response.
+func (s *Server) dispatch(ctx context.Context, req proto.Request, log *slog.Logger) proto.Response {
+	resp := proto.Response{ID: req.ID}
+	if req.Method == proto.Hello.Name {
+		resp.Error = proto.Errorf(proto.CodeFailedPrecondition, "privhelper: hello was already done on this connection")
+		return resp
+	}
+	h, ok := s.mux[req.Method]
+	if !ok {
+		resp.Error = proto.Errorf(proto.CodeNotFound, "privhelper: unknown method %q", clip(req.Method)).
+			With("method", clip(req.Method))
+		return resp
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	result, err := s.run(ctx, h, req.Params)
+	if err == nil {
+		resp.Result, err = json.Marshal(result)
+		if err == nil && len(resp.Result) > proto.MaxMessage-1024 {
+			err = proto.Errorf(proto.CodeResourceExhausted, "privhelper: %s result of %d bytes is too large", req.Method, len(resp.Result))
+		}
+	}
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded && proto.CodeOf(err) == "" {
+			err = &proto.Error{Code: proto.CodeUnavailable, Retryable: true,
+				Message: fmt.Sprintf("privhelper: %s did not finish within %s: %v", req.Method, s.timeout, err)}
+		}
+		e := asProtoError(fmt.Errorf("privhelper: %s: %w", req.Method, err))
+		level := slog.LevelInfo
+		if e.Code == proto.CodePermissionDenied || e.Code == proto.CodeInternal {
+			level = slog.LevelWarn
+		}
+		log.Log(ctx, level, "privhelper: request failed", "method", req.Method, "code", e.Code, "err", e.Message)
+		return proto.Response{ID: req.ID, Error: e}
+	}
+	return resp
+}
+
+// run calls h, turning a panic into an internal error: a bug in one handler
+// must not take down the helper and with it every other hardware request.
+func (s *Server) run(ctx context.Context, h handler, params json.RawMessage) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("privhelper: handler panicked", "panic", r)
+			result, err = nil, proto.Errorf(proto.CodeInternal, "privhelper: handler panicked")
+		}
+	}()
+	return h(ctx, params)
+}
+
+// asProtoError returns the *proto.Error in err's chain as is, or wraps any
+// other error as internal with err's text.
+func asProtoError(err error) *proto.Error {
+	var e *proto.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return proto.Errorf(proto.CodeInternal, "%v", err)
+}
+
+func (s *Server) writeResponse(conn *net.UnixConn, resp proto.Response) error {
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return proto.WriteFrame(conn, resp)
+}
+
+// clip shortens an untrusted name before it is quoted back or logged.
+func clip(s string) string {
+	if len(s) <= maxEchoedName {
+		return s
+	}
+	return s[:maxEchoedName] + "…"
+}
