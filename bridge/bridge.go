@@ -1,0 +1,194 @@
+// Package bridge copies MCP's newline-delimited JSON-RPC between a client's
+// stdin/stdout (an `ssh -T pi raspi-mcp stdio` session) and the agent socket.
+//
+// It is a byte bridge with one piece of knowledge: which requests are still
+// unanswered. go-sdk v1.8.0 drops responses still in flight when its input
+// reaches EOF (go-sdk issue #1061), so when the client closes stdin the bridge
+// keeps the agent side open until every request it forwarded has its
+// response, or a grace period ends, and only then half-closes.
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// MaxLine bounds one JSON-RPC message; the agent applies the same limit.
+const MaxLine = 4 << 20
+
+// Run copies until the agent closes its side or, after stdin ends, every
+// forwarded request has been answered (or grace has passed). Only protocol
+// bytes reach stdout.
+func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Duration) error {
+	var (
+		mu      sync.Mutex
+		pending = map[string]bool{}
+		drained = make(chan struct{}, 1)
+	)
+	signal := func() {
+		select {
+		case drained <- struct{}{}:
+		default:
+		}
+	}
+	upDone := make(chan error, 1)
+	go func() {
+		upDone <- eachLine(stdin, func(line []byte) error {
+			for _, id := range requestIDs(line) {
+				mu.Lock()
+				pending[id] = true
+				mu.Unlock()
+			}
+			_, err := conn.Write(line)
+			return err
+		})
+	}()
+	downDone := make(chan error, 1)
+	go func() {
+		downDone <- eachLine(conn, func(line []byte) error {
+			if _, err := stdout.Write(line); err != nil {
+				return err
+			}
+			if f, ok := stdout.(interface{ Flush() error }); ok {
+				if err := f.Flush(); err != nil {
+					return err
+				}
+			}
+			if ids := responseIDs(line); len(ids) > 0 {
+				mu.Lock()
+				for _, id := range ids {
+					delete(pending, id)
+				}
+				n := len(pending)
+				mu.Unlock()
+				if n == 0 {
+					signal()
+				}
+			}
+			return nil
+		})
+	}()
+
+	select {
+	case err := <-downDone:
+		// The agent closed: nothing more can come back.
+		return err
+	case err := <-upDone:
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("bridge: reading stdin: %w", err)
+		}
+	}
+	// stdin ended: wait for outstanding responses, then half-close so the
+	// agent ends the session, and copy whatever it still sends.
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+wait:
+	for {
+		mu.Lock()
+		n := len(pending)
+		mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-drained:
+		case err := <-downDone:
+			return err
+		case <-timer.C:
+			break wait
+		}
+	}
+	_ = conn.CloseWrite()
+	select {
+	case err := <-downDone:
+		return err
+	case <-time.After(grace):
+		conn.Close()
+		return errors.New("bridge: the agent did not close the session")
+	}
+}
+
+// eachLine calls fn with every newline-terminated message (newline included).
+func eachLine(r io.Reader, fn func([]byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			if len(buf) > MaxLine {
+				return fmt.Errorf("bridge: message longer than %d bytes", MaxLine)
+			}
+			continue
+		case err == io.EOF:
+			if len(bytes.TrimSpace(buf)) > 0 {
+				buf = append(buf, '\n')
+				return fn(buf)
+			}
+			return nil
+		case err != nil:
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if len(bytes.TrimSpace(buf)) > 0 {
+			if err := fn(buf); err != nil {
+				return err
+			}
+		}
+		buf = buf[:0]
+	}
+}
+
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method *string         `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+func envelopes(line []byte) []envelope {
+	line = bytes.TrimSpace(line)
+	if len(line) > 0 && line[0] == '[' {
+		var batch []envelope
+		_ = json.Unmarshal(line, &batch)
+		return batch
+	}
+	var e envelope
+	if json.Unmarshal(line, &e) != nil {
+		return nil
+	}
+	return []envelope{e}
+}
+
+// requestIDs are the ids of client requests (id and method) in a line.
+func requestIDs(line []byte) []string {
+	var ids []string
+	for _, e := range envelopes(line) {
+		if e.Method != nil && len(e.ID) > 0 && string(e.ID) != "null" {
+			ids = append(ids, string(e.ID))
+		}
+	}
+	return ids
+}
+
+// responseIDs are the ids of responses (id, no method) in a line.
+func responseIDs(line []byte) []string {
+	var ids []string
+	for _, e := range envelopes(line) {
+		if e.Method == nil && len(e.ID) > 0 && (e.Result != nil || e.Error != nil) {
+			ids = append(ids, string(e.ID))
+		}
+	}
+	return ids
+}
