@@ -1,0 +1,261 @@
+// Package agent is the unprivileged MCP server of raspi-mcp: tools, policy,
+// audit and the socket that `raspi-mcp stdio` bridges to. Anything that needs
+// root goes through the helper client; /proc and /sys are read here.
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/user"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+)
+
+// Options are the agent's dependencies; the binary wires them.
+type Options struct {
+	Config  *config.Config
+	Store   *store.DB
+	Sys     sysinfo.Source
+	Helper  *client.Client
+	Version string
+	Build   string // commit or "dev"
+	Mode    string // "device" or "sim"
+	Logger  *slog.Logger
+}
+
+// Agent serves MCP on a Unix socket.
+type Agent struct {
+	cfg     *config.Config
+	store   *store.DB
+	sys     sysinfo.Source
+	helper  *client.Client
+	version string
+	build   string
+	mode    string
+	log     *slog.Logger
+	started time.Time
+	server  *mcp.Server
+	tools   *registry
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// New registers every tool and fails if any name, schema or collision is wrong.
+func New(o Options) (*Agent, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
+		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{}}
+	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
+	a.registerSystem()
+	a.registerMetrics()
+	a.registerManage()
+	a.registerLogs()
+	a.registerChange()
+	if a.tools.err != nil {
+		return nil, a.tools.err
+	}
+	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: "Raspberry Pi", Version: o.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       slog.New(slog.DiscardHandler),
+		HasTools:     true,
+	})
+	for _, t := range a.tools.order {
+		a.server.AddTool(t.mcp, a.handler(t))
+	}
+	a.server.AddReceivingMiddleware(a.protocolErrors)
+	return a, nil
+}
+
+const instructions = `raspi-mcp operates a Raspberry Pi. Start with system_get_capabilities to see what this device has and what you may do.
+Every change takes guard arguments: dry_run (plan only), reason (audited); high-risk tools also need confirm: true;
+critical tools need change_prepare then change_commit. Errors carry code, fix_hint and suggested_next_tool_calls.`
+
+// Serve accepts MCP connections until ctx ends. Each connection's peer
+// credentials are read once and decide the principal for its whole life.
+func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+		a.mu.Lock()
+		for c := range a.conns {
+			c.Close()
+		}
+		a.mu.Unlock()
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("agent: accept: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.serveConn(ctx, conn)
+		}()
+	}
+}
+
+func (a *Agent) track(c net.Conn, on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if on {
+		a.conns[c] = struct{}{}
+	} else {
+		delete(a.conns, c)
+	}
+}
+
+func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
+	a.track(conn, true)
+	defer a.track(conn, false)
+	defer conn.Close()
+	p, err := a.principalOf(conn)
+	if err != nil {
+		a.log.Warn("cannot read peer credentials; connection refused", "err", err)
+		return
+	}
+	if p.Role == RoleNone {
+		a.refuse(conn, p)
+		return
+	}
+	a.log.Debug("connection", "principal", p.Name, "uid", p.UID, "pid", p.PID, "role", p.Role)
+	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	if err != nil {
+		a.log.Warn("mcp connect failed", "principal", p.Name, "err", err)
+		return
+	}
+	_ = ss.Wait()
+}
+
+// principalOf maps the socket peer to a principal and role: uid 0 is admin,
+// then the user's own mapping, then the highest role of any of its groups.
+func (a *Agent) principalOf(conn *net.UnixConn) (Principal, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return Principal{}, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return Principal{}, err
+	}
+	if cerr != nil {
+		return Principal{}, cerr
+	}
+	return ResolvePrincipal(a.cfg, int(cred.Uid), int(cred.Gid), int(cred.Pid)), nil
+}
+
+// ResolvePrincipal applies the [roles] table to a uid.
+func ResolvePrincipal(c *config.Config, uid, gid, pid int) Principal {
+	p := Principal{Name: "uid:" + strconv.Itoa(uid), UID: uid, PID: pid}
+	if uid == 0 {
+		p.Name, p.Role = "root", RoleAdmin
+		return p
+	}
+	u, err := user.LookupId(strconv.Itoa(uid))
+	gids := []string{strconv.Itoa(gid)}
+	if err == nil {
+		p.Name = u.Username
+		if g, err := u.GroupIds(); err == nil {
+			gids = append(gids, g...)
+		}
+	}
+	if r, ok := c.Roles.Users[p.Name]; ok {
+		p.Role = parseRole(r)
+		return p
+	}
+	for _, id := range gids {
+		g, err := user.LookupGroupId(id)
+		if err != nil {
+			continue
+		}
+		if r, ok := c.Roles.Groups[g.Name]; ok && parseRole(r) > p.Role {
+			p.Role = parseRole(r)
+		}
+	}
+	return p
+}
+
+// refuse answers the first request of an unmapped principal with a JSON-RPC
+// error that says why, audits the refusal, and closes: a client then shows a
+// reason instead of "connection closed".
+func (a *Agent) refuse(conn *net.UnixConn, p Principal) {
+	a.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID)
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: RoleNone.String(),
+		Tool: "connect", Decision: "deny", ErrorCode: CodePermissionDenied, Message: "principal has no role"}
+	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID})
+	if _, err := a.store.AppendAudit(rec); err != nil {
+		a.log.Error("audit append failed", "err", err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	var id json.RawMessage = json.RawMessage("null")
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	if sc.Scan() {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) == nil && len(req.ID) > 0 {
+			id = req.ID
+		}
+	}
+	msg := fmt.Sprintf("permission_denied: %s (uid %d) has no role on this device; an admin maps it in [roles] of %s", p.Name, p.UID, config.DefaultPath)
+	resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32001, "message": msg, "data": map[string]any{"error_code": CodePermissionDenied}}})
+	_, _ = conn.Write(append(resp, '\n'))
+}
+
+// protocolErrors adds data.error_code to protocol-level errors (unknown tool,
+// bad params), so clients can classify them like tool errors.
+func (a *Agent) protocolErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err == nil {
+			return res, nil
+		}
+		var we *jsonrpc.Error
+		if errors.As(err, &we) && we.Data == nil {
+			code := CodeInvalidArgument
+			switch we.Code {
+			case -32601:
+				code = CodeNotFound
+			case -32603:
+				code = CodeInternal
+			}
+			if method == "tools/call" && we.Code == -32602 {
+				code = CodeNotFound // the SDK answers an unknown tool with -32602
+			}
+			we.Data, _ = json.Marshal(map[string]any{"error_code": code})
+		}
+		return res, err
+	}
+}

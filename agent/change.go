@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+)
+
+// Critical tools run in two steps. change_prepare checks policy, runs the
+// tool's dry run and stores a single-use token bound to the SHA-256 of the
+// canonical plan (tool, arguments, principal); change_commit consumes the
+// token, re-checks policy as of now, and runs exactly that call. A model can
+// therefore not slip different arguments between what a person approved and
+// what runs.
+
+// PrepareIn names the call to prepare.
+type PrepareIn struct {
+	Tool      string         `json:"tool" jsonschema:"wire name or canonical id of a mutating tool"`
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments, without dry_run"`
+}
+
+// PrepareOut is the token and what it will do.
+type PrepareOut struct {
+	Token     string         `json:"token"`
+	Tool      string         `json:"tool"`
+	ToolID    string         `json:"tool_id"`
+	Risk      string         `json:"risk"`
+	Arguments map[string]any `json:"arguments"`
+	Plan      map[string]any `json:"plan" jsonschema:"the tool's dry-run result"`
+	PlanHash  string         `json:"plan_hash"`
+	ExpiresAt string         `json:"expires_at"`
+}
+
+// CommitIn carries the token.
+type CommitIn struct {
+	Token string `json:"token"`
+}
+
+// CommitOut is what the committed call returned.
+type CommitOut struct {
+	Tool         string         `json:"tool"`
+	ToolID       string         `json:"tool_id"`
+	PlanHash     string         `json:"plan_hash"`
+	Result       map[string]any `json:"result"`
+	ToolAuditRef string         `json:"tool_audit_ref" jsonschema:"audit record of the committed call itself"`
+}
+
+func (a *Agent) registerChange() {
+	add(a.tools, Spec[PrepareIn, PrepareOut]{
+		ID: "change.prepare", Title: "Prepare a change",
+		Description: "Stage a call to a critical tool: checks policy, returns its dry-run plan and a single-use token for change_commit that expires soon.",
+		Rule:        Rule{MinRole: RoleRead, Risk: RiskLow},
+		Props:       []Prop{prop("tool", minLen(1), maxLen(100))},
+		OutProps:    []Prop{prop("expires_at", format("date-time"))},
+		Run:         a.prepare,
+		Summary: func(_ PrepareIn, o PrepareOut) string {
+			return fmt.Sprintf("prepared %s; commit with change_commit before %s", o.Tool, o.ExpiresAt)
+		},
+	})
+	add(a.tools, Spec[CommitIn, CommitOut]{
+		ID: "change.commit", Title: "Commit a change",
+		Description: "Run the call a change_prepare token stands for, after re-checking policy. The token works once.",
+		Rule:        Rule{MinRole: RoleRead, Risk: RiskLow},
+		Destructive: true,
+		Props:       []Prop{prop("token", minLen(8), maxLen(64))},
+		Run:         a.commit,
+		Summary:     func(_ CommitIn, o CommitOut) string { return "committed " + o.Tool },
+	})
+}
+
+// planHash binds a token to exactly one call by one principal.
+func planHash(toolID string, args map[string]any, principal string) (string, error) {
+	return store.HashJSON(map[string]any{"tool": toolID, "arguments": args, "principal": principal})
+}
+
+func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut, error) {
+	t, ok := a.tools.lookup(in.Tool)
+	if !ok {
+		return PrepareOut{}, errf(CodeNotFound, "no tool %q", in.Tool).with("parameter", "tool").
+			next(SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "list the tools and their risks"})
+	}
+	if !t.mutating || t.id == "change.prepare" || t.id == "change.commit" {
+		return PrepareOut{}, errf(CodeInvalidArgument, "%s changes nothing; call it directly", t.name).with("parameter", "tool")
+	}
+	args := in.Arguments
+	if args == nil {
+		args = map[string]any{}
+	}
+	if _, ok := args["dry_run"]; ok {
+		return PrepareOut{}, errf(CodeInvalidArgument, "leave dry_run out: change_prepare is itself the dry run").with("parameter", "arguments.dry_run")
+	}
+	raw, _ := json.Marshal(args)
+	if _, verr := t.validate(raw); verr != nil {
+		verr.Message = "arguments for " + t.name + ": " + verr.Message
+		return PrepareOut{}, verr
+	}
+	if derr := Decide(a.cfg, c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
+		return PrepareOut{}, derr
+	}
+	// The plan is the tool's own dry run, audited like any dry run.
+	dry := map[string]any{"dry_run": true}
+	for k, v := range args {
+		dry[k] = v
+	}
+	draw, _ := json.Marshal(dry)
+	o := a.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session}, draw)
+	if o.err != nil {
+		return PrepareOut{}, o.err
+	}
+	var plan map[string]any
+	pj, _ := json.Marshal(o.out)
+	_ = json.Unmarshal(pj, &plan)
+	h, err := planHash(t.id, args, c.Principal.Name)
+	if err != nil {
+		return PrepareOut{}, err
+	}
+	id, err := store.NewTokenID()
+	if err != nil {
+		return PrepareOut{}, err
+	}
+	now := time.Now().UTC()
+	tok := store.Token{ID: id, Tool: t.id, Arguments: raw, PlanHash: h, Principal: c.Principal.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.Change.TokenTTL.D())}
+	if _, err := a.store.PruneTokens(now); err != nil {
+		return PrepareOut{}, err
+	}
+	if err := a.store.PutToken(tok); err != nil {
+		return PrepareOut{}, err
+	}
+	return PrepareOut{Token: id, Tool: t.name, ToolID: t.id, Risk: t.rule.Risk.String(), Arguments: args, Plan: plan, PlanHash: h,
+		ExpiresAt: tok.ExpiresAt.Format(time.RFC3339)}, nil
+}
+
+func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, error) {
+	tok, err := a.store.ConsumeToken(in.Token, time.Now())
+	switch {
+	case errors.Is(err, store.ErrTokenExpired):
+		return CommitOut{}, errf(CodeFailedPrecondition, "the change token has expired").with("parameter", "token").
+			hint("prepare the change again with change_prepare")
+	case errors.Is(err, store.ErrTokenNotFound):
+		return CommitOut{}, errf(CodeNotFound, "no such change token (tokens work once)").with("parameter", "token").
+			hint("prepare the change again with change_prepare")
+	case err != nil:
+		return CommitOut{}, err
+	}
+	if tok.Principal != c.Principal.Name {
+		return CommitOut{}, errf(CodePermissionDenied, "the token was prepared by %s, not %s", tok.Principal, c.Principal.Name)
+	}
+	t, ok := a.tools.byID[tok.Tool]
+	if !ok {
+		return CommitOut{}, errf(CodeNotFound, "the prepared tool %q no longer exists", tok.Tool)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(tok.Arguments, &args); err != nil {
+		return CommitOut{}, fmt.Errorf("agent: token %s arguments: %w", tok.ID, err)
+	}
+	if h, err := planHash(t.id, args, c.Principal.Name); err != nil || h != tok.PlanHash {
+		return CommitOut{}, errf(CodeFailedPrecondition, "the token's plan hash does not match its call; prepare again")
+	}
+	o := a.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session, committed: true}, tok.Arguments)
+	if o.err != nil {
+		return CommitOut{}, o.err
+	}
+	var res map[string]any
+	rj, _ := json.Marshal(o.out)
+	_ = json.Unmarshal(rj, &res)
+	return CommitOut{Tool: t.name, ToolID: t.id, PlanHash: tok.PlanHash, Result: res, ToolAuditRef: o.auditRef}, nil
+}

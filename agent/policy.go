@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+)
+
+// Role orders what a principal may do: read < operate < admin.
+type Role int
+
+// Roles, lowest first. RoleNone is an unmapped principal, refused everything.
+const (
+	RoleNone Role = iota
+	RoleRead
+	RoleOperate
+	RoleAdmin
+)
+
+func (r Role) String() string {
+	return [...]string{"none", "read", "operate", "admin"}[r]
+}
+
+// parseRole reads a role name from config; config.Validate has vetted it.
+func parseRole(s string) Role {
+	switch s {
+	case "read":
+		return RoleRead
+	case "operate":
+		return RoleOperate
+	case "admin":
+		return RoleAdmin
+	}
+	return RoleNone
+}
+
+// Risk says how much guarding a tool needs before it runs.
+type Risk int
+
+// Risks: read changes nothing; low is a reversible write (GPIO, PWM);
+// high disrupts (reboot, service control) and needs confirm + reason;
+// critical loses something (shutdown, OS upgrade) and needs a change token.
+const (
+	RiskRead Risk = iota
+	RiskLow
+	RiskHigh
+	RiskCritical
+)
+
+func (r Risk) String() string {
+	return [...]string{"read", "low", "high", "critical"}[r]
+}
+
+// Gate reads a write switch from config and names its key for the fix hint.
+type Gate func(c *config.Config) (on bool, key string)
+
+// Rule is what the policy knows about a tool.
+type Rule struct {
+	Tool    string // canonical id, "system.reboot"
+	Domain  string // "system"
+	MinRole Role
+	Risk    Risk
+	Gate    Gate // nil: no write switch beyond the domain's
+}
+
+// Guard is the caller's guard arguments.
+type Guard struct {
+	DryRun  bool
+	Confirm bool
+	Reason  string
+}
+
+// Principal is who is calling, learned from the socket's peer credentials.
+type Principal struct {
+	Name string // user name, or "uid:N" without a passwd entry
+	UID  int
+	PID  int
+	Role Role
+}
+
+// domainEnabled reports a namespace's enable switch and its config key.
+func domainEnabled(c *config.Config, domain string) (bool, string) {
+	switch domain {
+	case "system":
+		return c.System.Enabled, "[system] enabled"
+	case "metrics":
+		return c.Metrics.Enabled, "[metrics] enabled"
+	case "logs":
+		return c.Logs.Enabled, "[logs] enabled"
+	case "manage":
+		return c.Manage.Enabled, "[manage] enabled"
+	}
+	return true, "" // change.* and other built-ins follow the tool they act on
+}
+
+// Decide is the policy decision for one call: nil means go ahead. It is a pure
+// function of config, principal, rule and guard so the whole table is tested.
+// committed is true when the call comes through change_commit with a valid
+// token. A dry run passes the same role and switch checks as the real call (so
+// a passing dry run means the real one would pass) but needs no confirm or token.
+func Decide(c *config.Config, p Principal, r Rule, g Guard, committed bool) *ToolError {
+	if p.Role == RoleNone {
+		return errf(CodePermissionDenied, "%s has no role on this device", p.Name).
+			with("principal", p.Name).
+			hint(fmt.Sprintf("an admin maps the user in %s: [roles] users = { %s = \"read\" }", config.DefaultPath, p.Name))
+	}
+	if p.Role < r.MinRole {
+		return errf(CodePermissionDenied, "%s needs role %s; %s has role %s", r.Tool, r.MinRole, p.Name, p.Role).
+			with("tool", r.Tool).with("required_role", r.MinRole.String()).with("role", p.Role.String()).
+			hint("ask the device owner for a higher role in [roles] of " + config.DefaultPath)
+	}
+	if on, key := domainEnabled(c, r.Domain); !on {
+		return errf(CodePermissionDenied, "the %s namespace is disabled on this device", r.Domain).
+			with("domain", r.Domain).with("config_key", key).
+			hint("the owner enables it with " + key + " = true in " + config.DefaultPath)
+	}
+	if r.Gate != nil {
+		if on, key := r.Gate(c); !on {
+			return errf(CodePermissionDenied, "%s is switched off on this device (writes are off by default)", r.Tool).
+				with("tool", r.Tool).with("config_key", key).
+				hint("the owner allows it with " + key + " = true in " + config.DefaultPath + " and restarts raspi-mcp")
+		}
+	}
+	if g.DryRun || committed {
+		return nil
+	}
+	switch r.Risk {
+	case RiskHigh:
+		if !g.Confirm || g.Reason == "" {
+			return errf(CodeFailedPrecondition, "%s is a high-risk action: call it again with confirm: true and a reason", r.Tool).
+				with("tool", r.Tool).with("risk", r.Risk.String()).with("missing", missingGuards(g)).
+				hint("a dry run (dry_run: true) shows what would happen without doing it")
+		}
+	case RiskCritical:
+		return errf(CodeFailedPrecondition, "%s is critical: prepare it with change_prepare, then run it with change_commit and the token", r.Tool).
+			with("tool", r.Tool).with("risk", r.Risk.String()).
+			hint("change_prepare returns a single-use token bound to the exact arguments")
+	}
+	return nil
+}
+
+func missingGuards(g Guard) []string {
+	m := []string{}
+	if !g.Confirm {
+		m = append(m, "confirm")
+	}
+	if g.Reason == "" {
+		m = append(m, "reason")
+	}
+	return m
+}

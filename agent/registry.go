@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+)
+
+// registry holds the tools in registration order, by wire name and by id.
+type registry struct {
+	dotted bool
+	byName map[string]*tool
+	byID   map[string]*tool
+	order  []*tool
+	err    error // first registration error, reported by New
+}
+
+func newRegistry(dotted bool) *registry {
+	return &registry{dotted: dotted, byName: map[string]*tool{}, byID: map[string]*tool{}}
+}
+
+// lookup finds a tool by wire name or canonical id.
+func (r *registry) lookup(name string) (*tool, bool) {
+	if t, ok := r.byName[name]; ok {
+		return t, true
+	}
+	t, ok := r.byID[name]
+	return t, ok
+}
+
+type principalKey struct{}
+
+func principalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// handler adapts a tool to the SDK's low-level ToolHandler, which leaves
+// validation and result shape to us.
+func (a *Agent) handler(t *tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		p, ok := principalFrom(ctx)
+		if !ok {
+			p = Principal{Name: "unknown", UID: -1}
+		}
+		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session}
+		return a.invoke(ctx, t, c, req.Params.Arguments), nil
+	}
+}
+
+// outcome is one finished call, before it becomes an MCP result.
+type outcome struct {
+	out      any
+	summary  string
+	err      *ToolError
+	auditRef string
+	dur      time.Duration
+}
+
+// invoke runs the whole pipeline for one call: validate, decide, run, audit.
+// It never returns a Go error: every failure is a ToolError a model can act on.
+func (a *Agent) invoke(ctx context.Context, t *tool, c *Call, raw json.RawMessage) *mcp.CallToolResult {
+	o := a.execute(ctx, t, c, raw)
+	return a.result(t, c, o)
+}
+
+func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessage) outcome {
+	start := time.Now()
+	t.calls.Add(1)
+	var o outcome
+	decision := "allow"
+	args, verr := t.validate(raw)
+	if verr != nil {
+		decision, o.err = "deny", verr
+	} else {
+		// Guard arguments are needed for the decision before the handler runs.
+		var g GuardArgs
+		_ = json.Unmarshal(args, &g)
+		c.Guard = g.guard()
+		if derr := Decide(a.cfg, c.Principal, t.rule, c.Guard, c.committed); derr != nil {
+			decision, o.err = "deny", derr
+			if t.rule.Risk == RiskCritical && derr.Code == CodeFailedPrecondition {
+				var m map[string]any
+				_ = json.Unmarshal(args, &m)
+				derr.next(SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": m},
+					Why: "get a single-use change token for exactly this call"})
+			}
+		} else {
+			out, sum, err := t.run(ctx, c, args)
+			if err != nil {
+				te, internal := toToolError(err)
+				if internal {
+					a.log.Error("tool failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
+				}
+				o.err = te
+			} else {
+				o.out, o.summary = out, sum
+			}
+		}
+	}
+	if o.err != nil {
+		t.failures.Add(1)
+	}
+	o.dur = time.Since(start)
+	if t.mutating || o.err != nil || a.cfg.Audit.RecordReads {
+		rec := store.AuditRecord{
+			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
+			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, DurationMS: ms(o.dur),
+		}
+		rec.InHash, _ = store.HashJSON(rawOrEmpty(raw))
+		if o.err != nil {
+			rec.ErrorCode, rec.Message = o.err.Code, truncate(o.err.Message, 200)
+			rec.OutHash, _ = store.HashJSON(map[string]any{"error": o.err})
+		} else {
+			rec.OutHash, _ = store.HashJSON(o.out)
+		}
+		stored, err := a.store.AppendAudit(rec)
+		if err != nil {
+			// The action may have happened; say so rather than pretend.
+			a.log.Error("audit append failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
+			o.out, o.err = nil, errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown, check `raspi-mcp status`")
+		} else {
+			o.auditRef = stored.Ref()
+		}
+	}
+	return o
+}
+
+// result shapes an outcome per DESIGN.md: structuredContent is the result
+// object (or {"error": ...}), the text block holds a one-line summary then the
+// same JSON, and _meta carries correlation id, duration and audit ref.
+func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
+	meta := mcp.Meta{"correlation_id": c.CorrelationID, "duration_ms": ms(o.dur)}
+	if o.auditRef != "" {
+		meta["audit_ref"] = o.auditRef
+	}
+	if o.err != nil {
+		body := map[string]any{"error": o.err}
+		js, _ := json.Marshal(body)
+		return &mcp.CallToolResult{
+			Meta: meta, IsError: true, StructuredContent: json.RawMessage(js),
+			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("error %s: %s\n%s", o.err.Code, o.err.Message, js)}},
+		}
+	}
+	js, err := json.Marshal(o.out)
+	if err == nil {
+		var v any
+		if err = json.Unmarshal(js, &v); err == nil {
+			err = t.outRes.Validate(v)
+		}
+	}
+	if err != nil {
+		a.log.Error("tool output breaks its schema", "tool", t.id, "err", err)
+		return a.result(t, c, outcome{err: errf(CodeInternal, "the tool produced an invalid result"), dur: o.dur, auditRef: o.auditRef})
+	}
+	summary := o.summary
+	if c.DryRun {
+		summary = "dry run: " + summary
+	}
+	return &mcp.CallToolResult{
+		Meta: meta, StructuredContent: json.RawMessage(js),
+		Content: []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(js)}},
+	}
+}
+
+func rawOrEmpty(raw json.RawMessage) json.RawMessage {
+	if len(strings.TrimSpace(string(raw))) == 0 || !json.Valid(raw) {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// wire is the wire name of a canonical id under the current naming mode.
+func (a *Agent) wire(id string) string {
+	if t, ok := a.tools.byID[id]; ok {
+		return t.name
+	}
+	return id
+}

@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// NoArgs is the input of tools without parameters.
+type NoArgs struct{}
+
+// BasicInfo is spec 002 §3.1, plus serial and board revision.
+type BasicInfo struct {
+	Hostname         string `json:"hostname"`
+	Model            string `json:"model"`
+	CPUArch          string `json:"cpu_arch"`
+	CPUCores         int    `json:"cpu_cores"`
+	MemoryTotalBytes uint64 `json:"memory_total_bytes"`
+	OSName           string `json:"os_name"`
+	OSVersion        string `json:"os_version"`
+	KernelVersion    string `json:"kernel_version"`
+	UptimeSeconds    uint64 `json:"uptime_seconds"`
+	Serial           string `json:"serial,omitempty"`
+	Revision         string `json:"revision,omitempty" jsonschema:"Raspberry Pi board revision code"`
+}
+
+// ThrottlingFlags is spec 002 §3.2: what the firmware reports right now.
+type ThrottlingFlags struct {
+	UnderVoltage bool `json:"under_voltage"`
+	FreqCapped   bool `json:"freq_capped"`
+	Throttled    bool `json:"throttled"`
+}
+
+// ThrottlingHistory adds the since-boot bits, which answer "why did it throttle last night".
+type ThrottlingHistory struct {
+	SoftTempLimit         bool   `json:"soft_temp_limit"`
+	UnderVoltageOccurred  bool   `json:"under_voltage_occurred"`
+	FreqCappedOccurred    bool   `json:"freq_capped_occurred"`
+	ThrottledOccurred     bool   `json:"throttled_occurred"`
+	SoftTempLimitOccurred bool   `json:"soft_temp_limit_occurred"`
+	Raw                   string `json:"raw" jsonschema:"get_throttled bit field, hex"`
+	Source                string `json:"source" jsonschema:"sysfs or vcgencmd"`
+}
+
+// HealthSnapshot is spec 002 §3.2 (HealthSnapshot), with additive fields.
+type HealthSnapshot struct {
+	Timestamp             string             `json:"timestamp"`
+	CPUUsagePercent       float64            `json:"cpu_usage_percent"`
+	MemoryUsedBytes       uint64             `json:"memory_used_bytes"`
+	MemoryTotalBytes      uint64             `json:"memory_total_bytes"`
+	DiskUsedBytes         uint64             `json:"disk_used_bytes"`
+	DiskTotalBytes        uint64             `json:"disk_total_bytes"`
+	CPUTemperatureCelsius *float64           `json:"cpu_temperature_celsius,omitempty"`
+	ThrottlingFlags       *ThrottlingFlags   `json:"throttling_flags,omitempty"`
+	TemperatureSource     string             `json:"temperature_source,omitempty"`
+	CPUFrequencyMHz       *float64           `json:"cpu_frequency_mhz,omitempty"`
+	LoadAverage           [3]float64         `json:"load_average" jsonschema:"1, 5 and 15 minute load averages"`
+	MemoryAvailableBytes  uint64             `json:"memory_available_bytes"`
+	SwapUsedBytes         uint64             `json:"swap_used_bytes"`
+	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
+	UptimeSeconds         uint64             `json:"uptime_seconds"`
+	ThrottlingHistory     *ThrottlingHistory `json:"throttling_history,omitempty"`
+}
+
+var healthProps = []Prop{
+	prop("timestamp", format("date-time")),
+	prop("cpu_usage_percent", minimum(0), maximum(100)),
+	prop("cpu_temperature_celsius", notNull),
+	prop("throttling_flags", notNull),
+	prop("cpu_frequency_mhz", notNull),
+	prop("throttling_history", notNull),
+}
+
+// PowerIn is the input of system.reboot (spec 002 §3.3) and system.shutdown.
+type PowerIn struct {
+	DelaySeconds int `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
+	GuardArgs
+}
+
+// PowerOut is spec 002 §3.3's result with additive fields.
+type PowerOut struct {
+	Scheduled             bool     `json:"scheduled"`
+	EffectiveAfterSeconds int      `json:"effective_after_seconds"`
+	Action                string   `json:"action" jsonschema:"reboot or poweroff"`
+	ScheduledFor          string   `json:"scheduled_for,omitempty"`
+	Replaces              string   `json:"replaces,omitempty" jsonschema:"an earlier scheduled action this one replaces"`
+	DryRun                bool     `json:"dry_run,omitempty"`
+	Plan                  []string `json:"plan,omitempty"`
+}
+
+func (a *Agent) registerSystem() {
+	add(a.tools, Spec[NoArgs, BasicInfo]{
+		ID: "system.get_basic_info", Title: "Device basics",
+		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
+		Rule:        Rule{MinRole: RoleRead},
+		OutProps:    []Prop{prop("cpu_cores", minimum(1))},
+		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
+		Summary: func(_ NoArgs, b BasicInfo) string {
+			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
+		},
+	})
+	add(a.tools, Spec[NoArgs, HealthSnapshot]{
+		ID: "system.get_health_snapshot", Title: "Health snapshot",
+		Description: "CPU, memory and disk use, CPU temperature and the firmware's throttling and under-voltage flags, right now.",
+		Rule:        Rule{MinRole: RoleRead},
+		OutProps:    healthProps,
+		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
+		Summary:     func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },
+	})
+	add(a.tools, Spec[NoArgs, Capabilities]{
+		ID: "system.get_capabilities", Title: "Capabilities",
+		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run:         func(ctx context.Context, c *Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
+		Summary: func(_ NoArgs, cp Capabilities) string {
+			n := 0
+			for _, d := range cp.Domains {
+				for _, t := range d.Tools {
+					if t.Available {
+						n++
+					}
+				}
+			}
+			return fmt.Sprintf("%s (%s mode): %d tools available to %s (%s)", cp.Device.Model, cp.Mode, n, cp.Caller.Principal, cp.Caller.Role)
+		},
+	})
+	powerProps := []Prop{prop("delay_seconds", minimum(0), maximum(proto.MaxDelaySeconds), def(5))}
+	add(a.tools, Spec[PowerIn, PowerOut]{
+		ID: "system.reboot", Title: "Reboot",
+		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5). A later call replaces an earlier schedule.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.System.Reboot, "[system] reboot" }},
+		Destructive: true,
+		Props:       powerProps,
+		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
+			return a.power(ctx, c, proto.ActionReboot, in.DelaySeconds)
+		},
+		Summary: powerLine,
+	})
+	add(a.tools, Spec[PowerIn, PowerOut]{
+		ID: "system.shutdown", Title: "Shut down",
+		Description: "Power the device off after delay_seconds (default 5). Someone must be there to power it on again. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
+		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: func(c *config.Config) (bool, string) { return c.System.Shutdown, "[system] shutdown" }},
+		Destructive: true,
+		Props:       powerProps,
+		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
+			return a.power(ctx, c, proto.ActionPoweroff, in.DelaySeconds)
+		},
+		Summary: powerLine,
+	})
+}
+
+func (a *Agent) basicInfo(ctx context.Context) (BasicInfo, error) {
+	b, err := a.sys.Basic(ctx)
+	if err != nil {
+		return BasicInfo{}, err
+	}
+	cores := b.CPUCores
+	if cores < 1 {
+		cores = 1
+	}
+	return BasicInfo{Hostname: b.Hostname, Model: b.Model, CPUArch: b.CPUArch, CPUCores: cores, MemoryTotalBytes: b.MemoryTotalBytes,
+		OSName: b.OSName, OSVersion: b.OSVersion, KernelVersion: b.KernelVersion, UptimeSeconds: b.UptimeSeconds,
+		Serial: b.Serial, Revision: b.Revision}, nil
+}
+
+func (a *Agent) health(ctx context.Context) (HealthSnapshot, error) {
+	h, err := a.sys.Health(ctx)
+	if err != nil {
+		return HealthSnapshot{}, err
+	}
+	return snapshotOf(h), nil
+}
+
+func snapshotOf(h sysinfo.Health) HealthSnapshot {
+	s := HealthSnapshot{
+		Timestamp: h.Time.UTC().Format(time.RFC3339), CPUUsagePercent: round2(clamp(h.CPUUsagePercent, 0, 100)),
+		MemoryUsedBytes: h.MemoryUsedBytes, MemoryTotalBytes: h.MemoryTotalBytes, MemoryAvailableBytes: h.MemoryAvailableBytes,
+		DiskUsedBytes: h.DiskUsedBytes, DiskTotalBytes: h.DiskTotalBytes, CPUTemperatureCelsius: round1p(h.TemperatureCelsius),
+		TemperatureSource: h.TemperatureSource, CPUFrequencyMHz: round1p(h.CPUFreqMHz), LoadAverage: [3]float64{round2(h.Load1), round2(h.Load5), round2(h.Load15)},
+		SwapUsedBytes: h.SwapUsedBytes, SwapTotalBytes: h.SwapTotalBytes, UptimeSeconds: h.UptimeSeconds,
+	}
+	if t := h.Throttle; t != nil {
+		s.ThrottlingFlags = &ThrottlingFlags{UnderVoltage: t.UnderVoltage, FreqCapped: t.FreqCapped, Throttled: t.Throttled}
+		s.ThrottlingHistory = &ThrottlingHistory{SoftTempLimit: t.SoftTempLimit, UnderVoltageOccurred: t.UnderVoltageOccurred,
+			FreqCappedOccurred: t.FreqCappedOccurred, ThrottledOccurred: t.ThrottledOccurred, SoftTempLimitOccurred: t.SoftTempLimitOccurred,
+			Raw: fmt.Sprintf("0x%x", t.Raw), Source: t.Source}
+	}
+	return s
+}
+
+func healthLine(h HealthSnapshot) string {
+	temp := "no temperature sensor"
+	if h.CPUTemperatureCelsius != nil {
+		temp = fmt.Sprintf("%.1f°C", *h.CPUTemperatureCelsius)
+	}
+	thr := "no throttling flags"
+	if f := h.ThrottlingFlags; f != nil {
+		thr = "not throttled"
+		switch {
+		case f.UnderVoltage:
+			thr = "UNDER-VOLTAGE now"
+		case f.Throttled || f.FreqCapped:
+			thr = "THROTTLED now"
+		case h.ThrottlingHistory != nil && (h.ThrottlingHistory.UnderVoltageOccurred || h.ThrottlingHistory.ThrottledOccurred):
+			thr = "ok now, but under-voltage or throttling occurred since boot"
+		}
+	}
+	return fmt.Sprintf("cpu %.0f%%, mem %s/%s, disk %s/%s, %s, %s", h.CPUUsagePercent, bytesH(h.MemoryUsedBytes), bytesH(h.MemoryTotalBytes),
+		bytesH(h.DiskUsedBytes), bytesH(h.DiskTotalBytes), temp, thr)
+}
+
+// power schedules (or plans) a reboot or poweroff through the root helper.
+// A dry run asks the helper what is scheduled now, so a passing dry run also
+// proves the helper is reachable.
+func (a *Agent) power(ctx context.Context, c *Call, action string, delay int) (PowerOut, error) {
+	req := proto.PowerScheduleReq{Action: action, DelaySeconds: delay, Reason: c.Reason}
+	if err := req.Validate(); err != nil {
+		return PowerOut{}, errf(CodeInvalidArgument, "%v", err)
+	}
+	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+	if err != nil {
+		return PowerOut{}, err
+	}
+	out := PowerOut{Action: action, EffectiveAfterSeconds: delay}
+	if state.Scheduled {
+		out.Replaces = fmt.Sprintf("%s at %s", state.Action, state.At.UTC().Format(time.RFC3339))
+	}
+	if c.DryRun {
+		out.DryRun = true
+		out.Plan = []string{fmt.Sprintf("ask systemd-logind to %s in %d s", action, delay)}
+		if out.Replaces != "" {
+			out.Plan = append(out.Plan, "replace the pending "+out.Replaces)
+		}
+		return out, nil
+	}
+	resp, err := client.Call(ctx, a.helper, proto.PowerSchedule, req)
+	if err != nil {
+		return PowerOut{}, err
+	}
+	out.Scheduled = true
+	out.ScheduledFor = resp.At.UTC().Format(time.RFC3339)
+	return out, nil
+}
+
+func powerLine(_ PowerIn, o PowerOut) string {
+	if o.DryRun {
+		return fmt.Sprintf("would %s in %d s", o.Action, o.EffectiveAfterSeconds)
+	}
+	return fmt.Sprintf("%s scheduled in %d s (at %s)", o.Action, o.EffectiveAfterSeconds, o.ScheduledFor)
+}

@@ -1,0 +1,447 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A tool is registered once at start-up from a typed spec. Everything a call
+// goes through (validation, policy, audit, result shape) lives here, so each
+// namespace file only says what its tools do.
+type tool struct {
+	id       string // canonical dotted id: "system.reboot"
+	name     string // wire name: "system_reboot"
+	rule     Rule
+	mutating bool
+	stable   string // alpha, beta, stable (spec §9.2)
+	mcp      *mcp.Tool
+	in       *jsonschema.Schema
+	inRes    *jsonschema.Resolved
+	props    map[string]*jsonschema.Resolved // each property alone, for errors that name it
+	outRes   *jsonschema.Resolved
+	// run decodes validated arguments and runs the typed handler.
+	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
+
+	calls, failures atomic.Int64
+}
+
+// Call is what a handler knows about the call it serves.
+type Call struct {
+	Principal     Principal
+	CorrelationID string
+	Guard
+	Session   *mcp.ServerSession
+	committed bool // arrived through change_commit with a valid token
+}
+
+// GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
+type GuardArgs struct {
+	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only: check policy and report what would happen, change nothing"`
+	Confirm bool   `json:"confirm,omitempty" jsonschema:"must be true for high-risk tools"`
+	Reason  string `json:"reason,omitempty" jsonschema:"why; recorded in the audit trail; required for high-risk tools"`
+}
+
+func (g GuardArgs) guard() Guard { return Guard(g) }
+
+type guarded interface{ guard() Guard }
+
+// Spec describes one tool. In and Out are Go types whose JSON schemas, tightened
+// by Props, are the tool's inputSchema and outputSchema.
+type Spec[In, Out any] struct {
+	ID          string
+	Title       string
+	Description string
+	Rule        Rule // Tool and Domain are filled from ID
+	Stability   string
+	Idempotent  bool
+	Destructive bool
+	Props       []Prop // bounds, enums and defaults of the spec's schemas
+	OutProps    []Prop
+	Run         func(ctx context.Context, c *Call, in In) (Out, error)
+	Summary     func(in In, out Out) string
+}
+
+// Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
+type Prop struct {
+	Path string
+	Mods []func(*jsonschema.Schema)
+}
+
+func prop(path string, mods ...func(*jsonschema.Schema)) Prop { return Prop{path, mods} }
+
+func minimum(v float64) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.Minimum = &v }
+}
+func maximum(v float64) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.Maximum = &v }
+}
+func maxLen(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MaxLength = &n } }
+func minLen(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MinLength = &n } }
+func format(f string) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.Format = f }
+}
+func enum(vals ...any) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.Enum = vals } }
+func def(v any) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.Default, _ = json.Marshal(v) }
+}
+
+// notNull makes an optional pointer field a plain type: absent is allowed, null is not.
+func notNull(s *jsonschema.Schema) {
+	for _, t := range s.Types {
+		if t != "null" {
+			s.Type, s.Types = t, nil
+			return
+		}
+	}
+}
+
+var (
+	snakeName  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+	dottedName = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,47}$`)
+)
+
+// wireName maps a canonical id to what clients see. Claude Desktop, Claude
+// Code, Cursor, Copilot and OpenAI reject dots, so snake_case is the default.
+func wireName(id string, dotted bool) (string, error) {
+	if dotted {
+		if !dottedName.MatchString(id) {
+			return "", fmt.Errorf("agent: tool id %q does not match %s", id, dottedName)
+		}
+		return id, nil
+	}
+	n := strings.ReplaceAll(id, ".", "_")
+	if !snakeName.MatchString(n) {
+		return "", fmt.Errorf("agent: tool name %q does not match %s", n, snakeName)
+	}
+	return n, nil
+}
+
+// add builds a tool from its spec. It fails start-up on any schema problem,
+// bad name or collision rather than serving a broken contract.
+func add[In, Out any](r *registry, s Spec[In, Out]) {
+	if r.err != nil {
+		return
+	}
+	t, err := build(r, s)
+	if err != nil {
+		r.err = err
+		return
+	}
+	if _, dup := r.byName[t.name]; dup {
+		r.err = fmt.Errorf("agent: tool name %q collides", t.name)
+		return
+	}
+	if _, dup := r.byID[t.id]; dup {
+		r.err = fmt.Errorf("agent: tool id %q registered twice", t.id)
+		return
+	}
+	r.byName[t.name], r.byID[t.id] = t, t
+	r.order = append(r.order, t)
+}
+
+func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
+	name, err := wireName(s.ID, r.dotted)
+	if err != nil {
+		return nil, err
+	}
+	var zero In
+	_, isGuarded := any(zero).(guarded)
+	if isGuarded && s.Rule.Risk == RiskRead {
+		return nil, fmt.Errorf("agent: tool %q takes guard arguments but has risk read", s.ID)
+	}
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
+	}
+	if isGuarded {
+		s.Props = append(s.Props, prop("reason", maxLen(200)))
+	}
+	if err := tighten(in, s.Props); err != nil {
+		return nil, fmt.Errorf("agent: tool %q: %w", s.ID, err)
+	}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
+	}
+	if err := tighten(out, s.OutProps); err != nil {
+		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
+	}
+	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in}
+	if t.stable == "" {
+		t.stable = "stable"
+	}
+	t.rule.Tool, t.rule.Domain = s.ID, strings.SplitN(s.ID, ".", 2)[0]
+	if t.inRes, err = in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
+		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
+	}
+	if t.outRes, err = out.Resolve(nil); err != nil {
+		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
+	}
+	t.props = map[string]*jsonschema.Resolved{}
+	for k, ps := range in.Properties {
+		if t.props[k], err = ps.Resolve(nil); err != nil {
+			return nil, fmt.Errorf("agent: tool %q property %q: %w", s.ID, k, err)
+		}
+	}
+	readOnly := t.rule.Risk == RiskRead && !t.mutating
+	ann := &mcp.ToolAnnotations{Title: s.Title, ReadOnlyHint: readOnly, IdempotentHint: s.Idempotent || readOnly}
+	if !readOnly {
+		d := s.Destructive
+		ann.DestructiveHint = &d
+	}
+	closed := false
+	ann.OpenWorldHint = &closed
+	desc := s.Description
+	if !readOnly {
+		desc += fmt.Sprintf(" Risk %s, role %s.", t.rule.Risk, t.rule.MinRole)
+	}
+	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: in, OutputSchema: out, Annotations: ann,
+		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
+	run, summary := s.Run, s.Summary
+	t.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
+		var v In
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return nil, "", errf(CodeInvalidArgument, "arguments: %v", err)
+		}
+		if g, ok := any(v).(guarded); ok {
+			c.Guard = g.guard()
+		}
+		out, err := run(ctx, c, v)
+		if err != nil {
+			return nil, "", err
+		}
+		sum := s.Title
+		if summary != nil {
+			sum = summary(v, out)
+		}
+		return out, sum, nil
+	}
+	return t, nil
+}
+
+// tighten applies Props to the generated schema.
+func tighten(s *jsonschema.Schema, props []Prop) error {
+	for _, p := range props {
+		cur := s
+		for _, part := range strings.Split(p.Path, ".") {
+			for cur.Items != nil && cur.Properties == nil {
+				cur = cur.Items
+			}
+			next, ok := cur.Properties[part]
+			if !ok {
+				return fmt.Errorf("schema has no property %q", p.Path)
+			}
+			cur = next
+		}
+		for _, m := range p.Mods {
+			m(cur)
+		}
+	}
+	return nil
+}
+
+// validate checks raw arguments against the tool's schema and returns them with
+// defaults applied. Errors name the parameter, what was expected and what came,
+// as spec §2.6.7 shows, instead of the SDK's plain-text validation message.
+func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, ok := t.in.Properties[k]; !ok {
+			return nil, errf(CodeInvalidArgument, "unknown parameter %q", k).
+				with("parameter", k).with("allowed_parameters", t.paramNames()).
+				hint("remove " + k + "; " + t.name + " takes only the listed parameters")
+		}
+	}
+	for _, k := range t.in.Required {
+		if _, ok := args[k]; !ok {
+			return nil, errf(CodeInvalidArgument, "missing required parameter %q", k).
+				with("parameter", k).with("expected_type", schemaType(t.in.Properties[k]))
+		}
+	}
+	for _, k := range keys {
+		if err := t.props[k].Validate(args[k]); err != nil {
+			ps := t.in.Properties[k]
+			e := errf(CodeInvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
+				with("parameter", k).with("expected_type", schemaType(ps)).with("actual_type", goJSONType(args[k])).
+				with("provided_value", args[k])
+			if ps.Minimum != nil {
+				e.with("minimum", *ps.Minimum)
+			}
+			if ps.Maximum != nil {
+				e.with("maximum", *ps.Maximum)
+			}
+			if ps.MaxLength != nil {
+				e.with("max_length", *ps.MaxLength)
+			}
+			if len(ps.Enum) > 0 {
+				e.with("allowed_values", ps.Enum)
+			}
+			return nil, e
+		}
+	}
+	if err := t.inRes.ApplyDefaults(&args); err != nil {
+		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
+	}
+	if err := t.inRes.Validate(args); err != nil {
+		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, errf(CodeInvalidArgument, "arguments: %v", err)
+	}
+	return b, nil
+}
+
+func (t *tool) paramNames() []string {
+	n := make([]string, 0, len(t.in.Properties))
+	for k := range t.in.Properties {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// problem says in plain words why v does not fit s, as spec §2.6.7 shows
+// ("must be an integer, got string"); the library's message is the fallback.
+func problem(s *jsonschema.Schema, v any, err error) string {
+	want, got := schemaType(s), goJSONType(v)
+	switch {
+	case v == nil && !slices.Contains(s.Types, "null"):
+		return fmt.Sprintf("must be %s, got null", article(want))
+	case want == "integer" && got == "number":
+		if f := v.(float64); f != math.Trunc(f) {
+			return fmt.Sprintf("must be an integer, got %v", f)
+		}
+	case want != "" && !strings.Contains(want, got) && !(got == "number" && strings.Contains(want, "integer")):
+		return fmt.Sprintf("must be %s, got %s", article(want), got)
+	}
+	if f, ok := v.(float64); ok {
+		if s.Minimum != nil && f < *s.Minimum {
+			return fmt.Sprintf("must be at least %v, got %v", *s.Minimum, f)
+		}
+		if s.Maximum != nil && f > *s.Maximum {
+			return fmt.Sprintf("must be at most %v, got %v", *s.Maximum, f)
+		}
+	}
+	if str, ok := v.(string); ok {
+		n := utf8.RuneCountInString(str)
+		if s.MaxLength != nil && n > *s.MaxLength {
+			return fmt.Sprintf("must be at most %d characters, got %d", *s.MaxLength, n)
+		}
+		if s.MinLength != nil && n < *s.MinLength {
+			return fmt.Sprintf("must be at least %d characters, got %d", *s.MinLength, n)
+		}
+	}
+	if len(s.Enum) > 0 && !slices.ContainsFunc(s.Enum, func(e any) bool { return e == v }) {
+		return fmt.Sprintf("must be one of %v, got %v", s.Enum, v)
+	}
+	return "is invalid: " + cleanValidation(err)
+}
+
+func article(t string) string {
+	switch t {
+	case "integer", "object", "array":
+		return "an " + t
+	}
+	return "a " + t
+}
+
+// cleanValidation keeps the last, most specific clause of a jsonschema error.
+func cleanValidation(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		if j := strings.LastIndex(msg[:i], ": "); j >= 0 {
+			return msg[j+2:]
+		}
+	}
+	return msg
+}
+
+func schemaType(s *jsonschema.Schema) string {
+	if s == nil {
+		return ""
+	}
+	if s.Type != "" {
+		return s.Type
+	}
+	ts := []string{}
+	for _, t := range s.Types {
+		if t != "null" {
+			ts = append(ts, t)
+		}
+	}
+	return strings.Join(ts, "|")
+}
+
+func goJSONType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func jsonType(raw []byte) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "invalid JSON"
+	}
+	return goJSONType(v)
+}
+
+// newCorrelationID is short, random and safe to log.
+func newCorrelationID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "c-" + hex.EncodeToString(b[:])
+}
+
+var clientCorrelation = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// correlationFrom takes the client's _meta.correlation_id when it is sane.
+func correlationFrom(meta map[string]any) string {
+	if s, ok := meta["correlation_id"].(string); ok && clientCorrelation.MatchString(s) {
+		return s
+	}
+	return newCorrelationID()
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -1,0 +1,128 @@
+// Command raspi-mcp-helper is the root helper: the only raspi-mcp process
+// that touches power, hardware and systemd units. It serves a Unix socket
+// that only the agent's user and root may use, and re-checks every request
+// against its own reading of the root-owned config.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"os/user"
+	"strconv"
+	"syscall"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/privhelper"
+	"github.com/raspi-mcp/raspi-mcp/sdnotify"
+)
+
+// version is set at link time (-X main.version=...).
+var version = "0.1.0-dev"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "raspi-mcp-helper:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfgPath := flag.String("config", config.DefaultPath, "configuration file")
+	sim := flag.Bool("sim", false, "simulated board: record power actions instead of performing them")
+	powerLog := flag.String("power-log", "", "with --sim: append power events as JSON lines to this file")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println("raspi-mcp-helper", version)
+		return nil
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}))
+	agentUID, agentGID, err := lookupUser(cfg.Helper.AgentUser)
+	if err != nil {
+		return fmt.Errorf("helper.agent_user: %w", err)
+	}
+	var pw power.Power
+	backend := "linux"
+	if *sim {
+		backend = "sim"
+		s := power.NewSim(*powerLog)
+		defer s.Close()
+		pw = s
+	} else {
+		l, err := power.NewLogind()
+		if err != nil {
+			// Power tools will fail with a clear error; everything else still works.
+			log.Warn("logind unavailable; power actions will fail", "err", err)
+		} else {
+			defer l.Close()
+			pw = l
+		}
+	}
+	ln, err := privhelper.Listen(cfg.Helper.Socket)
+	if err != nil {
+		return err
+	}
+	// The agent runs as its own user: it must own the socket to connect.
+	if os.Geteuid() == 0 && agentUID != 0 {
+		if err := os.Chown(cfg.Helper.Socket, agentUID, agentGID); err != nil {
+			return fmt.Errorf("chown %s: %w", cfg.Helper.Socket, err)
+		}
+	}
+	srv := privhelper.NewServer(privhelper.Options{
+		Policy: privhelper.Policy{
+			AgentUID: agentUID,
+			Reboot:   cfg.System.Enabled && cfg.System.Reboot,
+			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
+		},
+		Power: pw, Backend: backend, Version: version, Logger: log,
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("raspi-mcp-helper ready", "version", version, "socket", cfg.Helper.Socket, "agent_uid", agentUID, "backend", backend)
+	sdnotify.Ready("serving " + cfg.Helper.Socket)
+	go sdnotify.Watchdog(ctx, nil)
+	err = srv.Serve(ctx, ln)
+	sdnotify.Stopping()
+	return err
+}
+
+// lookupUser accepts a user name or a numeric uid.
+func lookupUser(name string) (uid, gid int, err error) {
+	if n, err := strconv.Atoi(name); err == nil {
+		if n < 0 {
+			return 0, 0, fmt.Errorf("invalid uid %d", n)
+		}
+		if u, err := user.LookupId(name); err == nil {
+			g, _ := strconv.Atoi(u.Gid)
+			return n, g, nil
+		}
+		return n, n, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if errors.As(err, &unknown) {
+			return 0, 0, fmt.Errorf("no user %q on this system", name)
+		}
+		return 0, 0, err
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid, nil
+}
+
+func level(s string) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(s))
+	return l
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent"
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/bridge"
+	"github.com/raspi-mcp/raspi-mcp/config"
+)
+
+// where is how a client command finds the agent: --socket, else --dir's
+// laptop-mode socket, else the config file's, else the packaged default.
+type where struct {
+	dir, socket, cfg, db string
+}
+
+func (w *where) flags(fs *flag.FlagSet) {
+	fs.StringVar(&w.dir, "dir", "", "laptop-mode directory of `raspi-mcp serve --sim --dir DIR`")
+	fs.StringVar(&w.socket, "socket", "", "agent socket (overrides --dir and the config)")
+	fs.StringVar(&w.cfg, "config", config.DefaultPath, "configuration file to read the socket and state paths from")
+}
+
+func (w *where) config() config.Config {
+	if w.dir != "" {
+		if c, err := config.Load(filepath.Join(w.dir, "config.toml")); err == nil {
+			return c
+		}
+		return config.Laptop(w.dir, "")
+	}
+	if c, err := config.Load(w.cfg); err == nil {
+		return c
+	}
+	return config.Default()
+}
+
+func (w *where) agentSocket() string {
+	if w.socket != "" {
+		return w.socket
+	}
+	return w.config().Agent.Socket
+}
+
+func (w *where) stateFile() string {
+	if w.db != "" {
+		return w.db
+	}
+	return w.config().Agent.State
+}
+
+func cmdStdio(args []string) error {
+	fs := flag.NewFlagSet("stdio", flag.ExitOnError)
+	var w where
+	w.flags(fs)
+	_ = fs.Parse(args)
+	conn, err := dialAgent(w.agentSocket())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return bridge.Run(os.Stdin, os.Stdout, conn, 10*time.Second)
+}
+
+// session opens an MCP client session to the agent with the Go SDK.
+func session(ctx context.Context, socket string) (*mcp.ClientSession, error) {
+	conn, err := dialAgent(socket)
+	if err != nil {
+		return nil, err
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-cli", Version: version}, nil)
+	s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("connecting to the agent: %w", err)
+	}
+	return s, nil
+}
+
+// callTool calls a tool and decodes its structured content into out.
+func callTool(ctx context.Context, s *mcp.ClientSession, name string, args any, out any) (*mcp.CallToolResult, error) {
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		return res, errors.New(textOf(res))
+	}
+	if out != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return res, err
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+func cmdCall(args []string) error {
+	fs := flag.NewFlagSet("call", flag.ExitOnError)
+	var w where
+	w.flags(fs)
+	asJSON := fs.Bool("json", false, "print the whole MCP result as JSON")
+	_ = fs.Parse(args)
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return &exitError{code: 2, msg: "usage: raspi-mcp call [--dir DIR] TOOL [JSON-ARGUMENTS]"}
+	}
+	var arguments map[string]any
+	if fs.NArg() == 2 {
+		if err := json.Unmarshal([]byte(fs.Arg(1)), &arguments); err != nil {
+			return &exitError{code: 2, msg: fmt.Sprintf("arguments must be a JSON object: %v", err)}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := session(ctx, w.agentSocket())
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: fs.Arg(0), Arguments: arguments})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Println(string(b))
+	} else {
+		fmt.Println(textOf(res))
+	}
+	if res.IsError {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func cmdStatus(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	var w where
+	w.flags(fs)
+	asJSON := fs.Bool("json", false, "machine-readable output")
+	_ = fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	socket := w.agentSocket()
+	s, err := session(ctx, socket)
+	if err != nil {
+		if *asJSON {
+			b, _ := json.MarshalIndent(map[string]any{"agent": map[string]any{"running": false, "socket": socket, "error": err.Error()}}, "", "  ")
+			fmt.Println(string(b))
+			return &exitError{code: 1}
+		}
+		return err
+	}
+	defer s.Close()
+	var st agent.ServerStatus
+	if _, err := callTool(ctx, s, "manage_get_server_status", nil, &st); err != nil {
+		return err
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(map[string]any{"agent": map[string]any{"running": true, "socket": socket}, "status": st}, "", "  ")
+		fmt.Println(string(b))
+	} else {
+		printStatus(st, socket)
+	}
+	if !st.Helper.Reachable {
+		return &exitError{code: 2}
+	}
+	return nil
+}
+
+func printStatus(st agent.ServerStatus, socket string) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	up := time.Duration(st.UptimeSeconds) * time.Second
+	fmt.Fprintf(tw, "agent\trunning, raspi-mcp %s (%s), pid %d, up %s, %s mode\n", st.Version, st.Build, st.PID, up, st.Mode)
+	fmt.Fprintf(tw, "socket\t%s\n", socket)
+	if st.Helper.Reachable {
+		fmt.Fprintf(tw, "helper\trunning, %s, pid %d, %s backend\n", st.Helper.Version, st.Helper.PID, st.Helper.Backend)
+	} else {
+		fmt.Fprintf(tw, "helper\tDOWN: privileged tools answer unavailable (%s)\n", st.Helper.Error)
+	}
+	fmt.Fprintf(tw, "device\t%s\n", st.Device.Model)
+	fmt.Fprintf(tw, "you\t%s, role %s\n", st.Caller.Principal, st.Caller.Role)
+	fmt.Fprintf(tw, "tools\t%d, %d calls since start (%d failed)\n", st.Tools, st.Calls.Total, st.Calls.Failed)
+	fmt.Fprintf(tw, "audit\t%d records, %d denied, %d errors; last %s\n", st.Audit.Records, st.Audit.Denied, st.Audit.Errors, orNone(st.Audit.LastTime))
+	fmt.Fprintf(tw, "database\t%s, %.1f KiB\n", st.Database.Path, float64(st.Database.SizeBytes)/1024)
+	if w, ok := st.ConfigSummary["writes"].(map[string]any); ok {
+		var on []string
+		for k, v := range w {
+			if v == true {
+				on = append(on, k)
+			}
+		}
+		fmt.Fprintf(tw, "writes on\t%s\n", orNone(strings.Join(on, ", ")))
+	}
+	tw.Flush()
+	if len(st.Recent) > 0 {
+		fmt.Println("\nrecent denials and errors:")
+		for _, e := range st.Recent {
+			fmt.Printf("  %s  %-8s %-28s %-18s %s\n", e.Time[:19], e.Principal, e.Tool, e.ErrorCode, e.Message)
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func cmdAudit(args []string) error {
+	if len(args) < 1 || (args[0] != "verify" && args[0] != "tail") {
+		return &exitError{code: 2, msg: "usage: raspi-mcp audit verify|tail [--dir DIR] [--db FILE] [-n N]"}
+	}
+	fs := flag.NewFlagSet("audit", flag.ExitOnError)
+	var w where
+	w.flags(fs)
+	fs.StringVar(&w.db, "db", "", "state database (default: from the config or --dir)")
+	n := fs.Int("n", 20, "tail: how many records")
+	asJSON := fs.Bool("json", false, "machine-readable output")
+	_ = fs.Parse(args[1:])
+
+	// A running agent holds the database lock: then ask it over MCP.
+	db, err := store.Open(w.stateFile(), store.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
+	var (
+		ver     agent.AuditVerifyOut
+		entries []agent.AuditEntry
+	)
+	switch {
+	case err == nil:
+		defer db.Close()
+		if args[0] == "verify" {
+			ver, err = agent.VerifyFile(db)
+		} else {
+			entries, err = agent.TailFile(db, *n)
+		}
+		if err != nil {
+			return err
+		}
+	case errors.Is(err, store.ErrLocked):
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		s, err := session(ctx, w.agentSocket())
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if args[0] == "verify" {
+			_, err = callTool(ctx, s, "logs_verify_audit_chain", nil, &ver)
+		} else {
+			var page agent.AuditLogsOut
+			_, err = callTool(ctx, s, "logs_get_recent_audit_logs", map[string]any{"limit": *n}, &page)
+			entries = page.Entries
+		}
+		if err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	if args[0] == "tail" {
+		if *asJSON {
+			b, _ := json.MarshalIndent(entries, "", "  ")
+			fmt.Println(string(b))
+			return nil
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tTIME\tPRINCIPAL\tROLE\tTOOL\tDECISION\tDRY\tERROR\tREASON/MESSAGE")
+		for i := len(entries) - 1; i >= 0; i-- {
+			e := entries[i]
+			note := e.Reason
+			if e.Message != "" {
+				note = strings.TrimSpace(e.Reason + " " + e.Message)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", e.Seq, e.Time[:19], e.Principal, e.Role, e.Tool, e.Decision, e.DryRun, e.ErrorCode, note)
+		}
+		return tw.Flush()
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(ver, "", "  ")
+		fmt.Println(string(b))
+	} else if ver.OK {
+		fmt.Printf("audit chain intact: %d records (seq %d..%d)\n", ver.Records, ver.FirstSeq, ver.LastSeq)
+	} else {
+		fmt.Printf("AUDIT CHAIN BROKEN: %d records checked\n", ver.Records)
+		for _, p := range ver.Problems {
+			fmt.Printf("  seq %d: %s: %s\n", p.Seq, p.Kind, p.Detail)
+		}
+	}
+	if !ver.OK {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func cmdConfig(args []string) error {
+	if len(args) != 2 || args[0] != "check" {
+		return &exitError{code: 2, msg: "usage: raspi-mcp config check FILE"}
+	}
+	c, err := config.Load(args[1])
+	if err != nil {
+		return err
+	}
+	var on []string
+	if c.System.Reboot {
+		on = append(on, "system.reboot")
+	}
+	if c.System.Shutdown {
+		on = append(on, "system.shutdown")
+	}
+	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles)\n", args[1], orNone(strings.Join(on, ", ")), len(c.Roles.Users), len(c.Roles.Groups))
+	return nil
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent"
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/privhelper"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+	"github.com/raspi-mcp/raspi-mcp/sdnotify"
+)
+
+func cmdServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
+	sim := fs.Bool("sim", false, "laptop mode: start the helper as a child, simulated board, caller is admin")
+	dir := fs.String("dir", "", "with --sim: directory for sockets, state and logs (default $XDG_RUNTIME_DIR/raspi-mcp or /tmp/raspi-mcp-UID)")
+	helperBin := fs.String("helper", "", "with --sim: path of raspi-mcp-helper (default: beside this binary, then $PATH)")
+	_ = fs.Parse(args)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var (
+		cfg  config.Config
+		err  error
+		mode = "device"
+		sys  sysinfo.Source
+	)
+	if *sim {
+		mode = "sim"
+		if cfg, err = laptopConfig(*dir); err != nil {
+			return err
+		}
+		sys = sysinfo.NewSim(sysinfo.SimOptions{})
+	} else {
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+		sys = sysinfo.NewLinux(sysinfo.LinuxOptions{})
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}))
+
+	helper := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version, Timeout: cfg.Helper.Timeout.D()})
+	defer helper.Close()
+	if *sim {
+		bin, err := findHelper(*helperBin)
+		if err != nil {
+			return err
+		}
+		dirPath := filepath.Dir(cfg.Agent.Socket)
+		sup := &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log")}, log: log}
+		done := make(chan struct{})
+		go func() { sup.run(ctx); close(done) }()
+		defer func() { stop(); <-done }()
+		if err := waitHelper(ctx, helper, 10*time.Second); err != nil {
+			return err
+		}
+	}
+
+	db, err := store.Open(cfg.Agent.State, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	a, err := agent.New(agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Version: version, Build: commit, Mode: mode, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Agent.Socket), 0o755); err != nil {
+		return err
+	}
+	ln, err := privhelper.Listen(cfg.Agent.Socket)
+	if err != nil {
+		return err
+	}
+	if cfg.Agent.SocketGroup != "" {
+		g, err := user.LookupGroup(cfg.Agent.SocketGroup)
+		if err != nil {
+			return fmt.Errorf("agent.socket_group: %w", err)
+		}
+		gid, _ := strconv.Atoi(g.Gid)
+		if err := os.Chown(cfg.Agent.Socket, -1, gid); err != nil {
+			return fmt.Errorf("agent.socket_group: chown %s: %w", cfg.Agent.Socket, err)
+		}
+	}
+	log.Info("raspi-mcp ready", "version", version, "mode", mode, "socket", cfg.Agent.Socket, "state", cfg.Agent.State)
+	sdnotify.Ready("serving " + cfg.Agent.Socket)
+	go sdnotify.Watchdog(ctx, func() error { _, err := db.Size(); return err })
+	err = a.Serve(ctx, ln)
+	sdnotify.Stopping()
+	log.Info("raspi-mcp stopped")
+	return err
+}
+
+// laptopConfig prepares DIR for `serve --sim`: the effective config is
+// written there so the helper child reads the same file the agent uses.
+func laptopConfig(dir string) (config.Config, error) {
+	dir = simDir(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return config.Config{}, err
+	}
+	u, err := user.Current()
+	name := ""
+	if err == nil {
+		name = u.Username
+	} else {
+		name = strconv.Itoa(os.Getuid())
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return config.Config{}, err
+	}
+	cfg := config.Laptop(abs, name)
+	data, err := cfg.Encode()
+	if err != nil {
+		return config.Config{}, err
+	}
+	if err := os.WriteFile(filepath.Join(abs, "config.toml"), data, 0o600); err != nil {
+		return config.Config{}, err
+	}
+	return cfg, nil
+}
+
+// simDir is the laptop-mode directory, shared with the client commands' --dir.
+func simDir(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "raspi-mcp")
+	}
+	return filepath.Join(os.TempDir(), "raspi-mcp-"+strconv.Itoa(os.Getuid()))
+}
+
+func findHelper(flagPath string) (string, error) {
+	if flagPath != "" {
+		return flagPath, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "raspi-mcp-helper")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("raspi-mcp-helper")
+	if err != nil {
+		return "", errors.New("raspi-mcp-helper not found beside raspi-mcp nor in $PATH (build both: make build)")
+	}
+	return p, nil
+}
+
+func waitHelper(ctx context.Context, c *client.Client, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		_, err := client.Call(ctx, c, proto.Status, proto.StatusReq{})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the helper did not come up: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// supervisor keeps the laptop-mode helper running, as systemd does on a Pi:
+// if it dies it is restarted after a pause, and the agent's client redials.
+type supervisor struct {
+	bin  string
+	args []string
+	log  *slog.Logger
+}
+
+const restartDelay = 2 * time.Second
+
+func (s *supervisor) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		cmd := exec.Command(s.bin, s.args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		// Own process group: a terminal's ^C reaches only the agent, which
+		// then stops the helper in order. Pdeathsig covers a killed agent.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		if err := cmd.Start(); err != nil {
+			s.log.Error("cannot start helper", "bin", s.bin, "err", err)
+		} else {
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-ctx.Done():
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(3 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+				}
+				return
+			case err := <-done:
+				s.log.Warn("helper exited; restarting", "err", err, "in", restartDelay)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(restartDelay):
+		}
+	}
+}
+
+func level(s string) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(s))
+	return l
+}
+
+// dialAgent connects to the agent socket with a clear error when it is down.
+func dialAgent(socket string) (*net.UnixConn, error) {
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		return nil, &exitError{code: 1, msg: fmt.Sprintf("the agent is not running (%v).\n  On a Pi: sudo systemctl start raspi-mcp; on a laptop: raspi-mcp serve --sim", err)}
+	}
+	return conn, nil
+}
