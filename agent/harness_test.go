@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/privhelper"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+)
+
+// rig is an agent on the simulated board with a real helper server, a real
+// bbolt file and real sockets: only the power backend records instead of acting.
+type rig struct {
+	t      *testing.T
+	dir    string
+	cfg    *config.Config
+	db     *store.DB
+	pw     *power.Sim
+	a      *Agent
+	helper *client.Client
+
+	mu         sync.Mutex
+	stopHelper context.CancelFunc
+	helperDone chan struct{}
+}
+
+func currentUser(t *testing.T) string {
+	u, err := user.Current()
+	if err != nil {
+		return strconv.Itoa(os.Getuid())
+	}
+	return u.Username
+}
+
+func newRig(t *testing.T, mod func(*config.Config)) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Laptop(dir, currentUser(t))
+	if mod != nil {
+		mod(&cfg)
+	}
+	db, err := store.Open(cfg.Agent.State, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, dir: dir, cfg: &cfg, db: db, pw: power.NewSim("")}
+	r.startHelper()
+	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test"})
+	r.a, err = New(Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
+		Version: "test", Mode: "sim", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.killHelper()
+		r.helper.Close()
+		r.pw.Close()
+		db.Close()
+	})
+	return r
+}
+
+func (r *rig) startHelper() {
+	r.t.Helper()
+	ln, err := privhelper.Listen(r.cfg.Helper.Socket)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	srv := privhelper.NewServer(privhelper.Options{
+		Policy: privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
+		Power:  r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+	r.mu.Lock()
+	r.stopHelper, r.helperDone = cancel, done
+	r.mu.Unlock()
+}
+
+func (r *rig) killHelper() {
+	r.mu.Lock()
+	stop, done := r.stopHelper, r.helperDone
+	r.stopHelper = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// as runs one call as principal p, straight through the pipeline.
+func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[string]any) {
+	r.t.Helper()
+	t, ok := r.a.tools.lookup(name)
+	if !ok {
+		r.t.Fatalf("no tool %s", name)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	res := r.a.invoke(context.Background(), t, &Call{Principal: p, CorrelationID: newCorrelationID()}, raw)
+	var sc map[string]any
+	_ = json.Unmarshal(res.StructuredContent.(json.RawMessage), &sc)
+	return res, sc
+}
+
+var admin = Principal{Name: "alice", UID: 1000, Role: RoleAdmin}
+
+// errCode returns the structured error code of a result, or "".
+func errCode(res *mcp.CallToolResult, sc map[string]any) string {
+	if !res.IsError {
+		return ""
+	}
+	e, _ := sc["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func (r *rig) auditCount() int {
+	r.t.Helper()
+	n, _, _, _, err := r.db.AuditCounts()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return n
+}
+
+// serve starts the agent on its socket and returns a connected SDK client session.
+func (r *rig) serve() *mcp.ClientSession {
+	r.t.Helper()
+	ln, err := privhelper.Listen(r.cfg.Agent.Socket)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.a.Serve(ctx, ln); close(done) }()
+	conn, err := net.Dial("unix", r.cfg.Agent.Socket)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { s.Close(); cancel(); <-done })
+	return s
+}
+
+func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func socketDir(r *rig) string { return filepath.Dir(r.cfg.Agent.Socket) }
+
+func storeQuery(limit int) store.AuditQuery { return store.AuditQuery{Limit: limit} }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// callHelperReboot goes straight to the helper, bypassing the agent's policy.
+func callHelperReboot(r *rig) (any, error) {
+	return client.Call(context.Background(), r.helper, proto.PowerSchedule, proto.PowerScheduleReq{Action: "reboot", DelaySeconds: 5, Reason: "bypass"})
+}
