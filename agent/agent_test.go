@@ -183,8 +183,7 @@ func TestArgumentsMustBeAnObject(t *testing.T) {
 	tl, _ := r.a.tools.lookup("system_reboot")
 	for _, raw := range []string{`[]`, `"x"`, `12`, `{"delay_seconds":1`} {
 		res := r.a.invoke(context.Background(), tl, &Call{Principal: admin, CorrelationID: "c"}, json.RawMessage(raw))
-		var sc map[string]any
-		_ = json.Unmarshal(res.StructuredContent.(json.RawMessage), &sc)
+		sc := structured(t, res)
 		if errCode(res, sc) != CodeInvalidArgument {
 			t.Errorf("%s: %v", raw, sc)
 		}

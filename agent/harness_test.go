@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,9 +121,35 @@ func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[s
 		r.t.Fatal(err)
 	}
 	res := r.a.invoke(context.Background(), t, &Call{Principal: p, CorrelationID: newCorrelationID()}, raw)
+	return res, structured(r.t, res)
+}
+
+// structured is the result object, or {"error": ...} for an error result,
+// taken from where clients find them.
+func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
 	var sc map[string]any
+	if res.IsError {
+		if res.StructuredContent != nil {
+			t.Fatalf("error result carries structuredContent, which clients validate against outputSchema")
+		}
+		e, err := json.Marshal(res.Meta["error"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var em map[string]any
+		_ = json.Unmarshal(e, &em)
+		sc = map[string]any{"error": em}
+		text := res.Content[0].(*mcp.TextContent).Text
+		_, js, _ := strings.Cut(text, "\n")
+		var fromText map[string]any
+		if json.Unmarshal([]byte(js), &fromText) != nil || fmt.Sprint(fromText) != fmt.Sprint(sc) {
+			t.Fatalf("text block error %q differs from _meta.error %v", js, sc)
+		}
+		return sc
+	}
 	_ = json.Unmarshal(res.StructuredContent.(json.RawMessage), &sc)
-	return res, sc
+	return sc
 }
 
 var admin = Principal{Name: "alice", UID: 1000, Role: RoleAdmin}

@@ -133,18 +133,23 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 }
 
 // result shapes an outcome per DESIGN.md: structuredContent is the result
-// object (or {"error": ...}), the text block holds a one-line summary then the
-// same JSON, and _meta carries correlation id, duration and audit ref.
+// object, the text block holds a one-line summary then the same JSON, and
+// _meta carries correlation id, duration and audit ref. An error is
+// {"error": {...}} in the text block and in _meta.error.
 func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	meta := mcp.Meta{"correlation_id": c.CorrelationID, "duration_ms": ms(o.dur)}
 	if o.auditRef != "" {
 		meta["audit_ref"] = o.auditRef
 	}
 	if o.err != nil {
-		body := map[string]any{"error": o.err}
-		js, _ := json.Marshal(body)
+		// Clients built on the TypeScript SDK validate structuredContent
+		// against outputSchema even when isError is set, so the error object
+		// goes in the text (for the model) and in _meta.error (for programs),
+		// never in structuredContent.
+		meta["error"] = o.err
+		js, _ := json.Marshal(map[string]any{"error": o.err})
 		return &mcp.CallToolResult{
-			Meta: meta, IsError: true, StructuredContent: json.RawMessage(js),
+			Meta: meta, IsError: true,
 			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("error %s: %s\n%s", o.err.Code, o.err.Message, js)}},
 		}
 	}

@@ -70,10 +70,6 @@ type HealthSnapshot struct {
 var healthProps = []Prop{
 	prop("timestamp", format("date-time")),
 	prop("cpu_usage_percent", minimum(0), maximum(100)),
-	prop("cpu_temperature_celsius", notNull),
-	prop("throttling_flags", notNull),
-	prop("cpu_frequency_mhz", notNull),
-	prop("throttling_history", notNull),
 }
 
 // PowerIn is the input of system.reboot (spec 002 §3.3) and system.shutdown.

@@ -100,8 +100,30 @@ func def(v any) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) { s.Default, _ = json.Marshal(v) }
 }
 
+// nonNullable drops the "null" that Go pointers, slices and maps get in
+// inferred schemas: our results never contain null (absent fields are
+// omitted, lists are empty), and clients mapping schemas onto single-type
+// dialects (Gemini's OpenAPI subset) reject ["null", T]. A field that really
+// is nullable says so with a Prop.
+func nonNullable(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	notNull(s)
+	for _, p := range s.Properties {
+		nonNullable(p)
+	}
+	nonNullable(s.Items)
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Not == nil {
+		nonNullable(s.AdditionalProperties)
+	}
+}
+
 // notNull makes an optional pointer field a plain type: absent is allowed, null is not.
 func notNull(s *jsonschema.Schema) {
+	if len(s.Types) == 0 {
+		return
+	}
 	for _, t := range s.Types {
 		if t != "null" {
 			s.Type, s.Types = t, nil
@@ -171,6 +193,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if isGuarded {
 		s.Props = append(s.Props, prop("reason", maxLen(200)))
 	}
+	nonNullable(in)
 	if err := tighten(in, s.Props); err != nil {
 		return nil, fmt.Errorf("agent: tool %q: %w", s.ID, err)
 	}
@@ -178,6 +201,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
 	}
+	nonNullable(out)
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
