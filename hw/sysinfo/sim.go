@@ -1,0 +1,145 @@
+package sysinfo
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// Simulated board constants: a 4 GB Pi 4 on a 32 GB card.
+const (
+	simDefaultModel = "Raspberry Pi 4 Model B Rev 1.4 (simulated)"
+	simCores        = 4
+	simMemTotal     = 4 << 30
+	simSwapTotal    = 100 << 20 // dphys-swapfile's default
+	simDiskTotal    = 7_516_160 * 4096
+	simDiskUsed     = simDiskTotal / 5 * 2
+	simPage         = 4096
+)
+
+// SimOptions configures [NewSim].
+type SimOptions struct {
+	Model string           // default "Raspberry Pi 4 Model B Rev 1.4 (simulated)"
+	Now   func() time.Time // default time.Now
+	Start time.Time        // "boot" time for uptime; default the first Now()
+}
+
+// Sim is the simulated board for laptops, demos and fast tests. Every value
+// is a pure function of Now()-Start, so it is deterministic under a fake
+// clock, yet moves smoothly under a real one. It has no goroutines and no
+// mutable state.
+type Sim struct {
+	model string
+	now   func() time.Time
+	start time.Time
+}
+
+var _ Source = (*Sim)(nil)
+
+// NewSim returns a simulated Source.
+func NewSim(o SimOptions) *Sim {
+	s := &Sim{model: o.Model, now: o.Now, start: o.Start}
+	if s.model == "" {
+		s.model = simDefaultModel
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.start.IsZero() {
+		s.start = s.now()
+	}
+	return s
+}
+
+// Basic reports a Pi 4 running 64-bit Raspberry Pi OS bookworm.
+func (s *Sim) Basic(ctx context.Context) (Basic, error) {
+	if err := ctx.Err(); err != nil {
+		return Basic{}, err
+	}
+	_, e := s.elapsed()
+	return Basic{
+		Hostname:         "raspberrypi",
+		Model:            s.model,
+		CPUArch:          "aarch64",
+		CPUCores:         simCores,
+		MemoryTotalBytes: simMemTotal,
+		OSName:           "Debian GNU/Linux",
+		OSVersion:        "12 (bookworm)",
+		KernelVersion:    "6.6.51+rpt-rpi-v8",
+		UptimeSeconds:    uint64(e),
+		Serial:           "1000000000c0ffee",
+		Revision:         "c03114",
+	}, nil
+}
+
+// Health moves CPU (5-40 %), temperature (45-65 °C) and memory (30-40 %
+// used) along sums of sines with periods from seconds to minutes, and
+// always reports a past under-voltage so a demo has something to show.
+func (s *Sim) Health(ctx context.Context) (Health, error) {
+	if err := ctx.Err(); err != nil {
+		return Health{}, err
+	}
+	now, e := s.elapsed()
+	cpu := simCPU(e)
+	busy := (cpu - 22.5) / 17.5 // -1..1, lets temperature and memory follow load a little
+	temp := 55 + 7*wave(e, 480, 0) + 3*busy
+	freq := 600.0
+	if cpu >= 15 {
+		freq = 1800 // ondemand jumps straight to the top
+	}
+	used := uint64(simMemTotal*(0.35+0.04*wave(e, 300, 0.5)+0.01*busy)) / simPage * simPage
+	th := ThrottleFromRaw(1 << 16)
+	th.Source = "sim"
+	return Health{
+		Time:                 now,
+		CPUUsagePercent:      cpu,
+		CPUFreqMHz:           &freq,
+		Load1:                simCores * cpu / 100,
+		Load5:                simCores * (0.225 + 0.03*wave(e, 600, 1)),
+		Load15:               simCores * (0.22 + 0.01*wave(e, 1800, 2)),
+		MemoryTotalBytes:     simMemTotal,
+		MemoryUsedBytes:      used,
+		MemoryAvailableBytes: simMemTotal - used,
+		SwapTotalBytes:       simSwapTotal,
+		SwapUsedBytes:        0,
+		DiskTotalBytes:       simDiskTotal,
+		DiskUsedBytes:        simDiskUsed,
+		TemperatureCelsius:   &temp,
+		TemperatureSource:    "sim",
+		Throttle:             &th,
+		UptimeSeconds:        uint64(e),
+	}, nil
+}
+
+// Hardware reports a Pi 4 with I2C, PWM and a Camera Module 3 enabled.
+func (s *Sim) Hardware(ctx context.Context) (Hardware, error) {
+	if err := ctx.Err(); err != nil {
+		return Hardware{}, err
+	}
+	return Hardware{
+		GPIOChips:      []string{"gpiochip0"},
+		GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2711"},
+		I2CBuses:       []int{1},
+		PWMChips:       []string{"pwmchip0"},
+		Cameras:        []string{"imx708"},
+		Thermal:        true,
+		Throttle:       true,
+		IsRaspberryPi:  isRaspberryPi(s.model),
+	}, nil
+}
+
+// elapsed is the simulated uptime; a clock before Start reads as boot.
+func (s *Sim) elapsed() (time.Time, float64) {
+	now := s.now()
+	return now, max(now.Sub(s.start).Seconds(), 0)
+}
+
+// simCPU stays within 5..40: 22.5 ± (12 + 5.5).
+func simCPU(e float64) float64 {
+	return 22.5 + 12*wave(e, 97, 0) + 5.5*wave(e, 23, 1)
+}
+
+// wave is a sine of the given period in seconds, in -1..1.
+func wave(e, period, phase float64) float64 {
+	return math.Sin(2*math.Pi*e/period + phase)
+}
