@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -213,6 +214,7 @@ func printStatus(st agent.ServerStatus, socket string) {
 				on = append(on, k)
 			}
 		}
+		sort.Strings(on)
 		fmt.Fprintf(tw, "writes on\t%s\n", orNone(strings.Join(on, ", ")))
 	}
 	tw.Flush()

@@ -1,0 +1,198 @@
+// Command demo is `make demo`: it starts raspi-mcp in laptop mode on the
+// simulated board, walks an MCP session through `raspi-mcp stdio` with the Go
+// SDK client, as a laptop's assistant would over ssh, prints it for a person,
+// and stops everything.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	binDir := flag.String("bin", "bin", "directory with raspi-mcp and raspi-mcp-helper")
+	flag.Parse()
+	if err := run(*binDir); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(binDir string) error {
+	raspi, err := filepath.Abs(filepath.Join(binDir, "raspi-mcp"))
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "raspi-mcp-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	logPath := filepath.Join(dir, "agent.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+
+	step("Start the agent and its root helper on the simulated board")
+	fmt.Printf("  $ raspi-mcp serve --sim --dir %s\n", dir)
+	serve := exec.Command(raspi, "serve", "--sim", "--dir", dir)
+	serve.Stdout, serve.Stderr = logf, logf
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+	}()
+	start := time.Now()
+	for exec.Command(raspi, "status", "--dir", dir).Run() != nil {
+		if time.Since(start) > 20*time.Second {
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("agent not ready after 20 s:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("  ready in %d ms\n", time.Since(start).Milliseconds())
+	status, _ := exec.Command(raspi, "status", "--dir", dir).Output()
+	fmt.Print(indent(string(status)))
+
+	step("Connect like a laptop client does: the Go SDK client runs `raspi-mcp stdio`")
+	fmt.Printf("  (on a Pi: ssh -T pi /usr/bin/raspi-mcp stdio)\n")
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-demo", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(raspi, "stdio", "--dir", dir)}, nil)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return err
+	}
+	names := []string{}
+	for _, t := range tools.Tools {
+		names = append(names, t.Name)
+	}
+	fmt.Printf("  %d tools: %s\n", len(names), strings.Join(names, ", "))
+
+	calls := []struct {
+		title string
+		tool  string
+		args  map[string]any
+	}{
+		{"How is the board doing?", "system_get_health_snapshot", nil},
+		{"What does this device have, and what may I do?", "system_get_capabilities", nil},
+		{"A reboot without confirm and reason is refused (high risk)", "system_reboot", map[string]any{"delay_seconds": 60}},
+		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
+		{"Confirmed, with a reason: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
+			map[string]any{"confirm": true, "reason": "demo: apply kernel update", "delay_seconds": 60}},
+		{"Shutdown is critical: a direct call points to change_prepare", "system_shutdown", map[string]any{"reason": "demo"}},
+		{"Bad input gets a structured invalid_argument", "system_reboot", map[string]any{"delay_seconds": "soon"}},
+		{"The audit trail of this session", "logs_get_recent_audit_logs", map[string]any{"limit": 10, "oldest_first": true}},
+		{"Is the hash chain intact?", "logs_verify_audit_chain", nil},
+	}
+	for _, c := range calls {
+		step(c.title)
+		argJSON, _ := json.Marshal(c.args)
+		if c.args == nil {
+			argJSON = []byte("{}")
+		}
+		fmt.Printf("  → %s %s\n", c.tool, argJSON)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		if err != nil {
+			return err
+		}
+		show(c.tool, res)
+	}
+
+	step("On the device, a person checks the audit trail")
+	out, _ := exec.Command(raspi, "audit", "verify", "--dir", dir).CombinedOutput()
+	fmt.Printf("  $ raspi-mcp audit verify\n%s", indent(string(out)))
+	power, _ := os.ReadFile(filepath.Join(dir, "power.log"))
+	fmt.Printf("  sim board power log:\n%s", indent(string(power)))
+	step("Stop (SIGTERM)")
+	return nil
+}
+
+func step(s string) { fmt.Printf("\n== %s\n", s) }
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("    " + l + "\n")
+	}
+	return b.String()
+}
+
+// show prints the one-line summary, and for a few tools the interesting part.
+func show(tool string, res *mcp.CallToolResult) {
+	text := ""
+	if len(res.Content) > 0 {
+		if t, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = t.Text
+		}
+	}
+	summary, body, _ := strings.Cut(text, "\n")
+	mark := "✓"
+	if res.IsError {
+		mark = "✗"
+	}
+	fmt.Printf("  %s %s   [audit %v, %v ms]\n", mark, summary, orDash(res.Meta["audit_ref"]), res.Meta["duration_ms"])
+	var m map[string]any
+	_ = json.Unmarshal([]byte(body), &m)
+	if e, ok := m["error"].(map[string]any); ok {
+		if h, _ := e["fix_hint"].(string); h != "" {
+			fmt.Printf("    fix_hint: %s\n", h)
+		}
+		if n, _ := e["suggested_next_tool_calls"].([]any); len(n) > 0 {
+			j, _ := json.Marshal(n[0])
+			fmt.Printf("    suggested next call: %s\n", j)
+		}
+		if d, _ := e["details"].(map[string]any); len(d) > 0 && e["code"] == "invalid_argument" {
+			j, _ := json.Marshal(d)
+			fmt.Printf("    details: %s\n", j)
+		}
+		return
+	}
+	switch tool {
+	case "logs_get_recent_audit_logs":
+		for _, x := range m["entries"].([]any) {
+			e := x.(map[string]any)
+			fmt.Printf("    #%v %-9v %-28v %-5v dry_run=%-5v %v %v\n", e["seq"], e["principal"], e["tool"], e["decision"], e["dry_run"], orDash(e["error_code"]), e["hash"].(string)[:19]+"…")
+		}
+	case "system_get_capabilities":
+		for _, d := range m["domains"].([]any) {
+			dm := d.(map[string]any)
+			avail := 0
+			for _, t := range dm["tools"].([]any) {
+				if t.(map[string]any)["available"] == true {
+					avail++
+				}
+			}
+			fmt.Printf("    %-8v enabled=%v, %d/%d tools available\n", dm["name"], dm["enabled"], avail, len(dm["tools"].([]any)))
+		}
+	case "system_reboot":
+		if p, ok := m["plan"].([]any); ok {
+			fmt.Printf("    plan: %v\n", p)
+		}
+	}
+}
+
+func orDash(v any) any {
+	if v == nil || v == "" {
+		return "-"
+	}
+	return v
+}
