@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -399,5 +400,41 @@ func TestStdioIsProtocolOnly(t *testing.T) {
 		if !json.Valid([]byte(l)) {
 			t.Fatalf("non-JSON on stdout: %q", l)
 		}
+	}
+}
+
+// Under systemd (Type=notify) the agent says READY=1 once it serves, and the
+// laptop-mode helper child does not speak for it.
+func TestSystemdReadiness(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(raspi(), "serve", "--sim", "--dir", dir)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	var got []string
+	buf := make([]byte, 4096)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("no READY: %v", err)
+	}
+	got = append(got, string(buf[:n]))
+	if !strings.HasPrefix(got[0], "READY=1") || !strings.Contains(got[0], "mcp.sock") {
+		t.Fatalf("first notification %q", got[0])
+	}
+	if exec.Command(raspi(), "status", "--dir", dir).Run() != nil {
+		t.Fatal("READY sent before status succeeds")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(buf); err == nil {
+		t.Fatalf("a second process notified: %q", buf[:n])
 	}
 }

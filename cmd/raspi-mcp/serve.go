@@ -12,7 +12,9 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -194,6 +196,9 @@ func (s *supervisor) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		cmd := exec.Command(s.bin, s.args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		// The child is not the unit's main process: it must not tell systemd
+		// it is ready or feed the agent's watchdog.
+		cmd.Env = withoutEnv(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 		// Own process group: a terminal's ^C reaches only the agent, which
 		// then stops the helper in order. Pdeathsig covers a killed agent.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -237,4 +242,15 @@ func dialAgent(socket string) (*net.UnixConn, error) {
 		return nil, &exitError{code: 1, msg: fmt.Sprintf("the agent is not running (%v).\n  On a Pi: sudo systemctl start raspi-mcp; on a laptop: raspi-mcp serve --sim", err)}
 	}
 	return conn, nil
+}
+
+func withoutEnv(env []string, keys ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(keys, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
