@@ -8,16 +8,17 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// Error codes of spec 002 §9.1. They are the whole vocabulary a model sees.
+// Error codes of spec 002 §9.1, the whole vocabulary a model sees. They are
+// the helper protocol's codes, so helper errors pass through unchanged.
 const (
-	CodeInvalidArgument    = "invalid_argument"
-	CodePermissionDenied   = "permission_denied"
-	CodeUnauthenticated    = "unauthenticated"
-	CodeNotFound           = "not_found"
-	CodeFailedPrecondition = "failed_precondition"
-	CodeResourceExhausted  = "resource_exhausted"
-	CodeUnavailable        = "unavailable"
-	CodeInternal           = "internal"
+	CodeInvalidArgument    = proto.CodeInvalidArgument
+	CodePermissionDenied   = proto.CodePermissionDenied
+	CodeUnauthenticated    = "unauthenticated" // HTTP tokens only; the helper never says it
+	CodeNotFound           = proto.CodeNotFound
+	CodeFailedPrecondition = proto.CodeFailedPrecondition
+	CodeResourceExhausted  = proto.CodeResourceExhausted
+	CodeUnavailable        = proto.CodeUnavailable
+	CodeInternal           = proto.CodeInternal
 )
 
 // ToolError is an error a model can act on: it is returned as

@@ -100,14 +100,8 @@ func (a *Agent) registerSystem() {
 			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
 		},
 	})
-	add(a.tools, Spec[NoArgs, HealthSnapshot]{
-		ID: "system.get_health_snapshot", Title: "Health snapshot",
-		Description: "CPU, memory and disk use, CPU temperature and the firmware's throttling and under-voltage flags, right now.",
-		Rule:        Rule{MinRole: RoleRead},
-		OutProps:    healthProps,
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
-		Summary:     func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },
-	})
+	add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
+		"CPU, memory and disk use, CPU temperature and the firmware's throttling and under-voltage flags, right now."))
 	add(a.tools, Spec[NoArgs, Capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
@@ -148,6 +142,17 @@ func (a *Agent) registerSystem() {
 		},
 		Summary: powerLine,
 	})
+}
+
+// healthSpec is the snapshot tool; system and metrics both expose it (spec 002 §3.2, §4.1).
+func (a *Agent) healthSpec(id, title, desc string) Spec[NoArgs, HealthSnapshot] {
+	return Spec[NoArgs, HealthSnapshot]{
+		ID: id, Title: title, Description: desc,
+		Rule:     Rule{MinRole: RoleRead},
+		OutProps: healthProps,
+		Run:      func(ctx context.Context, _ *Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
+		Summary:  func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },
+	}
 }
 
 func (a *Agent) basicInfo(ctx context.Context) (BasicInfo, error) {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"sort"
@@ -64,17 +63,8 @@ func BenchmarkColdStart(b *testing.B) {
 		if i == 0 {
 			b.StopTimer()
 			time.Sleep(2 * time.Second) // idle
-			out, _ := exec.Command(raspi(), "status", "--dir", dir, "--json").Output()
-			var st struct {
-				Status struct {
-					PID    int `json:"pid"`
-					Helper struct {
-						PID int `json:"pid"`
-					} `json:"helper"`
-				} `json:"status"`
-			}
-			_ = json.Unmarshal(out, &st)
-			agentRSS, helperRSS = rssKB(st.Status.PID), rssKB(st.Status.Helper.PID)
+			agentPID, helperPID := statusPIDs(b, dir)
+			agentRSS, helperRSS = rssKB(agentPID), rssKB(helperPID)
 			b.StartTimer()
 		}
 		_ = cmd.Process.Signal(os.Interrupt)

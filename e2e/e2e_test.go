@@ -277,23 +277,12 @@ func TestAuditVerifyCatchesAnEditedRecord(t *testing.T) {
 func TestHelperKilledAndRestarted(t *testing.T) {
 	s := startSim(t)
 	cs := s.session(t)
-	var st struct {
-		Status struct {
-			PID    int `json:"pid"`
-			Helper struct {
-				PID int `json:"pid"`
-			} `json:"helper"`
-		} `json:"status"`
-	}
-	out, _ := s.cli(t, "status", "--json")
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Status.Helper.PID == 0 {
-		t.Fatalf("status --json: %v %s", err, out)
-	}
+	agentPID, helperPID := statusPIDs(t, s.dir)
 	args := map[string]any{"confirm": true, "reason": "e2e", "delay_seconds": 600}
 	if res, m := call(t, cs, "system_reboot", args); res.IsError {
 		t.Fatalf("before: %v", m)
 	}
-	if err := syscall.Kill(st.Status.Helper.PID, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(helperPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -320,16 +309,27 @@ func TestHelperKilledAndRestarted(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	out, _ = s.cli(t, "status", "--json")
-	var after struct {
+	if now, _ := statusPIDs(t, s.dir); now != agentPID {
+		t.Fatalf("agent restarted: pid %d -> %d", agentPID, now)
+	}
+}
+
+// statusPIDs reads the agent's and helper's pids from `raspi-mcp status --json`.
+func statusPIDs(t testing.TB, dir string) (agent, helper int) {
+	t.Helper()
+	out, _ := exec.Command(raspi(), "status", "--dir", dir, "--json").Output()
+	var st struct {
 		Status struct {
-			PID int `json:"pid"`
+			PID    int `json:"pid"`
+			Helper struct {
+				PID int `json:"pid"`
+			} `json:"helper"`
 		} `json:"status"`
 	}
-	_ = json.Unmarshal([]byte(out), &after)
-	if after.Status.PID != st.Status.PID {
-		t.Fatalf("agent restarted: pid %d -> %d", st.Status.PID, after.Status.PID)
+	if err := json.Unmarshal(out, &st); err != nil || st.Status.PID == 0 {
+		t.Fatalf("status --json: %v %s", err, out)
 	}
+	return st.Status.PID, st.Status.Helper.PID
 }
 
 // A user the config does not map is refused with a reason, and the refusal is audited.
