@@ -13,6 +13,7 @@ import (
 	"net"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -251,7 +252,7 @@ func (a *Agent) protocolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 			case -32603:
 				code = CodeInternal
 			}
-			if method == "tools/call" && we.Code == -32602 {
+			if method == "tools/call" && we.Code == -32602 && strings.HasPrefix(we.Message, "unknown tool") {
 				code = CodeNotFound // the SDK answers an unknown tool with -32602
 			}
 			we.Data, _ = json.Marshal(map[string]any{"error_code": code})

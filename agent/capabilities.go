@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"sort"
-	"strings"
 
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -116,11 +115,7 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 func (a *Agent) helperBrief(ctx context.Context) HelperBrief {
 	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
 	if err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, ": "); i > 0 && len(msg) > 160 {
-			msg = msg[:160]
-		}
-		return HelperBrief{Error: msg}
+		return HelperBrief{Error: truncate(err.Error(), 160)}
 	}
 	return HelperBrief{Reachable: true, Backend: st.Backend}
 }

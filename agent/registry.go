@@ -79,7 +79,8 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	if verr != nil {
 		decision, o.err = "deny", verr
 	} else {
-		// Guard arguments are needed for the decision before the handler runs.
+		// Guard arguments are needed for the decision before the handler
+		// runs; tools without them decode to the zero guard.
 		var g GuardArgs
 		_ = json.Unmarshal(args, &g)
 		c.Guard = g.guard()

@@ -244,9 +244,6 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, "", errf(CodeInvalidArgument, "arguments: %v", err)
 		}
-		if g, ok := any(v).(guarded); ok {
-			c.Guard = g.guard()
-		}
 		out, err := run(ctx, c, v)
 		if err != nil {
 			return nil, "", err
