@@ -25,15 +25,15 @@ const DefaultPath = "/etc/raspi-mcp/config.toml"
 
 // Config is the whole file. Field comments give the TOML key; defaults are in Default.
 type Config struct {
-	Agent   Agent  `toml:"agent"`
-	Helper  Helper `toml:"helper"`
-	Roles   Roles  `toml:"roles"`
-	Audit   Audit  `toml:"audit"`
-	Change  Change `toml:"change"`
-	System  System `toml:"system"`
-	Metrics Domain `toml:"metrics"`
-	Logs    Domain `toml:"logs"`
-	Manage  Domain `toml:"manage"`
+	Agent   Agent   `toml:"agent"`
+	Helper  Helper  `toml:"helper"`
+	Roles   Roles   `toml:"roles"`
+	Audit   Audit   `toml:"audit"`
+	Change  Change  `toml:"change"`
+	System  System  `toml:"system"`
+	Metrics Metrics `toml:"metrics"`
+	Logs    Domain  `toml:"logs"`
+	Manage  Domain  `toml:"manage"`
 }
 
 // Agent configures the unprivileged MCP agent.
@@ -74,6 +74,17 @@ type Domain struct {
 	Enabled bool `toml:"enabled"`
 }
 
+// Metrics is the metrics namespace and its history on the device.
+type Metrics struct {
+	Enabled          bool     `toml:"enabled"`
+	Jobs             bool     `toml:"jobs"`              // metrics.start/stop_sampling_job (risk low)
+	DefaultJob       bool     `toml:"default_job"`       // start one sampling job on first run
+	DefaultInterval  Duration `toml:"default_interval"`  // its interval, 5s..1h
+	DefaultRetention Duration `toml:"default_retention"` // its retention, 1h..168h
+	FlushInterval    Duration `toml:"flush_interval"`    // samples are written in batches this often; at most this much is lost on power loss
+	MaxJobs          int      `toml:"max_jobs"`
+}
+
 // System is the system namespace: reads, plus the power actions that are off
 // until the owner turns them on.
 type System struct {
@@ -103,11 +114,12 @@ func Default() Config {
 			Users:  map[string]string{},
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
-		Change:  Change{TokenTTL: Duration(5 * time.Minute)},
-		System:  System{Enabled: true},
-		Metrics: Domain{Enabled: true},
-		Logs:    Domain{Enabled: true},
-		Manage:  Domain{Enabled: true},
+		Change: Change{TokenTTL: Duration(5 * time.Minute)},
+		System: System{Enabled: true},
+		Metrics: Metrics{Enabled: true, DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
+			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(60 * time.Second), MaxJobs: 8},
+		Logs:   Domain{Enabled: true},
+		Manage: Domain{Enabled: true},
 	}
 }
 
@@ -174,6 +186,18 @@ func (c Config) Validate() error {
 	if c.Change.TokenTTL.D() < time.Second || c.Change.TokenTTL.D() > time.Hour {
 		return fmt.Errorf("change.token_ttl: want 1s..1h, got %s", c.Change.TokenTTL.D())
 	}
+	if d := c.Metrics.DefaultInterval.D(); d < 5*time.Second || d > time.Hour {
+		return fmt.Errorf("metrics.default_interval: want 5s..1h, got %s", d)
+	}
+	if d := c.Metrics.DefaultRetention.D(); d < time.Hour || d > 168*time.Hour {
+		return fmt.Errorf("metrics.default_retention: want 1h..168h, got %s", d)
+	}
+	if d := c.Metrics.FlushInterval.D(); d < time.Second || d > time.Hour {
+		return fmt.Errorf("metrics.flush_interval: want 1s..1h, got %s", d)
+	}
+	if c.Metrics.MaxJobs < 1 || c.Metrics.MaxJobs > 64 {
+		return fmt.Errorf("metrics.max_jobs: want 1..64, got %d", c.Metrics.MaxJobs)
+	}
 	for kind, m := range map[string]map[string]string{"users": c.Roles.Users, "groups": c.Roles.Groups} {
 		for name, role := range m {
 			if !ValidRole(role) {
@@ -225,13 +249,20 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 // Laptop returns the configuration of `raspi-mcp serve --sim`: sockets and
 // state under dir, the invoking user as the helper's agent and as admin, and
 // every domain and write switched on so the whole flow can be tried.
-func Laptop(dir, user string) Config {
-	c := Default()
+func Laptop(dir, user string) Config { return LaptopFrom(Default(), dir, user) }
+
+// LaptopFrom applies the laptop-mode overrides to base, so `serve --sim
+// --config FILE` keeps FILE's other settings (flush interval, upstreams).
+func LaptopFrom(base Config, dir, user string) Config {
+	c := base
 	c.Agent.Socket = filepath.Join(dir, "mcp.sock")
 	c.Agent.State = filepath.Join(dir, "state.db")
+	c.Agent.SocketGroup = ""
 	c.Helper.Socket = filepath.Join(dir, "helper.sock")
 	c.Helper.AgentUser = user
 	c.Roles.Users = map[string]string{user: "admin"}
 	c.System = System{Enabled: true, Reboot: true, Shutdown: true}
+	c.Metrics.Enabled, c.Metrics.Jobs = true, true
+	c.Logs.Enabled, c.Manage.Enabled = true, true
 	return c
 }

@@ -30,7 +30,7 @@ import (
 
 func cmdServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
+	cfgPath := fs.String("config", config.DefaultPath, "configuration file (with --sim: settings kept under the laptop overrides)")
 	sim := fs.Bool("sim", false, "laptop mode: start the helper as a child, simulated board, caller is admin")
 	dir := fs.String("dir", "", "with --sim: directory for sockets, state and logs (default $XDG_RUNTIME_DIR/raspi-mcp or /tmp/raspi-mcp-UID)")
 	helperBin := fs.String("helper", "", "with --sim: path of raspi-mcp-helper (default: beside this binary, then $PATH)")
@@ -47,7 +47,13 @@ func cmdServe(args []string) error {
 	)
 	if *sim {
 		mode = "sim"
-		if cfg, err = laptopConfig(*dir); err != nil {
+		base := config.Default()
+		if flagSet(fs, "config") {
+			if base, err = config.Load(*cfgPath); err != nil {
+				return err
+			}
+		}
+		if cfg, err = laptopConfig(base, *dir); err != nil {
 			return err
 		}
 		sys = sysinfo.NewSim(sysinfo.SimOptions{})
@@ -113,7 +119,7 @@ func cmdServe(args []string) error {
 
 // laptopConfig prepares DIR for `serve --sim`: the effective config is
 // written there so the helper child reads the same file the agent uses.
-func laptopConfig(dir string) (config.Config, error) {
+func laptopConfig(base config.Config, dir string) (config.Config, error) {
 	dir = simDir(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return config.Config{}, err
@@ -129,7 +135,7 @@ func laptopConfig(dir string) (config.Config, error) {
 	if err != nil {
 		return config.Config{}, err
 	}
-	cfg := config.Laptop(abs, name)
+	cfg := config.LaptopFrom(base, abs, name)
 	data, err := cfg.Encode()
 	if err != nil {
 		return config.Config{}, err
@@ -253,4 +259,10 @@ func withoutEnv(env []string, keys ...string) []string {
 		}
 	}
 	return out
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
