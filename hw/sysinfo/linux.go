@@ -192,6 +192,65 @@ func (l *Linux) Hardware(ctx context.Context) (Hardware, error) {
 	}, nil
 }
 
+// Counters reads the cumulative network and disk counters for [Rates].
+//
+// Interfaces are those of /proc/net/dev except loopback. Disks are the
+// /proc/diskstats devices listed in sys/block, which holds whole devices
+// only (partitions live below them); when sys/block is missing or empty, as
+// in some containers, kernel partition names (sda1, mmcblk0p1, nvme0n1p1)
+// are left out instead. Either way these are not disks: ram* and zram*
+// (memory; zram is usually swap), loop* (file images, one per snap on
+// Ubuntu, whose I/O already shows on the disk holding the file) and an
+// eMMC's mmcblkNbootM and mmcblkNrpmb areas, which the OS does not use.
+// Device-mapper (dm-*) and md RAID (md*) devices are disks although their
+// I/O also shows on the devices below them: on an encrypted or RAID root
+// they are the volume the user thinks of, and rates are per device, never
+// summed. Optical drives (sr*) and nbd* are disks too.
+func (l *Linux) Counters(ctx context.Context) (Counters, error) {
+	if err := ctx.Err(); err != nil {
+		return Counters{}, err
+	}
+	nb, err := l.read("proc/net/dev")
+	if err != nil {
+		return Counters{}, err
+	}
+	db, err := l.read("proc/diskstats")
+	if err != nil {
+		return Counters{}, err
+	}
+	// One timestamp for both files: they are read microseconds apart, and
+	// Rates needs a single interval per pair.
+	now := l.now()
+	ifs, err := ParseNetDev(nb)
+	if err != nil {
+		return Counters{}, err
+	}
+	disks, err := ParseDiskstats(db)
+	if err != nil {
+		return Counters{}, err
+	}
+	ifs = slices.DeleteFunc(ifs, func(c NetCounters) bool { return c.Name == "lo" })
+	slices.SortFunc(ifs, func(a, b NetCounters) int { return naturalCompare(a.Name, b.Name) })
+	sysBlock := l.sysBlock()
+	disks = slices.DeleteFunc(disks, func(d DiskCounters) bool { return !isWholeDisk(d.Name, sysBlock) })
+	slices.SortFunc(disks, func(a, b DiskCounters) int { return naturalCompare(a.Name, b.Name) })
+	return Counters{Time: now, Net: ifs, Disk: disks}, nil
+}
+
+// sysBlock is the set of names in sys/block, or nil when it cannot be read
+// or is empty, which means "no sysfs" rather than "no disks".
+func (l *Linux) sysBlock() map[string]bool {
+	entries, err := fs.ReadDir(l.root, "sys/block")
+	if err != nil || len(entries) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		m[e.Name()] = true
+	}
+	return m
+}
+
 // cpuUsage returns usage since the previous reading when that is 100 ms to
 // 60 s old, else samples over 100 ms. The lock is not held while sleeping,
 // so a cancelled caller never waits behind another one.

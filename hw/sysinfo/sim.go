@@ -128,6 +128,53 @@ func (s *Sim) Hardware(ctx context.Context) (Hardware, error) {
 	}, nil
 }
 
+// Counters reports eth0 receiving about 50 KB/s and sending about 6 KB/s,
+// a lightly used wlan0 (a few KB/s) and an SD card (mmcblk0) writing about
+// 20 KB/s at 1-3 % busy. Each counter is the integral since Start of a rate
+// that swings around its mean but stays positive, so counters never step
+// back and [Rates] over any interval lands near the mean.
+func (s *Sim) Counters(ctx context.Context) (Counters, error) {
+	if err := ctx.Err(); err != nil {
+		return Counters{}, err
+	}
+	now, e := s.elapsed()
+	ethRx := simIntegral(e, 50_000, 0.3, 180, 0)
+	ethTx := simIntegral(e, 6_000, 0.5, 240, 1)
+	wlanRx := simIntegral(e, 1_500, 0.6, 60, 2)
+	wlanTx := simIntegral(e, 800, 0.6, 75, 3)
+	written := simIntegral(e, 20_000, 0.5, 120, 0.5)
+	read := simIntegral(e, 4_000, 0.8, 300, 1.5)
+	return Counters{
+		Time: now,
+		Net: []NetCounters{
+			{
+				Name:    "eth0",
+				RxBytes: uint64(ethRx), RxPackets: uint64(ethRx / 1100), RxDrops: uint64(e / 900),
+				TxBytes: uint64(ethTx), TxPackets: uint64(ethTx / 200),
+			},
+			{
+				Name:    "wlan0",
+				RxBytes: uint64(wlanRx), RxPackets: uint64(wlanRx / 300), RxDrops: uint64(e / 300),
+				TxBytes: uint64(wlanTx), TxPackets: uint64(wlanTx / 250), TxErrors: uint64(e / 3600),
+			},
+		},
+		Disk: []DiskCounters{{
+			Name:           "mmcblk0",
+			ReadsCompleted: uint64(read / 16384), SectorsRead: uint64(read / diskSectorBytes),
+			WritesCompleted: uint64(written / 8192), SectorsWritten: uint64(written / diskSectorBytes),
+			IOTicksMs: uint64(simIntegral(e, 20, 0.5, 120, 0.5)), // 20 ms/s = 2 % busy, following the writes
+		}},
+	}, nil
+}
+
+// simIntegral is the integral over [0, e] of mean*(1 + swing*sin(2πt/period
+// + phase)). With swing < 1 the rate is always positive, so the result
+// grows strictly with e and conversions to integer counters never go back.
+func simIntegral(e, mean, swing, period, phase float64) float64 {
+	w := 2 * math.Pi / period
+	return mean * (e + swing/w*(math.Cos(phase)-math.Cos(w*e+phase)))
+}
+
 // elapsed is the simulated uptime; a clock before Start reads as boot.
 func (s *Sim) elapsed() (time.Time, float64) {
 	now := s.now()
