@@ -1,6 +1,6 @@
 // Package store is the agent's one persistent file: a bbolt database holding
 // the hash-chained audit trail, change tokens for critical tools, small
-// metadata, and (later) samples and jobs.
+// metadata, metric samples and the jobs that take them.
 //
 // One file keeps backup, permissions and locking simple: the agent holds it
 // open with an exclusive flock, and the CLI can open it read-only when the
@@ -27,8 +27,8 @@ import (
 )
 
 // Bucket names. All are created on every writable open so later code can
-// rely on them existing; samples and jobs have no API yet. They are constants,
-// not []byte vars, so no package-level value can be mutated.
+// rely on them existing. They are constants, not []byte vars, so no
+// package-level value can be mutated.
 const (
 	bucketSamples = "samples"
 	bucketAudit   = "audit"

@@ -1,0 +1,295 @@
+package store
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// procIO reads one counter of /proc/self/io. write_bytes is what the kernel
+// accounts as sent towards the block device when this process dirties page
+// cache pages (4 KiB granularity, so a rewritten page counts whole): the
+// SD-card wear figure. ok is false off Linux or where the kernel does not
+// account I/O.
+func procIO(field string) (n int64, ok bool) {
+	f, err := os.Open("/proc/self/io")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, found := strings.CutPrefix(sc.Text(), field+": "); found {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// ioMeter reports bytes written per sample from /proc/self/io: disk_B/sample
+// from write_bytes (pages dirtied, what reaches the card) and wchar_B/sample
+// from wchar (bytes handed to pwrite), the figure BenchmarkAppendAudit uses.
+type ioMeter struct{ disk0, wchar0 int64 }
+
+func startIO() ioMeter {
+	d, _ := procIO("write_bytes")
+	w, _ := procIO("wchar")
+	return ioMeter{d, w}
+}
+
+func (m ioMeter) report(b *testing.B, samples int) {
+	if d, ok := procIO("write_bytes"); ok {
+		b.ReportMetric(float64(d-m.disk0)/float64(samples), "disk_B/sample")
+	}
+	if w, ok := procIO("wchar"); ok {
+		b.ReportMetric(float64(w-m.wchar0)/float64(samples), "wchar_B/sample")
+	}
+}
+
+// prefillDay gives job a day of history (17,280 samples) with fsync off, so
+// append benchmarks measure a tree of realistic depth rather than an empty
+// bucket. It returns the index of the next sample.
+func prefillDay(b *testing.B, db *DB, job string) int {
+	b.Helper()
+	db.bolt.NoSync = true
+	appendBatches(b, db, job, 0, samplesPerDay/12, 12)
+	db.bolt.NoSync = false
+	return samplesPerDay
+}
+
+const (
+	samplesPerDay  = 24 * 60 * 60 / 5
+	samplesPerWeek = 7 * samplesPerDay
+)
+
+// benchAppend appends b.N batches of size samples, durably, after a day of
+// history.
+func benchAppend(b *testing.B, size int) {
+	db := openTest(b)
+	next := prefillDay(b, db, "job-a")
+	batch := make([]Sample, size)
+	for j := range batch {
+		batch[j] = realisticSample(next + j)
+	}
+	io := startIO()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range batch {
+			batch[j].Time = at(next)
+			next++
+		}
+		if err := db.AppendSamples("job-a", batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	io.report(b, b.N*size)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/sample")
+}
+
+// BenchmarkAppendSamplesBatch12 is the sampler's pattern: 12 samples (one
+// minute at 5 s) per transaction, one fsync per minute.
+func BenchmarkAppendSamplesBatch12(b *testing.B) { benchAppend(b, 12) }
+
+// BenchmarkAppendSamplesOnePerTx is the anti-pattern, a commit per sample,
+// for comparison: the same pages are rewritten for one sample instead of 12.
+func BenchmarkAppendSamplesOnePerTx(b *testing.B) { benchAppend(b, 1) }
+
+func BenchmarkSamplesEncode(b *testing.B) {
+	s := realisticSample(1)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		buf = EncodeSample(buf[:0], s)
+	}
+	b.ReportMetric(float64(len(buf)), "B/sample")
+}
+
+func BenchmarkSamplesDecode(b *testing.B) {
+	enc := EncodeSample(nil, realisticSample(1))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeSample(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// weekFixture is a store holding 7 days of samples at 5 s, written as the
+// sampler writes them (batches of 12, synthetic times), shared by the
+// benchmarks that need it and built at most once per test binary run.
+type weekFixture struct {
+	once  sync.Once
+	dir   string
+	db    *DB
+	err   error
+	build time.Duration
+}
+
+var week weekFixture // test-only; TestMain removes it
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if week.db != nil {
+		_ = week.db.Close()
+	}
+	if week.dir != "" {
+		_ = os.RemoveAll(week.dir)
+	}
+	os.Exit(code)
+}
+
+// weekDB returns the 7-day fixture. It is built with fsync off: bbolt lays
+// out pages the same either way, and 10,080 fsyncs would take minutes on a
+// slow disk for nothing the size figures depend on.
+func weekDB(b *testing.B) *DB {
+	b.Helper()
+	week.once.Do(func() {
+		week.dir, week.err = os.MkdirTemp("", "store-week-")
+		if week.err != nil {
+			return
+		}
+		week.db, week.err = Open(filepath.Join(week.dir, "state.db"), Options{})
+		if week.err != nil {
+			return
+		}
+		start := time.Now()
+		week.db.bolt.NoSync = true
+		batch := make([]Sample, 12)
+		for i := 0; i < samplesPerWeek && week.err == nil; i += len(batch) {
+			for j := range batch {
+				batch[j] = realisticSample(i + j)
+			}
+			week.err = week.db.AppendSamples("job-a", batch)
+		}
+		week.db.bolt.NoSync = false
+		if week.err == nil {
+			week.err = week.db.bolt.Sync()
+		}
+		week.build = time.Since(start)
+	})
+	if week.err != nil {
+		b.Fatalf("7-day fixture: %v", week.err)
+	}
+	return week.db
+}
+
+// BenchmarkSamplesStats7Days times SampleStats over a week of samples and
+// reports the database size that week takes: file_B is the file's length
+// (bbolt grows it ahead in steps, up to 16 MiB past the data), disk_B the
+// blocks actually allocated, used_B the pages bbolt has handed out (its high
+// water mark), each also per sample.
+func BenchmarkSamplesStats7Days(b *testing.B) {
+	db := weekDB(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st, err := db.SampleStats("job-a")
+		if err != nil || st.Count != samplesPerWeek {
+			b.Fatalf("SampleStats = %+v, %v", st, err)
+		}
+	}
+	b.StopTimer()
+	fi, err := os.Stat(db.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var used int64
+	var leaves, branches int
+	var fill float64
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		used = tx.Size()
+		st := jobSamples(tx, "job-a").Stats()
+		leaves, branches = st.LeafPageN, st.BranchPageN
+		fill = float64(st.LeafInuse) / float64(st.LeafAlloc)
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(fi.Size()), "file_B")
+	b.ReportMetric(float64(fi.Size())/samplesPerWeek, "file_B/sample")
+	b.ReportMetric(float64(used)/samplesPerWeek, "used_B/sample")
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		b.ReportMetric(float64(st.Blocks*512), "disk_B")
+	}
+	b.Logf("7 days = %d samples: file %d B, used %d B, %d leaves (%.0f%% full), %d branches; built in %s",
+		samplesPerWeek, fi.Size(), used, leaves, 100*fill, branches, week.build.Round(time.Millisecond))
+}
+
+func benchScan(b *testing.B, from, until time.Time, want int) {
+	db := weekDB(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n := 0
+		var sum float32
+		err := db.ScanSamples("job-a", from, until, func(s Sample) bool {
+			n++
+			sum += s.CPUPercent
+			return true
+		})
+		if err != nil || n != want {
+			b.Fatalf("scan: %d samples, %v; want %d", n, err, want)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*want), "ns/sample")
+}
+
+// BenchmarkScan7Days decodes the whole week: the worst case of a history
+// query.
+func BenchmarkScan7Days(b *testing.B) {
+	benchScan(b, time.Time{}, time.Time{}, samplesPerWeek)
+}
+
+// BenchmarkScan24h decodes the last day of the week.
+func BenchmarkScan24h(b *testing.B) {
+	benchScan(b, at(samplesPerWeek-samplesPerDay), time.Time{}, samplesPerDay)
+}
+
+// BenchmarkScanDescLatest100 is "the latest N": a seek to the end and 100
+// steps back, independent of how much history there is.
+func BenchmarkScanDescLatest100(b *testing.B) {
+	db := weekDB(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n := 0
+		err := db.ScanSamplesDesc("job-a", time.Time{}, time.Time{}, func(Sample) bool { n++; return n < 100 })
+		if err != nil || n != 100 {
+			b.Fatalf("scan: %d samples, %v", n, err)
+		}
+	}
+}
+
+// BenchmarkSamplesOpen7Days is what a week of samples adds to agent start-up:
+// with NoFreelistSync, Open rebuilds the freelist by walking every page.
+func BenchmarkSamplesOpen7Days(b *testing.B) {
+	db := weekDB(b)
+	path := filepath.Join(b.TempDir(), "copy.db")
+	if err := db.bolt.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) }); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
