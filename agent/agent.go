@@ -52,6 +52,7 @@ type Agent struct {
 	started time.Time
 	server  *mcp.Server
 	tools   *registry
+	sampler *Sampler
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -65,6 +66,7 @@ func New(o Options) (*Agent, error) {
 	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
 		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{}}
 	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
+	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.registerSystem()
 	a.registerMetrics()
 	a.registerManage()
@@ -92,6 +94,15 @@ critical tools need change_prepare then change_commit. Errors carry code, fix_hi
 // Serve accepts MCP connections until ctx ends. Each connection's peer
 // credentials are read once and decide the principal for its whole life.
 func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
+	if err := a.sampler.Start(ctx); err != nil {
+		return fmt.Errorf("agent: sampler: %w", err)
+	}
+	// On the way out, everything buffered is written: a clean stop loses no sample.
+	defer func() {
+		if err := a.sampler.Close(); err != nil {
+			a.log.Error("final sample flush", "err", err)
+		}
+	}()
 	go func() {
 		<-ctx.Done()
 		ln.Close()

@@ -28,6 +28,16 @@ type ServerStatus struct {
 	Caller        Caller         `json:"caller"`
 	Device        DeviceCaps     `json:"device"`
 	Recent        []AuditEntry   `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first"`
+	Sampling      SamplingStatus `json:"sampling"`
+}
+
+// SamplingStatus is the metrics history at a glance.
+type SamplingStatus struct {
+	Jobs          []JobEntry `json:"jobs"`
+	SamplesTaken  int64      `json:"samples_taken" jsonschema:"since the agent started"`
+	LastFlush     string     `json:"last_flush,omitempty"`
+	FlushError    string     `json:"flush_error,omitempty"`
+	FlushInterval string     `json:"flush_interval"`
 }
 
 // HelperStatus is the root helper as the agent sees it.
@@ -90,7 +100,7 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 			"dotted_names": a.cfg.Agent.ExposeDottedNames, "record_reads": a.cfg.Audit.RecordReads,
 			"roles_users": len(a.cfg.Roles.Users), "roles_groups": len(a.cfg.Roles.Groups),
 			"domains": map[string]bool{"system": a.cfg.System.Enabled, "metrics": a.cfg.Metrics.Enabled, "logs": a.cfg.Logs.Enabled, "manage": a.cfg.Manage.Enabled},
-			"writes":  map[string]bool{"system.reboot": a.cfg.System.Reboot, "system.shutdown": a.cfg.System.Shutdown},
+			"writes":  map[string]bool{"system.reboot": a.cfg.System.Reboot, "system.shutdown": a.cfg.System.Shutdown, "metrics.jobs": a.cfg.Metrics.Jobs},
 		},
 		Helper:   HelperStatus{Socket: a.cfg.Helper.Socket},
 		Database: DatabaseStatus{Path: a.store.Path()},
@@ -121,6 +131,18 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 		return s, err
 	}
 	s.Recent = entriesOf(recs)
+	jobs, err := a.listJobs()
+	if err != nil {
+		return s, err
+	}
+	taken, flushed, ferr := a.sampler.Stats()
+	s.Sampling = SamplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.cfg.Metrics.FlushInterval.D().String()}
+	if !flushed.IsZero() {
+		s.Sampling.LastFlush = flushed.UTC().Format(time.RFC3339)
+	}
+	if ferr != nil {
+		s.Sampling.FlushError = ferr.Error()
+	}
 	if b, err := a.sys.Basic(ctx); err == nil {
 		s.Device = DeviceCaps{Model: b.Model}
 	}

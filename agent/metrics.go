@@ -1,6 +1,523 @@
 package agent
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/series"
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+)
+
+// Answers stay far below the 25,000-token budget of MCP clients.
+const (
+	maxPoints       = 2000     // query_history: points over all series
+	maxSampleBytes  = 48 << 10 // get_samples: JSON bytes of one page
+	maxQueryMetrics = 10
+	maxQuerySpan    = 8 * 24 * time.Hour
+)
+
+// StartJobIn is spec 002 §4.2.
+type StartJobIn struct {
+	IntervalSeconds int `json:"interval_seconds" jsonschema:"seconds between samples"`
+	RetentionHours  int `json:"retention_hours,omitempty" jsonschema:"how long samples are kept"`
+	GuardArgs
+}
+
+// StopJobIn is spec 002 §4.2.
+type StopJobIn struct {
+	JobID string `json:"job_id"`
+	GuardArgs
+}
+
+// JobStatus is SamplingJobStatus of spec 002 §4.2.
+type JobStatus struct {
+	JobID           string `json:"job_id"`
+	IntervalSeconds int    `json:"interval_seconds,omitempty"`
+	RetentionHours  int    `json:"retention_hours,omitempty"`
+	Status          string `json:"status" jsonschema:"created (dry run), running or stopped"`
+	DryRun          bool   `json:"dry_run,omitempty"`
+}
+
+// JobList lists the sampling jobs.
+type JobList struct {
+	Jobs []JobEntry `json:"jobs"`
+}
+
+// JobEntry is one job with what it has gathered.
+type JobEntry struct {
+	JobID             string  `json:"job_id"`
+	IntervalSeconds   int     `json:"interval_seconds"`
+	RetentionHours    int     `json:"retention_hours"`
+	Status            string  `json:"status"`
+	Default           bool    `json:"default"`
+	CreatedBy         string  `json:"created_by"`
+	CreatedAt         string  `json:"created_at"`
+	Samples           int     `json:"samples"`
+	FirstSample       string  `json:"first_sample,omitempty"`
+	LastSample        string  `json:"last_sample,omitempty"`
+	LastSampleAgeSecs float64 `json:"last_sample_age_seconds,omitempty"`
+	UnflushedSamples  int     `json:"unflushed_samples"`
+}
+
+// SamplesIn is spec 002 §4.3 plus a cursor.
+type SamplesIn struct {
+	JobID  string `json:"job_id,omitempty" jsonschema:"default: the default job"`
+	Since  string `json:"since,omitempty" jsonschema:"RFC 3339, inclusive; default one hour before until"`
+	Until  string `json:"until,omitempty" jsonschema:"RFC 3339, exclusive; default now"`
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
+}
+
+// SampleOut is one sample of spec 002 §4.3, with additive fields.
+type SampleOut struct {
+	Timestamp       string   `json:"timestamp"`
+	CPUUsagePercent float64  `json:"cpu_usage_percent"`
+	MemoryUsedBytes uint64   `json:"memory_used_bytes"`
+	MemoryPercent   float64  `json:"memory_percent"`
+	DiskUsedBytes   uint64   `json:"disk_used_bytes"`
+	CPUTemperature  *float64 `json:"cpu_temperature_celsius,omitempty"`
+	Load1           float64  `json:"load1"`
+	UnderVoltage    *bool    `json:"under_voltage,omitempty"`
+	Throttled       *bool    `json:"throttled,omitempty"`
+}
+
+// SamplesOut is one page.
+type SamplesOut struct {
+	JobID         string      `json:"job_id"`
+	Samples       []SampleOut `json:"samples"`
+	ReturnedCount int         `json:"returned_count"`
+	HasMore       bool        `json:"has_more"`
+	NextCursor    string      `json:"next_cursor,omitempty"`
+	Truncated     bool        `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
+}
+
+// HistoryIn is spec 002 §2.6.3's metrics.query_history.
+type HistoryIn struct {
+	Metrics     []string `json:"metrics" jsonschema:"names such as cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.rx_bytes_per_sec, disk.mmcblk0.write_bytes_per_sec"`
+	Start       string   `json:"start,omitempty" jsonschema:"RFC 3339; default one hour before end"`
+	End         string   `json:"end,omitempty" jsonschema:"RFC 3339; default now"`
+	Resolution  string   `json:"resolution,omitempty" jsonschema:"bucket size: 10s, 1m, 5m, 1h, 1d"`
+	Aggregation string   `json:"aggregation,omitempty"`
+	JobID       string   `json:"job_id,omitempty"`
+}
+
+// HistoryOut is the downsampled answer.
+type HistoryOut struct {
+	JobID               string      `json:"job_id"`
+	Start               string      `json:"start"`
+	End                 string      `json:"end"`
+	ResolutionRequested string      `json:"resolution_requested"`
+	Resolution          string      `json:"resolution"`
+	Aggregation         string      `json:"aggregation"`
+	Coarsened           bool        `json:"coarsened"`
+	Note                string      `json:"note,omitempty"`
+	Series              []SeriesOut `json:"series"`
+}
+
+// SeriesOut is one metric: points are [unix seconds, value], bucket starts.
+type SeriesOut struct {
+	Metric string      `json:"metric"`
+	Points [][]float64 `json:"points"`
+}
+
+// SummaryIn names the window.
+type SummaryIn struct {
+	Window string `json:"window,omitempty" jsonschema:"how far back from now: 15m, 1h, 24h, 7d"`
+	JobID  string `json:"job_id,omitempty"`
+}
+
+// SummaryOut fits in a few hundred tokens.
+type SummaryOut struct {
+	JobID     string       `json:"job_id"`
+	Window    string       `json:"window"`
+	Start     string       `json:"start"`
+	End       string       `json:"end"`
+	Samples   int          `json:"samples"`
+	Stats     []StatOut    `json:"stats"`
+	Episodes  []EpisodeOut `json:"episodes"`
+	Anomalies []AnomalyOut `json:"anomalies"`
+}
+
+// StatOut is one metric over the window.
+type StatOut struct {
+	Metric string  `json:"metric"`
+	Min    float64 `json:"min"`
+	Avg    float64 `json:"avg"`
+	Max    float64 `json:"max"`
+	P95    float64 `json:"p95"`
+	Last   float64 `json:"last"`
+}
+
+// EpisodeOut is a stretch with a firmware flag set.
+type EpisodeOut struct {
+	Kind            string `json:"kind" jsonschema:"under_voltage, throttled, freq_capped or soft_temp_limit"`
+	Start           string `json:"start"`
+	End             string `json:"end"`
+	DurationSeconds int64  `json:"duration_seconds"`
+	BetweenSamples  bool   `json:"between_samples" jsonschema:"no sample saw it: the firmware's since-boot flag turned on between start and end"`
+}
+
+// AnomalyOut is something worth a look.
+type AnomalyOut struct {
+	Metric  string  `json:"metric"`
+	Time    string  `json:"time"`
+	Value   float64 `json:"value"`
+	Message string  `json:"message"`
+}
+
+var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_percent", "load1", "disk_percent", "cpu_frequency_mhz", "swap_percent"}
+
 func (a *Agent) registerMetrics() {
 	add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot (spec 002 §4.1): CPU, memory, disk, temperature, throttling."))
+	jobsGate := func(c *config.Config) (bool, string) { return c.Metrics.Jobs, "[metrics] jobs" }
+	add(a.tools, Spec[StartJobIn, JobStatus]{
+		ID: "metrics.start_sampling_job", Title: "Start sampling",
+		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: jobsGate},
+		Props:       []Prop{prop("interval_seconds", minimum(5), maximum(3600)), prop("retention_hours", minimum(1), maximum(168), def(24))},
+		Run:         a.startJob,
+		Summary: func(_ StartJobIn, o JobStatus) string {
+			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
+		},
+	})
+	add(a.tools, Spec[StopJobIn, JobStatus]{
+		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
+		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: jobsGate},
+		Idempotent:  true,
+		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
+		Run:         a.stopJob,
+		Summary:     func(_ StopJobIn, o JobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
+	})
+	add(a.tools, Spec[NoArgs, JobList]{
+		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
+		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run:         func(context.Context, *Call, NoArgs) (JobList, error) { return a.listJobs() },
+		Summary: func(_ NoArgs, l JobList) string {
+			run := 0
+			for _, j := range l.Jobs {
+				if j.Status == "running" {
+					run++
+				}
+			}
+			return fmt.Sprintf("%d sampling jobs, %d running", len(l.Jobs), run)
+		},
+	})
+	add(a.tools, Spec[SamplesIn, SamplesOut]{
+		ID: "metrics.get_samples", Title: "Raw samples",
+		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props: []Prop{prop("limit", minimum(1), maximum(1000), def(100)), prop("since", format("date-time")), prop("until", format("date-time")),
+			prop("job_id", maxLen(64)), prop("cursor", maxLen(64))},
+		Run: a.getSamples,
+		Summary: func(_ SamplesIn, o SamplesOut) string {
+			return fmt.Sprintf("%d samples of %s (more: %v)", o.ReturnedCount, o.JobID, o.HasMore)
+		},
+	})
+	add(a.tools, Spec[HistoryIn, HistoryOut]{
+		ID: "metrics.query_history", Title: "Metric history",
+		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props: []Prop{prop("start", format("date-time")), prop("end", format("date-time")), prop("resolution", def("1m"), maxLen(8)),
+			prop("aggregation", enum("avg", "min", "max", "last"), def("avg")), prop("job_id", maxLen(64)), prop("metrics", minItems(1), maxItems(maxQueryMetrics))},
+		Run: a.queryHistory,
+		Summary: func(_ HistoryIn, o HistoryOut) string {
+			n := 0
+			for _, s := range o.Series {
+				n += len(s.Points)
+			}
+			c := ""
+			if o.Coarsened {
+				c = " (coarsened from " + o.ResolutionRequested + ")"
+			}
+			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Series), n, o.Resolution, o.Aggregation, c)
+		},
+	})
+	add(a.tools, Spec[SummaryIn, SummaryOut]{
+		ID: "metrics.get_summary", Title: "Metrics summary",
+		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       []Prop{prop("window", def("1h"), maxLen(8)), prop("job_id", maxLen(64))},
+		Run:         a.summary,
+		Summary:     summaryLine,
+	})
+}
+
+func (a *Agent) startJob(ctx context.Context, c *Call, in StartJobIn) (JobStatus, error) {
+	if c.DryRun {
+		return JobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
+	}
+	j, err := a.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
+	if errors.Is(err, errTooManyJobs) {
+		return JobStatus{}, errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.cfg.Metrics.MaxJobs).
+			next(SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
+	}
+	if err != nil {
+		return JobStatus{}, err
+	}
+	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
+}
+
+func (a *Agent) stopJob(_ context.Context, c *Call, in StopJobIn) (JobStatus, error) {
+	j, err := a.sampler.db.GetJob(in.JobID)
+	if errors.Is(err, store.ErrJobNotFound) {
+		return JobStatus{}, errf(CodeNotFound, "no sampling job %q", in.JobID).with("parameter", "job_id").
+			next(SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
+	}
+	if err != nil {
+		return JobStatus{}, err
+	}
+	if c.DryRun {
+		return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, DryRun: true}, nil
+	}
+	if j, err = a.sampler.StopJob(in.JobID); err != nil {
+		return JobStatus{}, err
+	}
+	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
+}
+
+func (a *Agent) listJobs() (JobList, error) {
+	infos, err := a.sampler.Jobs()
+	if err != nil {
+		return JobList{}, err
+	}
+	out := JobList{Jobs: []JobEntry{}}
+	now := time.Now()
+	for _, j := range infos {
+		e := JobEntry{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, Default: j.Default,
+			CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC().Format(time.RFC3339), Samples: j.Samples, UnflushedSamples: j.Buffered}
+		if !j.First.IsZero() {
+			e.FirstSample = j.First.UTC().Format(time.RFC3339)
+		}
+		if !j.Last.IsZero() {
+			e.LastSample = j.Last.UTC().Format(time.RFC3339)
+			e.LastSampleAgeSecs = math.Round(now.Sub(j.Last).Seconds()*10) / 10
+		}
+		out.Jobs = append(out.Jobs, e)
+	}
+	return out, nil
+}
+
+// window parses a since/until pair with a default span before until.
+func window(sinceName, since, untilName, until string, span time.Duration) (time.Time, time.Time, error) {
+	u, err := parseTime(untilName, until)
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	if u.IsZero() {
+		u = time.Now().Add(time.Second)
+	}
+	s, err := parseTime(sinceName, since)
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	if s.IsZero() {
+		s = u.Add(-span)
+	}
+	if !s.Before(u) {
+		return time.Time{}, time.Time{}, errf(CodeInvalidArgument, "%s (%s) must be before %s (%s)", sinceName, s.Format(time.RFC3339), untilName, u.Format(time.RFC3339)).
+			with("parameter", sinceName)
+	}
+	return s, u, nil
+}
+
+func (a *Agent) getSamples(_ context.Context, _ *Call, in SamplesIn) (SamplesOut, error) {
+	job, err := a.sampler.resolveJob(in.JobID)
+	if err != nil {
+		return SamplesOut{}, err
+	}
+	from, until, err := window("since", in.Since, "until", in.Until, time.Hour)
+	if err != nil {
+		return SamplesOut{}, err
+	}
+	if in.Cursor != "" {
+		c, err := time.Parse(time.RFC3339Nano, in.Cursor)
+		if err != nil || c.Before(from) || !c.Before(until) {
+			return SamplesOut{}, errf(CodeInvalidArgument, "cursor %q is not a next_cursor of this range", in.Cursor).with("parameter", "cursor")
+		}
+		from = c
+	}
+	out := SamplesOut{JobID: job.ID, Samples: []SampleOut{}}
+	size := 0
+	err = a.sampler.Scan(job.ID, from, until, func(s store.Sample) bool {
+		so := sampleOut(s)
+		b, _ := json.Marshal(so)
+		if len(out.Samples) == in.Limit || size+len(b) > maxSampleBytes {
+			out.HasMore, out.NextCursor = true, s.Time.UTC().Format(time.RFC3339Nano)
+			out.Truncated = len(out.Samples) < in.Limit
+			return false
+		}
+		size += len(b) + 1
+		out.Samples = append(out.Samples, so)
+		return true
+	})
+	out.ReturnedCount = len(out.Samples)
+	return out, err
+}
+
+func sampleOut(s store.Sample) SampleOut {
+	o := SampleOut{Timestamp: s.Time.UTC().Format(time.RFC3339), CPUUsagePercent: r2(float64(s.CPUPercent)), MemoryUsedBytes: s.MemUsed,
+		DiskUsedBytes: s.DiskUsed, Load1: r2(float64(s.Load1))}
+	if s.MemTotal > 0 {
+		o.MemoryPercent = r2(float64(s.MemUsed) / float64(s.MemTotal) * 100)
+	}
+	if !math.IsNaN(float64(s.TempC)) {
+		t := r2(float64(s.TempC))
+		o.CPUTemperature = &t
+	}
+	if s.HasThrottle {
+		uv, th := s.Throttle&1 == 1, s.Throttle&4 == 4
+		o.UnderVoltage, o.Throttled = &uv, &th
+	}
+	return o
+}
+
+func r2(v float64) float64 { return math.Round(v*100) / 100 }
+
+func (a *Agent) queryHistory(_ context.Context, _ *Call, in HistoryIn) (HistoryOut, error) {
+	job, err := a.sampler.resolveJob(in.JobID)
+	if err != nil {
+		return HistoryOut{}, err
+	}
+	start, end, err := window("start", in.Start, "end", in.End, time.Hour)
+	if err != nil {
+		return HistoryOut{}, err
+	}
+	if end.Sub(start) > maxQuerySpan {
+		return HistoryOut{}, errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).with("parameter", "start")
+	}
+	res, err := series.ParseResolution(in.Resolution)
+	if err != nil {
+		return HistoryOut{}, errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).with("parameter", "resolution")
+	}
+	getters := make([]series.Getter, len(in.Metrics))
+	seen := map[string]bool{}
+	for i, m := range in.Metrics {
+		if seen[m] {
+			return HistoryOut{}, errf(CodeInvalidArgument, "metric %q is listed twice", m).with("parameter", "metrics")
+		}
+		seen[m] = true
+		if getters[i], err = series.Lookup(m); err != nil {
+			return HistoryOut{}, a.unknownMetric(job.ID, m)
+		}
+	}
+	used := series.Fit(end.Sub(start), res, len(in.Metrics), maxPoints)
+	out := HistoryOut{JobID: job.ID, Start: start.UTC().Format(time.RFC3339), End: end.UTC().Format(time.RFC3339),
+		ResolutionRequested: in.Resolution, Resolution: used.String(), Aggregation: in.Aggregation, Coarsened: used != res, Series: []SeriesOut{}}
+	if out.Coarsened {
+		out.Note = fmt.Sprintf("%s over %s for %d metrics would exceed %d points; coarsened to %s", in.Resolution, end.Sub(start).Round(time.Second), len(in.Metrics), maxPoints, used)
+	}
+	ds := make([]*series.Downsampler, len(getters))
+	for i, g := range getters {
+		ds[i] = series.NewDownsampler(g, start, end, used, series.Aggregation(in.Aggregation))
+	}
+	err = a.sampler.Scan(job.ID, start, end, func(s store.Sample) bool {
+		for _, d := range ds {
+			d.Add(s)
+		}
+		return true
+	})
+	if err != nil {
+		return HistoryOut{}, err
+	}
+	for i, d := range ds {
+		pts := d.Points()
+		so := SeriesOut{Metric: in.Metrics[i], Points: make([][]float64, 0, len(pts))}
+		for _, p := range pts {
+			so.Points = append(so.Points, []float64{float64(p.Time.Unix()), sig(p.Value)})
+		}
+		out.Series = append(out.Series, so)
+	}
+	return out, nil
+}
+
+// sig keeps four significant decimals: enough for any sensor, fewer tokens.
+func sig(v float64) float64 {
+	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return v
+	}
+	mag := math.Pow(10, 4-math.Ceil(math.Log10(math.Abs(v))))
+	if mag < 1 {
+		return math.Round(v)
+	}
+	return math.Round(v*mag) / mag
+}
+
+// unknownMetric lists the names the job's newest stored samples offer.
+func (a *Agent) unknownMetric(job, name string) error {
+	var recent []store.Sample
+	_ = a.sampler.db.ScanSamplesDesc(job, time.Time{}, time.Time{}, func(s store.Sample) bool {
+		recent = append(recent, s)
+		return len(recent) < 5
+	})
+	return errf(CodeInvalidArgument, "unknown metric %q", name).with("parameter", "metrics").with("known_metrics", series.Names(recent)).
+		hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
+}
+
+func (a *Agent) summary(_ context.Context, _ *Call, in SummaryIn) (SummaryOut, error) {
+	job, err := a.sampler.resolveJob(in.JobID)
+	if err != nil {
+		return SummaryOut{}, err
+	}
+	span, err := series.ParseResolution(in.Window)
+	if err != nil {
+		return SummaryOut{}, errf(CodeInvalidArgument, "window %q: want a duration from 1s to 7d such as 1h or 24h", in.Window).with("parameter", "window")
+	}
+	end := time.Now().Add(time.Second)
+	start := end.Add(-span)
+	var samples []store.Sample
+	err = a.sampler.Scan(job.ID, start, end, func(s store.Sample) bool {
+		s.Net, s.Disk = nil, nil // the summary needs the scalars only
+		samples = append(samples, s)
+		return true
+	})
+	if err != nil {
+		return SummaryOut{}, err
+	}
+	out := SummaryOut{JobID: job.ID, Window: in.Window, Start: start.UTC().Format(time.RFC3339), End: end.UTC().Format(time.RFC3339),
+		Samples: len(samples), Stats: []StatOut{}, Episodes: []EpisodeOut{}, Anomalies: []AnomalyOut{}}
+	for _, m := range summaryMetrics {
+		g, _ := series.Lookup(m)
+		st := series.StatsOf(m, samples, g)
+		if st.Count == 0 {
+			continue
+		}
+		out.Stats = append(out.Stats, StatOut{Metric: m, Min: sig(st.Min), Avg: sig(st.Avg), Max: sig(st.Max), P95: sig(st.P95), Last: sig(st.Last)})
+	}
+	gap := 3 * time.Duration(job.IntervalSeconds) * time.Second
+	for _, e := range series.Episodes(samples, gap) {
+		out.Episodes = append(out.Episodes, EpisodeOut{Kind: e.Kind, Start: e.Start.UTC().Format(time.RFC3339), End: e.End.UTC().Format(time.RFC3339),
+			DurationSeconds: int64(e.End.Sub(e.Start).Seconds()), BetweenSamples: e.Between})
+	}
+	if len(out.Episodes) > 20 {
+		out.Episodes = out.Episodes[len(out.Episodes)-20:]
+	}
+	for _, an := range series.Anomalies(samples, 5) {
+		out.Anomalies = append(out.Anomalies, AnomalyOut{Metric: an.Metric, Time: an.Time.UTC().Format(time.RFC3339), Value: an.Value, Message: an.Message})
+	}
+	return out, nil
+}
+
+func summaryLine(_ SummaryIn, o SummaryOut) string {
+	var parts []string
+	for _, s := range o.Stats {
+		switch s.Metric {
+		case "cpu_percent":
+			parts = append(parts, fmt.Sprintf("cpu avg %.0f%% max %.0f%%", s.Avg, s.Max))
+		case "cpu_temperature_celsius":
+			parts = append(parts, fmt.Sprintf("temp max %.1f°C", s.Max))
+		case "memory_percent":
+			parts = append(parts, fmt.Sprintf("mem max %.0f%%", s.Max))
+		}
+	}
+	return fmt.Sprintf("last %s, %d samples: %s; %d throttling/under-voltage episodes, %d anomalies",
+		o.Window, o.Samples, strings.Join(parts, ", "), len(o.Episodes), len(o.Anomalies))
 }

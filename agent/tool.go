@@ -90,8 +90,10 @@ func minimum(v float64) func(*jsonschema.Schema) {
 func maximum(v float64) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) { s.Maximum = &v }
 }
-func maxLen(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MaxLength = &n } }
-func minLen(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MinLength = &n } }
+func maxLen(n int) func(*jsonschema.Schema)   { return func(s *jsonschema.Schema) { s.MaxLength = &n } }
+func minLen(n int) func(*jsonschema.Schema)   { return func(s *jsonschema.Schema) { s.MinLength = &n } }
+func minItems(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MinItems = &n } }
+func maxItems(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MaxItems = &n } }
 func format(f string) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) { s.Format = f }
 }

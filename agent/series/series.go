@@ -192,51 +192,76 @@ type Point struct {
 // and folds each bucket. Buckets without a value produce no point, so gaps in
 // the data stay visible as gaps instead of invented zeros.
 func Downsample(samples []store.Sample, get Getter, start, end time.Time, res time.Duration, agg Aggregation) []Point {
-	var out []Point
-	var (
-		cur        int64 = -1
-		sum, m, lv float64
-		n          int
-	)
-	flush := func() {
-		if n == 0 {
-			return
-		}
-		v := lv
-		switch agg {
-		case Avg:
-			v = sum / float64(n)
-		case Min, Max:
-			v = m
-		}
-		out = append(out, Point{Time: start.Add(time.Duration(cur) * res), Value: v})
-	}
+	d := NewDownsampler(get, start, end, res, agg)
 	for _, s := range samples {
-		if s.Time.Before(start) || !s.Time.Before(end) {
-			continue
-		}
-		v, ok := get(s)
-		if !ok {
-			continue
-		}
-		b := int64(s.Time.Sub(start) / res)
-		if b != cur {
-			flush()
-			cur, sum, n = b, 0, 0
-		}
-		if n == 0 {
-			m = v
-		}
-		switch {
-		case agg == Min && v < m, agg == Max && v > m:
-			m = v
-		}
-		sum += v
-		lv = v
-		n++
+		d.Add(s)
 	}
-	flush()
-	return out
+	return d.Points()
+}
+
+// Downsampler is Downsample fed one sample at a time, in time order, so a
+// seven-day query never holds its samples in memory.
+type Downsampler struct {
+	get        Getter
+	start, end time.Time
+	res        time.Duration
+	agg        Aggregation
+	out        []Point
+	cur        int64
+	sum, m, lv float64
+	n          int
+}
+
+// NewDownsampler starts an empty downsampler.
+func NewDownsampler(get Getter, start, end time.Time, res time.Duration, agg Aggregation) *Downsampler {
+	return &Downsampler{get: get, start: start, end: end, res: res, agg: agg, cur: -1}
+}
+
+// Add folds one sample in.
+func (d *Downsampler) Add(s store.Sample) {
+	if s.Time.Before(d.start) || !s.Time.Before(d.end) {
+		return
+	}
+	v, ok := d.get(s)
+	if !ok {
+		return
+	}
+	b := int64(s.Time.Sub(d.start) / d.res)
+	if b != d.cur {
+		d.flush()
+		d.cur, d.sum, d.n = b, 0, 0
+	}
+	if d.n == 0 {
+		d.m = v
+	}
+	switch {
+	case d.agg == Min && v < d.m, d.agg == Max && v > d.m:
+		d.m = v
+	}
+	d.sum += v
+	d.lv = v
+	d.n++
+}
+
+func (d *Downsampler) flush() {
+	if d.n == 0 {
+		return
+	}
+	v := d.lv
+	switch d.agg {
+	case Avg:
+		v = d.sum / float64(d.n)
+	case Min, Max:
+		v = d.m
+	}
+	d.out = append(d.out, Point{Time: d.start.Add(time.Duration(d.cur) * d.res), Value: v})
+	d.n = 0
+}
+
+// Points closes the last bucket and returns every point.
+func (d *Downsampler) Points() []Point {
+	d.flush()
+	return d.out
 }
 
 // Steps are the resolutions a query is coarsened through when it would

@@ -207,6 +207,20 @@ func printStatus(st agent.ServerStatus, socket string) {
 	fmt.Fprintf(tw, "tools\t%d, %d calls since start (%d failed)\n", st.Tools, st.Calls.Total, st.Calls.Failed)
 	fmt.Fprintf(tw, "audit\t%d records, %d denied, %d errors; last %s\n", st.Audit.Records, st.Audit.Denied, st.Audit.Errors, orNone(st.Audit.LastTime))
 	fmt.Fprintf(tw, "database\t%s, %.1f KiB\n", st.Database.Path, float64(st.Database.SizeBytes)/1024)
+	for _, j := range st.Sampling.Jobs {
+		age := "no sample yet"
+		if j.LastSample != "" {
+			age = fmt.Sprintf("last sample %.0fs ago", j.LastSampleAgeSecs)
+		}
+		def := ""
+		if j.Default {
+			def = ", default"
+		}
+		fmt.Fprintf(tw, "sampling\t%s %s: every %ds, kept %dh, %d samples, %s%s\n", j.JobID, j.Status, j.IntervalSeconds, j.RetentionHours, j.Samples, age, def)
+	}
+	if st.Sampling.FlushError != "" {
+		fmt.Fprintf(tw, "sampling\tFLUSH FAILING: %s\n", st.Sampling.FlushError)
+	}
 	if w, ok := st.ConfigSummary["writes"].(map[string]any); ok {
 		var on []string
 		for k, v := range w {

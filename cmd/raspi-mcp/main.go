@@ -4,6 +4,7 @@
 //	raspi-mcp stdio [--dir DIR]                            bridge stdin/stdout to the agent (for ssh -T pi raspi-mcp stdio)
 //	raspi-mcp status [--dir DIR] [--json]                  is everything up, what happened lately
 //	raspi-mcp call [--dir DIR] TOOL [JSON]                 call one tool
+//	raspi-mcp metrics [--dir DIR] [--hours H]              sparklines of the recent history
 //	raspi-mcp audit verify|tail [--dir DIR] [--db FILE]    check or show the audit trail
 //	raspi-mcp config check FILE                            validate a configuration file
 //	raspi-mcp version
@@ -29,6 +30,7 @@ usage:
   raspi-mcp stdio [--dir DIR]               MCP over stdin/stdout, for: ssh -T pi raspi-mcp stdio
   raspi-mcp status [--dir DIR] [--json]     agent, helper, audit and recent problems
   raspi-mcp call [--dir DIR] TOOL [JSON]    call one tool, e.g. raspi-mcp call system_get_health_snapshot
+  raspi-mcp metrics [--dir DIR] [--hours H] a small chart of the last hours (cpu, temperature, memory, load)
   raspi-mcp audit verify [--dir DIR]        check the audit trail's hash chain
   raspi-mcp audit tail [--dir DIR] [-n N]   newest audit records
   raspi-mcp config check FILE               validate a configuration file
@@ -63,6 +65,8 @@ func main() {
 		err = cmdCall(args)
 	case "audit":
 		err = cmdAudit(args)
+	case "metrics":
+		err = cmdMetrics(args)
 	case "config":
 		err = cmdConfig(args)
 	case "version", "--version", "-v":

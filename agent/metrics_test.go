@@ -1,0 +1,393 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+)
+
+// startSampler runs the rig's sampler with job seconds shrunk to 10 ms and
+// a 50 ms flush interval.
+func (r *rig) startSampler() {
+	r.t.Helper()
+	r.a.sampler.unit = 10 * time.Millisecond
+	r.a.sampler.cfg.FlushInterval = config.Duration(50 * time.Millisecond)
+	if err := r.a.sampler.Start(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = r.a.sampler.Close() })
+}
+
+func TestSamplingJobLifecycle(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	r.startSampler()
+	operator := Principal{Name: "op", Role: RoleOperate}
+
+	res, sc := r.as(Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	if errCode(res, sc) != CodePermissionDenied {
+		t.Fatalf("reader started a job: %v", sc)
+	}
+	res, sc = r.as(operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
+	if res.IsError || sc["status"] != "created" || sc["dry_run"] != true {
+		t.Fatalf("dry run: %v", sc)
+	}
+	if jobs, _ := r.db.ListJobs(); len(jobs) != 0 {
+		t.Fatalf("dry run created %v", jobs)
+	}
+	res, sc = r.as(operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
+	if res.IsError || sc["status"] != "running" || sc["retention_hours"].(float64) != 2 {
+		t.Fatalf("start: %v", sc)
+	}
+	id := sc["job_id"].(string)
+	waitFor(t, "samples", 5*time.Second, func() bool {
+		_, l := r.as(admin, "metrics_list_sampling_jobs", nil)
+		j := l["jobs"].([]any)[0].(map[string]any)
+		return j["samples"].(float64) >= 5
+	})
+	// Readable before and after a flush.
+	_, got := r.as(admin, "metrics_get_samples", map[string]any{"job_id": id})
+	if n := got["returned_count"].(float64); n < 5 {
+		t.Fatalf("get_samples: %v", got)
+	}
+	res, sc = r.as(operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
+	if errCode(res, sc) != CodeNotFound {
+		t.Fatalf("stop unknown: %v", sc)
+	}
+	res, sc = r.as(operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
+	if res.IsError || sc["status"] != "stopped" {
+		t.Fatalf("stop: %v", sc)
+	}
+	_, l := r.as(admin, "metrics_list_sampling_jobs", nil)
+	j := l["jobs"].([]any)[0].(map[string]any)
+	n1 := j["samples"].(float64)
+	time.Sleep(150 * time.Millisecond)
+	_, l = r.as(admin, "metrics_list_sampling_jobs", nil)
+	if n2 := l["jobs"].([]any)[0].(map[string]any)["samples"].(float64); n2 != n1 {
+		t.Fatalf("a stopped job kept sampling: %v -> %v", n1, n2)
+	}
+	// Every step was audited and the chain holds.
+	recs, _, _ := r.db.QueryAudit(store.AuditQuery{Tool: "metrics.*"})
+	if len(recs) != 5 {
+		t.Fatalf("audit records for metrics writes: %d", len(recs))
+	}
+}
+
+func TestJobsSwitchedOffByDefault(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.Jobs = false; c.Metrics.DefaultJob = false })
+	res, sc := r.as(admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "[metrics] jobs") {
+		t.Fatalf("%v", sc)
+	}
+}
+
+func TestJobsResumeAfterRestartAndDefaultJob(t *testing.T) {
+	r := newRig(t, nil)
+	r.startSampler()
+	jobs, _ := r.db.ListJobs()
+	if len(jobs) != 1 || !jobs[0].Default || jobs[0].IntervalSeconds != 10 || jobs[0].RetentionHours != 48 {
+		t.Fatalf("default job: %+v", jobs)
+	}
+	_, sc := r.as(admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	extra := sc["job_id"].(string)
+	r.as(admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID})
+	waitFor(t, "a flush", 5*time.Second, func() bool {
+		st, _ := r.db.SampleStats(extra)
+		return st.Count >= 3
+	})
+	if err := r.a.sampler.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := r.db.SampleStats(extra)
+	// A new sampler on the same file: the running job resumes, the stopped
+	// default job stays stopped and is not created again.
+	s2 := NewSampler(r.db, sysinfo.NewSim(sysinfo.SimOptions{}), r.cfg.Metrics, r.a.log)
+	s2.unit, s2.cfg.FlushInterval = 10*time.Millisecond, config.Duration(50*time.Millisecond)
+	if err := s2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	waitFor(t, "resumed sampling", 5*time.Second, func() bool {
+		st, _ := r.db.SampleStats(extra)
+		return st.Count >= before.Count+3
+	})
+	jobs, _ = r.db.ListJobs()
+	if len(jobs) != 2 {
+		t.Fatalf("jobs after restart: %+v", jobs)
+	}
+	for _, j := range jobs {
+		if j.Default && j.Status != "stopped" {
+			t.Fatalf("stopped default job came back: %+v", j)
+		}
+	}
+}
+
+// putSeries stores a hand-made series under a job and returns the job id.
+func putSeries(t *testing.T, r *rig, samples []store.Sample) string {
+	t.Helper()
+	j := store.Job{ID: "job-hand", IntervalSeconds: 10, RetentionHours: 168, Status: "stopped", CreatedBy: "test", CreatedAt: samples[0].Time}
+	if err := r.db.PutJob(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.db.AppendSamples(j.ID, samples); err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+func TestQueryHistoryHandComputed(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	t0 := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+	var s []store.Sample
+	// minute 0: cpu 10..60 every 10 s; minute 1: nothing (agent down); minute 2: 5, 7.
+	for i, v := range []float64{10, 20, 30, 40, 50, 60} {
+		s = append(s, store.Sample{Time: t0.Add(time.Duration(i) * 10 * time.Second), CPUPercent: float32(v), TempC: float32(40 + i),
+			MemTotal: 1000, MemUsed: 250, Net: []store.NetRate{{Name: "eth0", RxBytesPerSec: float32(100 * (i + 1))}}})
+	}
+	s = append(s, store.Sample{Time: t0.Add(120 * time.Second), CPUPercent: 5, TempC: float32(math.NaN()), MemTotal: 1000, MemUsed: 500},
+		store.Sample{Time: t0.Add(130 * time.Second), CPUPercent: 7, TempC: float32(math.NaN()), MemTotal: 1000, MemUsed: 500})
+	id := putSeries(t, r, s)
+	q := func(extra map[string]any) map[string]any {
+		args := map[string]any{"job_id": id, "start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m",
+			"metrics": []string{"cpu_percent", "memory_percent", "cpu_temperature_celsius", "net.eth0.rx_bytes_per_sec"}}
+		for k, v := range extra {
+			args[k] = v
+		}
+		res, sc := r.as(admin, "metrics_query_history", args)
+		if res.IsError {
+			t.Fatalf("%v", sc)
+		}
+		return sc
+	}
+	pts := func(sc map[string]any, i int) string {
+		return fmt.Sprint(sc["series"].([]any)[i].(map[string]any)["points"])
+	}
+	m0, m2 := float64(t0.Unix()), float64(t0.Add(2*time.Minute).Unix())
+	sc := q(nil)
+	for i, want := range []string{
+		fmt.Sprint([][]float64{{m0, 35}, {m2, 6}}),
+		fmt.Sprint([][]float64{{m0, 25}, {m2, 50}}),
+		fmt.Sprint([][]float64{{m0, 42.5}}), // no sensor in minute 2: no point, not zero
+		fmt.Sprint([][]float64{{m0, 350}}),  // eth0 gone in minute 2
+	} {
+		if got := pts(sc, i); got != want {
+			t.Errorf("series %d: got %s want %s", i, got, want)
+		}
+	}
+	if sc["coarsened"] != false || sc["resolution"] != "1m0s" {
+		t.Errorf("%v", sc)
+	}
+	if got := pts(q(map[string]any{"aggregation": "max"}), 0); got != fmt.Sprint([][]float64{{m0, 60}, {m2, 7}}) {
+		t.Errorf("max: %s", got)
+	}
+	if got := pts(q(map[string]any{"aggregation": "last"}), 0); got != fmt.Sprint([][]float64{{m0, 60}, {m2, 7}}) {
+		t.Errorf("last: %s", got)
+	}
+	if got := pts(q(map[string]any{"aggregation": "min"}), 0); got != fmt.Sprint([][]float64{{m0, 10}, {m2, 5}}) {
+		t.Errorf("min: %s", got)
+	}
+	// Six days at 10 s for 4 metrics would be 207,000 points: coarsened to
+	// 30m (15m would be 2,308 > 2,000), and said so.
+	sc = q(map[string]any{"start": t0.Add(-6 * 24 * time.Hour).Format(time.RFC3339), "resolution": "10s"})
+	if sc["coarsened"] != true || sc["resolution"] != "30m0s" || !strings.Contains(sc["note"].(string), "coarsened") {
+		t.Errorf("coarsening: %v %v %v", sc["coarsened"], sc["resolution"], sc["note"])
+	}
+	for name, args := range map[string]map[string]any{
+		"unknown metric":  {"metrics": []string{"cpu_percent", "cpu_load"}},
+		"inverted range":  {"start": t0.Add(time.Hour).Format(time.RFC3339)},
+		"bad resolution":  {"resolution": "1 minute"},
+		"too long":        {"start": t0.Add(-9 * 24 * time.Hour).Format(time.RFC3339)},
+		"duplicate":       {"metrics": []string{"cpu_percent", "cpu_percent"}},
+		"no metrics":      {"metrics": []string{}},
+		"bad time":        {"end": "tomorrow"},
+		"bad aggregation": {"aggregation": "median"},
+	} {
+		full := map[string]any{"job_id": id, "start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "metrics": []string{"cpu_percent"}}
+		for k, v := range args {
+			full[k] = v
+		}
+		res, sc := r.as(admin, "metrics_query_history", full)
+		if errCode(res, sc) != CodeInvalidArgument {
+			t.Errorf("%s: %v", name, sc)
+		}
+		if name == "unknown metric" && !strings.Contains(fmt.Sprint(sc), "net.eth0.rx_bytes_per_sec") {
+			t.Errorf("unknown metric does not list the known ones: %v", sc)
+		}
+	}
+	res, sc := r.as(admin, "metrics_query_history", map[string]any{"job_id": "job-nope", "metrics": []string{"cpu_percent"}})
+	if errCode(res, sc) != CodeNotFound {
+		t.Errorf("unknown job: %v", sc)
+	}
+}
+
+func TestGetSamplesPages(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	t0 := time.Now().UTC().Add(-50 * time.Minute).Truncate(time.Second)
+	var s []store.Sample
+	for i := range 250 {
+		s = append(s, store.Sample{Time: t0.Add(time.Duration(i) * 10 * time.Second), CPUPercent: float32(i % 100), TempC: float32(math.NaN()), MemTotal: 100, MemUsed: 50})
+	}
+	id := putSeries(t, r, s)
+	seen, cursor := 0, ""
+	for page := 0; ; page++ {
+		args := map[string]any{"job_id": id, "limit": 100}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		res, sc := r.as(admin, "metrics_get_samples", args)
+		if res.IsError {
+			t.Fatalf("%v", sc)
+		}
+		got := sc["samples"].([]any)
+		first := got[0].(map[string]any)["timestamp"].(string)
+		if want := t0.Add(time.Duration(seen) * 10 * time.Second).Format(time.RFC3339); first != want {
+			t.Fatalf("page %d starts at %s, want %s", page, first, want)
+		}
+		seen += len(got)
+		if sc["has_more"] != true {
+			break
+		}
+		cursor = sc["next_cursor"].(string)
+	}
+	if seen != 250 {
+		t.Fatalf("paged through %d of 250", seen)
+	}
+	res, sc := r.as(admin, "metrics_get_samples", map[string]any{"job_id": id, "cursor": "garbage"})
+	if errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad cursor: %v", sc)
+	}
+	res, sc = r.as(admin, "metrics_get_samples", map[string]any{"job_id": id, "limit": 1000, "since": t0.Format(time.RFC3339)})
+	if res.IsError || sc["truncated"] != false || sc["returned_count"].(float64) != 250 {
+		t.Fatalf("limit 1000: %v %v", sc["returned_count"], sc["truncated"])
+	}
+}
+
+func TestSummaryFindsEpisodesAndAnomalies(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	t0 := time.Now().UTC().Add(-30 * time.Minute)
+	var s []store.Sample
+	for i := range 100 {
+		smp := store.Sample{Time: t0.Add(time.Duration(i) * 10 * time.Second), CPUPercent: 20, TempC: 50, MemTotal: 100, MemUsed: 40, DiskTotal: 100, DiskUsed: 30, HasThrottle: true}
+		if i >= 40 && i < 45 {
+			smp.Throttle = 0x1 | 0x10000 // under-voltage now
+		} else if i >= 45 {
+			smp.Throttle = 0x10000
+		}
+		if i == 70 {
+			smp.TempC = 82
+		}
+		s = append(s, smp)
+	}
+	id := putSeries(t, r, s)
+	res, sc := r.as(admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "1h"})
+	if res.IsError {
+		t.Fatalf("%v", sc)
+	}
+	eps := sc["episodes"].([]any)
+	if len(eps) != 1 || eps[0].(map[string]any)["kind"] != "under_voltage" || eps[0].(map[string]any)["duration_seconds"].(float64) != 40 {
+		t.Fatalf("episodes: %v", eps)
+	}
+	an := sc["anomalies"].([]any)
+	if len(an) == 0 || an[0].(map[string]any)["metric"] != "cpu_temperature_celsius" || an[0].(map[string]any)["value"].(float64) != 82 {
+		t.Fatalf("anomalies: %v", an)
+	}
+	if sc["samples"].(float64) != 100 {
+		t.Fatalf("samples %v", sc["samples"])
+	}
+	res, sc = r.as(admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "forever"})
+	if errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad window: %v", sc)
+	}
+}
+
+func TestRetentionPrunes(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	now := time.Now().UTC()
+	var s []store.Sample
+	for i := range 10 {
+		// Hourly from 9.5 h ago to 0.5 h ago: 3 h retention keeps 2.5, 1.5, 0.5 h ago.
+		s = append(s, store.Sample{Time: now.Add(-time.Duration(10-i)*time.Hour + 30*time.Minute), TempC: float32(math.NaN())})
+	}
+	j := store.Job{ID: "job-ret", IntervalSeconds: 3600, RetentionHours: 3, Status: "running", CreatedAt: s[0].Time}
+	_ = r.db.PutJob(j)
+	_ = r.db.AppendSamples(j.ID, s)
+	if err := r.a.sampler.prune(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := r.db.SampleStats(j.ID)
+	if st.Count != 3 || st.First.Before(now.Add(-3*time.Hour)) {
+		t.Fatalf("after pruning to 3 h: %+v", st)
+	}
+}
+
+// fakeBoard returns scripted health and counters, one step per reading.
+type fakeBoard struct {
+	sysinfo.Source
+	step  int
+	times []time.Time
+	rx    []uint64
+}
+
+func (f *fakeBoard) Health(ctx context.Context) (sysinfo.Health, error) {
+	h, err := f.Source.Health(ctx)
+	h.Time = f.times[f.step]
+	return h, err
+}
+
+func (f *fakeBoard) Counters(context.Context) (sysinfo.Counters, error) {
+	c := sysinfo.Counters{Time: f.times[f.step], Net: []sysinfo.NetCounters{{Name: "wlan0", RxBytes: f.rx[f.step], RxPackets: uint64(f.step * 10)}}}
+	f.step++
+	return c, nil
+}
+
+// Counter deltas become rates, across a 32-bit wrap, and a gap in sampling
+// stays a gap in the downsampled series.
+func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute)
+	fb := &fakeBoard{Source: sysinfo.NewSim(sysinfo.SimOptions{}),
+		// 0 s, 10 s, 20 s, then the agent is down until 120 s, then 130 s.
+		times: []time.Time{t0, t0.Add(10 * time.Second), t0.Add(20 * time.Second), t0.Add(120 * time.Second), t0.Add(130 * time.Second)},
+		rx:    []uint64{4294966000, 4294967000, 704, 5000, 15000}, // wraps at 2^32 between 10 s and 20 s
+	}
+	smp := NewSampler(r.db, fb, r.cfg.Metrics, r.a.log)
+	var prev *sysinfo.Counters
+	var got []store.Sample
+	for i := range fb.times {
+		if i == 3 {
+			prev = nil // a restart: no rate across the gap
+		}
+		s, cur, err := smp.read(context.Background(), prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = cur
+		got = append(got, s)
+	}
+	// Hand-computed: (4294967000-4294966000)/10 = 100; (704 + 2^32 - 4294967000)/10 = 100; (15000-5000)/10 = 1000.
+	want := []float32{-1, 100, 100, -1, 1000}
+	for i, s := range got {
+		if want[i] < 0 {
+			if len(s.Net) != 0 {
+				t.Errorf("sample %d has a rate without a previous reading: %+v", i, s.Net)
+			}
+			continue
+		}
+		if len(s.Net) != 1 || s.Net[0].RxBytesPerSec != want[i] {
+			t.Errorf("sample %d: %+v, want rx %v B/s", i, s.Net, want[i])
+		}
+	}
+	id := putSeries(t, r, got)
+	_, sc := r.as(admin, "metrics_query_history", map[string]any{"job_id": id, "metrics": []string{"net.wlan0.rx_bytes_per_sec"},
+		"start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m"})
+	pts := fmt.Sprint(sc["series"].([]any)[0].(map[string]any)["points"])
+	if w := fmt.Sprint([][]float64{{float64(t0.Unix()), 100}, {float64(t0.Add(2 * time.Minute).Unix()), 1000}}); pts != w {
+		t.Fatalf("got %s want %s", pts, w)
+	}
+}

@@ -1,0 +1,393 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+)
+
+// Sampler runs the sampling jobs. Each running job reads the device on its own
+// ticker; samples wait in memory and are written in one transaction per
+// flush interval, which spares the SD card (one fsync a minute instead of one
+// per sample) at the cost of at most one interval lost on a power cut. Jobs
+// live in the jobs bucket, so they resume after a restart or a reboot.
+type Sampler struct {
+	db   *store.DB
+	sys  sysinfo.Source
+	ctr  sysinfo.CounterSource // nil: no network or disk rates
+	cfg  config.Metrics
+	log  *slog.Logger
+	now  func() time.Time
+	unit time.Duration // length of one "second" of a job interval; tests shrink it
+
+	mu        sync.Mutex
+	running   map[string]context.CancelFunc
+	buf       map[string][]store.Sample
+	last      map[string]time.Time // newest sample per job, flushed or not
+	taken     int64
+	lastFlush time.Time
+	flushErr  error
+	wg        sync.WaitGroup
+	ctx       context.Context // jobs started by a tool call outlive the call
+	stop      context.CancelFunc
+	done      chan struct{}
+}
+
+// NewSampler builds a sampler; Start runs it.
+func NewSampler(db *store.DB, sys sysinfo.Source, cfg config.Metrics, log *slog.Logger) *Sampler {
+	ctr, _ := sys.(sysinfo.CounterSource)
+	return &Sampler{db: db, sys: sys, ctr: ctr, cfg: cfg, log: log, now: time.Now, unit: time.Second,
+		running: map[string]context.CancelFunc{}, buf: map[string][]store.Sample{}, last: map[string]time.Time{}}
+}
+
+// Start resumes the stored running jobs, creates the default job on first
+// run, and starts the flusher.
+func (s *Sampler) Start(ctx context.Context) error {
+	s.ctx, s.stop = context.WithCancel(ctx)
+	ctx = s.ctx
+	s.done = make(chan struct{})
+	jobs, err := s.db.ListJobs()
+	if err != nil {
+		return err
+	}
+	hasDefault := false
+	for _, j := range jobs {
+		hasDefault = hasDefault || j.Default
+		if st, err := s.db.SampleStats(j.ID); err == nil && !st.Last.IsZero() {
+			s.last[j.ID] = st.Last
+		}
+		if j.Status == "running" {
+			s.run(ctx, j)
+		}
+	}
+	if !hasDefault && s.cfg.DefaultJob {
+		j, err := s.create(int(s.cfg.DefaultInterval.D()/time.Second), int(s.cfg.DefaultRetention.D()/time.Hour), "config", true)
+		if err != nil {
+			return err
+		}
+		s.log.Info("default sampling job started", "job", j.ID, "interval_s", j.IntervalSeconds, "retention_h", j.RetentionHours)
+	}
+	go s.flusher(ctx)
+	return nil
+}
+
+// Close stops every job and writes what is buffered.
+func (s *Sampler) Close() error {
+	if s.stop == nil {
+		return nil
+	}
+	s.stop()
+	<-s.done
+	s.wg.Wait()
+	return s.flush()
+}
+
+func (s *Sampler) flusher(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.cfg.FlushInterval.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.flush(); err != nil {
+				s.log.Error("flushing samples", "err", err)
+			}
+		}
+	}
+}
+
+// flush writes the buffer, one transaction per job, then applies retention.
+func (s *Sampler) flush() error {
+	s.mu.Lock()
+	buf := s.buf
+	s.buf = map[string][]store.Sample{}
+	s.mu.Unlock()
+	var errs []error
+	for job, batch := range buf {
+		if err := s.db.AppendSamples(job, batch); err != nil {
+			errs = append(errs, err)
+			// Keep them for the next flush rather than lose them.
+			s.mu.Lock()
+			s.buf[job] = append(batch, s.buf[job]...)
+			s.mu.Unlock()
+		}
+	}
+	if err := s.prune(); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	s.mu.Lock()
+	s.lastFlush, s.flushErr = s.now(), err
+	s.mu.Unlock()
+	return err
+}
+
+// prune drops samples past each job's retention, and forgets stopped jobs
+// once their history is gone.
+func (s *Sampler) prune() error {
+	jobs, err := s.db.ListJobs()
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, j := range jobs {
+		if _, err := s.db.PruneSamples(j.ID, now.Add(-time.Duration(j.RetentionHours)*time.Hour)); err != nil {
+			return err
+		}
+		if j.Status == "stopped" && !j.Default {
+			if st, err := s.db.SampleStats(j.ID); err == nil && st.Count == 0 && now.Sub(j.StoppedAt) > time.Duration(j.RetentionHours)*time.Hour {
+				_ = s.db.DeleteSamples(j.ID)
+				_ = s.db.DeleteJob(j.ID)
+			}
+		}
+	}
+	return nil
+}
+
+var errTooManyJobs = errors.New("too many sampling jobs")
+
+// Create stores and starts a job.
+func (s *Sampler) create(interval, retention int, by string, isDefault bool) (store.Job, error) {
+	s.mu.Lock()
+	n := len(s.running)
+	s.mu.Unlock()
+	if n >= s.cfg.MaxJobs {
+		return store.Job{}, errTooManyJobs
+	}
+	id, err := store.NewJobID()
+	if err != nil {
+		return store.Job{}, err
+	}
+	j := store.Job{ID: id, IntervalSeconds: interval, RetentionHours: retention, Status: "running", Default: isDefault, CreatedBy: by, CreatedAt: s.now().UTC()}
+	if err := s.db.PutJob(j); err != nil {
+		return store.Job{}, err
+	}
+	s.run(s.ctx, j)
+	return j, nil
+}
+
+// StopJob marks a job stopped (its samples stay until retention removes them).
+func (s *Sampler) StopJob(id string) (store.Job, error) {
+	j, err := s.db.GetJob(id)
+	if err != nil {
+		return store.Job{}, err
+	}
+	s.mu.Lock()
+	if cancel, ok := s.running[id]; ok {
+		cancel()
+		delete(s.running, id)
+	}
+	s.mu.Unlock()
+	if j.Status != "stopped" {
+		j.Status, j.StoppedAt = "stopped", s.now().UTC()
+		if err := s.db.PutJob(j); err != nil {
+			return store.Job{}, err
+		}
+	}
+	return j, nil
+}
+
+func (s *Sampler) run(ctx context.Context, j store.Job) {
+	jctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.running[j.ID] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		every := time.Duration(j.IntervalSeconds) * s.unit
+		var prev *sysinfo.Counters
+		tick := func() {
+			smp, cur, err := s.read(jctx, prev)
+			if err != nil {
+				if jctx.Err() == nil {
+					s.log.Warn("sampling failed", "job", j.ID, "err", err)
+				}
+				return
+			}
+			prev = cur
+			s.mu.Lock()
+			s.buf[j.ID] = append(s.buf[j.ID], smp)
+			s.last[j.ID] = smp.Time
+			s.taken++
+			s.mu.Unlock()
+		}
+		tick()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-jctx.Done():
+				return
+			case <-t.C:
+				tick()
+			}
+		}
+	}()
+}
+
+// read takes one sample; rates need the previous counters, so the first
+// sample of a run has none.
+func (s *Sampler) read(ctx context.Context, prev *sysinfo.Counters) (store.Sample, *sysinfo.Counters, error) {
+	h, err := s.sys.Health(ctx)
+	if err != nil {
+		return store.Sample{}, nil, err
+	}
+	smp := sampleOf(h)
+	if s.ctr == nil {
+		return smp, nil, nil
+	}
+	cur, err := s.ctr.Counters(ctx)
+	if err != nil {
+		return smp, nil, nil // rates are extra: a sample without them is still a sample
+	}
+	if prev != nil {
+		net, disk := sysinfo.Rates(*prev, cur)
+		for _, r := range net {
+			smp.Net = append(smp.Net, store.NetRate{Name: r.Name, RxBytesPerSec: float32(r.RxBytesPerSec), TxBytesPerSec: float32(r.TxBytesPerSec),
+				RxPacketsPerSec: float32(r.RxPacketsPerSec), TxPacketsPerSec: float32(r.TxPacketsPerSec), RxErrorsPerSec: float32(r.RxErrorsPerSec),
+				TxErrorsPerSec: float32(r.TxErrorsPerSec), RxDropsPerSec: float32(r.RxDropsPerSec), TxDropsPerSec: float32(r.TxDropsPerSec)})
+		}
+		for _, r := range disk {
+			smp.Disk = append(smp.Disk, store.DiskRate{Name: r.Name, ReadBytesPerSec: float32(r.ReadBytesPerSec), WriteBytesPerSec: float32(r.WriteBytesPerSec),
+				ReadIOPS: float32(r.ReadIOPS), WriteIOPS: float32(r.WriteIOPS), BusyPercent: float32(r.BusyPercent)})
+		}
+	}
+	return smp, &cur, nil
+}
+
+func sampleOf(h sysinfo.Health) store.Sample {
+	opt := func(p *float64) float32 {
+		if p == nil {
+			return float32(math.NaN())
+		}
+		return float32(*p)
+	}
+	s := store.Sample{Time: h.Time, CPUPercent: float32(h.CPUUsagePercent), FreqMHz: opt(h.CPUFreqMHz), TempC: opt(h.TemperatureCelsius),
+		Load1: float32(h.Load1), Load5: float32(h.Load5), Load15: float32(h.Load15),
+		MemTotal: h.MemoryTotalBytes, MemUsed: h.MemoryUsedBytes, MemAvail: h.MemoryAvailableBytes,
+		SwapTotal: h.SwapTotalBytes, SwapUsed: h.SwapUsedBytes, DiskTotal: h.DiskTotalBytes, DiskUsed: h.DiskUsedBytes}
+	if h.Throttle != nil {
+		s.HasThrottle, s.Throttle = true, h.Throttle.Raw
+	}
+	return s
+}
+
+// Scan calls fn for a job's samples in [from, until), oldest first: the
+// stored ones, then those still waiting for the next flush.
+func (s *Sampler) Scan(job string, from, until time.Time, fn func(store.Sample) bool) error {
+	s.mu.Lock()
+	pending := append([]store.Sample(nil), s.buf[job]...)
+	s.mu.Unlock()
+	stopped := false
+	var last time.Time
+	err := s.db.ScanSamples(job, from, until, func(x store.Sample) bool {
+		last = x.Time
+		if !fn(x) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	if err != nil || stopped {
+		return err
+	}
+	for _, x := range pending {
+		if x.Time.Before(from) || (!until.IsZero() && !x.Time.Before(until)) || !x.Time.After(last) {
+			continue
+		}
+		if !fn(x) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// JobInfo is a job with what it has gathered.
+type JobInfo struct {
+	store.Job
+	Samples  int
+	First    time.Time
+	Last     time.Time
+	Buffered int
+}
+
+// Jobs lists every job with its sample counts.
+func (s *Sampler) Jobs() ([]JobInfo, error) {
+	jobs, err := s.db.ListJobs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobInfo, 0, len(jobs))
+	for _, j := range jobs {
+		st, err := s.db.SampleStats(j.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		pend := s.buf[j.ID]
+		last := s.last[j.ID]
+		s.mu.Unlock()
+		ji := JobInfo{Job: j, Samples: st.Count + len(pend), First: st.First, Last: last, Buffered: len(pend)}
+		if ji.First.IsZero() && len(pend) > 0 {
+			ji.First = pend[0].Time
+		}
+		out = append(out, ji)
+	}
+	sort.SliceStable(out, func(i, k int) bool { return out[i].CreatedAt.Before(out[k].CreatedAt) })
+	return out, nil
+}
+
+// resolveJob picks the job a query means: the given id, else the default
+// job, else the newest running one.
+func (s *Sampler) resolveJob(id string) (store.Job, error) {
+	if id != "" {
+		j, err := s.db.GetJob(id)
+		if errors.Is(err, store.ErrJobNotFound) {
+			return store.Job{}, errf(CodeNotFound, "no sampling job %q", id).with("parameter", "job_id").
+				next(SuggestedCall{Tool: "metrics_list_sampling_jobs", Why: "see the jobs and their ids"})
+		}
+		return j, err
+	}
+	jobs, err := s.db.ListJobs()
+	if err != nil {
+		return store.Job{}, err
+	}
+	var pick *store.Job
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Default && j.Status == "running" {
+			return *j, nil
+		}
+		if j.Status == "running" || pick == nil {
+			pick = j
+		}
+	}
+	if pick == nil {
+		return store.Job{}, errf(CodeFailedPrecondition, "no sampling job has run on this device, so there is no history").
+			next(SuggestedCall{Tool: "metrics_start_sampling_job", Arguments: map[string]any{"interval_seconds": 10, "retention_hours": 48}, Why: "start collecting history"})
+	}
+	return *pick, nil
+}
+
+// Stats of the sampler for status screens.
+func (s *Sampler) Stats() (taken int64, lastFlush time.Time, flushErr error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taken, s.lastFlush, s.flushErr
+}
+
+func (j JobInfo) String() string {
+	return fmt.Sprintf("%s every %ds for %dh (%s, %d samples)", j.ID, j.IntervalSeconds, j.RetentionHours, j.Status, j.Samples)
+}
