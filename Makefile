@@ -43,9 +43,11 @@ tools:
 
 # Benchmarks: numbers to report, never pass/fail.
 bench:
-	$(GO) test -run XXX -bench . -benchmem ./hw/sysinfo ./agent/store ./privhelper/...
+	$(GO) test -run XXX -bench . -benchmem ./hw/sysinfo ./agent/store ./agent/series ./privhelper/...
+	$(GO) test -run XXX -bench . -benchtime 20x ./agent
 	$(GO) test -run XXX -bench HealthSnapshot -benchtime 2000x ./e2e
 	$(GO) test -run XXX -bench ColdStart -benchtime 5x ./e2e
+	$(GO) test -run XXX -bench DiskWritesPerDay -benchtime 1x -timeout 10m ./e2e
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:

@@ -31,7 +31,7 @@ import (
 // rig is an agent on the simulated board with a real helper server, a real
 // bbolt file and real sockets: only the power backend records instead of acting.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	cfg    *config.Config
 	db     *store.DB
@@ -44,7 +44,7 @@ type rig struct {
 	helperDone chan struct{}
 }
 
-func currentUser(t *testing.T) string {
+func currentUser(t testing.TB) string {
 	u, err := user.Current()
 	if err != nil {
 		return strconv.Itoa(os.Getuid())
@@ -52,7 +52,7 @@ func currentUser(t *testing.T) string {
 	return u.Username
 }
 
-func newRig(t *testing.T, mod func(*config.Config)) *rig {
+func newRig(t testing.TB, mod func(*config.Config)) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Laptop(dir, currentUser(t))
@@ -126,7 +126,7 @@ func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[s
 
 // structured is the result object, or {"error": ...} for an error result,
 // taken from where clients find them.
-func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
+func structured(t testing.TB, res *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	var sc map[string]any
 	if res.IsError {

@@ -35,6 +35,7 @@ type Sampler struct {
 	last      map[string]time.Time // newest sample per job, flushed or not
 	taken     int64
 	lastFlush time.Time
+	lastPrune time.Time
 	flushErr  error
 	wg        sync.WaitGroup
 	ctx       context.Context // jobs started by a tool call outlive the call
@@ -123,8 +124,14 @@ func (s *Sampler) flush() error {
 			s.mu.Unlock()
 		}
 	}
-	if err := s.prune(); err != nil {
-		errs = append(errs, err)
+	// Retention to the hour is plenty, and a prune that deletes something is
+	// a commit of its own: pruning at every flush would double the writes.
+	if s.now().Sub(s.lastPrune) >= pruneEvery {
+		if err := s.prune(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.lastPrune = s.now()
+		}
 	}
 	err := errors.Join(errs...)
 	s.mu.Lock()
@@ -154,6 +161,9 @@ func (s *Sampler) prune() error {
 	}
 	return nil
 }
+
+// pruneEvery is how often retention runs.
+const pruneEvery = time.Hour
 
 var errTooManyJobs = errors.New("too many sampling jobs")
 

@@ -94,6 +94,7 @@ func run(binDir string) error {
 	}{
 		{"How is the board doing?", "system_get_health_snapshot", nil},
 		{"What does this device have, and what may I do?", "system_get_capabilities", nil},
+		{"History is recorded from the first start (default job every 10 s, kept 48 h)", "metrics_get_summary", map[string]any{"window": "5m"}},
 		{"A reboot without confirm and reason is refused (high risk)", "system_reboot", map[string]any{"delay_seconds": 60}},
 		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
 		{"Confirmed, with a reason: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",

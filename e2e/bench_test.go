@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,44 @@ func rssKB(pid int) float64 {
 		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
 			v, _ := strconv.ParseFloat(f[1], 64)
 			return v
+		}
+	}
+	return 0
+}
+
+// BenchmarkDiskWritesPerDay measures what the agent itself writes to disk
+// (write_bytes of /proc/PID/io) during one flush interval with a 5 s
+// sampling job and the default 60 s flush, and scales it to a day. It takes
+// about two minutes: run it with -benchtime 1x.
+func BenchmarkDiskWritesPerDay(b *testing.B) {
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_interval = \"5s\"\nflush_interval = \"60s\"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		cmd := exec.Command(raspi(), "serve", "--sim", "--dir", filepath.Join(dir, "s"), "--config", cfg)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		time.Sleep(65 * time.Second) // past the first flush
+		w0 := ioWrites(pid)
+		time.Sleep(60 * time.Second) // exactly one more flush of 12 samples
+		w1 := ioWrites(pid)
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		b.ReportMetric(float64(w1-w0)*1440/1e6, "MB/day")
+		b.ReportMetric(float64(w1-w0)/12, "B/sample")
+	}
+}
+
+func ioWrites(pid int) int64 {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
 		}
 	}
 	return 0
