@@ -67,19 +67,24 @@ func week(b *testing.B) (*rig, string, time.Time) {
 	return r, j.ID, end
 }
 
-func benchQuery(b *testing.B, res string, metrics []string, span time.Duration) {
-	r, id, end := week(b)
-	args, _ := json.Marshal(map[string]any{"job_id": id, "metrics": metrics, "resolution": res,
-		"start": end.Add(-span).Format(time.RFC3339), "end": end.Format(time.RFC3339)})
-	t, _ := r.a.tools.lookup("metrics_query_history")
+// benchTool calls one tool b.N times and reports the result's size.
+func benchTool(b *testing.B, r *rig, name string, args map[string]any) {
+	raw, _ := json.Marshal(args)
+	t, _ := r.a.tools.lookup(name)
 	b.ResetTimer()
 	for range b.N {
-		out := r.a.invoke(context.Background(), t, &Call{Principal: admin, CorrelationID: "b"}, args)
+		out := r.a.invoke(context.Background(), t, &Call{Principal: admin, CorrelationID: "b"}, raw)
 		if out.IsError {
 			b.Fatal(out.Content)
 		}
 		b.ReportMetric(float64(len(out.StructuredContent.(json.RawMessage))), "result_bytes")
 	}
+}
+
+func benchQuery(b *testing.B, res string, metrics []string, span time.Duration) {
+	r, id, end := week(b)
+	benchTool(b, r, "metrics_query_history", map[string]any{"job_id": id, "metrics": metrics, "resolution": res,
+		"start": end.Add(-span).Format(time.RFC3339), "end": end.Format(time.RFC3339)})
 }
 
 func BenchmarkQueryHistory7d1m(b *testing.B) {
@@ -96,26 +101,11 @@ func BenchmarkQueryHistory24h5m(b *testing.B) {
 
 func BenchmarkGetSamples24h(b *testing.B) {
 	r, id, end := week(b)
-	args, _ := json.Marshal(map[string]any{"job_id": id, "limit": 1000, "since": end.Add(-24 * time.Hour).Format(time.RFC3339), "until": end.Format(time.RFC3339)})
-	t, _ := r.a.tools.lookup("metrics_get_samples")
-	b.ResetTimer()
-	for range b.N {
-		if out := r.a.invoke(context.Background(), t, &Call{Principal: admin, CorrelationID: "b"}, args); out.IsError {
-			b.Fatal(out.Content)
-		}
-	}
+	benchTool(b, r, "metrics_get_samples", map[string]any{"job_id": id, "limit": 1000,
+		"since": end.Add(-24 * time.Hour).Format(time.RFC3339), "until": end.Format(time.RFC3339)})
 }
 
 func BenchmarkSummary24h(b *testing.B) {
 	r, id, _ := week(b)
-	args, _ := json.Marshal(map[string]any{"job_id": id, "window": "24h"})
-	t, _ := r.a.tools.lookup("metrics_get_summary")
-	b.ResetTimer()
-	for range b.N {
-		out := r.a.invoke(context.Background(), t, &Call{Principal: admin, CorrelationID: "b"}, args)
-		if out.IsError {
-			b.Fatal(out.Content)
-		}
-		b.ReportMetric(float64(len(out.StructuredContent.(json.RawMessage))), "result_bytes")
-	}
+	benchTool(b, r, "metrics_get_summary", map[string]any{"job_id": id, "window": "24h"})
 }

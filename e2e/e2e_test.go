@@ -53,16 +53,23 @@ type sim struct {
 	log *bytes.Buffer
 }
 
-// startSim runs `raspi-mcp serve --sim --dir DIR` and waits until
-// `raspi-mcp status --dir DIR` exits 0, which is the documented readiness check.
+// startSim runs `raspi-mcp serve --sim --dir DIR` in a fresh directory and
+// waits until `raspi-mcp status --dir DIR` exits 0, the documented readiness check.
 func startSim(t testing.TB) *sim {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "raspi-mcp-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return startSimIn(t, dir)
+}
+
+// startSimIn is startSim in an existing directory, with extra serve flags.
+func startSimIn(t testing.TB, dir string, args ...string) *sim {
+	t.Helper()
 	s := &sim{dir: dir, log: &bytes.Buffer{}}
-	s.cmd = exec.Command(raspi(), "serve", "--sim", "--dir", dir)
+	s.cmd = exec.Command(raspi(), append([]string{"serve", "--sim", "--dir", dir}, args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -75,7 +82,6 @@ func startSim(t testing.TB) *sim {
 		if t.Failed() {
 			t.Logf("agent log:\n%s", s.log)
 		}
-		os.RemoveAll(dir)
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for exec.Command(raspi(), "status", "--dir", dir).Run() != nil {

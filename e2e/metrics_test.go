@@ -1,42 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// startSimWith starts laptop mode in an existing dir with a config file.
-func startSimWith(t *testing.T, dir, cfg string) *sim {
-	t.Helper()
-	s := &sim{dir: dir, log: &bytes.Buffer{}}
-	s.cmd = exec.Command(raspi(), "serve", "--sim", "--dir", dir, "--config", cfg)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-			_ = s.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", s.log)
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for exec.Command(raspi(), "status", "--dir", dir).Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready:\n%s", s.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return s
-}
 
 type job struct {
 	ID      string `json:"job_id"`
@@ -72,7 +42,7 @@ func TestSamplingSurvivesKill9(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_job = false\nflush_interval = \"1s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startSimWith(t, dir, cfg)
+	s := startSimIn(t, dir, "--config", cfg)
 	cs := s.session(t)
 	res, m := call(t, cs, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 1, "reason": "e2e"})
 	if res.IsError {
@@ -104,7 +74,7 @@ func TestSamplingSurvivesKill9(t *testing.T) {
 	for syscall.Kill(helperPID, 0) == nil && time.Since(killedAt) < 10*time.Second {
 		time.Sleep(50 * time.Millisecond)
 	}
-	s2 := startSimWith(t, dir, cfg)
+	s2 := startSimIn(t, dir, "--config", cfg)
 	js := jobsOf(t, s2)
 	if len(js) != 1 || js[0].ID != id || js[0].Status != "running" {
 		t.Fatalf("job after restart: %+v", js)
