@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,15 +26,55 @@ const DefaultPath = "/etc/raspi-mcp/config.toml"
 
 // Config is the whole file. Field comments give the TOML key; defaults are in Default.
 type Config struct {
-	Agent   Agent   `toml:"agent"`
-	Helper  Helper  `toml:"helper"`
-	Roles   Roles   `toml:"roles"`
-	Audit   Audit   `toml:"audit"`
-	Change  Change  `toml:"change"`
-	System  System  `toml:"system"`
-	Metrics Metrics `toml:"metrics"`
-	Logs    Domain  `toml:"logs"`
-	Manage  Domain  `toml:"manage"`
+	Agent   Agent    `toml:"agent"`
+	Helper  Helper   `toml:"helper"`
+	Roles   Roles    `toml:"roles"`
+	Audit   Audit    `toml:"audit"`
+	Change  Change   `toml:"change"`
+	System  System   `toml:"system"`
+	Metrics Metrics  `toml:"metrics"`
+	Logs    Domain   `toml:"logs"`
+	Manage  Domain   `toml:"manage"`
+	GPIO    GPIO     `toml:"gpio"`
+	I2C     I2C      `toml:"i2c"`
+	Sensors []Sensor `toml:"sensors"`
+}
+
+// GPIO is the gpio namespace: only the pins listed may be touched, and the
+// helper puts each into its safe state when it starts.
+type GPIO struct {
+	Enabled bool   `toml:"enabled"`
+	Writes  bool   `toml:"writes"` // gpio.configure_pin, gpio.write_pin, gpio.set_pwm (risk low)
+	Revert  string `toml:"revert"` // what a timed write (duration_ms) returns to: "previous" or "inverse"
+	Pins    []Pin  `toml:"pins"`
+}
+
+// Pin is one allowed BCM pin and its safe state.
+type Pin struct {
+	Pin   int    `toml:"pin"`
+	Name  string `toml:"name"`  // what it drives, shown to the model ("relay", "fan")
+	Mode  string `toml:"mode"`  // safe mode at helper start: "input" or "output"
+	Value int    `toml:"value"` // safe output value
+	Pull  string `toml:"pull"`  // "none", "up", "down"
+	PWM   bool   `toml:"pwm"`   // gpio.set_pwm allowed on it
+}
+
+// I2C is the i2c namespace with separate read and write allowlists of
+// "bus:address" entries ("1:0x76", or "1:*" for a whole bus).
+type I2C struct {
+	Enabled bool     `toml:"enabled"`
+	Writes  bool     `toml:"writes"` // i2c.write (risk high)
+	Read    []string `toml:"read"`   // scans and reads
+	Write   []string `toml:"write"`
+	Sensors []Sensor `toml:"sensors"` // known sensors, read by name
+}
+
+// Sensor is a known I2C sensor a model can ask for by name.
+type Sensor struct {
+	Name    string `toml:"name"`
+	Type    string `toml:"type"` // bme280, bmp280, tmp102
+	Bus     int    `toml:"bus"`
+	Address int    `toml:"address"`
 }
 
 // Agent configures the unprivileged MCP agent.
@@ -116,6 +157,8 @@ func Default() Config {
 		},
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
 		System: System{Enabled: true},
+		GPIO:   GPIO{Enabled: true, Revert: "previous", Pins: []Pin{}},
+		I2C:    I2C{Enabled: true, Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
 		Metrics: Metrics{Enabled: true, DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(60 * time.Second), MaxJobs: 8},
 		Logs:   Domain{Enabled: true},
@@ -198,6 +241,28 @@ func (c Config) Validate() error {
 	if c.Metrics.MaxJobs < 1 || c.Metrics.MaxJobs > 64 {
 		return fmt.Errorf("metrics.max_jobs: want 1..64, got %d", c.Metrics.MaxJobs)
 	}
+	if err := c.GPIO.validate(); err != nil {
+		return err
+	}
+	for key, list := range map[string][]string{"i2c.read": c.I2C.Read, "i2c.write": c.I2C.Write} {
+		for _, e := range list {
+			if _, _, err := ParseI2CAddr(e); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, sn := range c.I2C.Sensors {
+		switch {
+		case sn.Name == "" || names[sn.Name]:
+			return fmt.Errorf("i2c.sensors[%d].name: want a unique name, got %q", i, sn.Name)
+		case sn.Type != "bme280" && sn.Type != "bmp280" && sn.Type != "tmp102":
+			return fmt.Errorf("i2c.sensors[%d].type: want bme280, bmp280 or tmp102, got %q", i, sn.Type)
+		case sn.Bus < 0 || sn.Address < 0x03 || sn.Address > 0x77:
+			return fmt.Errorf("i2c.sensors[%d]: bus %d address 0x%x out of range", i, sn.Bus, sn.Address)
+		}
+		names[sn.Name] = true
+	}
 	for kind, m := range map[string]map[string]string{"users": c.Roles.Users, "groups": c.Roles.Groups} {
 		for name, role := range m {
 			if !ValidRole(role) {
@@ -206,6 +271,67 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func (g GPIO) validate() error {
+	if g.Revert != "previous" && g.Revert != "inverse" {
+		return fmt.Errorf("gpio.revert: want previous or inverse, got %q", g.Revert)
+	}
+	seen := map[int]bool{}
+	for i, p := range g.Pins {
+		switch {
+		case p.Pin < 0 || p.Pin > 53 || seen[p.Pin]:
+			return fmt.Errorf("gpio.pins[%d].pin: want a unique BCM number 0..53, got %d", i, p.Pin)
+		case p.Mode != "input" && p.Mode != "output":
+			return fmt.Errorf("gpio.pins[%d].mode: want input or output, got %q", i, p.Mode)
+		case p.Value != 0 && p.Value != 1:
+			return fmt.Errorf("gpio.pins[%d].value: want 0 or 1, got %d", i, p.Value)
+		case p.Pull != "" && p.Pull != "none" && p.Pull != "up" && p.Pull != "down":
+			return fmt.Errorf("gpio.pins[%d].pull: want none, up or down, got %q", i, p.Pull)
+		}
+		seen[p.Pin] = true
+	}
+	return nil
+}
+
+// Pin returns the allowlist entry of a BCM pin.
+func (g GPIO) Pin(n int) (Pin, bool) {
+	for _, p := range g.Pins {
+		if p.Pin == n {
+			return p, true
+		}
+	}
+	return Pin{}, false
+}
+
+// ParseI2CAddr reads "1:0x76" or "1:*" (addr -1).
+func ParseI2CAddr(s string) (bus, addr int, err error) {
+	b, a, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("want bus:address such as 1:0x76 or 1:*, got %q", s)
+	}
+	if _, err := fmt.Sscanf(b, "%d", &bus); err != nil || bus < 0 || fmt.Sprint(bus) != b {
+		return 0, 0, fmt.Errorf("bad bus in %q", s)
+	}
+	if a == "*" {
+		return bus, -1, nil
+	}
+	v, err := strconv.ParseUint(a, 0, 8)
+	if err != nil || v < 0x03 || v > 0x77 {
+		return 0, 0, fmt.Errorf("want an address 0x03..0x77 in %q", s)
+	}
+	return bus, int(v), nil
+}
+
+// I2CAllowed reports whether list allows bus:addr.
+func I2CAllowed(list []string, bus, addr int) bool {
+	for _, e := range list {
+		b, a, err := ParseI2CAddr(e)
+		if err == nil && b == bus && (a == -1 || a == addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidRole reports whether s names a role.
@@ -263,6 +389,13 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.Roles.Users = map[string]string{user: "admin"}
 	c.System = System{Enabled: true, Reboot: true, Shutdown: true}
 	c.Metrics.Enabled, c.Metrics.Jobs = true, true
+	// The simulated board: a relay, an LED, a fan on hardware PWM, a button;
+	// a BME280 and a TMP102 on bus 1.
+	c.GPIO = GPIO{Enabled: true, Writes: true, Revert: base.GPIO.Revert, Pins: []Pin{
+		{Pin: 17, Name: "relay", Mode: "output", Value: 0}, {Pin: 27, Name: "led", Mode: "output", Value: 0},
+		{Pin: 18, Name: "fan", Mode: "output", Value: 0, PWM: true}, {Pin: 4, Name: "button", Mode: "input", Pull: "up"}}}
+	c.I2C = I2C{Enabled: true, Writes: true, Read: []string{"1:*"}, Write: []string{"1:0x48"},
+		Sensors: []Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}
 	c.Logs.Enabled, c.Manage.Enabled = true, true
 	return c
 }

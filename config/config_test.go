@@ -64,6 +64,16 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"[agent]\nlog_level = \"loud\"\n", "agent.log_level"},
 		{"[helper]\ntimeout = \"0s\"\n", "helper.timeout"},
 		{"[system\n", "line 2"},
+		{"[gpio]\nrevert = \"back\"\n", "gpio.revert"},
+		{"[gpio]\npins = [{ pin = 17, mode = \"output\" }, { pin = 17, mode = \"input\" }]\n", "gpio.pins[1].pin"},
+		{"[gpio]\npins = [{ pin = 60, mode = \"output\" }]\n", "gpio.pins[0].pin"},
+		{"[gpio]\npins = [{ pin = 17, mode = \"alt\" }]\n", "gpio.pins[0].mode"},
+		{"[gpio]\npins = [{ pin = 17, mode = \"output\", value = 2 }]\n", "gpio.pins[0].value"},
+		{"[gpio]\npins = [{ pin = 17, mode = \"output\", colour = \"red\" }]\n", "unknown key \"gpio.pins.colour\""},
+		{"[i2c]\nread = [\"1\"]\n", "i2c.read"},
+		{"[i2c]\nwrite = [\"1:0x90\"]\n", "i2c.write"},
+		{"[i2c]\nsensors = [{ name = \"a\", type = \"dht22\", bus = 1, address = 0x40 }]\n", "i2c.sensors[0].type"},
+		{"[i2c]\nsensors = [{ name = \"a\", type = \"tmp102\", bus = 1, address = 0x48 }, { name = \"a\", type = \"tmp102\", bus = 1, address = 0x49 }]\n", "i2c.sensors[1].name"},
 	} {
 		_, err := Parse([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -103,5 +113,17 @@ func TestLaptopRoundTrips(t *testing.T) {
 	}
 	if back.Roles.Users["alice"] != "admin" || !back.System.Shutdown || back.Agent.Socket != "/tmp/x/mcp.sock" {
 		t.Errorf("laptop = %+v", back)
+	}
+}
+
+func TestI2CAllowlist(t *testing.T) {
+	list := []string{"1:0x76", "3:*"}
+	for _, tc := range []struct {
+		bus, addr int
+		want      bool
+	}{{1, 0x76, true}, {1, 0x77, false}, {3, 0x10, true}, {0, 0x76, false}} {
+		if got := I2CAllowed(list, tc.bus, tc.addr); got != tc.want {
+			t.Errorf("%d:0x%x = %v", tc.bus, tc.addr, got)
+		}
 	}
 }
