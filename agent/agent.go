@@ -41,18 +41,19 @@ type Options struct {
 
 // Agent serves MCP on a Unix socket.
 type Agent struct {
-	cfg     *config.Config
-	store   *store.DB
-	sys     sysinfo.Source
-	helper  *client.Client
-	version string
-	build   string
-	mode    string
-	log     *slog.Logger
-	started time.Time
-	server  *mcp.Server
-	tools   *registry
-	sampler *Sampler
+	cfg      *config.Config
+	store    *store.DB
+	sys      sysinfo.Source
+	helper   *client.Client
+	version  string
+	build    string
+	mode     string
+	log      *slog.Logger
+	started  time.Time
+	server   *mcp.Server
+	tools    *registry
+	sampler  *Sampler
+	reverter *reverter
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -67,11 +68,14 @@ func New(o Options) (*Agent, error) {
 		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{}}
 	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
+	a.reverter = newReverter(a)
 	a.registerSystem()
 	a.registerMetrics()
 	a.registerManage()
 	a.registerLogs()
 	a.registerChange()
+	a.registerGPIO()
+	a.registerI2C()
 	if a.tools.err != nil {
 		return nil, a.tools.err
 	}
@@ -97,6 +101,9 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	if err := a.sampler.Start(ctx); err != nil {
 		return fmt.Errorf("agent: sampler: %w", err)
 	}
+	rctx, stopReverts := context.WithCancel(ctx)
+	defer stopReverts()
+	go a.reverter.run(rctx)
 	// On the way out, everything buffered is written: a clean stop loses no sample.
 	defer func() {
 		if err := a.sampler.Close(); err != nil {

@@ -89,6 +89,10 @@ func domainEnabled(c *config.Config, domain string) (bool, string) {
 		return c.Logs.Enabled, "[logs] enabled"
 	case "manage":
 		return c.Manage.Enabled, "[manage] enabled"
+	case "gpio":
+		return c.GPIO.Enabled, "[gpio] enabled"
+	case "i2c", "sensors":
+		return c.I2C.Enabled, "[i2c] enabled"
 	}
 	return true, "" // change.* and other built-ins follow the tool they act on
 }

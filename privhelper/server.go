@@ -64,11 +64,13 @@ func (p Policy) allowsPower(action string) bool {
 
 // Options configures a Server.
 type Options struct {
-	Policy  Policy
-	Power   power.Power  // nil: the power.* methods are not served (not_found)
-	Backend string       // "linux" or "sim", reported by Status
-	Version string       // helper version, e.g. "0.1.0"
-	Logger  *slog.Logger // refusals are logged at Warn with uid/gid/pid; nil discards
+	Policy         Policy
+	Power          power.Power    // nil: the power.* methods are not served (not_found)
+	Hardware       Hardware       // GPIO, PWM, I2C backends; nil members are not served
+	HardwarePolicy HardwarePolicy // the owner's pin and bus allowlists
+	Backend        string         // "linux" or "sim", reported by Status
+	Version        string         // helper version, e.g. "0.1.0"
+	Logger         *slog.Logger   // refusals are logged at Warn with uid/gid/pid; nil discards
 
 	// HandlerTimeout bounds each request's handler; 0 means 8 s.
 	HandlerTimeout time.Duration
@@ -77,31 +79,35 @@ type Options struct {
 // Server serves the helper protocol. It holds no per-connection state; one
 // Server may Serve several listeners.
 type Server struct {
-	policy  Policy
-	power   power.Power
-	backend string
-	helper  string
-	log     *slog.Logger
-	started time.Time
-	timeout time.Duration
-	mux     map[string]handler // built by NewServer, read-only afterwards
-	methods []string           // sorted names served, for Status
-	slots   chan struct{}      // one token per open authorised connection
+	policy   Policy
+	power    power.Power
+	hw       Hardware
+	hwPolicy HardwarePolicy
+	backend  string
+	helper   string
+	log      *slog.Logger
+	started  time.Time
+	timeout  time.Duration
+	mux      map[string]handler // built by NewServer, read-only afterwards
+	methods  []string           // sorted names served, for Status
+	slots    chan struct{}      // one token per open authorised connection
 }
 
 // NewServer builds a Server. Methods are registered here from the proto
 // table, so their wire names and types come from a single place.
 func NewServer(o Options) *Server {
 	s := &Server{
-		policy:  o.Policy,
-		power:   o.Power,
-		backend: o.Backend,
-		helper:  "raspi-mcp-helper/" + o.Version,
-		log:     o.Logger,
-		started: time.Now().UTC().Truncate(time.Microsecond),
-		timeout: o.HandlerTimeout,
-		mux:     make(map[string]handler),
-		slots:   make(chan struct{}, maxConns),
+		policy:   o.Policy,
+		power:    o.Power,
+		hw:       o.Hardware,
+		hwPolicy: o.HardwarePolicy,
+		backend:  o.Backend,
+		helper:   "raspi-mcp-helper/" + o.Version,
+		log:      o.Logger,
+		started:  time.Now().UTC().Truncate(time.Microsecond),
+		timeout:  o.HandlerTimeout,
+		mux:      make(map[string]handler),
+		slots:    make(chan struct{}, maxConns),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -115,6 +121,7 @@ func NewServer(o Options) *Server {
 		handle(s.mux, proto.PowerCancel, s.powerCancel)
 		handle(s.mux, proto.PowerState, s.powerState)
 	}
+	s.registerHardware()
 	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
 	return s
 }

@@ -19,7 +19,8 @@ import (
 )
 
 func TestHelloAndStatus(t *testing.T) {
-	h := startHelper(t, sockIn(t), defaultPolicy())
+	fh := newFakeHW()
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware()})
 	c := newClient(t, h.sock)
 	if c.Connected() {
 		t.Fatal("Connected before the first call")

@@ -47,7 +47,7 @@ var (
 // Names returns the wire names of every method in the table, in table order.
 // It returns a fresh slice on each call so callers cannot alter the table.
 func Names() []string {
-	return []string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}
+	return append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
 }
 
 // HelloReq is the first request on every connection.

@@ -1,0 +1,300 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// GpioPinInfo is spec 002 §5.1's GpioPinInfo, with additive fields.
+type GpioPinInfo struct {
+	Pin      int    `json:"pin"`
+	Mode     string `json:"mode" jsonschema:"input, output, alt or unknown"`
+	Value    string `json:"value,omitempty" jsonschema:"high or low; absent when unknown"`
+	Allowed  bool   `json:"allowed"`
+	Name     string `json:"name,omitempty" jsonschema:"what the owner says the pin drives"`
+	Pull     string `json:"pull,omitempty"`
+	Consumer string `json:"consumer,omitempty" jsonschema:"process holding the line, when not raspi-mcp"`
+	PWM      bool   `json:"pwm_allowed,omitempty"`
+}
+
+// PinsOut is gpio.list_pins.
+type PinsOut struct {
+	Pins []GpioPinInfo `json:"pins"`
+}
+
+// PinIn names a pin.
+type PinIn struct {
+	Pin int `json:"pin" jsonschema:"BCM number"`
+}
+
+// ConfigureIn is spec 002 §5.2.
+type ConfigureIn struct {
+	Pin  int    `json:"pin" jsonschema:"BCM number"`
+	Mode string `json:"mode"`
+	Pull string `json:"pull,omitempty"`
+	GuardArgs
+}
+
+// WriteIn is spec 002 §5.3.
+type WriteIn struct {
+	Pin        int    `json:"pin" jsonschema:"BCM number"`
+	Value      string `json:"value"`
+	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"hold the value this long, then revert (a lease); omit for a permanent write"`
+	GuardArgs
+}
+
+// WriteOut is the pin after the write.
+type WriteOut struct {
+	GpioPinInfo
+	Previous string `json:"previous,omitempty"`
+	RevertAt string `json:"revert_at,omitempty"`
+	RevertTo string `json:"revert_to,omitempty"`
+	DryRun   bool   `json:"dry_run,omitempty"`
+}
+
+// PWMIn is spec 002 §5.4.
+type PWMIn struct {
+	Pin              int     `json:"pin" jsonschema:"BCM number"`
+	FrequencyHz      float64 `json:"frequency_hz"`
+	DutyCyclePercent float64 `json:"duty_cycle_percent"`
+	GuardArgs
+}
+
+// PWMOut is the effective PWM state.
+type PWMOut struct {
+	Pin              int     `json:"pin"`
+	FrequencyHz      float64 `json:"frequency_hz"`
+	DutyCyclePercent float64 `json:"duty_cycle_percent"`
+	Enabled          bool    `json:"enabled"`
+	Chip             string  `json:"chip,omitempty"`
+	Channel          int     `json:"channel"`
+	DryRun           bool    `json:"dry_run,omitempty"`
+}
+
+func (a *Agent) registerGPIO() {
+	gate := func(c *config.Config) (bool, string) { return c.GPIO.Writes, "[gpio] writes" }
+	pinProp := prop("pin", minimum(1), maximum(proto.MaxPin)) // spec 002 §5: pin minimum 1
+	add(a.tools, Spec[NoArgs, PinsOut]{
+		ID: "gpio.list_pins", Title: "GPIO pins",
+		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
+		Summary:     func(_ NoArgs, o PinsOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
+	})
+	add(a.tools, Spec[PinIn, GpioPinInfo]{
+		ID: "gpio.read_pin", Title: "Read a GPIO pin",
+		Description: "Read an allowed pin's level (high or low).",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       []Prop{pinProp},
+		Run: func(ctx context.Context, _ *Call, in PinIn) (GpioPinInfo, error) {
+			if _, err := a.allowedPin(in.Pin); err != nil {
+				return GpioPinInfo{}, err
+			}
+			p, err := client.Call(ctx, a.helper, proto.GPIORead, proto.GPIOReadReq{Pin: in.Pin})
+			if err != nil {
+				return GpioPinInfo{}, err
+			}
+			return a.pinInfo(p), nil
+		},
+		Summary: func(in PinIn, o GpioPinInfo) string { return fmt.Sprintf("GPIO%d is %s (%s)", in.Pin, o.Value, o.Mode) },
+	})
+	add(a.tools, Spec[ConfigureIn, GpioPinInfo]{
+		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
+		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
+		Idempotent:  true,
+		Props:       []Prop{pinProp, prop("mode", enum("input", "output")), prop("pull", enum("none", "up", "down"), def("none"))},
+		Run:         a.configurePin,
+		Summary: func(in ConfigureIn, o GpioPinInfo) string {
+			return fmt.Sprintf("GPIO%d configured as %s, pull %s", in.Pin, in.Mode, in.Pull)
+		},
+	})
+	add(a.tools, Spec[WriteIn, WriteOut]{
+		ID: "gpio.write_pin", Title: "Write a GPIO pin",
+		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
+		Props:       []Prop{pinProp, prop("value", enum("high", "low")), prop("duration_ms", minimum(1), maximum(600000))},
+		Run:         a.writePin,
+		Summary: func(in WriteIn, o WriteOut) string {
+			s := fmt.Sprintf("GPIO%d set %s", in.Pin, in.Value)
+			if o.DryRun {
+				s = fmt.Sprintf("would set GPIO%d %s", in.Pin, in.Value)
+			}
+			if o.RevertAt != "" {
+				s += fmt.Sprintf(", back to %s at %s", o.RevertTo, o.RevertAt)
+			}
+			return s
+		},
+	})
+	add(a.tools, Spec[PWMIn, PWMOut]{
+		ID: "gpio.set_pwm", Title: "Hardware PWM",
+		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
+		Idempotent:  true,
+		Props:       []Prop{pinProp, prop("frequency_hz", minimum(1), maximum(proto.MaxPWMHz)), prop("duty_cycle_percent", minimum(0), maximum(100))},
+		Run:         a.setPWM,
+		Summary: func(in PWMIn, o PWMOut) string {
+			return fmt.Sprintf("PWM on GPIO%d: %.0f Hz, %.1f%%", in.Pin, o.FrequencyHz, o.DutyCyclePercent)
+		},
+	})
+}
+
+// allowedPin checks the [gpio] pins allowlist; the helper checks it again.
+func (a *Agent) allowedPin(pin int) (config.Pin, error) {
+	p, ok := a.cfg.GPIO.Pin(pin)
+	if !ok {
+		allowed := []int{}
+		for _, q := range a.cfg.GPIO.Pins {
+			allowed = append(allowed, q.Pin)
+		}
+		sort.Ints(allowed)
+		return config.Pin{}, errf(CodePermissionDenied, "GPIO%d is not in this device's allowlist", pin).
+			with("parameter", "pin").with("allowed_pins", allowed).
+			hint("the owner lists allowed pins in [gpio] pins of " + config.DefaultPath).
+			next(SuggestedCall{Tool: a.wire("gpio.list_pins"), Why: "see the allowed pins and what they drive"})
+	}
+	return p, nil
+}
+
+func level(v *int) string {
+	switch {
+	case v == nil:
+		return ""
+	case *v == 1:
+		return "high"
+	}
+	return "low"
+}
+
+func (a *Agent) pinInfo(p proto.GPIOPin) GpioPinInfo {
+	c, _ := a.cfg.GPIO.Pin(p.Pin)
+	info := GpioPinInfo{Pin: p.Pin, Mode: p.Mode, Value: level(p.Value), Allowed: true, Name: c.Name, Pull: p.Pull, PWM: c.PWM}
+	if p.Consumer != "" && p.Consumer != "raspi-mcp" {
+		info.Consumer = p.Consumer
+	}
+	return info
+}
+
+func (a *Agent) listPins(ctx context.Context) (PinsOut, error) {
+	out := PinsOut{Pins: []GpioPinInfo{}}
+	if len(a.cfg.GPIO.Pins) == 0 {
+		return out, nil
+	}
+	pins := make([]int, 0, len(a.cfg.GPIO.Pins))
+	for _, p := range a.cfg.GPIO.Pins {
+		pins = append(pins, p.Pin)
+	}
+	st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
+	if err != nil {
+		return out, err
+	}
+	for _, p := range st.Pins {
+		out.Pins = append(out.Pins, a.pinInfo(p))
+	}
+	sort.Slice(out.Pins, func(i, j int) bool { return out.Pins[i].Pin < out.Pins[j].Pin })
+	return out, nil
+}
+
+func (a *Agent) configurePin(ctx context.Context, c *Call, in ConfigureIn) (GpioPinInfo, error) {
+	if _, err := a.allowedPin(in.Pin); err != nil {
+		return GpioPinInfo{}, err
+	}
+	req := proto.GPIOConfigureReq{Pin: in.Pin, Mode: in.Mode, Pull: in.Pull}
+	if c.DryRun {
+		st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
+		if err != nil {
+			return GpioPinInfo{}, err
+		}
+		info := a.pinInfo(st.Pins[0])
+		info.Mode, info.Pull = in.Mode, in.Pull
+		return info, nil
+	}
+	p, err := client.Call(ctx, a.helper, proto.GPIOConfigure, req)
+	if err != nil {
+		return GpioPinInfo{}, err
+	}
+	return a.pinInfo(p), nil
+}
+
+func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, error) {
+	if _, err := a.allowedPin(in.Pin); err != nil {
+		return WriteOut{}, err
+	}
+	v := 0
+	if in.Value == "high" {
+		v = 1
+	}
+	if c.DryRun {
+		st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
+		if err != nil {
+			return WriteOut{}, err
+		}
+		out := WriteOut{GpioPinInfo: a.pinInfo(st.Pins[0]), DryRun: true}
+		out.Previous, out.Value = out.Value, in.Value
+		if st.Pins[0].Mode != "output" {
+			return WriteOut{}, errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", in.Pin, st.Pins[0].Mode).with("pin", in.Pin).
+				next(SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": in.Pin, "mode": "output"}, Why: "make it an output first"})
+		}
+		return out, nil
+	}
+	// A lease already running on this pin keeps its original revert value:
+	// renewing it must not make the leased value permanent.
+	pending, hasPending, err := a.store.GPIORevertOf(in.Pin)
+	if err != nil {
+		return WriteOut{}, err
+	}
+	p, err := client.Call(ctx, a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: in.Pin, Value: v})
+	if err != nil {
+		return WriteOut{}, err
+	}
+	out := WriteOut{GpioPinInfo: a.pinInfo(p), Previous: level(p.Previous)}
+	switch {
+	case in.DurationMS != nil:
+		back := 1 - v
+		if a.cfg.GPIO.Revert == "previous" && p.Previous != nil {
+			back = *p.Previous
+		}
+		if hasPending {
+			back = pending.Value
+		}
+		r := store.GPIORevert{Pin: in.Pin, Value: back, Due: time.Now().Add(time.Duration(*in.DurationMS) * time.Millisecond),
+			Principal: c.Principal.Name, CorrelationID: c.CorrelationID}
+		if err := a.store.PutGPIORevert(r); err != nil {
+			return WriteOut{}, err
+		}
+		a.reverter.wake()
+		out.RevertAt, out.RevertTo = r.Due.UTC().Format(time.RFC3339Nano), level(&back)
+	case hasPending:
+		// A permanent write ends any lease on the pin.
+		if err := a.store.DeleteGPIORevert(in.Pin); err != nil {
+			return WriteOut{}, err
+		}
+	}
+	return out, nil
+}
+
+func (a *Agent) setPWM(ctx context.Context, c *Call, in PWMIn) (PWMOut, error) {
+	p, err := a.allowedPin(in.Pin)
+	if err != nil {
+		return PWMOut{}, err
+	}
+	if !p.PWM {
+		return PWMOut{}, errf(CodePermissionDenied, "PWM is not allowed on GPIO%d", in.Pin).with("parameter", "pin").
+			hint("the owner sets pwm = true on the pin in [gpio] pins")
+	}
+	if c.DryRun {
+		return PWMOut{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent, DryRun: true}, nil
+	}
+	st, err := client.Call(ctx, a.helper, proto.PWMSet, proto.PWMSetReq{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent})
+	if err != nil {
+		return PWMOut{}, err
+	}
+	return PWMOut{Pin: st.Pin, FrequencyHz: st.FrequencyHz, DutyCyclePercent: st.DutyCyclePercent, Enabled: st.Enabled, Chip: st.Chip, Channel: st.Channel}, nil
+}

@@ -1,0 +1,269 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// BusesOut is spec 002 §6.1's I2cBusInfo list.
+type BusesOut struct {
+	Buses []BusInfo `json:"buses"`
+}
+
+// BusInfo is one adapter.
+type BusInfo struct {
+	Bus         int    `json:"bus"`
+	Description string `json:"description,omitempty"`
+}
+
+// ScanIn is spec 002 §6.1.
+type ScanIn struct {
+	Bus int `json:"bus"`
+}
+
+// ScanOut is spec 002 §6.1 plus addresses held by kernel drivers.
+type ScanOut struct {
+	Bus       int   `json:"bus"`
+	Addresses []int `json:"addresses"`
+	InUse     []int `json:"in_use" jsonschema:"addresses bound to a kernel driver, not probed (UU in i2cdetect)"`
+}
+
+// I2CReadIn is spec 002 §6.2.
+type I2CReadIn struct {
+	Bus      int  `json:"bus"`
+	Address  int  `json:"address"`
+	Register *int `json:"register,omitempty"`
+	Length   int  `json:"length"`
+}
+
+// I2CReadOut is spec 002 §6.2.
+type I2CReadOut struct {
+	Bus      int   `json:"bus"`
+	Address  int   `json:"address"`
+	Register *int  `json:"register,omitempty"`
+	Data     []int `json:"data"`
+}
+
+// I2CWriteIn is spec 002 §6.2.
+type I2CWriteIn struct {
+	Bus      int   `json:"bus"`
+	Address  int   `json:"address"`
+	Register *int  `json:"register,omitempty"`
+	Data     []int `json:"data"`
+	GuardArgs
+}
+
+// I2CWriteOut confirms the write (spec 002 §6.2's second form).
+type I2CWriteOut struct {
+	Bus          int  `json:"bus"`
+	Address      int  `json:"address"`
+	Register     *int `json:"register,omitempty"`
+	BytesWritten int  `json:"bytes_written"`
+	DryRun       bool `json:"dry_run,omitempty"`
+}
+
+// SensorsOut lists the configured sensors.
+type SensorsOut struct {
+	Sensors []SensorInfo `json:"sensors"`
+}
+
+// SensorInfo is one configured sensor.
+type SensorInfo struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Bus     int    `json:"bus"`
+	Address int    `json:"address"`
+}
+
+// SensorIn names a sensor.
+type SensorIn struct {
+	Name string `json:"name"`
+}
+
+// SensorOut is a reading in units.
+type SensorOut struct {
+	Name            string   `json:"name"`
+	Type            string   `json:"type"`
+	TemperatureC    *float64 `json:"temperature_celsius,omitempty"`
+	PressureHPa     *float64 `json:"pressure_hpa,omitempty"`
+	HumidityPercent *float64 `json:"humidity_percent,omitempty"`
+}
+
+func (a *Agent) registerI2C() {
+	addr := []Prop{prop("bus", minimum(0), maximum(255)), prop("address", minimum(0), maximum(127)), prop("register", minimum(0), maximum(255))}
+	add(a.tools, Spec[NoArgs, BusesOut]{
+		ID: "i2c.list_buses", Title: "I2C buses",
+		Description: "The I2C buses (adapters) of this device.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run: func(ctx context.Context, _ *Call, _ NoArgs) (BusesOut, error) {
+			r, err := client.Call(ctx, a.helper, proto.I2CBuses, proto.I2CBusesReq{})
+			if err != nil {
+				return BusesOut{}, err
+			}
+			out := BusesOut{Buses: []BusInfo{}}
+			for _, b := range r.Buses {
+				out.Buses = append(out.Buses, BusInfo{Bus: b.Bus, Description: b.Name})
+			}
+			return out, nil
+		},
+		Summary: func(_ NoArgs, o BusesOut) string { return fmt.Sprintf("%d I2C buses", len(o.Buses)) },
+	})
+	add(a.tools, Spec[ScanIn, ScanOut]{
+		ID: "i2c.scan_bus", Title: "Scan an I2C bus",
+		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       addr[:1],
+		Run: func(ctx context.Context, _ *Call, in ScanIn) (ScanOut, error) {
+			if err := a.allowedI2C(a.cfg.I2C.Read, "read", in.Bus, -1); err != nil {
+				return ScanOut{}, err
+			}
+			r, err := client.Call(ctx, a.helper, proto.I2CScan, proto.I2CScanReq{Bus: in.Bus})
+			if err != nil {
+				return ScanOut{}, err
+			}
+			return ScanOut{Bus: r.Bus, Addresses: nonNilInt(r.Addresses), InUse: nonNilInt(r.InUse)}, nil
+		},
+		Summary: func(in ScanIn, o ScanOut) string {
+			return fmt.Sprintf("bus %d: %s answered, %d held by drivers", in.Bus, hexList(o.Addresses), len(o.InUse))
+		},
+	})
+	add(a.tools, Spec[I2CReadIn, I2CReadOut]{
+		ID: "i2c.read", Title: "Read I2C",
+		Description: "Read 1..32 bytes from a device, from a register when given.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       append(addr, prop("length", minimum(1), maximum(proto.MaxI2CBytes))),
+		Run: func(ctx context.Context, _ *Call, in I2CReadIn) (I2CReadOut, error) {
+			if err := a.allowedI2C(a.cfg.I2C.Read, "read", in.Bus, in.Address); err != nil {
+				return I2CReadOut{}, err
+			}
+			r, err := client.Call(ctx, a.helper, proto.I2CRead, proto.I2CReadReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Length: in.Length})
+			if err != nil {
+				return I2CReadOut{}, err
+			}
+			return I2CReadOut{Bus: r.Bus, Address: r.Address, Register: r.Register, Data: nonNilInt(r.Data)}, nil
+		},
+		Summary: func(in I2CReadIn, o I2CReadOut) string {
+			return fmt.Sprintf("read %d bytes from bus %d 0x%02x: %s", len(o.Data), in.Bus, in.Address, hexList(o.Data))
+		},
+	})
+	add(a.tools, Spec[I2CWriteIn, I2CWriteOut]{
+		ID: "i2c.write", Title: "Write I2C",
+		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.I2C.Writes, "[i2c] writes" }},
+		Destructive: true,
+		Props: append(addr, prop("data", minItems(1), maxItems(proto.MaxI2CBytes)), prop("data", func(s *jsonschema.Schema) {
+			lo, hi := 0.0, 255.0
+			s.Items.Minimum, s.Items.Maximum = &lo, &hi
+		})),
+		Run: func(ctx context.Context, c *Call, in I2CWriteIn) (I2CWriteOut, error) {
+			if err := a.allowedI2C(a.cfg.I2C.Write, "write", in.Bus, in.Address); err != nil {
+				return I2CWriteOut{}, err
+			}
+			if c.DryRun {
+				return I2CWriteOut{Bus: in.Bus, Address: in.Address, Register: in.Register, BytesWritten: 0, DryRun: true}, nil
+			}
+			r, err := client.Call(ctx, a.helper, proto.I2CWrite, proto.I2CWriteReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Data: in.Data})
+			if err != nil {
+				return I2CWriteOut{}, err
+			}
+			return I2CWriteOut{Bus: r.Bus, Address: r.Address, Register: r.Register, BytesWritten: len(r.Data)}, nil
+		},
+		Summary: func(in I2CWriteIn, o I2CWriteOut) string {
+			if o.DryRun {
+				return fmt.Sprintf("would write %d bytes to bus %d 0x%02x", len(in.Data), in.Bus, in.Address)
+			}
+			return fmt.Sprintf("wrote %d bytes to bus %d 0x%02x", o.BytesWritten, in.Bus, in.Address)
+		},
+	})
+	add(a.tools, Spec[NoArgs, SensorsOut]{
+		ID: "sensors.list", Title: "Sensors",
+		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run: func(context.Context, *Call, NoArgs) (SensorsOut, error) {
+			out := SensorsOut{Sensors: []SensorInfo{}}
+			for _, s := range a.cfg.I2C.Sensors {
+				out.Sensors = append(out.Sensors, SensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
+			}
+			return out, nil
+		},
+		Summary: func(_ NoArgs, o SensorsOut) string { return fmt.Sprintf("%d sensors", len(o.Sensors)) },
+	})
+	add(a.tools, Spec[SensorIn, SensorOut]{
+		ID: "sensors.read", Title: "Read a sensor",
+		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       []Prop{prop("name", minLen(1), maxLen(64))},
+		Run: func(ctx context.Context, _ *Call, in SensorIn) (SensorOut, error) {
+			found := false
+			for _, s := range a.cfg.I2C.Sensors {
+				found = found || s.Name == in.Name
+			}
+			if !found {
+				return SensorOut{}, errf(CodeNotFound, "no sensor named %q", in.Name).with("parameter", "name").
+					next(SuggestedCall{Tool: a.wire("sensors.list"), Why: "see the declared sensors"})
+			}
+			r, err := client.Call(ctx, a.helper, proto.SensorRead, proto.SensorReadReq{Name: in.Name})
+			if err != nil {
+				return SensorOut{}, err
+			}
+			return SensorOut{Name: r.Name, Type: r.Type, TemperatureC: round1p(r.TemperatureC), PressureHPa: round1p(r.PressureHPa), HumidityPercent: round1p(r.HumidityPercent)}, nil
+		},
+		Summary: func(in SensorIn, o SensorOut) string {
+			s := in.Name + ":"
+			if o.TemperatureC != nil {
+				s += fmt.Sprintf(" %.1f°C", *o.TemperatureC)
+			}
+			if o.HumidityPercent != nil {
+				s += fmt.Sprintf(" %.1f%%RH", *o.HumidityPercent)
+			}
+			if o.PressureHPa != nil {
+				s += fmt.Sprintf(" %.1f hPa", *o.PressureHPa)
+			}
+			return s
+		},
+	})
+}
+
+// allowedI2C checks an [i2c] allowlist (addr -1: any address of the bus,
+// for a scan); the helper checks it again.
+func (a *Agent) allowedI2C(list []string, what string, bus, addr int) error {
+	ok := false
+	if addr < 0 {
+		for _, e := range list {
+			if b, _, err := config.ParseI2CAddr(e); err == nil && b == bus {
+				ok = true
+			}
+		}
+	} else {
+		ok = config.I2CAllowed(list, bus, addr)
+	}
+	if ok {
+		return nil
+	}
+	target := fmt.Sprintf("bus %d", bus)
+	if addr >= 0 {
+		target = fmt.Sprintf("bus %d address 0x%02x", bus, addr)
+	}
+	return errf(CodePermissionDenied, "I2C %s of %s is not allowed on this device", what, target).
+		with("bus", bus).with("address", addr).with("allowed", list).
+		hint(fmt.Sprintf("the owner allows it in [i2c] %s of %s, e.g. \"%d:0x%02x\"", what, config.DefaultPath, bus, max(addr, 0)))
+}
+
+func hexList(v []int) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	s := ""
+	for i, x := range v {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("0x%02x", x)
+	}
+	return s
+}

@@ -1,0 +1,87 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// reverter ends GPIO leases. The queue is the jobs bucket, not memory, so a
+// lease ends even if the agent or the helper restarted meanwhile: on start an
+// overdue revert runs at once, and a revert the helper could not take is
+// retried until it can.
+type reverter struct {
+	a     *Agent
+	wakeC chan struct{}
+	retry time.Duration
+}
+
+func newReverter(a *Agent) *reverter {
+	return &reverter{a: a, wakeC: make(chan struct{}, 1), retry: 2 * time.Second}
+}
+
+// wake makes the loop re-read the queue (a new lease may be the soonest).
+func (r *reverter) wake() {
+	select {
+	case r.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reverter) run(ctx context.Context) {
+	for {
+		next := time.Hour
+		list, err := r.a.store.ListGPIOReverts()
+		if err != nil {
+			r.a.log.Error("reading gpio reverts", "err", err)
+			next = r.retry
+		}
+		for _, rv := range list {
+			wait := time.Until(rv.Due)
+			if wait > 0 {
+				next = min(next, wait)
+				continue
+			}
+			if err := r.revert(ctx, rv); err != nil {
+				r.a.log.Warn("gpio revert failed; retrying", "pin", rv.Pin, "err", err)
+				next = min(next, r.retry)
+			}
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-r.wakeC:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// revert writes the pin back and audits it as the lease's own principal.
+func (r *reverter) revert(ctx context.Context, rv store.GPIORevert) error {
+	// A newer write may have replaced or ended this lease meanwhile.
+	cur, ok, err := r.a.store.GPIORevertOf(rv.Pin)
+	if err != nil || !ok || !cur.Due.Equal(rv.Due) {
+		return err
+	}
+	start := time.Now()
+	_, err = client.Call(ctx, r.a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: rv.Pin, Value: rv.Value})
+	if err != nil {
+		return err
+	}
+	if err := r.a.store.DeleteGPIORevert(rv.Pin); err != nil {
+		return err
+	}
+	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal, Role: "system",
+		Tool: "gpio.write_pin", Decision: "allow", Reason: "lease ended: revert", DurationMS: ms(time.Since(start)),
+		Message: "late by " + time.Since(rv.Due).Round(time.Millisecond).String()}
+	rec.InHash, _ = store.HashJSON(rv)
+	rec.OutHash, _ = store.HashJSON(map[string]any{"pin": rv.Pin, "value": rv.Value})
+	_, err = r.a.store.AppendAudit(rec)
+	return err
+}
