@@ -68,6 +68,10 @@ func toToolError(err error) (te *ToolError, internal bool) {
 	if errors.As(err, &pe) {
 		te = errf(pe.Code, "%s", pe.Message).details(pe.Details)
 		te.Retryable = pe.Retryable
+		if h, ok := te.Details["fix_hint"].(string); ok {
+			te.FixHint = h
+			delete(te.Details, "fix_hint")
+		}
 		if pe.Code == CodeUnavailable {
 			te.Retryable = true
 			te.FixHint = "the root helper (raspi-mcp-helper) is not reachable: check `raspi-mcp status` or `systemctl status raspi-mcp-helper`, then retry"

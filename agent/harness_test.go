@@ -22,7 +22,10 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
+	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -36,6 +39,10 @@ type rig struct {
 	cfg    *config.Config
 	db     *store.DB
 	pw     *power.Sim
+	gpio   *gpio.Sim // survives helper restarts, like the pins of a real board
+	pwm    *pwm.Sim
+	bus    *i2c.SimBus // bus 1: BME280 at 0x76, TMP102 at 0x48, plain registers at 0x50
+	bme    *i2c.BME280
 	a      *Agent
 	helper *client.Client
 
@@ -63,7 +70,9 @@ func newRig(t testing.TB, mod func(*config.Config)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, dir: dir, cfg: &cfg, db: db, pw: power.NewSim("")}
+	r := &rig{t: t, dir: dir, cfg: &cfg, db: db, pw: power.NewSim(""), gpio: gpio.NewSim(28), pwm: pwm.NewSim()}
+	r.bme = i2c.NewBME280(0x76)
+	r.bus = i2c.NewSimBus(r.bme, i2c.NewTMP102(0x48), i2c.NewMemChip(0x50))
 	r.startHelper()
 	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test"})
 	r.a, err = New(Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
@@ -87,9 +96,13 @@ func (r *rig) startHelper() {
 		r.t.Fatal(err)
 	}
 	srv := privhelper.NewServer(privhelper.Options{
-		Policy: privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
-		Power:  r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Hardware: privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(r.pwm),
+			I2C: privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir)},
+		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C},
+		Policy:         privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
+		Power:          r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	_ = srv.ApplySafeStates(context.Background()) // as the helper binary does at start
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()

@@ -17,7 +17,10 @@ import (
 	"syscall"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
+	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/sdnotify"
 )
@@ -68,6 +71,8 @@ func run() error {
 			pw = l
 		}
 	}
+	hw, closeHW := hardware(*sim, log)
+	defer closeHW()
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
 		return err
@@ -85,7 +90,12 @@ func run() error {
 			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
 		},
 		Power: pw, Backend: backend, Version: version, Logger: log,
+		Hardware: hw, HardwarePolicy: privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C},
 	})
+	// Relays off, inputs pulled as the owner said, before anyone may ask.
+	if err := srv.ApplySafeStates(context.Background()); err != nil {
+		log.Warn("some pins could not be put in their safe state", "err", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("raspi-mcp-helper ready", "version", version, "socket", cfg.Helper.Socket, "agent_uid", agentUID, "backend", backend)
@@ -125,4 +135,26 @@ func level(s string) slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(s))
 	return l
+}
+
+// hardware opens the backends: the simulated board, or the kernel's GPIO
+// character devices and /sys/class/pwm. A Linux backend that cannot open
+// (no gpiochip on this machine) is left out and its methods are not served.
+func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
+	if sim {
+		g := gpio.NewSim(28)
+		bus := i2c.NewSimBus(i2c.NewBME280(0x76), i2c.NewTMP102(0x48))
+		ic := privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: bus}), "/nonexistent")
+		return privhelper.Hardware{GPIO: privhelper.GPIOFrom(g), PWM: privhelper.PWMFrom(pwm.NewSim()), I2C: ic},
+			func() { g.Close(); ic.Close() }
+	}
+	ic := privhelper.I2CFrom(i2c.NewLinux("/"), "/")
+	hw := privhelper.Hardware{PWM: privhelper.PWMFrom(pwm.NewSysfs("/")), I2C: ic}
+	g, err := gpio.NewLinux(gpio.DefaultConsumer)
+	if err != nil {
+		log.Warn("no GPIO controller; gpio methods are off", "err", err)
+		return hw, func() { ic.Close() }
+	}
+	hw.GPIO = privhelper.GPIOFrom(g)
+	return hw, func() { g.Close(); ic.Close() }
 }
