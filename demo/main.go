@@ -95,6 +95,10 @@ func run(binDir string) error {
 		{"How is the board doing?", "system_get_health_snapshot", nil},
 		{"What does this device have, and what may I do?", "system_get_capabilities", nil},
 		{"History is recorded from the first start (default job every 10 s, kept 48 h)", "metrics_get_summary", map[string]any{"window": "5m"}},
+		{"What is wired to the board?", "gpio_list_pins", nil},
+		{"Switch the relay on for 2 seconds (a lease: it turns itself off)", "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 2000, "reason": "demo: water the plants"}},
+		{"A pin the owner did not allow is refused", "gpio_write_pin", map[string]any{"pin": 5, "value": "high"}},
+		{"The greenhouse sensor, in units (BME280 on I2C bus 1)", "sensors_read", map[string]any{"name": "greenhouse"}},
 		{"A reboot without confirm and reason is refused (high risk)", "system_reboot", map[string]any{"delay_seconds": 60}},
 		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
 		{"Confirmed, with a reason: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
@@ -183,6 +187,11 @@ func show(tool string, res *mcp.CallToolResult) {
 				}
 			}
 			fmt.Printf("    %-8v enabled=%v, %d/%d tools available\n", dm["name"], dm["enabled"], avail, len(dm["tools"].([]any)))
+		}
+	case "gpio_list_pins":
+		for _, p := range m["pins"].([]any) {
+			pm := p.(map[string]any)
+			fmt.Printf("    GPIO%-3v %-7v %-6v %v\n", pm["pin"], pm["name"], pm["mode"], orDash(pm["value"]))
 		}
 	case "system_reboot":
 		if p, ok := m["plan"].([]any); ok {

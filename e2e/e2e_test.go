@@ -222,19 +222,43 @@ func TestTourThroughStdio(t *testing.T) {
 	if strings.Count(string(power), `"event":"scheduled"`) != 1 || !strings.Contains(string(power), `"action":"reboot"`) {
 		t.Fatalf("sim power log: %s", power)
 	}
+	// Hardware on the sim board, through the same path.
+	if res, m := call(t, cs, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 200}); res.IsError || m["revert_to"] != "low" {
+		t.Fatalf("gpio lease: %v", m)
+	}
+	if res, m := call(t, cs, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"}); code(m) != "permission_denied" {
+		t.Fatalf("pin outside the allowlist: %v %v", res.IsError, m)
+	}
+	if res, m := call(t, cs, "sensors_read", map[string]any{"name": "greenhouse"}); res.IsError || m["humidity_percent"] == nil {
+		t.Fatalf("sensor: %v", m)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, m := call(t, cs, "gpio_read_pin", map[string]any{"pin": 17}); m["value"] == "low" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease did not revert")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	out, rc := s.cli(t, "audit", "verify")
 	if rc != 0 || !strings.Contains(out, "intact") {
 		t.Fatalf("audit verify: %d %s", rc, out)
 	}
-	out, rc = s.cli(t, "audit", "tail", "-n", "3", "--json")
+	out, rc = s.cli(t, "audit", "tail", "-n", "20", "--json")
 	var tail []struct{ Tool, Decision string }
-	if err := json.Unmarshal([]byte(out), &tail); rc != 0 || err != nil || len(tail) != 3 {
+	if err := json.Unmarshal([]byte(out), &tail); rc != 0 || err != nil {
 		t.Fatalf("audit tail: %d %v %s", rc, err, out)
 	}
-	for i, want := range []string{"allow", "allow", "deny"} { // newest first
-		if tail[i].Tool != "system.reboot" || tail[i].Decision != want {
-			t.Fatalf("audit tail[%d] = %+v, want system.reboot %s", i, tail[i], want)
+	var reboots []string
+	for _, e := range tail { // newest first
+		if e.Tool == "system.reboot" {
+			reboots = append(reboots, e.Decision)
 		}
+	}
+	if strings.Join(reboots, ",") != "allow,allow,deny" {
+		t.Fatalf("reboot records %v in %s", reboots, out)
 	}
 }
 
