@@ -10,7 +10,7 @@ export CGO_ENABLED = 0
 NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 
-.PHONY: build demo test vet fmt-check tools bench cross clean
+.PHONY: build demo test test-vm vet fmt-check tools bench cross clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
@@ -33,6 +33,20 @@ vet:
 RACE := $(shell command -v cc >/dev/null 2>&1 && echo -race)
 test: fmt-check vet
 	CGO_ENABLED=$(if $(RACE),1,0) $(GO) test $(RACE) -count=1 ./...
+
+# Real kernel devices: boots a Debian VM (cached image under .cache/vm) with
+# gpio-sim and i2c-stub, runs the real helper (root) and agent (raspi-mcp)
+# inside and drives them over MCP. Needs root for debootstrap and qemu's
+# packages (vmtest deps installs them). KVM when it works, TCG otherwise.
+VMSHARE := $(CURDIR)/.cache/vmshare
+test-vm:
+	$(GO) run ./vmtest/cmd/vmtest deps
+	mkdir -p $(VMSHARE)
+	$(GO) build -o $(VMSHARE)/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	$(GO) test -c -o $(VMSHARE)/hw.test ./e2e/vm
+	$(GO) run ./vmtest/cmd/vmtest image
+	$(GO) run ./vmtest/cmd/vmtest run --share $(VMSHARE) --timeout 15m -- \
+		env RASPI_MCP_VM_GUEST=1 ./hw.test -test.v -test.count=1
 
 tools:
 	@command -v npm >/dev/null || { echo "make tools needs npm (apt-get install npm)"; exit 1; }
