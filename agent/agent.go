@@ -76,6 +76,7 @@ func New(o Options) (*Agent, error) {
 	a.registerChange()
 	a.registerGPIO()
 	a.registerI2C()
+	a.registerCamera()
 	if a.tools.err != nil {
 		return nil, a.tools.err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
@@ -97,8 +98,9 @@ func (r *rig) startHelper() {
 	}
 	srv := privhelper.NewServer(privhelper.Options{
 		Hardware: privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(r.pwm),
-			I2C: privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir)},
-		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C},
+			I2C:    privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir),
+			Camera: privhelper.CameraFrom(camera.NewSim(r.cfg.Camera.MediaRoot), os.Getuid())},
+		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
 		Policy:         privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
 		Power:          r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -91,6 +91,8 @@ func domainEnabled(c *config.Config, domain string) (bool, string) {
 		return c.Manage.Enabled, "[manage] enabled"
 	case "gpio":
 		return c.GPIO.Enabled, "[gpio] enabled"
+	case "camera":
+		return c.Camera.Enabled, "[camera] enabled"
 	case "i2c", "sensors":
 		return c.I2C.Enabled, "[i2c] enabled"
 	}

@@ -169,10 +169,11 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	if c.DryRun {
 		summary = "dry run: " + summary
 	}
-	return &mcp.CallToolResult{
-		Meta: meta, StructuredContent: json.RawMessage(js),
-		Content: []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(js)}},
+	content := []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(js)}}
+	if x, ok := o.out.(interface{ content() []mcp.Content }); ok {
+		content = append(content, x.content()...) // e.g. a camera image
 	}
+	return &mcp.CallToolResult{Meta: meta, StructuredContent: json.RawMessage(js), Content: content}
 }
 
 func rawOrEmpty(raw json.RawMessage) json.RawMessage {

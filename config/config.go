@@ -26,18 +26,26 @@ const DefaultPath = "/etc/raspi-mcp/config.toml"
 
 // Config is the whole file. Field comments give the TOML key; defaults are in Default.
 type Config struct {
-	Agent   Agent    `toml:"agent"`
-	Helper  Helper   `toml:"helper"`
-	Roles   Roles    `toml:"roles"`
-	Audit   Audit    `toml:"audit"`
-	Change  Change   `toml:"change"`
-	System  System   `toml:"system"`
-	Metrics Metrics  `toml:"metrics"`
-	Logs    Domain   `toml:"logs"`
-	Manage  Domain   `toml:"manage"`
-	GPIO    GPIO     `toml:"gpio"`
-	I2C     I2C      `toml:"i2c"`
-	Sensors []Sensor `toml:"sensors"`
+	Agent   Agent   `toml:"agent"`
+	Helper  Helper  `toml:"helper"`
+	Roles   Roles   `toml:"roles"`
+	Audit   Audit   `toml:"audit"`
+	Change  Change  `toml:"change"`
+	System  System  `toml:"system"`
+	Metrics Metrics `toml:"metrics"`
+	Logs    Domain  `toml:"logs"`
+	Manage  Domain  `toml:"manage"`
+	GPIO    GPIO    `toml:"gpio"`
+	I2C     I2C     `toml:"i2c"`
+	Camera  Camera  `toml:"camera"`
+}
+
+// Camera is the camera namespace: off until the owner turns it on, since a
+// photo of the room is a privacy decision.
+type Camera struct {
+	Enabled       bool   `toml:"enabled"`
+	MediaRoot     string `toml:"media_root"`      // photos go here, with names the server makes up
+	MaxImageBytes int    `toml:"max_image_bytes"` // camera.capture returns the image inline up to this size
 }
 
 // GPIO is the gpio namespace: only the pins listed may be touched, and the
@@ -158,6 +166,7 @@ func Default() Config {
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
 		System: System{Enabled: true},
 		GPIO:   GPIO{Enabled: true, Revert: "previous", Pins: []Pin{}},
+		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
 		I2C:    I2C{Enabled: true, Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
 		Metrics: Metrics{Enabled: true, DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(60 * time.Second), MaxJobs: 8},
@@ -240,6 +249,12 @@ func (c Config) Validate() error {
 	}
 	if c.Metrics.MaxJobs < 1 || c.Metrics.MaxJobs > 64 {
 		return fmt.Errorf("metrics.max_jobs: want 1..64, got %d", c.Metrics.MaxJobs)
+	}
+	if !filepath.IsAbs(c.Camera.MediaRoot) {
+		return fmt.Errorf("camera.media_root: want an absolute path, got %q", c.Camera.MediaRoot)
+	}
+	if c.Camera.MaxImageBytes < 1024 || c.Camera.MaxImageBytes > 8<<20 {
+		return fmt.Errorf("camera.max_image_bytes: want 1024..8388608, got %d", c.Camera.MaxImageBytes)
 	}
 	if err := c.GPIO.validate(); err != nil {
 		return err
@@ -397,5 +412,6 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.I2C = I2C{Enabled: true, Writes: true, Read: []string{"1:*"}, Write: []string{"1:0x48"},
 		Sensors: []Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}
 	c.Logs.Enabled, c.Manage.Enabled = true, true
+	c.Camera.Enabled, c.Camera.MediaRoot = true, filepath.Join(dir, "media")
 	return c
 }

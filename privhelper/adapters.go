@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	hwi2c "github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
@@ -248,4 +249,36 @@ func (a *I2CAdapter) Sensor(ctx context.Context, s config.Sensor) (proto.SensorR
 		return proto.SensorReading{}, i2cErr(s.Bus, s.Address, err)
 	}
 	return proto.SensorReading{Name: r.Name, Type: r.Type, TemperatureC: r.TemperatureC, PressureHPa: r.PressureHPa, HumidityPercent: r.HumidityPercent}, nil
+}
+
+// CameraFrom adapts a hw/camera camera. Photos are handed to owner uid (the
+// agent's) so the agent can read them back for an inline image.
+func CameraFrom(c camera.Camera, owner int) Camera { return cameraAdapter{c, owner} }
+
+type cameraAdapter struct {
+	c     camera.Camera
+	owner int
+}
+
+func (a cameraAdapter) Capture(ctx context.Context, r proto.CameraCaptureReq) (proto.CameraPhoto, error) {
+	p, err := a.c.Capture(ctx, camera.Request{Width: r.Width, Height: r.Height, Format: r.Format, Quality: r.Quality})
+	var busy *camera.BusyError
+	switch {
+	case err == nil:
+	case errors.As(err, &busy):
+		return proto.CameraPhoto{}, proto.Errorf(proto.CodeResourceExhausted, "%v", err).With("in_use_by", busy.Holder)
+	case errors.Is(err, camera.ErrBusy):
+		return proto.CameraPhoto{}, proto.Errorf(proto.CodeResourceExhausted, "%v", err)
+	case errors.Is(err, camera.ErrNoCamera):
+		return proto.CameraPhoto{}, proto.Errorf(proto.CodeFailedPrecondition, "%v", err).
+			With("fix_hint", "connect a camera module and check `rpicam-hello --list-cameras` on the device")
+	case errors.Is(err, camera.ErrInvalidRequest):
+		return proto.CameraPhoto{}, proto.Errorf(proto.CodeInvalidArgument, "%v", err)
+	default:
+		return proto.CameraPhoto{}, proto.Errorf(proto.CodeInternal, "%v", err)
+	}
+	if os.Geteuid() == 0 && a.owner > 0 {
+		_ = os.Chown(p.Path, a.owner, -1)
+	}
+	return proto.CameraPhoto{Path: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Taken: p.Taken}, nil
 }

@@ -36,17 +36,24 @@ type I2C interface {
 	Sensor(ctx context.Context, s config.Sensor) (proto.SensorReading, error)
 }
 
+// Camera takes photos into the media root.
+type Camera interface {
+	Capture(ctx context.Context, r proto.CameraCaptureReq) (proto.CameraPhoto, error)
+}
+
 // Hardware groups the backends; nil members are not served (not_found).
 type Hardware struct {
-	GPIO GPIO
-	PWM  PWM
-	I2C  I2C
+	GPIO   GPIO
+	PWM    PWM
+	I2C    I2C
+	Camera Camera
 }
 
 // HardwarePolicy is the helper's own copy of the owner's allowlists.
 type HardwarePolicy struct {
-	GPIO config.GPIO
-	I2C  config.I2C
+	GPIO   config.GPIO
+	I2C    config.I2C
+	Camera config.Camera
 }
 
 func (s *Server) registerHardware() {
@@ -66,6 +73,20 @@ func (s *Server) registerHardware() {
 		handle(s.mux, proto.I2CWrite, s.i2cWrite)
 		handle(s.mux, proto.SensorRead, s.sensorRead)
 	}
+	if s.hw.Camera != nil {
+		handle(s.mux, proto.CameraCapture, s.cameraCapture)
+	}
+}
+
+func (s *Server) cameraCapture(ctx context.Context, r proto.CameraCaptureReq) (proto.CameraPhoto, error) {
+	if !s.hwPolicy.Camera.Enabled {
+		return proto.CameraPhoto{}, denied("the camera is disabled")
+	}
+	p, err := s.hw.Camera.Capture(ctx, r)
+	if err == nil {
+		s.logOp(ctx, "photo taken", "path", p.Path, "bytes", p.SizeBytes)
+	}
+	return p, err
 }
 
 func denied(format string, args ...any) *proto.Error {

@@ -25,7 +25,7 @@ type fakeHW struct {
 func newFakeHW() *fakeHW { return &fakeHW{pins: map[int]int{}, i2c: map[[3]int]int{}} }
 
 func (f *fakeHW) hardware() privhelper.Hardware {
-	return privhelper.Hardware{GPIO: fakeGPIO{f}, PWM: fakePWM{f}, I2C: fakeI2C{f}}
+	return privhelper.Hardware{GPIO: fakeGPIO{f}, PWM: fakePWM{f}, I2C: fakeI2C{f}, Camera: fakeCamera{f}}
 }
 
 func (f *fakeHW) op(s string) {
@@ -220,5 +220,29 @@ func TestApplySafeStates(t *testing.T) {
 	}
 	if fh.pins[17] != 0 || len(fh.opsSeen()) != 3 {
 		t.Fatalf("pins %v ops %v", fh.pins, fh.opsSeen())
+	}
+}
+
+type fakeCamera struct{ f *fakeHW }
+
+func (c fakeCamera) Capture(_ context.Context, r proto.CameraCaptureReq) (proto.CameraPhoto, error) {
+	c.f.op("photo")
+	return proto.CameraPhoto{Path: "/media/p.jpg", Width: r.Width, Height: r.Height, Format: r.Format}, nil
+}
+
+func TestHelperCameraSwitch(t *testing.T) {
+	fh := newFakeHW()
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), HardwarePolicy: hwPolicy()})
+	c := newClient(t, h.sock)
+	req := proto.CameraCaptureReq{Width: 640, Height: 480, Format: "jpeg", Quality: 85}
+	if _, err := client.Call(context.Background(), c, proto.CameraCapture, req); code(err) != proto.CodePermissionDenied {
+		t.Fatalf("camera off by config, helper took a photo: %v", err)
+	}
+	if len(fh.opsSeen()) != 0 {
+		t.Fatal("reached the camera")
+	}
+	req.Width = 800
+	if _, err := client.Call(context.Background(), c, proto.CameraCapture, req); code(err) != proto.CodeInvalidArgument {
+		t.Fatalf("bad size: %v", err)
 	}
 }

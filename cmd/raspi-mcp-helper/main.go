@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
@@ -72,6 +73,11 @@ func run() error {
 		}
 	}
 	hw, closeHW := hardware(*sim, log)
+	if *sim {
+		hw.Camera = privhelper.CameraFrom(camera.NewSim(cfg.Camera.MediaRoot), agentUID)
+	} else {
+		hw.Camera = privhelper.CameraFrom(camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot}), agentUID)
+	}
 	defer closeHW()
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
@@ -90,7 +96,7 @@ func run() error {
 			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
 		},
 		Power: pw, Backend: backend, Version: version, Logger: log,
-		Hardware: hw, HardwarePolicy: privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C},
+		Hardware: hw, HardwarePolicy: privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera},
 	})
 	// Relays off, inputs pulled as the owner said, before anyone may ask.
 	if err := srv.ApplySafeStates(context.Background()); err != nil {

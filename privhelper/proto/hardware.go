@@ -1,6 +1,9 @@
 package proto
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The hardware part of the table: GPIO, PWM, I2C and named sensors. The
 // helper re-checks every pin, bus and address against its own allowlists.
@@ -20,7 +23,7 @@ var (
 // hardwareNames lists the hardware methods for Names.
 func hardwareNames() []string {
 	return []string{GPIOState.Name, GPIOConfigure.Name, GPIORead.Name, GPIOWrite.Name, PWMSet.Name,
-		I2CBuses.Name, I2CScan.Name, I2CRead.Name, I2CWrite.Name, SensorRead.Name}
+		I2CBuses.Name, I2CScan.Name, I2CRead.Name, I2CWrite.Name, SensorRead.Name, CameraCapture.Name}
 }
 
 // Bounds shared by agent and helper.
@@ -282,4 +285,41 @@ func (r SensorReadReq) Validate() error {
 		return invalid("name", r.Name, "proto: sensor name is empty")
 	}
 	return checkText("name", r.Name, 64)
+}
+
+// CameraCapture takes one photo into the helper's media root.
+var CameraCapture = Method[CameraCaptureReq, CameraPhoto]{"camera.capture"}
+
+// CameraCaptureReq is the photo to take.
+type CameraCaptureReq struct {
+	Width   int    `json:"width"`
+	Height  int    `json:"height"`
+	Format  string `json:"format"` // jpeg, png
+	Quality int    `json:"quality"`
+}
+
+// CameraPhoto is where it went.
+type CameraPhoto struct {
+	Path      string    `json:"path"`
+	Width     int       `json:"width"`
+	Height    int       `json:"height"`
+	Format    string    `json:"format"`
+	SizeBytes int64     `json:"size_bytes"`
+	Taken     time.Time `json:"taken"`
+}
+
+// Validate checks the size against the spec's set, format and quality.
+func (r CameraCaptureReq) Validate() error {
+	switch fmt.Sprintf("%dx%d", r.Width, r.Height) {
+	case "640x480", "1280x720", "1920x1080":
+	default:
+		return invalid("width", fmt.Sprintf("%dx%d", r.Width, r.Height), "proto: resolution must be 640x480, 1280x720 or 1920x1080")
+	}
+	if r.Format != "jpeg" && r.Format != "png" {
+		return invalid("format", r.Format, fmt.Sprintf("proto: format %q is not jpeg or png", r.Format))
+	}
+	if r.Quality < 1 || r.Quality > 100 {
+		return invalid("quality", r.Quality, fmt.Sprintf("proto: quality %d is outside 1..100", r.Quality))
+	}
+	return nil
 }

@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/camera"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// TakePhotoIn is spec 002 §7.1.
+type TakePhotoIn struct {
+	Resolution string `json:"resolution,omitempty"`
+	Format     string `json:"format,omitempty"`
+	GuardArgs
+}
+
+// PhotoOut is spec 002 §7.1's result with additive fields.
+type PhotoOut struct {
+	FilePath  string `json:"file_path" jsonschema:"made by the server, under the configured media root"`
+	Width     int    `json:"width"`
+	Height    int    `json:"height"`
+	Format    string `json:"format"`
+	SizeBytes int64  `json:"size_bytes"`
+	Timestamp string `json:"timestamp,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+}
+
+// CaptureIn is spec 002 §2.6.5's camera.capture.
+type CaptureIn struct {
+	Width   int    `json:"width"`
+	Height  int    `json:"height"`
+	Format  string `json:"format,omitempty"`
+	Quality int    `json:"quality,omitempty"`
+	GuardArgs
+}
+
+// CaptureOut describes the photo; the image itself is an MCP image block.
+type CaptureOut struct {
+	PhotoOut
+	Inline bool   `json:"inline" jsonschema:"the image is attached as an image content block"`
+	Note   string `json:"note,omitempty"`
+	image  []byte
+	mime   string
+}
+
+// content attaches the image where clients show pictures.
+func (o CaptureOut) content() []mcp.Content {
+	if len(o.image) == 0 {
+		return nil
+	}
+	return []mcp.Content{&mcp.ImageContent{Data: o.image, MIMEType: o.mime}}
+}
+
+func (a *Agent) registerCamera() {
+	add(a.tools, Spec[TakePhotoIn, PhotoOut]{
+		ID: "camera.take_photo", Title: "Take a photo",
+		Description: "Take a photo with the camera module and save it on the device under the media root.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Props:       []Prop{prop("resolution", enum("640x480", "1280x720", "1920x1080"), def("1280x720")), prop("format", enum("jpeg", "png"), def("jpeg"))},
+		Run: func(ctx context.Context, c *Call, in TakePhotoIn) (PhotoOut, error) {
+			var w, h int
+			fmt.Sscanf(in.Resolution, "%dx%d", &w, &h)
+			return a.photo(ctx, c, proto.CameraCaptureReq{Width: w, Height: h, Format: in.Format, Quality: camera.DefaultQuality})
+		},
+		Summary: func(_ TakePhotoIn, o PhotoOut) string { return photoLine(o) },
+	})
+	add(a.tools, Spec[CaptureIn, CaptureOut]{
+		ID: "camera.capture", Title: "Capture an image",
+		Description: "Take a photo and return it as an image (size-capped by config), also saved under the media root.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Props: []Prop{prop("width", enum(640, 1280, 1920)), prop("height", enum(480, 720, 1080)),
+			prop("format", enum("jpeg", "png"), def("jpeg")), prop("quality", minimum(1), maximum(100), def(85))},
+		Run:     a.capture,
+		Summary: func(_ CaptureIn, o CaptureOut) string { return photoLine(o.PhotoOut) },
+	})
+}
+
+func (a *Agent) photo(ctx context.Context, c *Call, req proto.CameraCaptureReq) (PhotoOut, error) {
+	if err := req.Validate(); err != nil {
+		var pe *proto.Error
+		if errors.As(err, &pe) {
+			return PhotoOut{}, errf(CodeInvalidArgument, "%s", strings.TrimPrefix(pe.Message, "proto: ")).details(pe.Details)
+		}
+		return PhotoOut{}, err
+	}
+	if c.DryRun {
+		return PhotoOut{Width: req.Width, Height: req.Height, Format: req.Format, DryRun: true}, nil
+	}
+	p, err := client.Call(ctx, a.helper, proto.CameraCapture, req)
+	if err != nil {
+		return PhotoOut{}, err
+	}
+	return PhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339)}, nil
+}
+
+func (a *Agent) capture(ctx context.Context, c *Call, in CaptureIn) (CaptureOut, error) {
+	p, err := a.photo(ctx, c, proto.CameraCaptureReq{Width: in.Width, Height: in.Height, Format: in.Format, Quality: in.Quality})
+	if err != nil || p.DryRun {
+		return CaptureOut{PhotoOut: p}, err
+	}
+	out := CaptureOut{PhotoOut: p, mime: "image/" + p.Format}
+	data, err := camera.ReadCapped(camera.Photo{Path: p.FilePath, SizeBytes: p.SizeBytes}, int64(a.cfg.Camera.MaxImageBytes))
+	switch {
+	case errors.Is(err, camera.ErrTooLarge):
+		out.Note = fmt.Sprintf("%d bytes is over [camera] max_image_bytes (%d): saved on the device only; try a smaller size or jpeg", p.SizeBytes, a.cfg.Camera.MaxImageBytes)
+	case err != nil:
+		return CaptureOut{}, err
+	default:
+		out.Inline, out.image = true, data
+	}
+	return out, nil
+}
+
+func photoLine(o PhotoOut) string {
+	if o.DryRun {
+		return fmt.Sprintf("would take a %dx%d %s photo", o.Width, o.Height, o.Format)
+	}
+	return fmt.Sprintf("photo %dx%d %s, %s, saved as %s", o.Width, o.Height, o.Format, bytesH(uint64(o.SizeBytes)), o.FilePath)
+}
