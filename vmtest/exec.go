@@ -68,3 +68,22 @@ func fileTail(path string, n int) string {
 	b = bytes.ReplaceAll(b, []byte("\r"), nil)
 	return lastLines(string(b), n)
 }
+
+// consoleExcerpt is what to show of a guest's serial console when something
+// went wrong: from the first oops or panic marker if there is one (the
+// register dump after it pushes the cause out of a plain tail), else the
+// last n lines.
+func consoleExcerpt(path string, n int) string {
+	all := fileTail(path, 400)
+	lines := strings.Split(all, "\n")
+	for i, l := range lines {
+		for _, m := range []string{"Kernel panic", "BUG:", "Oops:", "general protection fault", "KVM internal error"} {
+			if strings.Contains(l, m) {
+				start := max(i-5, 0)
+				end := min(start+3*n, len(lines))
+				return strings.Join(lines[start:end], "\n")
+			}
+		}
+	}
+	return lastLines(all, n)
+}

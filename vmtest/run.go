@@ -175,7 +175,7 @@ func (c *Cache) Run(ctx context.Context, im *Image, opts RunOptions) (*Result, e
 		if errors.Is(context.Cause(ctx), ErrTimeout) {
 			res.ExitCode = ExitTimeout
 			return res, fmt.Errorf("%w after %s (accel %s); last console lines:\n%s",
-				ErrTimeout, opts.Timeout, accel, fileTail(v.console, 30))
+				ErrTimeout, opts.Timeout, accel, consoleExcerpt(v.console, 30))
 		}
 		return res, err
 	}
@@ -392,7 +392,7 @@ func (v *vm) run(ctx context.Context, log io.Writer, args []string, opts RunOpti
 				return exitCode, nil
 			}
 			return 0, fmt.Errorf("guest stopped before the command finished (qemu: %v); qemu said:\n%s\nlast console lines:\n%s",
-				qemuErr, fileTail(qemuLog, 10), fileTail(v.console, 30))
+				qemuErr, fileTail(qemuLog, 10), consoleExcerpt(v.console, 30))
 		}
 		if exitCode >= 0 && !poweredDown {
 			poweredDown = true
