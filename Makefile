@@ -44,9 +44,11 @@ test-vm:
 	mkdir -p $(VMSHARE)
 	$(GO) build -o $(VMSHARE)/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
 	$(GO) test -c -o $(VMSHARE)/hw.test ./e2e/vm
+	$(GO) test -c -o $(VMSHARE)/gpio.test ./hw/gpio
+	$(GO) test -c -o $(VMSHARE)/i2c.test ./hw/i2c
 	$(GO) run ./vmtest/cmd/vmtest image
 	$(GO) run ./vmtest/cmd/vmtest run --share $(VMSHARE) --timeout 15m -- \
-		env RASPI_MCP_VM_GUEST=1 ./hw.test -test.v -test.count=1
+		env RASPI_MCP_VM_GUEST=1 sh -c './gpio.test -test.run OnGPIOSim -test.v && ./i2c.test -test.run Stub -test.v && ./hw.test -test.v -test.count=1'
 
 tools:
 	@command -v npm >/dev/null || { echo "make tools needs npm (apt-get install npm)"; exit 1; }

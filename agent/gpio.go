@@ -22,6 +22,7 @@ type GpioPinInfo struct {
 	Pull     string `json:"pull,omitempty"`
 	Consumer string `json:"consumer,omitempty" jsonschema:"process holding the line, when not raspi-mcp"`
 	PWM      bool   `json:"pwm_allowed,omitempty"`
+	DryRun   bool   `json:"dry_run,omitempty"`
 }
 
 // PinsOut is gpio.list_pins.
@@ -213,7 +214,7 @@ func (a *Agent) configurePin(ctx context.Context, c *Call, in ConfigureIn) (Gpio
 			return GpioPinInfo{}, err
 		}
 		info := a.pinInfo(st.Pins[0])
-		info.Mode, info.Pull = in.Mode, in.Pull
+		info.Mode, info.Pull, info.DryRun = in.Mode, in.Pull, true
 		return info, nil
 	}
 	p, err := client.Call(ctx, a.helper, proto.GPIOConfigure, req)

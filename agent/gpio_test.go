@@ -156,3 +156,37 @@ func TestGPIOLeaseSurvivesRestartAndHelperOutage(t *testing.T) {
 		t.Fatal("pin not reverted")
 	}
 }
+
+// Dry runs of every hardware write change nothing, and reads outside the
+// allowlists are refused too.
+func TestHardwareDryRunsAndReadDenials(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.I2C.Write = []string{"1:0x50"} })
+	dry := map[string]map[string]any{
+		"gpio_configure_pin": {"pin": 17, "mode": "input", "dry_run": true},
+		"gpio_set_pwm":       {"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50, "dry_run": true},
+		"i2c_write":          {"bus": 1, "address": 0x50, "register": 0, "data": []int{7}, "dry_run": true},
+		"camera_capture":     {"width": 640, "height": 480, "dry_run": true},
+	}
+	for tool, args := range dry {
+		res, sc := r.as(operator, tool, args)
+		if res.IsError || sc["dry_run"] != true {
+			t.Errorf("%s dry run: %v", tool, sc)
+		}
+	}
+	if st, _ := r.gpio.State(context.Background(), 17); st.Mode != "output" {
+		t.Errorf("dry-run configure changed GPIO17 to %s", st.Mode)
+	}
+	if st, _ := r.pwm.Get(context.Background(), 18); st.Enabled {
+		t.Error("dry-run PWM enabled the channel")
+	}
+	_, sc := r.as(admin, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0, "length": 1})
+	if fmt.Sprint(sc["data"]) != "[0]" {
+		t.Errorf("dry-run i2c write wrote: %v", sc)
+	}
+	if res, sc := r.as(admin, "i2c_read", map[string]any{"bus": 2, "address": 0x50, "length": 1}); errCode(res, sc) != CodePermissionDenied {
+		t.Errorf("read outside the allowlist: %v", sc)
+	}
+	if _, sc := r.as(admin, "i2c_list_buses", nil); len(sc["buses"].([]any)) != 1 {
+		t.Errorf("buses: %v", sc)
+	}
+}
