@@ -63,3 +63,27 @@ func TestI2CDisabled(t *testing.T) {
 		t.Fatalf("%v", sc)
 	}
 }
+
+// Every hardware tool is refused when its namespace is switched off, reads included.
+func TestHardwareNamespacesOff(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.GPIO.Enabled, c.I2C.Enabled, c.Camera.Enabled = false, false, false })
+	for tool, args := range map[string]map[string]any{
+		"gpio_list_pins": nil, "gpio_read_pin": {"pin": 17}, "gpio_write_pin": {"pin": 17, "value": "high"},
+		"gpio_configure_pin": {"pin": 17, "mode": "input"}, "gpio_set_pwm": {"pin": 18, "frequency_hz": 10, "duty_cycle_percent": 1},
+		"i2c_list_buses": nil, "i2c_scan_bus": {"bus": 1}, "i2c_read": {"bus": 1, "address": 0x76, "length": 1},
+		"i2c_write":    {"bus": 1, "address": 0x48, "data": []int{1}, "confirm": true, "reason": "x"},
+		"sensors_list": nil, "sensors_read": {"name": "greenhouse"},
+		"camera_take_photo": nil, "camera_capture": {"width": 640, "height": 480},
+	} {
+		if res, sc := r.as(admin, tool, args); errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "enabled") {
+			t.Errorf("%s with its namespace off: %v", tool, sc)
+		}
+	}
+}
+
+func TestGPIOReadOutsideAllowlist(t *testing.T) {
+	r := newRig(t, nil)
+	if res, sc := r.as(admin, "gpio_read_pin", map[string]any{"pin": 5}); errCode(res, sc) != CodePermissionDenied {
+		t.Fatalf("%v", sc)
+	}
+}
