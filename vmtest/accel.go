@@ -95,6 +95,12 @@ func machineKey(ctx context.Context, im *Image) string {
 // vmtest.probe on the command line: the initramfs prints a marker and powers
 // off. Only the marker within probeTimeout counts as working.
 func (c *Cache) probeKVM(ctx context.Context, im *Image) (bool, string) {
+	return probeBoot(ctx, im, "kvm", probeTimeout)
+}
+
+// probeBoot is probeKVM for any accelerator and time limit, so the
+// mechanism can be tested where there is no KVM.
+func probeBoot(ctx context.Context, im *Image, accel string, timeout time.Duration) (bool, string) {
 	dir, err := os.MkdirTemp("", "vmtest-probe-")
 	if err != nil {
 		return false, err.Error()
@@ -103,12 +109,15 @@ func (c *Cache) probeKVM(ctx context.Context, im *Image) (bool, string) {
 	console := filepath.Join(dir, "console.log")
 	args := []string{
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-		"-machine", "pc", "-m", "256", "-accel", "kvm", "-cpu", "host",
+		"-machine", "pc", "-m", "256",
+	}
+	args = append(args, accelArgs(accel)...)
+	args = append(args,
 		"-kernel", im.Kernel(), "-initrd", im.Initrd(),
 		"-append", "console=ttyS0 panic=-1 loglevel=4 vmtest.probe",
-		"-chardev", "file,id=con,path=" + qemuOpt(console), "-serial", "chardev:con",
-	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		"-chardev", "file,id=con,path="+qemuOpt(console), "-serial", "chardev:con",
+	)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.Command("qemu-system-x86_64", args...)
 	// A file, not a buffer: exec would copy into a buffer from another
@@ -136,7 +145,7 @@ func (c *Cache) probeKVM(ctx context.Context, im *Image) (bool, string) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false, fmt.Sprintf("no sign of life within %s; qemu said: %s", probeTimeout, qemuSaid())
+			return false, fmt.Sprintf("no sign of life within %s; qemu said: %s", timeout, qemuSaid())
 		case err := <-exited:
 			exited <- err // for the deferred wait
 			if b, _ := os.ReadFile(console); bytes.Contains(b, []byte("VMTEST-PROBE-OK")) {

@@ -42,10 +42,10 @@
 //     a consumer drives on line L, and writing pull-up or pull-down to
 //     sim_gpioL/pull sets what an input on line L reads. Calling the script
 //     again re-creates the bank from scratch.
-//   - /usr/local/sbin/vm-i2c-stub: modprobe i2c-dev and
-//     i2c-stub chip_addr=0x48,0x76. $I2C_STUB_BUS is the stub's bus number
-//     (the adapter `i2cdetect -l` lists as "SMBus stub driver"; qemu's own
-//     PIIX4 SMBus usually takes i2c-0).
+//   - /usr/local/sbin/vm-i2c-stub: i2c-dev and i2c-stub chip_addr=0x48,0x76
+//     (loaded early by systemd-modules-load). $I2C_STUB_BUS is the stub's bus
+//     number: the adapter `i2cdetect -l` lists as "SMBus stub driver",
+//     usually i2c-0, with qemu's PIIX4 SMBus as i2c-1; do not hard-code it.
 //
 // Both write their variables to /run/vm-devices/*.env, and the command gets
 // them in its environment.
@@ -53,10 +53,14 @@
 // # Acceleration
 //
 // KVM is used when a short probe boot (the initramfs prints a marker and
-// powers off) succeeds within 30 s; the verdict is cached per machine in
+// powers off) succeeds within 25 s; the verdict is cached per machine in
 // CACHE/kvm-probe.json. Nested hypervisors are known to kill guests in the
 // kernel decompressor with "KVM internal error" and leave qemu hanging, hence
-// the time limit. Otherwise TCG (-accel tcg,thread=multi -cpu max).
+// the time limit. Otherwise TCG (-accel tcg,thread=multi -cpu max) with
+// tsc=reliable on the kernel command line: without it, about one boot in
+// eight oopsed on a stale int3 when the clocksource watchdog made the kernel
+// live-patch itself while the other vCPU ran (qemu 7.2's multi-threaded TCG).
+// A kernel crash before the command started is retried once.
 //
 // # Network
 //

@@ -70,20 +70,37 @@ func fileTail(path string, n int) string {
 }
 
 // consoleExcerpt is what to show of a guest's serial console when something
-// went wrong: from the first oops or panic marker if there is one (the
-// register dump after it pushes the cause out of a plain tail), else the
-// last n lines.
+// went wrong: from just before the first oops or panic line if there is one
+// (the register dump after it pushes the cause out of a plain tail), else
+// the last n lines.
 func consoleExcerpt(path string, n int) string {
-	all := fileTail(path, 400)
-	lines := strings.Split(all, "\n")
+	lines := strings.Split(fileTail(path, 400), "\n")
+	if i := crashLine(lines); i >= 0 {
+		start := max(i-5, 0)
+		return strings.Join(lines[start:min(start+3*n, len(lines))], "\n")
+	}
+	return lastLines(strings.Join(lines, "\n"), n)
+}
+
+// crashLine returns the index of the first line that says the guest kernel
+// crashed, or -1.
+func crashLine(lines []string) int {
 	for i, l := range lines {
 		for _, m := range []string{"Kernel panic", "BUG:", "Oops:", "general protection fault", "KVM internal error"} {
 			if strings.Contains(l, m) {
-				start := max(i-5, 0)
-				end := min(start+3*n, len(lines))
-				return strings.Join(lines[start:end], "\n")
+				return i
 			}
 		}
 	}
-	return lastLines(all, n)
+	return -1
+}
+
+// guestCrashed reports whether the console log shows a kernel crash, and the
+// line that says so.
+func guestCrashed(path string) (bool, string) {
+	lines := strings.Split(fileTail(path, 400), "\n")
+	if i := crashLine(lines); i >= 0 {
+		return true, strings.TrimSpace(lines[i])
+	}
+	return false, ""
 }

@@ -156,6 +156,14 @@ func (c *Cache) lock(exclusive bool) (unlock func(), err error) {
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
+	if syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB) == nil {
+		return func() { f.Close() }, nil
+	}
+	if exclusive {
+		fmt.Fprintf(c.Log, "vmtest: waiting for VMs using %s to finish before building\n", c.Dir)
+	} else {
+		fmt.Fprintf(c.Log, "vmtest: waiting for the image build in %s to finish\n", c.Dir)
+	}
 	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
@@ -206,6 +214,9 @@ func loadImage(dir string) (*Image, error) {
 // Image returns the cached image for r, building it first if it is missing
 // or rebuild is set.
 func (c *Cache) Image(ctx context.Context, r Recipe, rebuild bool) (*Image, error) {
+	if r.Mirror == "" {
+		return nil, errors.New("vmtest: no Debian mirror: this machine's apt has no deb source in /etc/apt; set RASPI_MCP_DEBIAN_MIRROR to a Debian archive URL")
+	}
 	key, err := r.imageKey()
 	if err != nil {
 		return nil, err
@@ -621,5 +632,5 @@ func hostMirror() string {
 			}
 		}
 	}
-	return ""
+	return "" // Image says what to do
 }

@@ -17,7 +17,13 @@ func TestSelftest(t *testing.T) {
 	if os.Getenv("RASPI_MCP_VM") != "1" {
 		t.Skip("set RASPI_MCP_VM=1 to boot the test VM (needs root and qemu; see vmtest deps)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
+	// Building the image from nothing and two boots under TCG take a few
+	// minutes: run with -timeout 20m; the VM runs stop before the test's end.
+	deadline := time.Now().Add(14 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	c, err := NewCache(DefaultCacheDir(), testLog{t})
 	if err != nil {
@@ -31,6 +37,36 @@ func TestSelftest(t *testing.T) {
 	}
 	t.Logf("kernel %s; image %.1fs; checks: %s; false: %s; total %.1fs",
 		rep.KernelImage, rep.Image.Seconds(), rep.Check, rep.False, rep.Total.Seconds())
+}
+
+// TestProbeBoot checks the accelerator probe's two outcomes with TCG, since
+// the machines this runs on may have no KVM: the marker boot succeeds, and a
+// boot that cannot finish in time is reported as failed with qemu gone.
+func TestProbeBoot(t *testing.T) {
+	if os.Getenv("RASPI_MCP_VM") != "1" {
+		t.Skip("set RASPI_MCP_VM=1 to boot the test VM")
+	}
+	c, err := NewCache(DefaultCacheDir(), testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := c.Image(context.Background(), DefaultRecipe(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, detail := probeBoot(context.Background(), im, "tcg", 60*time.Second); !ok {
+		t.Errorf("TCG probe boot failed: %s", detail)
+	} else {
+		t.Logf("TCG probe: %s", detail)
+	}
+	start := time.Now()
+	ok, detail := probeBoot(context.Background(), im, "tcg", 300*time.Millisecond)
+	if ok || !strings.Contains(detail, "no sign of life") {
+		t.Errorf("probe with no time to boot = %v, %q", ok, detail)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timed-out probe took %s to return", d)
+	}
 }
 
 // testLog sends the harness's progress to t.Log.
@@ -168,5 +204,32 @@ func TestRecipeKeyCoversGuestFiles(t *testing.T) {
 	}
 	if r.rootfsKey() != DefaultRecipe().rootfsKey() {
 		t.Error("rootfs key depends on fields debootstrap does not use")
+	}
+}
+
+func TestConsoleCrashDetection(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "console.log")
+	var b strings.Builder
+	b.WriteString("SeaBIOS\r\n")
+	for i := range 10 {
+		b.WriteString("[    1.0] boot line " + strings.Repeat("x", i) + "\r\n")
+	}
+	b.WriteString("[    2.013862] Oops: int3: 0000 [#1] SMP NOPTI\r\n")
+	for range 100 {
+		b.WriteString("[    2.03] R10: 0000000000000000 R11: ff6605c9400f0ff8\r\n")
+	}
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	crashed, why := guestCrashed(p)
+	if !crashed || !strings.Contains(why, "Oops: int3") {
+		t.Errorf("guestCrashed = %v, %q", crashed, why)
+	}
+	if ex := consoleExcerpt(p, 30); !strings.Contains(ex, "Oops: int3") || !strings.Contains(ex, "boot line") {
+		t.Errorf("excerpt misses the oops and what led to it:\n%s", ex)
+	}
+
+	os.WriteFile(p, []byte("raspi-vm login: \r\n"), 0o644)
+	if crashed, _ := guestCrashed(p); crashed {
+		t.Error("a clean console counted as a crash")
 	}
 }
