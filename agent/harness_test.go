@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,8 +220,6 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-func socketDir(r *rig) string { return filepath.Dir(r.cfg.Agent.Socket) }
 
 func storeQuery(limit int) store.AuditQuery { return store.AuditQuery{Limit: limit} }
 

@@ -131,12 +131,12 @@ func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogs
 	return AuditLogsOut{Entries: entriesOf(recs), TotalCount: total, ReturnedCount: len(recs), HasMore: in.Offset+len(recs) < total}, nil
 }
 
-// VerifyAudit checks the chain; `raspi-mcp audit verify` uses it too.
-func (a *Agent) VerifyAudit() (AuditVerifyOut, error) {
-	return verifyOut(a.store)
-}
+// VerifyAudit checks the agent's own chain.
+func (a *Agent) VerifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store) }
 
-func verifyOut(db *store.DB) (AuditVerifyOut, error) {
+// VerifyFile checks the audit chain of a database, also for the CLI when the
+// agent is stopped.
+func VerifyFile(db *store.DB) (AuditVerifyOut, error) {
 	v, err := db.VerifyAudit()
 	if err != nil {
 		return AuditVerifyOut{}, err
@@ -147,10 +147,6 @@ func verifyOut(db *store.DB) (AuditVerifyOut, error) {
 	}
 	return o, nil
 }
-
-// VerifyFile checks the audit chain of a database file directly, for the CLI
-// when the agent is stopped.
-func VerifyFile(db *store.DB) (AuditVerifyOut, error) { return verifyOut(db) }
 
 // TailFile returns the newest n audit records of a database file.
 func TailFile(db *store.DB, n int) ([]AuditEntry, error) {

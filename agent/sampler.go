@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -396,8 +395,4 @@ func (s *Sampler) Stats() (taken int64, lastFlush time.Time, flushErr error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.taken, s.lastFlush, s.flushErr
-}
-
-func (j JobInfo) String() string {
-	return fmt.Sprintf("%s every %ds for %dh (%s, %d samples)", j.ID, j.IntervalSeconds, j.RetentionHours, j.Status, j.Samples)
 }
