@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,8 +35,11 @@ type Config struct {
 	Change  Change  `toml:"change"`
 	System  System  `toml:"system"`
 	Metrics Metrics `toml:"metrics"`
-	Logs    Domain  `toml:"logs"`
+	Logs    Logs    `toml:"logs"`
 	Manage  Domain  `toml:"manage"`
+	Network Domain  `toml:"network"`
+	Service Service `toml:"service"`
+	Process Process `toml:"process"`
 	GPIO    GPIO    `toml:"gpio"`
 	I2C     I2C     `toml:"i2c"`
 	Camera  Camera  `toml:"camera"`
@@ -123,6 +128,31 @@ type Domain struct {
 	Enabled bool `toml:"enabled"`
 }
 
+// Logs is the logs namespace: the audit trail, the agent's own logs and the
+// systemd journal, limited to the units the owner lists.
+type Logs struct {
+	Enabled      bool     `toml:"enabled"`
+	JournalUnits []string `toml:"journal_units"` // globs of units logs.query_journal and service.get_status may read
+}
+
+// Service is the service namespace: every unit can be read, only the listed
+// ones changed, and only by the helper.
+type Service struct {
+	Enabled bool     `toml:"enabled"`
+	Control bool     `toml:"control"` // service.control_service and service.set_enabled (risk high)
+	Allow   []string `toml:"allow"`   // globs of units that may be changed ("nginx.service", "motion*")
+}
+
+// Process is the process namespace: listing is a read; signals are off
+// until the owner allows them, and never reach PID 1, kernel threads,
+// raspi-mcp itself or the protected users' processes.
+type Process struct {
+	Enabled        bool     `toml:"enabled"`
+	Signals        bool     `toml:"signals"`         // process.send_signal (risk high)
+	AllowedSignals []string `toml:"allowed_signals"` // names without SIG: TERM, HUP, ...
+	ProtectedUsers []string `toml:"protected_users"` // their processes are never signalled
+}
+
 // Metrics is the metrics namespace and its history on the device.
 type Metrics struct {
 	Enabled          bool     `toml:"enabled"`
@@ -140,6 +170,9 @@ type System struct {
 	Enabled  bool `toml:"enabled"`
 	Reboot   bool `toml:"reboot"`   // system.reboot (risk high: confirm + reason)
 	Shutdown bool `toml:"shutdown"` // system.shutdown (risk critical: change token)
+	// MinPowerInterval is the least time between two power actions raspi-mcp
+	// schedules: a model that reboots after every boot cannot loop the device.
+	MinPowerInterval Duration `toml:"min_power_interval"`
 }
 
 // Role names, lowest first.
@@ -164,14 +197,17 @@ func Default() Config {
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
-		System: System{Enabled: true},
+		System: System{Enabled: true, MinPowerInterval: Duration(10 * time.Minute)},
 		GPIO:   GPIO{Enabled: true, Revert: "previous", Pins: []Pin{}},
 		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
 		I2C:    I2C{Enabled: true, Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
 		Metrics: Metrics{Enabled: true, DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(60 * time.Second), MaxJobs: 8},
-		Logs:   Domain{Enabled: true},
-		Manage: Domain{Enabled: true},
+		Logs:    Logs{Enabled: true, JournalUnits: []string{"*"}},
+		Manage:  Domain{Enabled: true},
+		Network: Domain{Enabled: true},
+		Service: Service{Enabled: true, Allow: []string{}},
+		Process: Process{Enabled: true, AllowedSignals: []string{"TERM", "INT", "HUP", "USR1", "USR2"}, ProtectedUsers: []string{"root"}},
 	}
 }
 
@@ -259,6 +295,21 @@ func (c Config) Validate() error {
 	if err := c.GPIO.validate(); err != nil {
 		return err
 	}
+	if d := c.System.MinPowerInterval.D(); d < 0 || d > 24*time.Hour {
+		return fmt.Errorf("system.min_power_interval: want 0s..24h, got %s", d)
+	}
+	for key, globs := range map[string][]string{"service.allow": c.Service.Allow, "logs.journal_units": c.Logs.JournalUnits} {
+		for _, g := range globs {
+			if err := checkUnitGlob(g); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	for _, sig := range c.Process.AllowedSignals {
+		if !knownSignal(sig) {
+			return fmt.Errorf("process.allowed_signals: want signal names such as TERM or HUP, got %q", sig)
+		}
+	}
 	for key, list := range map[string][]string{"i2c.read": c.I2C.Read, "i2c.write": c.I2C.Write} {
 		for _, e := range list {
 			if _, _, err := ParseI2CAddr(e); err != nil {
@@ -308,6 +359,46 @@ func (g GPIO) validate() error {
 	}
 	return nil
 }
+
+// checkUnitGlob accepts unit names and globs: systemd's unit name characters
+// plus * ? [ ], never a leading "-" (it must never read as an option).
+func checkUnitGlob(g string) error {
+	if g == "" || len(g) > 256 || g[0] == '-' {
+		return fmt.Errorf("want a unit name or glob, got %q", g)
+	}
+	for _, r := range g {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(":_.@-\\*?[]", r)) {
+			return fmt.Errorf("want a unit name or glob, got %q (character %q)", g, r)
+		}
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("bad glob %q: %w", g, err)
+	}
+	return nil
+}
+
+// UnitMatches reports whether a unit ("nginx.service") matches one of the
+// globs; a glob without a type suffix also matches its .service unit, so
+// "nginx" allows nginx.service.
+func UnitMatches(globs []string, unit string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, unit); ok {
+			return true
+		}
+		if !strings.Contains(g, ".") {
+			if ok, _ := path.Match(g+".service", unit); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// signalNames are the signals an owner may allow (Linux numbering is the
+// helper's business; config speaks names).
+var signalNames = []string{"HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "KILL", "STOP", "CONT", "WINCH", "ALRM"}
+
+func knownSignal(s string) bool { return slices.Contains(signalNames, s) }
 
 // Pin returns the allowlist entry of a BCM pin.
 func (g GPIO) Pin(n int) (Pin, bool) {
@@ -412,6 +503,11 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.I2C = I2C{Enabled: true, Writes: true, Read: []string{"1:*"}, Write: []string{"1:0x48"},
 		Sensors: []Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}
 	c.Logs.Enabled, c.Manage.Enabled = true, true
+	c.Network.Enabled = true
+	// The simulated systemd's units and the laptop's own processes: the
+	// sim units may be changed; signals reach only the user's processes.
+	c.Service = Service{Enabled: true, Control: true, Allow: []string{"nginx.service", "motion.service", "backup.service", "dbus.service"}}
+	c.Process.Enabled, c.Process.Signals = true, true
 	c.Camera.Enabled, c.Camera.MediaRoot = true, filepath.Join(dir, "media")
 	return c
 }
