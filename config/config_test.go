@@ -127,3 +127,35 @@ func TestI2CAllowlist(t *testing.T) {
 		}
 	}
 }
+
+func TestOpsSettings(t *testing.T) {
+	for _, bad := range []string{
+		"[service]\nallow = [\"-h\"]",
+		"[service]\nallow = [\"nginx service\"]",
+		"[service]\nallow = [\"[bad\"]",
+		"[logs]\njournal_units = [\"\"]",
+		"[process]\nallowed_signals = [\"SIGTERM\"]",
+		"[process]\nallowed_signals = [\"BOGUS\"]",
+		"[system]\nmin_power_interval = \"48h\"",
+		"[system]\nmin_power_interval = \"-1s\"",
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+	c, err := Parse([]byte("[service]\nallow = [\"nginx\", \"motion*\", \"getty@tty1.service\"]\n[process]\nallowed_signals = [\"TERM\", \"KILL\"]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for unit, want := range map[string]bool{
+		"nginx.service": true, "nginx.socket": false, "motion.service": true, "motioneye.service": true,
+		"getty@tty1.service": true, "getty@tty2.service": false, "ssh.service": false,
+	} {
+		if got := UnitMatches(c.Service.Allow, unit); got != want {
+			t.Errorf("UnitMatches(%v, %s) = %v, want %v", c.Service.Allow, unit, got, want)
+		}
+	}
+	if d := Default(); d.Service.Control || d.Process.Signals || len(d.Service.Allow) != 0 || d.System.MinPowerInterval.D() != 10*time.Minute {
+		t.Fatalf("defaults allow too much: %+v %+v", d.Service, d.Process)
+	}
+}
