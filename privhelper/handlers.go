@@ -62,6 +62,9 @@ func (s *Server) powerSchedule(ctx context.Context, r proto.PowerScheduleReq) (p
 	// Microsecond precision is what logind keeps, so power.state later
 	// reports exactly the time returned here.
 	at := time.Now().Add(time.Duration(r.DelaySeconds) * time.Second).UTC().Truncate(time.Microsecond)
+	if !r.At.IsZero() {
+		at = r.At.UTC().Truncate(time.Microsecond)
+	}
 	if err := s.power.Schedule(ctx, power.Action(r.Action), at); err != nil {
 		return proto.PowerScheduleResp{}, err
 	}

@@ -68,6 +68,8 @@ type Options struct {
 	Power          power.Power    // nil: the power.* methods are not served (not_found)
 	Hardware       Hardware       // GPIO, PWM, I2C backends; nil members are not served
 	HardwarePolicy HardwarePolicy // the owner's pin and bus allowlists
+	Ops            Ops            // systemd units and signals; nil members are not served
+	OpsPolicy      OpsPolicy      // the owner's unit and signal rules
 	Backend        string         // "linux" or "sim", reported by Status
 	Version        string         // helper version, e.g. "0.1.0"
 	Logger         *slog.Logger   // refusals are logged at Warn with uid/gid/pid; nil discards
@@ -79,35 +81,39 @@ type Options struct {
 // Server serves the helper protocol. It holds no per-connection state; one
 // Server may Serve several listeners.
 type Server struct {
-	policy   Policy
-	power    power.Power
-	hw       Hardware
-	hwPolicy HardwarePolicy
-	backend  string
-	helper   string
-	log      *slog.Logger
-	started  time.Time
-	timeout  time.Duration
-	mux      map[string]handler // built by NewServer, read-only afterwards
-	methods  []string           // sorted names served, for Status
-	slots    chan struct{}      // one token per open authorised connection
+	policy    Policy
+	power     power.Power
+	hw        Hardware
+	hwPolicy  HardwarePolicy
+	ops       Ops
+	opsPolicy OpsPolicy
+	backend   string
+	helper    string
+	log       *slog.Logger
+	started   time.Time
+	timeout   time.Duration
+	mux       map[string]handler // built by NewServer, read-only afterwards
+	methods   []string           // sorted names served, for Status
+	slots     chan struct{}      // one token per open authorised connection
 }
 
 // NewServer builds a Server. Methods are registered here from the proto
 // table, so their wire names and types come from a single place.
 func NewServer(o Options) *Server {
 	s := &Server{
-		policy:   o.Policy,
-		power:    o.Power,
-		hw:       o.Hardware,
-		hwPolicy: o.HardwarePolicy,
-		backend:  o.Backend,
-		helper:   "raspi-mcp-helper/" + o.Version,
-		log:      o.Logger,
-		started:  time.Now().UTC().Truncate(time.Microsecond),
-		timeout:  o.HandlerTimeout,
-		mux:      make(map[string]handler),
-		slots:    make(chan struct{}, maxConns),
+		policy:    o.Policy,
+		power:     o.Power,
+		hw:        o.Hardware,
+		hwPolicy:  o.HardwarePolicy,
+		ops:       o.Ops,
+		opsPolicy: o.OpsPolicy,
+		backend:   o.Backend,
+		helper:    "raspi-mcp-helper/" + o.Version,
+		log:       o.Logger,
+		started:   time.Now().UTC().Truncate(time.Microsecond),
+		timeout:   o.HandlerTimeout,
+		mux:       make(map[string]handler),
+		slots:     make(chan struct{}, maxConns),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -122,6 +128,7 @@ func NewServer(o Options) *Server {
 		handle(s.mux, proto.PowerState, s.powerState)
 	}
 	s.registerHardware()
+	s.registerOps()
 	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
 	return s
 }

@@ -20,7 +20,7 @@ import (
 
 func TestHelloAndStatus(t *testing.T) {
 	fh := newFakeHW()
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware()})
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), Ops: (&fakeOps{}).ops()})
 	c := newClient(t, h.sock)
 	if c.Connected() {
 		t.Fatal("Connected before the first call")
@@ -93,17 +93,17 @@ func TestHandshakeRefusals(t *testing.T) {
 		code   string
 		msg    []string
 	}{
-		{"old version", "hello", `{"version":0,"client":"old"}`, proto.CodeFailedPrecondition,
-			[]string{"client speaks protocol version 0", "helper speaks version 1"}},
-		{"new version", "hello", `{"version":2,"client":"new"}`, proto.CodeFailedPrecondition,
-			[]string{"version 2", "version 1"}},
+		{"old version", "hello", fmt.Sprintf(`{"version":%d,"client":"old"}`, proto.Version-1), proto.CodeFailedPrecondition,
+			[]string{fmt.Sprintf("client speaks protocol version %d", proto.Version-1), fmt.Sprintf("helper speaks version %d", proto.Version)}},
+		{"new version", "hello", fmt.Sprintf(`{"version":%d,"client":"new"}`, proto.Version+1), proto.CodeFailedPrecondition,
+			[]string{fmt.Sprintf("version %d", proto.Version+1), fmt.Sprintf("version %d", proto.Version)}},
 		// A future hello with new fields is told about the version, not the field.
-		{"new version new fields", "hello", `{"version":2,"client":"new","features":["x"]}`, proto.CodeFailedPrecondition,
-			[]string{"version 2"}},
-		{"unknown hello field", "hello", `{"version":1,"client":"x","features":[]}`, proto.CodeInvalidArgument,
+		{"new version new fields", "hello", fmt.Sprintf(`{"version":%d,"client":"new","features":["x"]}`, proto.Version+1), proto.CodeFailedPrecondition,
+			[]string{fmt.Sprintf("version %d", proto.Version+1)}},
+		{"unknown hello field", "hello", fmt.Sprintf(`{"version":%d,"client":"x","features":[]}`, proto.Version), proto.CodeInvalidArgument,
 			[]string{"unknown field"}},
-		{"hello trailing data", "hello", `{"version":1,"client":"x"} {}`, proto.CodeInvalidArgument, nil},
-		{"bad client name", "hello", `{"version":1,"client":"a\nb"}`, proto.CodeInvalidArgument, []string{"client"}},
+		{"hello trailing data", "hello", fmt.Sprintf(`{"version":%d,"client":"x"} {}`, proto.Version), proto.CodeInvalidArgument, nil},
+		{"bad client name", "hello", fmt.Sprintf(`{"version":%d,"client":"a\nb"}`, proto.Version), proto.CodeInvalidArgument, []string{"client"}},
 		{"not hello first", "status", `{}`, proto.CodeFailedPrecondition, []string{`first request must be "hello"`}},
 		{"power first", "power.schedule", `{"action":"reboot","delay_seconds":0,"reason":""}`, proto.CodeFailedPrecondition, nil},
 	}

@@ -19,7 +19,7 @@ import (
 // Version is the protocol version. It is bumped on any incompatible change,
 // including adding a field to an existing message, because decoding is strict
 // on both sides. The helper refuses a hello carrying any other version.
-const Version = 1
+const Version = 2
 
 // MaxMessage is the largest frame body, in bytes, either side will read or
 // write. Nothing the protocol carries comes close; the cap exists so a peer
@@ -47,7 +47,8 @@ var (
 // Names returns the wire names of every method in the table, in table order.
 // It returns a fresh slice on each call so callers cannot alter the table.
 func Names() []string {
-	return append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
+	names := append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
+	return append(names, opsNames()...)
 }
 
 // HelloReq is the first request on every connection.
@@ -83,16 +84,18 @@ const (
 
 // Limits on PowerScheduleReq.
 const (
-	MaxDelaySeconds = 600 // ten minutes: long enough to warn users, short enough to stay visible
-	MaxReasonLen    = 200 // in characters (runes)
+	MaxDelaySeconds = 600                // ten minutes: long enough to warn users, short enough to stay visible
+	MaxAhead        = 7 * 24 * time.Hour // the farthest ahead At may be ("reboot at 3 a.m.")
+	MaxReasonLen    = 200                // in characters (runes)
 )
 
 // PowerScheduleReq asks the helper to reboot or power off after a delay.
 // A new schedule replaces any pending one, as logind does.
 type PowerScheduleReq struct {
-	Action       string `json:"action"`        // ActionReboot or ActionPoweroff
-	DelaySeconds int    `json:"delay_seconds"` // 0..MaxDelaySeconds
-	Reason       string `json:"reason"`        // free text for the helper's log, at most MaxReasonLen runes
+	Action       string    `json:"action"`        // ActionReboot or ActionPoweroff
+	DelaySeconds int       `json:"delay_seconds"` // 0..MaxDelaySeconds
+	At           time.Time `json:"at"`            // instead of a delay: a time up to MaxAhead from now; zero for none
+	Reason       string    `json:"reason"`        // free text for the helper's log, at most MaxReasonLen runes
 }
 
 // PowerScheduleResp reports what was scheduled and when it will happen.

@@ -2,6 +2,7 @@ package proto
 
 import (
 	"fmt"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -33,6 +34,15 @@ func (r PowerScheduleReq) Validate() error {
 		return invalid("delay_seconds", r.DelaySeconds,
 			fmt.Sprintf("proto: delay_seconds %d is outside 0..%d", r.DelaySeconds, MaxDelaySeconds)).
 			With("min", 0).With("max", MaxDelaySeconds)
+	}
+	if !r.At.IsZero() {
+		now := time.Now()
+		switch {
+		case r.DelaySeconds != 0:
+			return invalid("at", r.At, "proto: give delay_seconds or at, not both")
+		case r.At.Before(now.Add(-5*time.Second)) || r.At.After(now.Add(MaxAhead)):
+			return invalid("at", r.At, fmt.Sprintf("proto: at %s is not between now and %s ahead", r.At.UTC().Format(time.RFC3339), MaxAhead))
+		}
 	}
 	return checkText("reason", r.Reason, MaxReasonLen)
 }
