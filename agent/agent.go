@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -21,9 +23,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 )
 
@@ -37,23 +43,37 @@ type Options struct {
 	Build   string // commit or "dev"
 	Mode    string // "device" or "sim"
 	Logger  *slog.Logger
+
+	Units   units.Units    // systemd, read over D-Bus (changes go through the helper)
+	Journal journal.Reader // journalctl, or the simulated units' journal
+	Root    fs.FS          // the file system root /proc, /sys and /etc are read from
+	Net     Network        // interfaces, routes, sockets
+	AppLog  *applog.Ring   // the agent's (and in laptop mode the helper's) latest log records; may be nil
 }
 
 // Agent serves MCP on a Unix socket.
 type Agent struct {
-	cfg      *config.Config
-	store    *store.DB
-	sys      sysinfo.Source
-	helper   *client.Client
-	version  string
-	build    string
-	mode     string
-	log      *slog.Logger
-	started  time.Time
-	server   *mcp.Server
-	tools    *registry
-	sampler  *Sampler
-	reverter *reverter
+	cfg       *config.Config
+	store     *store.DB
+	sys       sysinfo.Source
+	helper    *client.Client
+	version   string
+	build     string
+	mode      string
+	log       *slog.Logger
+	started   time.Time
+	server    *mcp.Server
+	tools     *registry
+	sampler   *Sampler
+	reverter  *reverter
+	powerJobs *powerWatch
+	units     units.Units
+	journal   journal.Reader
+	root      fs.FS
+	net       Network
+	appLog    *applog.Ring
+	unitCPU   unitCPU
+	cpu       cpuSampler
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -65,10 +85,21 @@ func New(o Options) (*Agent, error) {
 		o.Logger = slog.Default()
 	}
 	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
-		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{}}
+		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{},
+		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog}
+	if a.root == nil {
+		a.root = os.DirFS("/")
+	}
+	if a.net == nil {
+		a.net = netinfo.Linux{Root: "/"}
+	}
+	if a.journal == nil {
+		a.journal = journal.Journalctl{}
+	}
 	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
+	a.powerJobs = newPowerWatch(a)
 	a.registerSystem()
 	a.registerMetrics()
 	a.registerManage()
@@ -77,6 +108,10 @@ func New(o Options) (*Agent, error) {
 	a.registerGPIO()
 	a.registerI2C()
 	a.registerCamera()
+	a.registerService()
+	a.registerProcess()
+	a.registerNetwork()
+	a.registerJobs()
 	if a.tools.err != nil {
 		return nil, a.tools.err
 	}
@@ -105,6 +140,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	rctx, stopReverts := context.WithCancel(ctx)
 	defer stopReverts()
 	go a.reverter.run(rctx)
+	go a.powerJobs.run(rctx)
 	// On the way out, everything buffered is written: a clean stop loses no sample.
 	defer func() {
 		if err := a.sampler.Close(); err != nil {

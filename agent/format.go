@@ -35,6 +35,8 @@ func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
 // round1p rounds an optional reading to 0.1, which is what sensors resolve.
 func round1p(v *float64) *float64 {
 	if v == nil {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,14 +22,17 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
+	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 )
@@ -43,8 +49,12 @@ type rig struct {
 	pwm    *pwm.Sim
 	bus    *i2c.SimBus // bus 1: BME280 at 0x76, TMP102 at 0x48, plain registers at 0x50
 	bme    *i2c.BME280
+	units  *units.Sim // shared with the helper through its file, as in laptop mode
+	appLog *applog.Ring
 	a      *Agent
 	helper *client.Client
+
+	protectedUIDs []int // the helper's resolved [process] protected_users
 
 	mu         sync.Mutex
 	stopHelper context.CancelFunc
@@ -73,10 +83,15 @@ func newRig(t testing.TB, mod func(*config.Config)) *rig {
 	r := &rig{t: t, dir: dir, cfg: &cfg, db: db, pw: power.NewSim(""), gpio: gpio.NewSim(28), pwm: pwm.NewSim()}
 	r.bme = i2c.NewBME280(0x76)
 	r.bus = i2c.NewSimBus(r.bme, i2c.NewTMP102(0x48), i2c.NewMemChip(0x50))
+	if r.units, err = units.NewSim(filepath.Join(dir, "units.json")); err != nil {
+		t.Fatal(err)
+	}
 	r.startHelper()
 	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test"})
+	r.appLog = applog.NewRing(100)
 	r.a, err = New(Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
-		Version: "test", Mode: "sim", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Version: "test", Mode: "sim", Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent")),
+		Units: r.units, Journal: r.units.Journal(), Root: os.DirFS("/"), Net: fixtureNet{root: os.DirFS("../hw/netinfo/testdata/pi4")}, AppLog: r.appLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +110,11 @@ func (r *rig) startHelper() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	// The helper opens the simulated systemd on its own, as the binary does.
+	helperUnits, err := units.NewSim(filepath.Join(r.dir, "units.json"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	srv := privhelper.NewServer(privhelper.Options{
 		Hardware: privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(r.pwm),
 			I2C:    privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir),
@@ -102,6 +122,8 @@ func (r *rig) startHelper() {
 		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
 		Policy:         privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
 		Power:          r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Ops:       privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.ProcessesFrom("/")},
+		OpsPolicy: privhelper.OpsPolicy{Service: r.cfg.Service, Process: r.cfg.Process, ProtectedUIDs: r.protectedUIDs, ProtectedNames: r.cfg.Process.ProtectedUsers},
 	})
 	_ = srv.ApplySafeStates(context.Background()) // as the helper binary does at start
 	ctx, cancel := context.WithCancel(context.Background())
@@ -228,4 +250,30 @@ func errorsAs(err error, target any) bool { return errors.As(err, target) }
 // callHelperReboot goes straight to the helper, bypassing the agent's policy.
 func callHelperReboot(r *rig) (any, error) {
 	return client.Call(context.Background(), r.helper, proto.PowerSchedule, proto.PowerScheduleReq{Action: "reboot", DelaySeconds: 5, Reason: "bypass"})
+}
+
+// fixtureNet is the network of a fixture tree (a Pi 4 with eth0 and wlan0):
+// tests must not depend on the machine's own interfaces.
+type fixtureNet struct{ root fs.FS }
+
+func (f fixtureNet) Interfaces(context.Context) ([]netinfo.Interface, error) {
+	return netinfo.Interfaces(f.root, fixtureAddrs)
+}
+func (f fixtureNet) Routes(context.Context) ([]netinfo.Route, error) { return netinfo.Routes(f.root) }
+func (f fixtureNet) DNSServers(context.Context) ([]string, error)    { return netinfo.DNSServers(f.root) }
+func (f fixtureNet) Connections(_ context.Context, p []string) ([]netinfo.Conn, error) {
+	return netinfo.Connections(f.root, p)
+}
+func (f fixtureNet) Neighbors(context.Context) ([]netinfo.Neighbor, error) {
+	return netinfo.Neighbors(f.root)
+}
+
+func fixtureAddrs(name string) ([]netip.Prefix, error) {
+	switch name {
+	case "lo":
+		return []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}, nil
+	case "eth0":
+		return []netip.Prefix{netip.MustParsePrefix("192.168.1.20/24")}, nil
+	}
+	return nil, nil
 }

@@ -3,11 +3,16 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
 // AuditEntry is one audit record as clients see it.
@@ -103,6 +108,229 @@ func (a *Agent) registerLogs() {
 			return fmt.Sprintf("AUDIT CHAIN BROKEN: %d problems in %d records", len(o.Problems), o.Records)
 		},
 	})
+	add(a.tools, Spec[AppLogsIn, AppLogsOut]{
+		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
+		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props: []Prop{prop("limit", minimum(1), maximum(500), def(50)), prop("min_level", enum("debug", "info", "warn", "error"), def("info")),
+			prop("source", enum("all", "agent", "helper"), def("all"))},
+		Run: a.appLogs,
+		Summary: func(_ AppLogsIn, o AppLogsOut) string {
+			return fmt.Sprintf("%d log lines from %s", len(o.Entries), o.From)
+		},
+	})
+	add(a.tools, Spec[JournalIn, JournalOut]{
+		ID: "logs.query_journal", Title: "Query the systemd journal",
+		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props: []Prop{prop("units", maxItems(16)), prop("unit", maxLen(proto.MaxUnitName)),
+			prop("priority", enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
+			prop("since", maxLen(40)), prop("until", maxLen(40)), prop("grep", maxLen(200)),
+			prop("limit", minimum(1), maximum(1000), def(100)), prop("max_bytes", minimum(1024), maximum(65536), def(32768))},
+		Run: a.queryJournal,
+		Summary: func(in JournalIn, o JournalOut) string {
+			s := fmt.Sprintf("%d journal entries", o.ReturnedCount)
+			if o.Truncated {
+				s += " (cut at max_bytes)"
+			}
+			return s
+		},
+	})
+}
+
+// AppLogsIn is logs.get_recent_app_logs.
+type AppLogsIn struct {
+	Limit    int    `json:"limit,omitempty"`
+	MinLevel string `json:"min_level,omitempty"`
+	Source   string `json:"source,omitempty" jsonschema:"agent, helper or all"`
+}
+
+// AppLogEntry is one line of raspi-mcp's own log.
+type AppLogEntry struct {
+	Timestamp string `json:"timestamp"`
+	Source    string `json:"source"`
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+	Attrs     string `json:"attrs,omitempty"`
+}
+
+// AppLogsOut is the latest lines, oldest first.
+type AppLogsOut struct {
+	Entries []AppLogEntry `json:"entries"`
+	From    string        `json:"from" jsonschema:"journal (device) or memory (the agent's ring of its latest records)"`
+	Note    string        `json:"note,omitempty"`
+}
+
+// JournalIn is logs.query_journal.
+type JournalIn struct {
+	Unit     string   `json:"unit,omitempty" jsonschema:"one unit (nginx means nginx.service)"`
+	Units    []string `json:"units,omitempty" jsonschema:"several units; globs allowed"`
+	Priority string   `json:"priority,omitempty" jsonschema:"this priority and more severe"`
+	Since    string   `json:"since,omitempty" jsonschema:"RFC 3339 time or a duration back from now (15m, 2h, 1d)"`
+	Until    string   `json:"until,omitempty" jsonschema:"RFC 3339 time or a duration back from now"`
+	Grep     string   `json:"grep,omitempty" jsonschema:"case-insensitive text the message must contain"`
+	Limit    int      `json:"limit,omitempty"`
+	MaxBytes int      `json:"max_bytes,omitempty"`
+}
+
+// JournalEntry is one journal record.
+type JournalEntry struct {
+	Timestamp  string `json:"timestamp"`
+	Unit       string `json:"unit,omitempty"`
+	Identifier string `json:"identifier,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	Priority   int    `json:"priority"`
+	Level      string `json:"level"`
+	Message    string `json:"message"`
+}
+
+// JournalOut is the matching entries, oldest first.
+type JournalOut struct {
+	Entries       []JournalEntry `json:"entries"`
+	ReturnedCount int            `json:"returned_count"`
+	Truncated     bool           `json:"truncated" jsonschema:"max_bytes or the scan limit stopped the read; narrow the query"`
+	Scanned       int            `json:"scanned" jsonschema:"journal entries read to answer"`
+	Units         []string       `json:"units" jsonschema:"the unit filter applied"`
+}
+
+var priorities = []string{"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"}
+
+// The agent's own systemd units: where its and the helper's logs are on a device.
+const (
+	agentUnit  = "raspi-mcp.service"
+	helperUnit = "raspi-mcp-helper.service"
+)
+
+func (a *Agent) appLogs(ctx context.Context, _ *Call, in AppLogsIn) (AppLogsOut, error) {
+	var min slog.Level
+	_ = min.UnmarshalText([]byte(in.MinLevel))
+	out := AppLogsOut{Entries: []AppLogEntry{}, From: "memory"}
+	if a.mode == "device" {
+		var us []string
+		if in.Source != "helper" {
+			us = append(us, agentUnit)
+		}
+		if in.Source != "agent" {
+			us = append(us, helperUnit)
+		}
+		res, err := a.journal.Query(ctx, journal.Query{Units: us, Priority: journalPriority(min), Limit: in.Limit, MaxBytes: 48 << 10})
+		if err == nil {
+			out.From = "journal"
+			for _, e := range res.Entries {
+				src := "agent"
+				if e.Unit == helperUnit {
+					src = "helper"
+				}
+				out.Entries = append(out.Entries, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
+			}
+			return out, nil
+		}
+		out.Note = "journal not readable (" + err.Error() + "); showing the agent's records since it started"
+	}
+	src := in.Source
+	if src == "all" {
+		src = ""
+	}
+	if a.appLog == nil {
+		out.Note = "no in-memory log on this agent"
+		return out, nil
+	}
+	for _, e := range a.appLog.Entries(min, src, in.Limit) {
+		out.Entries = append(out.Entries, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
+			Level: strings.ToLower(e.Level.String()), Message: e.Message, Attrs: e.Attrs})
+	}
+	return out, nil
+}
+
+// journalPriority maps a slog level onto syslog priorities.
+func journalPriority(l slog.Level) int {
+	switch {
+	case l >= slog.LevelError:
+		return 3
+	case l >= slog.LevelWarn:
+		return 4
+	case l >= slog.LevelInfo:
+		return 6
+	}
+	return 7
+}
+
+// relTime reads an RFC 3339 time or a duration back from now ("15m", "2h", "1d").
+func relTime(name, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if n, ok := strings.CutSuffix(s, "d"); ok && err != nil {
+		var days int
+		if _, e := fmt.Sscanf(n, "%d", &days); e == nil && fmt.Sprint(days) == n {
+			d, err = time.Duration(days)*24*time.Hour, nil
+		}
+	}
+	if err != nil || d < 0 {
+		return time.Time{}, errf(CodeInvalidArgument, "%s: want an RFC 3339 time or a duration back from now such as 15m, 2h or 1d, got %q", name, s).
+			with("parameter", name)
+	}
+	return now.Add(-d), nil
+}
+
+func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (JournalOut, error) {
+	now := time.Now()
+	q := journal.Query{Priority: -1, Grep: in.Grep, Limit: in.Limit, MaxBytes: in.MaxBytes}
+	var err error
+	if q.Since, err = relTime("since", in.Since, now); err != nil {
+		return JournalOut{}, err
+	}
+	if q.Until, err = relTime("until", in.Until, now); err != nil {
+		return JournalOut{}, err
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return JournalOut{}, errf(CodeInvalidArgument, "since must be before until").with("parameter", "since")
+	}
+	if in.Priority != "" {
+		q.Priority = slices.Index(priorities, in.Priority)
+	}
+	asked := slices.Clone(in.Units)
+	if in.Unit != "" {
+		asked = append(asked, in.Unit)
+	}
+	allowAll := slices.Contains(a.cfg.Logs.JournalUnits, "*")
+	for _, u := range asked {
+		n := u
+		if !strings.ContainsAny(u, ".*?[") {
+			n = u + ".service"
+		}
+		if err := proto.ValidUnitName(strings.NewReplacer("*", "x", "?", "x", "[", "x", "]", "x").Replace(n)); err != nil {
+			return JournalOut{}, errf(CodeInvalidArgument, "unit %q is not a unit name or glob", u).with("parameter", "units")
+		}
+		if !allowAll && !config.UnitMatches(a.cfg.Logs.JournalUnits, n) {
+			return JournalOut{}, errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
+				with("unit", n).with("journal_units", a.cfg.Logs.JournalUnits).
+				hint("the owner lists readable units in [logs] journal_units of " + config.DefaultPath)
+		}
+		q.Units = append(q.Units, n)
+	}
+	if len(q.Units) == 0 && !allowAll {
+		q.Units = slices.Clone(a.cfg.Logs.JournalUnits) // journalctl -u takes globs
+	}
+	if err := q.Validate(); err != nil {
+		return JournalOut{}, errf(CodeInvalidArgument, "%v", err)
+	}
+	res, err := a.journal.Query(ctx, q)
+	if err != nil {
+		return JournalOut{}, errf(CodeUnavailable, "%v", err).
+			hint("on a device the agent's user must be in group systemd-journal (the package does this)")
+	}
+	out := JournalOut{Entries: []JournalEntry{}, Truncated: res.Truncated, Scanned: res.Scanned, Units: nonNil(q.Units)}
+	for _, e := range res.Entries {
+		out.Entries = append(out.Entries, JournalEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Unit: e.Unit, Identifier: e.Identifier,
+			PID: e.PID, Priority: e.Priority, Level: e.Level, Message: e.Message})
+	}
+	out.ReturnedCount = len(out.Entries)
+	return out, nil
 }
 
 func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogsOut, error) {

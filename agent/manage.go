@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
@@ -147,4 +149,154 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 		s.Device = DeviceCaps{Model: b.Model}
 	}
 	return s, nil
+}
+
+// QueuedJob is one entry of the jobs queue, whatever its kind.
+type QueuedJob struct {
+	JobID     string `json:"job_id"`
+	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert or power"`
+	Status    string `json:"status"`
+	Summary   string `json:"summary"`
+	Due       string `json:"due,omitempty" jsonschema:"when it acts next (gpio_revert, power)"`
+	CreatedBy string `json:"created_by,omitempty"`
+	Cancel    string `json:"cancel_effect" jsonschema:"what manage_cancel_job does to it"`
+}
+
+// JobsOut is manage.list_jobs.
+type JobsOut struct {
+	Jobs       []QueuedJob `json:"jobs"`
+	TotalCount int         `json:"total_count"`
+}
+
+// CancelJobIn is manage.cancel_job.
+type CancelJobIn struct {
+	JobID string `json:"job_id" jsonschema:"from manage_list_jobs"`
+	GuardArgs
+}
+
+// CancelJobOut says what cancelling did.
+type CancelJobOut struct {
+	JobID     string   `json:"job_id"`
+	Kind      string   `json:"kind"`
+	Cancelled bool     `json:"cancelled"`
+	Effect    string   `json:"effect"`
+	DryRun    bool     `json:"dry_run,omitempty"`
+	Plan      []string `json:"plan,omitempty"`
+}
+
+const gpioJobPrefix = "gpio-revert-"
+
+func (a *Agent) registerJobs() {
+	add(a.tools, Spec[NoArgs, JobsOut]{
+		ID: "manage.list_jobs", Title: "Queued jobs",
+		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (JobsOut, error) { return a.queuedJobs() },
+		Summary: func(_ NoArgs, o JobsOut) string {
+			s := fmt.Sprintf("%d jobs", o.TotalCount)
+			for _, j := range o.Jobs {
+				if j.Kind == "power" {
+					s += "; " + j.Summary
+				}
+			}
+			return s
+		},
+	})
+	add(a.tools, Spec[CancelJobIn, CancelJobOut]{
+		ID: "manage.cancel_job", Title: "Cancel a queued job",
+		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
+		Run:         a.cancelJob,
+		Summary: func(_ CancelJobIn, o CancelJobOut) string {
+			if o.DryRun {
+				return fmt.Sprintf("would cancel %s (%s): %s", o.JobID, o.Kind, o.Effect)
+			}
+			return fmt.Sprintf("cancelled %s (%s): %s", o.JobID, o.Kind, o.Effect)
+		},
+	})
+}
+
+func (a *Agent) queuedJobs() (JobsOut, error) {
+	out := JobsOut{Jobs: []QueuedJob{}}
+	if pj, ok, err := a.store.PendingPower(); err != nil {
+		return out, err
+	} else if ok {
+		out.Jobs = append(out.Jobs, QueuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
+			Summary: fmt.Sprintf("%s at %s", pj.Action, pj.At.UTC().Format(time.RFC3339)), CreatedBy: pj.Principal, Cancel: "the " + pj.Action + " is called off"})
+	}
+	reverts, err := a.store.ListGPIOReverts()
+	if err != nil {
+		return out, err
+	}
+	for _, r := range reverts {
+		out.Jobs = append(out.Jobs, QueuedJob{JobID: fmt.Sprintf("%s%d", gpioJobPrefix, r.Pin), Kind: "gpio_revert", Status: "waiting",
+			Due: r.Due.UTC().Format(time.RFC3339), Summary: fmt.Sprintf("GPIO%d back to %s", r.Pin, level(&r.Value)), CreatedBy: r.Principal,
+			Cancel: "the pin reverts now"})
+	}
+	sampling, err := a.listJobs()
+	if err != nil {
+		return out, err
+	}
+	for _, j := range sampling.Jobs {
+		out.Jobs = append(out.Jobs, QueuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
+			Summary: fmt.Sprintf("every %d s, kept %d h, %d samples", j.IntervalSeconds, j.RetentionHours, j.Samples), Cancel: "sampling stops; samples stay"})
+	}
+	out.TotalCount = len(out.Jobs)
+	return out, nil
+}
+
+func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJobOut, error) {
+	list, err := a.queuedJobs()
+	if err != nil {
+		return CancelJobOut{}, err
+	}
+	i := slices.IndexFunc(list.Jobs, func(j QueuedJob) bool { return j.JobID == in.JobID })
+	if i < 0 {
+		return CancelJobOut{}, errf(CodeNotFound, "no queued job %q", in.JobID).with("parameter", "job_id").
+			next(SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
+	}
+	j := list.Jobs[i]
+	out := CancelJobOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
+	// The job's own namespace switch applies, as if its own tool were called.
+	gates := map[string]Rule{
+		"sampling":    a.tools.byID["metrics.stop_sampling_job"].rule,
+		"gpio_revert": a.tools.byID["gpio.write_pin"].rule,
+		"power":       a.tools.byID["system.cancel_scheduled_power_action"].rule,
+	}
+	if err := Decide(a.cfg, c.Principal, gates[j.Kind], Guard{DryRun: true}, false); err != nil {
+		return out, err
+	}
+	if c.DryRun {
+		out.DryRun, out.Plan = true, []string{fmt.Sprintf("cancel %s (%s): %s", j.JobID, j.Summary, j.Cancel)}
+		return out, nil
+	}
+	switch j.Kind {
+	case "power":
+		if _, err := a.cancelPower(ctx, c); err != nil {
+			return out, err
+		}
+	case "gpio_revert":
+		var pin int
+		fmt.Sscanf(strings.TrimPrefix(j.JobID, gpioJobPrefix), "%d", &pin)
+		rv, ok, err := a.store.GPIORevertOf(pin)
+		if err != nil {
+			return out, err
+		}
+		if ok {
+			if err := a.reverter.revert(ctx, rv); err != nil {
+				return out, err
+			}
+		}
+	case "sampling":
+		if j.Status == "stopped" {
+			out.Effect = "already stopped"
+			return out, nil
+		}
+		if _, err := a.sampler.StopJob(j.JobID); err != nil {
+			return out, err
+		}
+	}
+	out.Cancelled = true
+	return out, nil
 }

@@ -57,7 +57,7 @@ type Gate func(c *config.Config) (on bool, key string)
 // Rule is what the policy knows about a tool.
 type Rule struct {
 	Tool    string // canonical id, "system.reboot"
-	Domain  string // "system"
+	Domain  string // "system"; filled from Tool unless the tool sits under another switch
 	MinRole Role
 	Risk    Risk
 	Gate    Gate // nil: no write switch beyond the domain's
@@ -93,6 +93,12 @@ func domainEnabled(c *config.Config, domain string) (bool, string) {
 		return c.GPIO.Enabled, "[gpio] enabled"
 	case "camera":
 		return c.Camera.Enabled, "[camera] enabled"
+	case "network":
+		return c.Network.Enabled, "[network] enabled"
+	case "service":
+		return c.Service.Enabled, "[service] enabled"
+	case "process":
+		return c.Process.Enabled, "[process] enabled"
 	case "i2c", "sensors":
 		return c.I2C.Enabled, "[i2c] enabled"
 	}

@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -74,7 +76,8 @@ var healthProps = []Prop{
 
 // PowerIn is the input of system.reboot (spec 002 §3.3) and system.shutdown.
 type PowerIn struct {
-	DelaySeconds int `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
+	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
+	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
 	GuardArgs
 }
 
@@ -84,9 +87,24 @@ type PowerOut struct {
 	EffectiveAfterSeconds int      `json:"effective_after_seconds"`
 	Action                string   `json:"action" jsonschema:"reboot or poweroff"`
 	ScheduledFor          string   `json:"scheduled_for,omitempty"`
+	JobID                 string   `json:"job_id,omitempty" jsonschema:"cancel with system_cancel_scheduled_power_action or manage_cancel_job"`
 	Replaces              string   `json:"replaces,omitempty" jsonschema:"an earlier scheduled action this one replaces"`
 	DryRun                bool     `json:"dry_run,omitempty"`
 	Plan                  []string `json:"plan,omitempty"`
+}
+
+// CancelPowerOut is system.cancel_scheduled_power_action.
+type CancelPowerOut struct {
+	Cancelled bool     `json:"cancelled"`
+	Action    string   `json:"action,omitempty"`
+	WasDueAt  string   `json:"was_due_at,omitempty"`
+	DryRun    bool     `json:"dry_run,omitempty"`
+	Plan      []string `json:"plan,omitempty"`
+}
+
+// CancelIn is the input of cancelling tools: guard arguments only.
+type CancelIn struct {
+	GuardArgs
 }
 
 func (a *Agent) registerSystem() {
@@ -119,28 +137,44 @@ func (a *Agent) registerSystem() {
 			return fmt.Sprintf("%s (%s mode): %d tools available to %s (%s)", cp.Device.Model, cp.Mode, n, cp.Caller.Principal, cp.Caller.Role)
 		},
 	})
-	powerProps := []Prop{prop("delay_seconds", minimum(0), maximum(proto.MaxDelaySeconds), def(5))}
+	powerProps := []Prop{prop("delay_seconds", minimum(0), maximum(proto.MaxDelaySeconds), def(5)), prop("at", format("date-time"), maxLen(40))}
 	add(a.tools, Spec[PowerIn, PowerOut]{
 		ID: "system.reboot", Title: "Reboot",
-		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5). A later call replaces an earlier schedule.",
+		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
 		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.System.Reboot, "[system] reboot" }},
 		Destructive: true,
 		Props:       powerProps,
 		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
-			return a.power(ctx, c, proto.ActionReboot, in.DelaySeconds)
+			return a.power(ctx, c, proto.ActionReboot, in)
 		},
 		Summary: powerLine,
 	})
 	add(a.tools, Spec[PowerIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
-		Description: "Power the device off after delay_seconds (default 5). Someone must be there to power it on again. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
+		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
 		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: func(c *config.Config) (bool, string) { return c.System.Shutdown, "[system] shutdown" }},
 		Destructive: true,
 		Props:       powerProps,
 		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
-			return a.power(ctx, c, proto.ActionPoweroff, in.DelaySeconds)
+			return a.power(ctx, c, proto.ActionPoweroff, in)
 		},
 		Summary: powerLine,
+	})
+	add(a.tools, Spec[CancelIn, CancelPowerOut]{
+		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
+		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Idempotent:  true,
+		Run:         func(ctx context.Context, c *Call, _ CancelIn) (CancelPowerOut, error) { return a.cancelPower(ctx, c) },
+		Summary: func(_ CancelIn, o CancelPowerOut) string {
+			switch {
+			case o.DryRun && o.Action != "":
+				return fmt.Sprintf("would cancel the %s due at %s", o.Action, o.WasDueAt)
+			case o.Cancelled:
+				return fmt.Sprintf("cancelled the %s due at %s", o.Action, o.WasDueAt)
+			}
+			return "nothing was scheduled"
+		},
 	})
 }
 
@@ -215,25 +249,41 @@ func healthLine(h HealthSnapshot) string {
 		bytesH(h.DiskUsedBytes), bytesH(h.DiskTotalBytes), temp, thr)
 }
 
-// power schedules (or plans) a reboot or poweroff through the root helper.
-// A dry run asks the helper what is scheduled now, so a passing dry run also
-// proves the helper is reachable.
-func (a *Agent) power(ctx context.Context, c *Call, action string, delay int) (PowerOut, error) {
-	req := proto.PowerScheduleReq{Action: action, DelaySeconds: delay, Reason: c.Reason}
+// power schedules (or plans) a reboot or poweroff through the root helper,
+// keeps it in the jobs queue and enforces the minimum interval between two
+// power actions. A dry run asks the helper what is scheduled now, so a
+// passing dry run also proves the helper is reachable.
+func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (PowerOut, error) {
+	now := time.Now()
+	req := proto.PowerScheduleReq{Action: action, DelaySeconds: in.DelaySeconds, Reason: c.Reason}
+	when := now.Add(time.Duration(in.DelaySeconds) * time.Second)
+	if in.At != "" {
+		at, err := parseTime("at", in.At)
+		if err != nil {
+			return PowerOut{}, err
+		}
+		if at.Before(now) || at.After(now.Add(proto.MaxAhead)) {
+			return PowerOut{}, errf(CodeInvalidArgument, "at %s is not between now and 7 days ahead", in.At).with("parameter", "at")
+		}
+		req.DelaySeconds, req.At, when = 0, at, at
+	}
 	if err := req.Validate(); err != nil {
 		return PowerOut{}, errf(CodeInvalidArgument, "%v", err)
+	}
+	if err := a.powerRateLimit(when); err != nil {
+		return PowerOut{}, err
 	}
 	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return PowerOut{}, err
 	}
-	out := PowerOut{Action: action, EffectiveAfterSeconds: delay}
+	out := PowerOut{Action: action, EffectiveAfterSeconds: max(0, int(when.Sub(now).Round(time.Second).Seconds()))}
 	if state.Scheduled {
 		out.Replaces = fmt.Sprintf("%s at %s", state.Action, state.At.UTC().Format(time.RFC3339))
 	}
 	if c.DryRun {
 		out.DryRun = true
-		out.Plan = []string{fmt.Sprintf("ask systemd-logind to %s in %d s", action, delay)}
+		out.Plan = []string{fmt.Sprintf("ask systemd-logind to %s at %s", action, when.UTC().Format(time.RFC3339))}
 		if out.Replaces != "" {
 			out.Plan = append(out.Plan, "replace the pending "+out.Replaces)
 		}
@@ -243,8 +293,69 @@ func (a *Agent) power(ctx context.Context, c *Call, action string, delay int) (P
 	if err != nil {
 		return PowerOut{}, err
 	}
-	out.Scheduled = true
+	id, err := store.NewJobID()
+	if err != nil {
+		return PowerOut{}, err
+	}
+	job := store.PowerJob{ID: id, Action: action, At: resp.At, Created: now, Principal: c.Principal.Name, CorrelationID: c.CorrelationID, Reason: c.Reason}
+	if err := a.store.PutPowerJob(job); err != nil {
+		return PowerOut{}, errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
+	}
+	a.powerJobs.wake()
+	out.Scheduled, out.JobID = true, id
 	out.ScheduledFor = resp.At.UTC().Format(time.RFC3339)
+	return out, nil
+}
+
+// powerRateLimit refuses a power action taking effect sooner than
+// [system] min_power_interval after the last one raspi-mcp scheduled: a
+// model that reboots after every boot cannot loop the device. Replacing a
+// pending action is not limited, as it has not happened yet.
+func (a *Agent) powerRateLimit(when time.Time) error {
+	iv := a.cfg.System.MinPowerInterval.D()
+	last, err := a.store.LastPower()
+	if err != nil || iv <= 0 || last.IsZero() {
+		return err
+	}
+	if earliest := last.Add(iv); when.Before(earliest) {
+		wait := int(math.Ceil(time.Until(earliest).Seconds()))
+		return errf(CodeResourceExhausted, "one power action per %s: the last took effect at %s; the next may take effect from %s",
+			iv, last.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339)).
+			with("last_power_action", last.UTC().Format(time.RFC3339)).with("earliest", earliest.UTC().Format(time.RFC3339)).
+			with("retry_after_seconds", max(wait, 1)).with("config_key", "[system] min_power_interval").retry().
+			hint(fmt.Sprintf("schedule it for %s or later with at, or wait", earliest.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
+
+func (a *Agent) cancelPower(ctx context.Context, c *Call) (CancelPowerOut, error) {
+	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+	if err != nil {
+		return CancelPowerOut{}, err
+	}
+	out := CancelPowerOut{}
+	if state.Scheduled {
+		out.Action, out.WasDueAt = state.Action, state.At.UTC().Format(time.RFC3339)
+	}
+	if c.DryRun {
+		out.DryRun = true
+		out.Plan = []string{"nothing is scheduled"}
+		if state.Scheduled {
+			out.Plan = []string{fmt.Sprintf("ask systemd-logind to cancel the %s due at %s", state.Action, out.WasDueAt)}
+		}
+		return out, nil
+	}
+	resp, err := client.Call(ctx, a.helper, proto.PowerCancel, proto.PowerCancelReq{})
+	if err != nil {
+		return CancelPowerOut{}, err
+	}
+	if err := a.store.FinishPower(false, time.Time{}); err != nil {
+		return CancelPowerOut{}, err
+	}
+	out.Cancelled = resp.Cancelled
+	if resp.Action != "" {
+		out.Action = resp.Action
+	}
 	return out, nil
 }
 
@@ -252,5 +363,5 @@ func powerLine(_ PowerIn, o PowerOut) string {
 	if o.DryRun {
 		return fmt.Sprintf("would %s in %d s", o.Action, o.EffectiveAfterSeconds)
 	}
-	return fmt.Sprintf("%s scheduled in %d s (at %s)", o.Action, o.EffectiveAfterSeconds, o.ScheduledFor)
+	return fmt.Sprintf("%s scheduled in %d s (at %s), job %s", o.Action, o.EffectiveAfterSeconds, o.ScheduledFor, o.JobID)
 }

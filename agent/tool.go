@@ -211,7 +211,10 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if t.stable == "" {
 		t.stable = "stable"
 	}
-	t.rule.Tool, t.rule.Domain = s.ID, strings.SplitN(s.ID, ".", 2)[0]
+	t.rule.Tool = s.ID
+	if t.rule.Domain == "" { // a tool may sit in another namespace's switch (system.get_network_info: network)
+		t.rule.Domain = strings.SplitN(s.ID, ".", 2)[0]
+	}
 	if t.inRes, err = in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/sdnotify"
 )
@@ -40,6 +41,7 @@ func run() error {
 	cfgPath := flag.String("config", config.DefaultPath, "configuration file")
 	sim := flag.Bool("sim", false, "simulated board: record power actions instead of performing them")
 	powerLog := flag.String("power-log", "", "with --sim: append power events as JSON lines to this file")
+	simUnits := flag.String("sim-units", "", "with --sim: the simulated systemd's state file (shared with the agent)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -79,6 +81,15 @@ func run() error {
 		hw.Camera = privhelper.CameraFrom(camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot}), agentUID)
 	}
 	defer closeHW()
+	ops, closeOps, err := operations(*sim, *simUnits)
+	if err != nil {
+		return err
+	}
+	defer closeOps()
+	protected, err := protectedUIDs(cfg.Process.ProtectedUsers)
+	if err != nil {
+		return err
+	}
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
 		return err
@@ -97,6 +108,7 @@ func run() error {
 		},
 		Power: pw, Backend: backend, Version: version, Logger: log,
 		Hardware: hw, HardwarePolicy: privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera},
+		Ops: ops, OpsPolicy: privhelper.OpsPolicy{Service: cfg.Service, Process: cfg.Process, ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers},
 	})
 	// Relays off, inputs pulled as the owner said, before anyone may ask.
 	if err := srv.ApplySafeStates(context.Background()); err != nil {
@@ -163,4 +175,43 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 	}
 	hw.GPIO = privhelper.GPIOFrom(g)
 	return hw, func() { g.Close(); ic.Close() }
+}
+
+// operations opens systemd (over D-Bus, or the simulated one in the file the
+// agent shares) and the process signaller. Without a system bus the service
+// methods are not served; signals always are.
+func operations(sim bool, simUnits string) (privhelper.Ops, func(), error) {
+	ops := privhelper.Ops{Processes: privhelper.ProcessesFrom("/")}
+	if sim {
+		if simUnits == "" {
+			return ops, func() {}, nil
+		}
+		u, err := units.NewSim(simUnits)
+		if err != nil {
+			return ops, nil, err
+		}
+		ops.Units = privhelper.UnitsFrom(u)
+		return ops, func() {}, nil
+	}
+	u, err := units.NewDBus(context.Background())
+	if err != nil {
+		slog.Warn("systemd over D-Bus unavailable; service methods are off", "err", err)
+		return ops, func() {}, nil
+	}
+	ops.Units = privhelper.UnitsFrom(u)
+	return ops, u.Close, nil
+}
+
+// protectedUIDs resolves [process] protected_users; a name with no account
+// protects nobody and is skipped, since there is no process of it either.
+func protectedUIDs(names []string) ([]int, error) {
+	var out []int
+	for _, n := range names {
+		uid, _, err := lookupUser(n)
+		if err != nil {
+			continue
+		}
+		out = append(out, uid)
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -19,9 +20,13 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent"
+	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -63,7 +68,9 @@ func cmdServe(args []string) error {
 		}
 		sys = sysinfo.NewLinux(sysinfo.LinuxOptions{})
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}))
+	// The ring keeps the latest records for logs.get_recent_app_logs.
+	ring := applog.NewRing(500)
+	log := slog.New(ring.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}), "agent"))
 
 	helper := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version, Timeout: cfg.Helper.Timeout.D()})
 	defer helper.Close()
@@ -73,7 +80,10 @@ func cmdServe(args []string) error {
 			return err
 		}
 		dirPath := filepath.Dir(cfg.Agent.Socket)
-		sup := &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log")}, log: log}
+		helperLog := ring.Writer("helper", os.Stderr)
+		defer helperLog.Close()
+		sup := &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
+			"--sim-units", filepath.Join(dirPath, "units.json")}, log: log, output: helperLog}
 		done := make(chan struct{})
 		go func() { sup.run(ctx); close(done) }()
 		defer func() { stop(); <-done }()
@@ -87,7 +97,27 @@ func cmdServe(args []string) error {
 		return err
 	}
 	defer db.Close()
-	a, err := agent.New(agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Version: version, Build: commit, Mode: mode, Logger: log})
+	opts := agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Version: version, Build: commit, Mode: mode, Logger: log,
+		AppLog: ring, Root: os.DirFS("/"), Net: netinfo.Linux{Root: "/"}}
+	if *sim {
+		u, err := units.NewSim(filepath.Join(filepath.Dir(cfg.Agent.Socket), "units.json"))
+		if err != nil {
+			return err
+		}
+		opts.Units, opts.Journal = u, u.Journal()
+	} else {
+		u, err := units.NewDBus(ctx)
+		if err != nil {
+			// Service tools answer unavailable; everything else works.
+			log.Warn("systemd over D-Bus unavailable; service tools will fail", "err", err)
+			opts.Units = units.Unavailable{Err: err}
+		} else {
+			defer u.Close()
+			opts.Units = u
+		}
+		opts.Journal = journal.Journalctl{}
+	}
+	a, err := agent.New(opts)
 	if err != nil {
 		return err
 	}
@@ -191,9 +221,10 @@ func waitHelper(ctx context.Context, c *client.Client, limit time.Duration) erro
 // supervisor keeps the laptop-mode helper running, as systemd does on a Pi:
 // if it dies it is restarted after a pause, and the agent's client redials.
 type supervisor struct {
-	bin  string
-	args []string
-	log  *slog.Logger
+	bin    string
+	args   []string
+	log    *slog.Logger
+	output io.Writer // the child's stdout and stderr
 }
 
 const restartDelay = 2 * time.Second
@@ -201,7 +232,7 @@ const restartDelay = 2 * time.Second
 func (s *supervisor) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		cmd := exec.Command(s.bin, s.args...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.Stdout, cmd.Stderr = s.output, s.output
 		// The child is not the unit's main process: it must not tell systemd
 		// it is ready or feed the agent's watchdog.
 		cmd.Env = withoutEnv(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/applog"
+)
+
+func TestRecentAppLogs(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.log.Warn("helper call failed", "method", "gpio.write")
+	r.a.log.Info("all good")
+	r.appLog.Add(applog.Entry{Time: time.Now(), Source: "helper", Level: 8, Message: "privhelper: refused peer"})
+	res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"min_level": "warn"})
+	if res.IsError {
+		t.Fatal(sc)
+	}
+	got := names(sc, "entries", "message")
+	if len(got) != 2 || got[0] != "helper call failed" || got[1] != "privhelper: refused peer" || sc["from"] != "memory" {
+		t.Fatalf("warn and above: %v", sc)
+	}
+	_, sc = r.as(admin, "logs_get_recent_app_logs", map[string]any{"source": "helper"})
+	if got := names(sc, "entries", "source"); len(got) != 1 || got[0] != "helper" {
+		t.Fatalf("helper only: %v", sc)
+	}
+	if res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"min_level": "loud"}); errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad level: %v", sc)
+	}
+}
+
+func TestQueryJournal(t *testing.T) {
+	r := newRig(t, nil)
+	r.as(admin, "service_control_service", map[string]any{"service_name": "nginx", "action": "restart", "confirm": true, "reason": "journal"})
+	res, sc := r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx", "since": "1h"})
+	if res.IsError {
+		t.Fatal(sc)
+	}
+	if sc["returned_count"].(float64) == 0 {
+		t.Fatalf("no nginx lines after a restart: %v", sc)
+	}
+	for _, u := range names(sc, "entries", "unit") {
+		if u != "nginx.service" {
+			t.Fatalf("unit filter let %s through", u)
+		}
+	}
+	_, sc = r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx", "grep": "NO SUCH TEXT ANYWHERE"})
+	if sc["returned_count"].(float64) != 0 {
+		t.Fatalf("grep: %v", sc)
+	}
+	for name, args := range map[string]map[string]any{
+		"bad since":      {"since": "yesterday"},
+		"since >= until": {"since": "1h", "until": "2h"},
+		"option as unit": {"unit": "-f"},
+		"bad priority":   {"priority": "loud"},
+	} {
+		if res, sc := r.as(admin, "logs_query_journal", args); errCode(res, sc) != CodeInvalidArgument {
+			t.Errorf("%s: %v", name, sc)
+		}
+	}
+	r.cfg.Logs.JournalUnits = []string{"ssh*"}
+	res, sc = r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx"})
+	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(sc["error"].(map[string]any)["fix_hint"].(string), "journal_units") {
+		t.Fatalf("unit outside journal_units: %v", sc)
+	}
+	_, sc = r.as(admin, "logs_query_journal", map[string]any{})
+	for _, u := range names(sc, "entries", "unit") {
+		if !strings.HasPrefix(u, "ssh") {
+			t.Fatalf("a query without units read %s outside journal_units", u)
+		}
+	}
+}

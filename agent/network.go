@@ -1,0 +1,370 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+)
+
+// Network is what the agent reads of the network; netinfo.Linux is the real one.
+type Network interface {
+	Interfaces(ctx context.Context) ([]netinfo.Interface, error)
+	Routes(ctx context.Context) ([]netinfo.Route, error)
+	DNSServers(ctx context.Context) ([]string, error)
+	Connections(ctx context.Context, protos []string) ([]netinfo.Conn, error)
+	Neighbors(ctx context.Context) ([]netinfo.Neighbor, error)
+}
+
+// IPv4Address is addendum §1.1.
+type IPv4Address struct {
+	Address   string `json:"address"`
+	Netmask   string `json:"netmask,omitempty"`
+	Broadcast string `json:"broadcast,omitempty"`
+	PrefixLen int    `json:"prefix_length"`
+}
+
+// IPv6Address is addendum §1.1.
+type IPv6Address struct {
+	Address   string `json:"address"`
+	PrefixLen int    `json:"prefix_length"`
+	Scope     string `json:"scope,omitempty"`
+}
+
+// IfStats is addendum §1.1 statistics.
+type IfStats struct {
+	BytesSent   uint64 `json:"bytes_sent"`
+	BytesRecv   uint64 `json:"bytes_recv"`
+	PacketsSent uint64 `json:"packets_sent"`
+	PacketsRecv uint64 `json:"packets_recv"`
+	ErrorsIn    uint64 `json:"errors_in"`
+	ErrorsOut   uint64 `json:"errors_out"`
+	DropsIn     uint64 `json:"drops_in"`
+	DropsOut    uint64 `json:"drops_out"`
+}
+
+// WiFi is the wireless link, where the kernel or iw says.
+type WiFi struct {
+	SSID         string  `json:"ssid,omitempty"`
+	SignalDBm    *int    `json:"signal_dbm,omitempty"`
+	LinkQuality  *int    `json:"link_quality,omitempty" jsonschema:"0..70 as the driver reports it"`
+	FrequencyMHz int     `json:"frequency_mhz,omitempty"`
+	BitrateMbps  float64 `json:"bitrate_mbps,omitempty"`
+}
+
+// NetInterface is addendum §1.1's interface.
+type NetInterface struct {
+	Name          string        `json:"name"`
+	MACAddress    string        `json:"mac_address"`
+	MTU           int           `json:"mtu"`
+	State         string        `json:"state"`
+	Kind          string        `json:"kind" jsonschema:"loopback, ethernet, wireless, bridge, virtual or other"`
+	SpeedMbps     int           `json:"speed_mbps,omitempty"`
+	IPv4Addresses []IPv4Address `json:"ipv4_addresses"`
+	IPv6Addresses []IPv6Address `json:"ipv6_addresses"`
+	Statistics    IfStats       `json:"statistics"`
+	Wireless      *WiFi         `json:"wireless,omitempty"`
+}
+
+// GatewayInfo is addendum §1.1's default_gateway.
+type GatewayInfo struct {
+	IPv4      string `json:"ipv4,omitempty"`
+	IPv6      string `json:"ipv6,omitempty"`
+	Interface string `json:"interface,omitempty"`
+}
+
+// NetworkInfo is system.get_network_info (addendum §1.1).
+type NetworkInfo struct {
+	Interfaces     []NetInterface `json:"interfaces"`
+	DefaultGateway GatewayInfo    `json:"default_gateway"`
+	DNSServers     []string       `json:"dns_servers"`
+}
+
+// DetailedNetworkIn is addendum §1.2's parameters.
+type DetailedNetworkIn struct {
+	IncludeRoutingTable   bool     `json:"include_routing_table,omitempty"`
+	IncludeConnections    bool     `json:"include_connections,omitempty"`
+	ConnectionStateFilter []string `json:"connection_state_filter,omitempty"`
+	MaxConnections        int      `json:"max_connections,omitempty" jsonschema:"at most this many connections (listening sockets first)"`
+}
+
+// RouteEntry is addendum §1.2's routing_table item.
+type RouteEntry struct {
+	Destination string `json:"destination"`
+	PrefixLen   int    `json:"prefix_length"`
+	Gateway     string `json:"gateway,omitempty"`
+	Netmask     string `json:"netmask,omitempty"`
+	Flags       string `json:"flags"`
+	Metric      int    `json:"metric"`
+	Interface   string `json:"interface"`
+	Family      string `json:"family" jsonschema:"ipv4 or ipv6"`
+}
+
+// Connection is addendum §1.2's connections item.
+type Connection struct {
+	Protocol      string `json:"protocol"`
+	LocalAddress  string `json:"local_address"`
+	LocalPort     int    `json:"local_port"`
+	RemoteAddress string `json:"remote_address,omitempty"`
+	RemotePort    int    `json:"remote_port,omitempty"`
+	State         string `json:"state,omitempty"`
+	PID           int    `json:"pid,omitempty" jsonschema:"owning process, where the agent may see it"`
+	Process       string `json:"process,omitempty"`
+	Username      string `json:"username,omitempty"`
+}
+
+// DetailedNetworkInfo is addendum §1.2's result.
+type DetailedNetworkInfo struct {
+	NetworkInfo
+	RoutingTable     []RouteEntry `json:"routing_table,omitempty"`
+	Connections      []Connection `json:"connections,omitempty"`
+	ConnectionsTotal int          `json:"connections_total,omitempty"`
+	Truncated        bool         `json:"truncated,omitempty"`
+}
+
+// NetStatusIface is one interface in network.get_status.
+type NetStatusIface struct {
+	Name      string   `json:"name"`
+	State     string   `json:"state"`
+	Kind      string   `json:"kind"`
+	Addresses []string `json:"addresses" jsonschema:"CIDR, IPv4 first; link-local IPv6 left out"`
+	SSID      string   `json:"ssid,omitempty"`
+	SignalDBm *int     `json:"signal_dbm,omitempty"`
+}
+
+// NetStatus is network.get_status (spec 002 §2.2): interfaces, addresses and
+// basic connectivity judged from the kernel's tables, without sending a packet.
+type NetStatus struct {
+	Interfaces       []NetStatusIface `json:"interfaces"`
+	DefaultGateway   GatewayInfo      `json:"default_gateway"`
+	GatewayReachable bool             `json:"gateway_reachable" jsonschema:"the gateway answered ARP recently"`
+	DNSServers       []string         `json:"dns_servers"`
+	Online           bool             `json:"online" jsonschema:"a default route, a reachable gateway and a DNS server"`
+	Problems         []string         `json:"problems"`
+}
+
+func (a *Agent) registerNetwork() {
+	add(a.tools, Spec[NoArgs, NetStatus]{
+		ID: "network.get_status", Title: "Network status",
+		Description: "Interfaces with their addresses and Wi-Fi signal, default gateway, DNS servers and whether the device looks online (route, gateway in the ARP table, DNS), with problems spelled out.",
+		Rule:        Rule{MinRole: RoleRead},
+		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (NetStatus, error) { return a.netStatus(ctx) },
+		Summary: func(_ NoArgs, s NetStatus) string {
+			var parts []string
+			for _, i := range s.Interfaces {
+				if i.Kind != "loopback" && len(i.Addresses) > 0 {
+					parts = append(parts, i.Name+" "+i.Addresses[0])
+				}
+			}
+			state := "online"
+			if !s.Online {
+				state = "OFFLINE: " + strings.Join(s.Problems, "; ")
+			}
+			return fmt.Sprintf("%s; %s", state, strings.Join(parts, ", "))
+		},
+	})
+	add(a.tools, Spec[NoArgs, NetworkInfo]{
+		ID: "system.get_network_info", Title: "Network interfaces",
+		Description: "Every interface with MAC, MTU, state, IPv4 and IPv6 addresses, traffic counters and Wi-Fi details; the default gateways and DNS servers.",
+		Rule:        Rule{MinRole: RoleRead, Domain: "network"},
+		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (NetworkInfo, error) { return a.networkInfo(ctx) },
+		Summary: func(_ NoArgs, n NetworkInfo) string {
+			return fmt.Sprintf("%d interfaces, gateway %s, DNS %s", len(n.Interfaces), orNone(n.DefaultGateway.IPv4), orNone(strings.Join(n.DNSServers, " ")))
+		},
+	})
+	add(a.tools, Spec[DetailedNetworkIn, DetailedNetworkInfo]{
+		ID: "system.get_detailed_network_info", Title: "Network in detail",
+		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
+		Rule:        Rule{MinRole: RoleRead, Domain: "network"},
+		Props: []Prop{prop("connection_state_filter", maxItems(4)),
+			prop("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
+			prop("max_connections", minimum(1), maximum(1000), def(200))},
+		Run: a.detailedNetwork,
+		Summary: func(in DetailedNetworkIn, d DetailedNetworkInfo) string {
+			s := fmt.Sprintf("%d interfaces", len(d.Interfaces))
+			if in.IncludeRoutingTable {
+				s += fmt.Sprintf(", %d routes", len(d.RoutingTable))
+			}
+			if in.IncludeConnections {
+				s += fmt.Sprintf(", %d of %d connections", len(d.Connections), d.ConnectionsTotal)
+			}
+			return s
+		},
+	})
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func interfaceOf(i netinfo.Interface) NetInterface {
+	n := NetInterface{Name: i.Name, MACAddress: i.MAC, MTU: i.MTU, State: i.State, Kind: i.Kind, SpeedMbps: i.SpeedMbps,
+		IPv4Addresses: []IPv4Address{}, IPv6Addresses: []IPv6Address{},
+		Statistics: IfStats{BytesSent: i.Stats.BytesSent, BytesRecv: i.Stats.BytesRecv, PacketsSent: i.Stats.PacketsSent, PacketsRecv: i.Stats.PacketsRecv,
+			ErrorsIn: i.Stats.ErrorsIn, ErrorsOut: i.Stats.ErrorsOut, DropsIn: i.Stats.DropsIn, DropsOut: i.Stats.DropsOut}}
+	if n.MACAddress == "" {
+		n.MACAddress = "00:00:00:00:00:00"
+	}
+	for _, v := range i.IPv4 {
+		n.IPv4Addresses = append(n.IPv4Addresses, IPv4Address{Address: v.Address, Netmask: v.Netmask, Broadcast: v.Broadcast, PrefixLen: v.PrefixLen})
+	}
+	for _, v := range i.IPv6 {
+		n.IPv6Addresses = append(n.IPv6Addresses, IPv6Address{Address: v.Address, PrefixLen: v.PrefixLen, Scope: v.Scope})
+	}
+	if w := i.Wireless; w != nil {
+		n.Wireless = &WiFi{SSID: w.SSID, SignalDBm: w.SignalDBm, LinkQuality: w.LinkQuality, FrequencyMHz: w.FrequencyMHz, BitrateMbps: w.BitrateMbps}
+	}
+	return n
+}
+
+func (a *Agent) networkInfo(ctx context.Context) (NetworkInfo, error) {
+	ifs, err := a.net.Interfaces(ctx)
+	if err != nil {
+		return NetworkInfo{}, fmt.Errorf("agent: interfaces: %w", err)
+	}
+	routes, err := a.net.Routes(ctx)
+	if err != nil {
+		return NetworkInfo{}, fmt.Errorf("agent: routes: %w", err)
+	}
+	dns, err := a.net.DNSServers(ctx)
+	if err != nil {
+		dns = nil // a missing resolv.conf is "no DNS", not a failure
+	}
+	out := NetworkInfo{Interfaces: []NetInterface{}, DNSServers: nonNil(dns)}
+	for _, i := range ifs {
+		out.Interfaces = append(out.Interfaces, interfaceOf(i))
+	}
+	g := netinfo.DefaultGateway(routes)
+	out.DefaultGateway = GatewayInfo{IPv4: g.IPv4, IPv6: g.IPv6, Interface: g.Interface}
+	return out, nil
+}
+
+func (a *Agent) netStatus(ctx context.Context) (NetStatus, error) {
+	info, err := a.networkInfo(ctx)
+	if err != nil {
+		return NetStatus{}, err
+	}
+	out := NetStatus{Interfaces: []NetStatusIface{}, DefaultGateway: info.DefaultGateway, DNSServers: info.DNSServers, Problems: []string{}}
+	for _, i := range info.Interfaces {
+		s := NetStatusIface{Name: i.Name, State: i.State, Kind: i.Kind, Addresses: []string{}}
+		for _, v := range i.IPv4Addresses {
+			s.Addresses = append(s.Addresses, fmt.Sprintf("%s/%d", v.Address, v.PrefixLen))
+		}
+		for _, v := range i.IPv6Addresses {
+			if v.Scope != "link" {
+				s.Addresses = append(s.Addresses, fmt.Sprintf("%s/%d", v.Address, v.PrefixLen))
+			}
+		}
+		if i.Wireless != nil {
+			s.SSID, s.SignalDBm = i.Wireless.SSID, i.Wireless.SignalDBm
+		}
+		out.Interfaces = append(out.Interfaces, s)
+	}
+	if g := info.DefaultGateway; g.IPv4 != "" {
+		if neigh, err := a.net.Neighbors(ctx); err == nil {
+			out.GatewayReachable = slices.ContainsFunc(neigh, func(n netinfo.Neighbor) bool { return n.IP == g.IPv4 && n.Complete })
+		}
+	}
+	if out.DefaultGateway.IPv6 != "" && out.DefaultGateway.IPv4 == "" {
+		out.GatewayReachable = true // IPv6 neighbours are not in /proc; a router advertisement put the route there
+	}
+	switch {
+	case out.DefaultGateway.IPv4 == "" && out.DefaultGateway.IPv6 == "":
+		out.Problems = append(out.Problems, "no default route")
+	case !out.GatewayReachable:
+		out.Problems = append(out.Problems, "the default gateway "+out.DefaultGateway.IPv4+" is not in the ARP table")
+	}
+	if len(out.DNSServers) == 0 {
+		out.Problems = append(out.Problems, "no DNS server configured")
+	}
+	for _, i := range out.Interfaces {
+		if i.Kind == "wireless" && i.SignalDBm != nil && *i.SignalDBm < -75 {
+			out.Problems = append(out.Problems, fmt.Sprintf("weak Wi-Fi signal on %s (%d dBm)", i.Name, *i.SignalDBm))
+		}
+	}
+	out.Online = out.GatewayReachable && len(out.DNSServers) > 0 && (out.DefaultGateway.IPv4 != "" || out.DefaultGateway.IPv6 != "")
+	return out, nil
+}
+
+func (a *Agent) detailedNetwork(ctx context.Context, _ *Call, in DetailedNetworkIn) (DetailedNetworkInfo, error) {
+	info, err := a.networkInfo(ctx)
+	if err != nil {
+		return DetailedNetworkInfo{}, err
+	}
+	out := DetailedNetworkInfo{NetworkInfo: info}
+	if in.IncludeRoutingTable {
+		routes, err := a.net.Routes(ctx)
+		if err != nil {
+			return out, fmt.Errorf("agent: routes: %w", err)
+		}
+		out.RoutingTable = []RouteEntry{}
+		for _, r := range routes {
+			fam := "ipv4"
+			if r.Family == 6 {
+				fam = "ipv6"
+			}
+			out.RoutingTable = append(out.RoutingTable, RouteEntry{Destination: r.Destination, PrefixLen: r.PrefixLen, Gateway: r.Gateway,
+				Netmask: r.Netmask, Flags: r.Flags, Metric: r.Metric, Interface: r.Interface, Family: fam})
+		}
+	}
+	if in.IncludeConnections {
+		conns, err := a.net.Connections(ctx, nil)
+		if err != nil {
+			return out, fmt.Errorf("agent: connections: %w", err)
+		}
+		owners, _ := procs.InodeOwners(a.root) // only what the agent may see
+		names := map[int]string{}
+		users := map[int]string{}
+		out.Connections = []Connection{}
+		var list []Connection
+		for _, c := range conns {
+			if len(in.ConnectionStateFilter) > 0 && !slices.Contains(in.ConnectionStateFilter, c.State) {
+				continue
+			}
+			cn := Connection{Protocol: c.Proto, LocalAddress: c.LocalAddr, LocalPort: c.LocalPort, RemoteAddress: c.RemoteAddr,
+				RemotePort: c.RemotePort, State: c.State}
+			if _, ok := users[c.UID]; !ok {
+				users[c.UID] = procs.Username(a.root, c.UID)
+			}
+			cn.Username = users[c.UID]
+			if c.State == "LISTEN" || c.State == "" {
+				cn.RemoteAddress, cn.RemotePort = "", 0
+			}
+			if pid, ok := owners[c.Inode]; ok && c.Inode != 0 {
+				cn.PID = pid
+				if _, ok := names[pid]; !ok {
+					if id, err := procs.ReadIdentity(a.root, pid); err == nil {
+						names[pid] = id.Name
+					}
+				}
+				cn.Process = names[pid]
+			}
+			list = append(list, cn)
+		}
+		// Listening sockets first: "what is listening" is the usual question.
+		slices.SortStableFunc(list, func(x, y Connection) int {
+			return boolRank(y.State == "LISTEN") - boolRank(x.State == "LISTEN")
+		})
+		out.ConnectionsTotal = len(list)
+		if len(list) > in.MaxConnections {
+			list, out.Truncated = list[:in.MaxConnections], true
+		}
+		out.Connections = append(out.Connections, list...)
+	}
+	return out, nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

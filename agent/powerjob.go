@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// powerWatch keeps the queued power action and logind in step. logind holds
+// the real schedule; the queue is what survives anything else:
+//   - the action is due and logind no longer has it: it happened (this is
+//     usually the first look after the reboot). It is recorded as the last
+//     power action, which the rate limit counts from, and audited.
+//   - it is still ahead and logind has lost it (a helper or logind restart):
+//     it is scheduled again, and audited.
+//   - logind has a different action (someone ran shutdown -r by hand): the
+//     queue lets go of ours rather than fight the owner.
+type powerWatch struct {
+	a     *Agent
+	wakeC chan struct{}
+	retry time.Duration
+	grace time.Duration // how long past due logind may still show the action
+}
+
+func newPowerWatch(a *Agent) *powerWatch {
+	return &powerWatch{a: a, wakeC: make(chan struct{}, 1), retry: 5 * time.Second, grace: 30 * time.Second}
+}
+
+func (w *powerWatch) wake() {
+	select {
+	case w.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+func (w *powerWatch) run(ctx context.Context) {
+	for {
+		next, err := w.check(ctx)
+		if err != nil {
+			w.a.log.Warn("power job check failed; retrying", "err", err)
+			next = w.retry
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-w.wakeC:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// check looks once and says when to look again.
+func (w *powerWatch) check(ctx context.Context) (time.Duration, error) {
+	j, ok, err := w.a.store.PendingPower()
+	if err != nil || !ok {
+		return time.Hour, err
+	}
+	st, err := client.Call(ctx, w.a.helper, proto.PowerState, proto.PowerStateReq{})
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	same := st.Scheduled && st.Action == j.Action && st.At.Sub(j.At).Abs() < time.Second
+	switch {
+	case same && now.Before(j.At.Add(w.grace)):
+		return max(time.Until(j.At.Add(w.grace)), time.Second), nil
+	case same:
+		// Overdue and still pending: logind has it, nothing for us to do
+		// but look again.
+		return time.Minute, nil
+	case st.Scheduled:
+		w.a.log.Warn("another power action was scheduled outside raspi-mcp; dropping ours", "ours", j.Action, "ours_at", j.At, "theirs", st.Action, "theirs_at", st.At)
+		return time.Hour, w.finish(j, false, "replaced outside raspi-mcp by "+st.Action+" at "+st.At.UTC().Format(time.RFC3339))
+	case now.Before(j.At.Add(-time.Second)):
+		if _, err := client.Call(ctx, w.a.helper, proto.PowerSchedule, proto.PowerScheduleReq{Action: j.Action, At: j.At, Reason: j.Reason}); err != nil {
+			return 0, err
+		}
+		w.a.log.Info("power action re-scheduled after logind lost it", "action", j.Action, "at", j.At)
+		w.audit(j, "re-scheduled: logind had lost it")
+		return max(time.Until(j.At.Add(w.grace)), time.Second), nil
+	}
+	return time.Hour, w.finish(j, true, "took effect")
+}
+
+func (w *powerWatch) finish(j store.PowerJob, done bool, what string) error {
+	if err := w.a.store.FinishPower(done, j.At); err != nil {
+		return err
+	}
+	w.audit(j, what)
+	return nil
+}
+
+// audit records what became of the job, as its own principal.
+func (w *powerWatch) audit(j store.PowerJob, what string) {
+	tool := "system.reboot"
+	if j.Action == proto.ActionPoweroff {
+		tool = "system.shutdown"
+	}
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal, Role: "system",
+		Tool: tool, Decision: "allow", Reason: "scheduled " + j.Action + " " + what, Message: "due " + j.At.UTC().Format(time.RFC3339)}
+	rec.InHash, _ = store.HashJSON(j)
+	rec.OutHash, _ = store.HashJSON(map[string]any{"job_id": j.ID, "result": what})
+	if _, err := w.a.store.AppendAudit(rec); err != nil {
+		w.a.log.Error("audit append failed", "job", j.ID, "err", err)
+	}
+}

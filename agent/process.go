@@ -1,0 +1,506 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// ProcessSummary is spec 002 addendum §2.3.
+type ProcessSummary struct {
+	PID           int      `json:"pid"`
+	Name          string   `json:"name"`
+	Cmdline       []string `json:"cmdline" jsonschema:"arguments; long command lines are cut with …"`
+	Exe           string   `json:"exe,omitempty"`
+	Cwd           string   `json:"cwd,omitempty"`
+	Status        string   `json:"status"`
+	Username      string   `json:"username"`
+	CreateTime    float64  `json:"create_time" jsonschema:"Unix time the process started"`
+	CPUPercent    float64  `json:"cpu_percent" jsonschema:"between two readings like top: 100 = one whole core"`
+	MemoryPercent float64  `json:"memory_percent"`
+	MemoryRSS     uint64   `json:"memory_rss"`
+	MemoryVMS     uint64   `json:"memory_vms"`
+	NumThreads    int      `json:"num_threads"`
+	PPID          int      `json:"ppid"`
+	Nice          int      `json:"nice"`
+}
+
+var processStatuses = []any{"running", "sleeping", "disk-sleep", "stopped", "zombie", "idle"}
+
+// ProcessFilter is addendum §5.1.
+type ProcessFilter struct {
+	Username      string   `json:"username,omitempty"`
+	NamePattern   string   `json:"name_pattern,omitempty" jsonschema:"glob on the process name or executable, e.g. python*"`
+	MinCPUPercent float64  `json:"min_cpu_percent,omitempty"`
+	MinMemoryMB   float64  `json:"min_memory_mb,omitempty" jsonschema:"resident memory at least this many MiB"`
+	Status        []string `json:"status,omitempty"`
+	KernelThreads bool     `json:"include_kernel_threads,omitempty" jsonschema:"also list kernel threads (hidden by default)"`
+}
+
+// ProcessListIn is process.list_processes (addendum §5).
+type ProcessListIn struct {
+	Filter    ProcessFilter `json:"filter,omitzero"`
+	SortBy    string        `json:"sort_by,omitempty"`
+	SortOrder string        `json:"sort_order,omitempty"`
+	Limit     int           `json:"limit,omitempty"`
+	Offset    int           `json:"offset,omitempty"`
+}
+
+// ProcessListOut is one page (addendum §5.2).
+type ProcessListOut struct {
+	Processes      []ProcessSummary `json:"processes"`
+	TotalCount     int              `json:"total_count" jsonschema:"processes matching the filter"`
+	ReturnedCount  int              `json:"returned_count"`
+	HasMore        bool             `json:"has_more"`
+	NextOffset     int              `json:"next_offset,omitempty"`
+	Truncated      bool             `json:"truncated,omitempty" jsonschema:"the page was cut to stay within the response budget; continue at next_offset"`
+	SampleInterval int              `json:"sample_interval_ms" jsonschema:"CPU percentages are over this window"`
+	CPUCount       int              `json:"cpu_count"`
+}
+
+// PIDIn names a process.
+type PIDIn struct {
+	PID int `json:"pid"`
+}
+
+// IOCounters is addendum §2.4 io_counters.
+type IOCounters struct {
+	ReadCount  uint64 `json:"read_count"`
+	WriteCount uint64 `json:"write_count"`
+	ReadBytes  uint64 `json:"read_bytes"`
+	WriteBytes uint64 `json:"write_bytes"`
+}
+
+// OpenFile is one file descriptor.
+type OpenFile struct {
+	Path string `json:"path"`
+	FD   int    `json:"fd"`
+	Mode string `json:"mode,omitempty"`
+}
+
+// ProcConn is one socket of the process.
+type ProcConn struct {
+	FD            int    `json:"fd"`
+	Family        string `json:"family"`
+	Type          string `json:"type"`
+	LocalAddress  string `json:"local_address"`
+	LocalPort     int    `json:"local_port"`
+	RemoteAddress string `json:"remote_address,omitempty"`
+	RemotePort    int    `json:"remote_port,omitempty"`
+	Status        string `json:"status,omitempty"`
+}
+
+// MemoryMap is one mapped file, aggregated.
+type MemoryMap struct {
+	Path  string `json:"path"`
+	RSS   uint64 `json:"rss"`
+	Size  uint64 `json:"size"`
+	Perms string `json:"perms,omitempty"`
+}
+
+// CPUTimes is addendum §2.4 cpu_times.
+type CPUTimes struct {
+	User   float64 `json:"user"`
+	System float64 `json:"system"`
+}
+
+// ProcessDetail is addendum §2.4.
+type ProcessDetail struct {
+	ProcessSummary
+	IOCounters  *IOCounters       `json:"io_counters,omitempty"`
+	OpenFiles   []OpenFile        `json:"open_files"`
+	Connections []ProcConn        `json:"connections"`
+	MemoryMaps  []MemoryMap       `json:"memory_maps" jsonschema:"the 20 largest mappings by resident size"`
+	Environment map[string]string `json:"environment,omitempty" jsonschema:"values of secret-looking keys are redacted"`
+	CPUTimes    CPUTimes          `json:"cpu_times"`
+	Hidden      []string          `json:"not_visible" jsonschema:"what the unprivileged agent may not read for this process"`
+	Truncated   bool              `json:"truncated,omitempty"`
+}
+
+// SignalIn is process.send_signal.
+type SignalIn struct {
+	PID    int    `json:"pid"`
+	Signal string `json:"signal"`
+	GuardArgs
+}
+
+// SignalOut says what was signalled.
+type SignalOut struct {
+	PID          int      `json:"pid"`
+	Name         string   `json:"name"`
+	Username     string   `json:"username"`
+	Signal       string   `json:"signal"`
+	Sent         bool     `json:"sent"`
+	StillRunning bool     `json:"still_running" jsonschema:"the process was still there shortly after"`
+	DryRun       bool     `json:"dry_run,omitempty"`
+	Plan         []string `json:"plan,omitempty"`
+}
+
+// cpuSampler keeps the last /proc reading so cpu_percent is use over a real
+// window, as top shows it, never the average since the process started.
+type cpuSampler struct {
+	mu   sync.Mutex
+	prev *procs.Snapshot
+	at   time.Time
+}
+
+// Window bounds: a listing older than maxAge is too stale to diff against;
+// a fresh one is waited on until minWindow has passed.
+const (
+	cpuMinWindow = 500 * time.Millisecond
+	cpuMaxAge    = 10 * time.Second
+	// processPageBytes keeps one page of processes far below a client's
+	// token budget whatever limit is asked for.
+	processPageBytes = 48 << 10
+)
+
+// sample returns a fresh snapshot and CPU percentages over the window since
+// the previous one, reading twice when there is no usable previous one.
+func (s *cpuSampler) sample(ctx context.Context, fsys fs.FS) (procs.Snapshot, map[int]float64, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, at := s.prev, s.at
+	if prev == nil || time.Since(at) > cpuMaxAge {
+		p, err := procs.Read(fsys, procs.LiveOptions())
+		if err != nil {
+			return procs.Snapshot{}, nil, 0, err
+		}
+		prev, at = &p, time.Now()
+	}
+	if wait := cpuMinWindow - time.Since(at); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return procs.Snapshot{}, nil, 0, ctx.Err()
+		}
+	}
+	cur, err := procs.Read(fsys, procs.LiveOptions())
+	if err != nil {
+		return procs.Snapshot{}, nil, 0, err
+	}
+	window := time.Duration((cur.Uptime - prev.Uptime) * float64(time.Second))
+	s.prev, s.at = &cur, time.Now()
+	return cur, procs.CPUPercent(*prev, cur, procs.LiveOptions()), window, nil
+}
+
+func (a *Agent) registerProcess() {
+	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
+		ID: "process.list_processes", Title: "Processes",
+		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
+		Rule:        Rule{MinRole: RoleRead},
+		Props: []Prop{prop("filter.status", enum(processStatuses...)), prop("filter.name_pattern", maxLen(256)), prop("filter.username", maxLen(64)),
+			prop("filter.min_cpu_percent", minimum(0)), prop("filter.min_memory_mb", minimum(0)),
+			prop("sort_by", enum("cpu_percent", "memory_percent", "memory_rss", "pid", "name", "create_time", "num_threads"), def("cpu_percent")),
+			prop("sort_order", enum("asc", "desc"), def("desc")),
+			prop("limit", minimum(1), maximum(1000), def(50)), prop("offset", minimum(0), maximum(1000000), def(0))},
+		OutProps: []Prop{prop("processes.status", enum(processStatuses...))},
+		Run:      a.listProcesses,
+		Summary: func(in ProcessListIn, o ProcessListOut) string {
+			s := fmt.Sprintf("%d of %d processes", o.ReturnedCount, o.TotalCount)
+			if len(o.Processes) > 0 && in.SortBy == "cpu_percent" {
+				p := o.Processes[0]
+				s += fmt.Sprintf("; top: %s (pid %d) %.1f%% CPU", p.Name, p.PID, p.CPUPercent)
+			}
+			return s
+		},
+	})
+	add(a.tools, Spec[PIDIn, ProcessDetail]{
+		ID: "process.get_process_details", Title: "Process details",
+		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       []Prop{prop("pid", minimum(1), maximum(1<<22))},
+		Run:         a.processDetails,
+		Summary: func(_ PIDIn, d ProcessDetail) string {
+			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
+		},
+	})
+	add(a.tools, Spec[SignalIn, SignalOut]{
+		ID: "process.send_signal", Title: "Signal a process",
+		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.Process.Signals, "[process] signals" }},
+		Destructive: true,
+		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum("HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "KILL", "STOP", "CONT", "WINCH", "ALRM"))},
+		Run:         a.sendSignal,
+		Summary: func(in SignalIn, o SignalOut) string {
+			if o.DryRun {
+				return fmt.Sprintf("would send SIG%s to pid %d (%s, %s)", o.Signal, o.PID, o.Name, o.Username)
+			}
+			s := fmt.Sprintf("SIG%s sent to pid %d (%s)", o.Signal, o.PID, o.Name)
+			if !o.StillRunning {
+				s += "; it has exited"
+			}
+			return s
+		},
+	})
+}
+
+func (a *Agent) summaryOfProc(p procs.Proc, cpu map[int]float64, memTotal uint64) ProcessSummary {
+	s := ProcessSummary{PID: p.PID, Name: p.Name, Cmdline: clipArgs(p.Cmdline, 512), Exe: p.Exe, Cwd: p.Cwd, Status: p.State,
+		Username: p.Username, CreateTime: float64(p.StartTime.UnixMilli()) / 1000, CPUPercent: round1(cpu[p.PID]),
+		MemoryRSS: p.RSS, MemoryVMS: p.VMS, NumThreads: max(p.Threads, 1), PPID: p.PPID, Nice: p.Nice}
+	if memTotal > 0 {
+		s.MemoryPercent = round2(clamp(float64(p.RSS)/float64(memTotal)*100, 0, 100))
+	}
+	if !slices.Contains(processStatuses, any(s.Status)) {
+		s.Status = "sleeping"
+	}
+	return s
+}
+
+// clipArgs keeps a command line within n bytes: a Java or Node command line
+// can be kilobytes, and it would crowd out the other processes.
+func clipArgs(args []string, n int) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		if n <= 0 {
+			out = append(out, "…")
+			break
+		}
+		if len(a) > n {
+			a = a[:n] + "…"
+		}
+		n -= len(a)
+		out = append(out, a)
+	}
+	return out
+}
+
+func (f ProcessFilter) match(p procs.Proc, s ProcessSummary) bool {
+	switch {
+	case p.Kernel && !f.KernelThreads:
+		return false
+	case f.Username != "" && s.Username != f.Username:
+		return false
+	case f.MinCPUPercent > 0 && s.CPUPercent < f.MinCPUPercent:
+		return false
+	case f.MinMemoryMB > 0 && float64(s.MemoryRSS) < f.MinMemoryMB*(1<<20):
+		return false
+	case len(f.Status) > 0 && !slices.Contains(f.Status, s.Status):
+		return false
+	}
+	if f.NamePattern != "" {
+		ok, _ := path.Match(f.NamePattern, s.Name)
+		if !ok && s.Exe != "" {
+			ok, _ = path.Match(f.NamePattern, path.Base(s.Exe))
+		}
+		if !ok && len(p.Cmdline) > 0 {
+			ok, _ = path.Match(f.NamePattern, path.Base(p.Cmdline[0]))
+		}
+		return ok
+	}
+	return true
+}
+
+func (a *Agent) listProcesses(ctx context.Context, _ *Call, in ProcessListIn) (ProcessListOut, error) {
+	if in.Filter.NamePattern != "" {
+		if _, err := path.Match(in.Filter.NamePattern, ""); err != nil {
+			return ProcessListOut{}, errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).with("parameter", "filter.name_pattern")
+		}
+	}
+	snap, cpu, window, err := a.cpu.sample(ctx, a.root)
+	if err != nil {
+		return ProcessListOut{}, fmt.Errorf("agent: reading processes: %w", err)
+	}
+	match := make([]ProcessSummary, 0, len(snap.Procs))
+	for _, p := range snap.Procs {
+		s := a.summaryOfProc(p, cpu, snap.MemTotal)
+		if in.Filter.match(p, s) {
+			match = append(match, s)
+		}
+	}
+	sortProcesses(match, in.SortBy, in.SortOrder == "desc")
+	out := ProcessListOut{Processes: []ProcessSummary{}, TotalCount: len(match), SampleInterval: int(window.Milliseconds()), CPUCount: snap.CPUs}
+	budget := processPageBytes
+	i := in.Offset
+	for ; i < len(match) && len(out.Processes) < in.Limit; i++ {
+		n := approxJSONSize(match[i])
+		if budget-n < 0 && len(out.Processes) > 0 {
+			out.Truncated = true
+			break
+		}
+		budget -= n
+		out.Processes = append(out.Processes, match[i])
+	}
+	out.ReturnedCount = len(out.Processes)
+	out.HasMore = i < len(match)
+	if out.HasMore {
+		out.NextOffset = i
+	}
+	return out, nil
+}
+
+// approxJSONSize is a cheap upper estimate of a summary's JSON size.
+func approxJSONSize(s ProcessSummary) int {
+	n := 330 + len(s.Name) + len(s.Exe) + len(s.Cwd) + len(s.Username)
+	for _, a := range s.Cmdline {
+		n += len(a) + 3
+	}
+	return n
+}
+
+func sortProcesses(ps []ProcessSummary, by string, desc bool) {
+	key := func(a, b ProcessSummary) int {
+		switch by {
+		case "memory_percent", "memory_rss":
+			return cmp.Compare(a.MemoryRSS, b.MemoryRSS)
+		case "pid":
+			return cmp.Compare(a.PID, b.PID)
+		case "name":
+			return strings.Compare(a.Name, b.Name)
+		case "create_time":
+			return cmp.Compare(a.CreateTime, b.CreateTime)
+		case "num_threads":
+			return cmp.Compare(a.NumThreads, b.NumThreads)
+		}
+		return cmp.Compare(a.CPUPercent, b.CPUPercent)
+	}
+	slices.SortStableFunc(ps, func(a, b ProcessSummary) int {
+		c := key(a, b)
+		if desc {
+			c = -c
+		}
+		if c == 0 {
+			c = cmp.Compare(a.PID, b.PID) // a stable order pages cleanly
+		}
+		return c
+	})
+}
+
+func (a *Agent) noProcess(pid int) *ToolError {
+	return errf(CodeNotFound, "no process %d", pid).with("pid", pid).
+		next(SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
+}
+
+func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessDetail, error) {
+	snap, cpu, _, err := a.cpu.sample(ctx, a.root)
+	if err != nil {
+		return ProcessDetail{}, fmt.Errorf("agent: reading processes: %w", err)
+	}
+	d, err := procs.ReadDetail(a.root, in.PID, procs.LiveOptions())
+	if errors.Is(err, fs.ErrNotExist) {
+		return ProcessDetail{}, a.noProcess(in.PID)
+	}
+	if err != nil {
+		return ProcessDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
+	}
+	out := ProcessDetail{ProcessSummary: a.summaryOfProc(d.Proc, cpu, snap.MemTotal), OpenFiles: []OpenFile{}, Connections: []ProcConn{},
+		MemoryMaps: []MemoryMap{}, Environment: d.Environment, CPUTimes: CPUTimes{User: round2(d.CPUUser), System: round2(d.CPUSystem)},
+		Hidden: nonNil(d.Hidden), Truncated: d.Truncated}
+	out.Cmdline = clipArgs(d.Cmdline, 4096)
+	if d.IO != nil {
+		out.IOCounters = &IOCounters{ReadCount: d.IO.ReadCount, WriteCount: d.IO.WriteCount, ReadBytes: d.IO.ReadBytes, WriteBytes: d.IO.WriteBytes}
+	}
+	for _, f := range d.OpenFiles {
+		out.OpenFiles = append(out.OpenFiles, OpenFile{Path: f.Path, FD: f.FD, Mode: f.Mode})
+	}
+	for _, m := range d.Maps {
+		out.MemoryMaps = append(out.MemoryMaps, MemoryMap{Path: m.Path, RSS: m.RSS, Size: m.Size, Perms: m.Perms})
+	}
+	if len(d.SocketInodes) > 0 {
+		conns, err := a.net.Connections(ctx, nil)
+		if err == nil {
+			byInode := map[uint64]int{}
+			for _, s := range d.SocketInodes {
+				byInode[s.Inode] = s.FD
+			}
+			for _, c := range conns {
+				fd, ok := byInode[c.Inode]
+				if !ok {
+					continue
+				}
+				pc := ProcConn{FD: fd, Family: "AF_INET", Type: "SOCK_STREAM", LocalAddress: c.LocalAddr, LocalPort: c.LocalPort,
+					RemoteAddress: c.RemoteAddr, RemotePort: c.RemotePort, Status: c.State}
+				if strings.HasSuffix(c.Proto, "6") {
+					pc.Family = "AF_INET6"
+				}
+				if strings.HasPrefix(c.Proto, "udp") {
+					pc.Type = "SOCK_DGRAM"
+				}
+				out.Connections = append(out.Connections, pc)
+			}
+		}
+	}
+	return out, nil
+}
+
+// signalCheck is the agent's half of the signal rules; the helper repeats
+// them from its own reading of /proc and the config.
+func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, string, error) {
+	if !slices.Contains(a.cfg.Process.AllowedSignals, in.Signal) {
+		return procs.Identity{}, "", errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
+			with("parameter", "signal").with("allowed_signals", a.cfg.Process.AllowedSignals).
+			hint("the owner lists allowed signals in [process] allowed_signals of " + config.DefaultPath)
+	}
+	id, err := procs.ReadIdentity(a.root, in.PID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return id, "", a.noProcess(in.PID)
+	}
+	if err != nil {
+		return id, "", fmt.Errorf("agent: process %d: %w", in.PID, err)
+	}
+	user := a.userName(id.UID)
+	never := func(why string) *ToolError {
+		return errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).with("pid", id.PID).with("name", id.Name)
+	}
+	helperPID := 0
+	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err == nil {
+		helperPID = st.PID
+	}
+	switch {
+	case id.PID == 1 || id.Kernel:
+		return id, user, never("is init or a kernel thread and is never signalled")
+	case id.PID == os.Getpid() || id.PID == helperPID:
+		return id, user, never("is raspi-mcp itself and is never signalled")
+	case slices.Contains(a.cfg.Process.ProtectedUsers, user):
+		return id, user, never(fmt.Sprintf("belongs to %s, a protected user on this device", user)).
+			with("protected_users", a.cfg.Process.ProtectedUsers).
+			hint("[process] protected_users in " + config.DefaultPath + " lists users whose processes are never signalled")
+	}
+	return id, user, nil
+}
+
+func (a *Agent) userName(uid int) string { return procs.Username(a.root, uid) }
+
+func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {
+	id, user, err := a.signalCheck(ctx, in)
+	if err != nil {
+		return SignalOut{}, err
+	}
+	out := SignalOut{PID: id.PID, Name: id.Name, Username: user, Signal: in.Signal, StillRunning: true}
+	if c.DryRun {
+		out.DryRun = true
+		out.Plan = []string{fmt.Sprintf("ask the root helper to send SIG%s to pid %d (%s, user %s) if it is still the same process", in.Signal, id.PID, id.Name, user)}
+		return out, nil
+	}
+	if _, err := client.Call(ctx, a.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: id.PID, StartTicks: id.StartTicks, Signal: in.Signal}); err != nil {
+		return out, err
+	}
+	out.Sent = true
+	// Give a TERM a moment so the answer can say whether it worked.
+	for range 10 {
+		now, err := procs.ReadIdentity(a.root, id.PID)
+		if err != nil || now.StartTicks != id.StartTicks || now.State == "zombie" {
+			out.StillRunning = false
+			break
+		}
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return out, nil
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// child starts a process the test owns and reaps.
+func child(t *testing.T, env []string, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	return cmd
+}
+
+func alive(pid int) bool {
+	id, err := procs.ReadIdentity(os.DirFS("/"), pid)
+	return err == nil && id.State != "zombie"
+}
+
+func TestListProcessesFiltersSortsPages(t *testing.T) {
+	r := newRig(t, nil)
+	sleeper := child(t, nil, "sleep", "300")
+	busy := child(t, nil, "sh", "-c", "while :; do :; done")
+
+	res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "sleep"}, "sort_by": "pid", "sort_order": "asc"})
+	if res.IsError {
+		t.Fatal(sc)
+	}
+	var found bool
+	for _, p := range sc["processes"].([]any) {
+		m := p.(map[string]any)
+		if int(m["pid"].(float64)) == sleeper.Process.Pid {
+			found = true
+			if m["status"] != "sleeping" || m["cpu_percent"].(float64) > 5 || m["username"] != currentUser(t) {
+				t.Errorf("sleep child: %v", m)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("sleep child %d not listed: %v", sleeper.Process.Pid, sc)
+	}
+
+	// CPU is measured over a window like top: a busy loop is near one core.
+	_, sc = r.as(admin, "process_list_processes", map[string]any{"limit": 5})
+	if sc["sample_interval_ms"].(float64) < 100 {
+		t.Fatalf("sample window %v ms", sc["sample_interval_ms"])
+	}
+	var busyCPU float64 = -1
+	for _, p := range sc["processes"].([]any) {
+		m := p.(map[string]any)
+		if int(m["pid"].(float64)) == busy.Process.Pid {
+			busyCPU = m["cpu_percent"].(float64)
+		}
+	}
+	if busyCPU < 30 {
+		t.Errorf("busy loop %d not near the top with high CPU (got %v): %v", busy.Process.Pid, busyCPU, names(sc, "processes", "name"))
+	}
+
+	// Pages: limit and offset walk the same order.
+	_, all := r.as(admin, "process_list_processes", map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 1000})
+	total := int(all["total_count"].(float64))
+	_, p1 := r.as(admin, "process_list_processes", map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 3})
+	_, p2 := r.as(admin, "process_list_processes", map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 3, "offset": 3})
+	if total < 6 || p1["has_more"] != true || p1["next_offset"].(float64) != 3 {
+		t.Fatalf("page 1: total %d, %v", total, p1)
+	}
+	pids := names(all, "processes", "pid")
+	if got := append(names(p1, "processes", "pid"), names(p2, "processes", "pid")...); !slices.Equal(got, pids[:6]) {
+		// Processes come and go between calls; the order must still be ascending.
+		if !slices.IsSortedFunc(got, func(a, b string) int { return len(a)*0 + cmpNum(a, b) }) {
+			t.Fatalf("pages %v not in pid order", got)
+		}
+	}
+	_, past := r.as(admin, "process_list_processes", map[string]any{"offset": 100000})
+	if past["returned_count"].(float64) != 0 || past["has_more"] != false {
+		t.Fatalf("offset past the end: %v", past)
+	}
+	if res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}}); errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad status: %v", sc)
+	}
+	if res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}}); errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad glob: %v", sc)
+	}
+}
+
+func cmpNum(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestProcessDetailsRedactsSecrets(t *testing.T) {
+	r := newRig(t, nil)
+	c := child(t, []string{"MY_API_KEY=s3cret", "DATABASE_URL=postgres://u:pw@db/x", "GREETING=hello"}, "sleep", "300")
+	waitFor(t, "child env", 2*time.Second, func() bool { return alive(c.Process.Pid) })
+	res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": c.Process.Pid})
+	if res.IsError {
+		t.Fatal(sc)
+	}
+	env := sc["environment"].(map[string]any)
+	if env["GREETING"] != "hello" || env["MY_API_KEY"] == "s3cret" || env["DATABASE_URL"] == "postgres://u:pw@db/x" {
+		t.Fatalf("environment not redacted: %v", env)
+	}
+	if sc["name"] != "sleep" || sc["cpu_times"] == nil {
+		t.Fatalf("details: %v", sc)
+	}
+	if res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": 4000000}); errCode(res, sc) != CodeNotFound {
+		t.Fatalf("missing pid: %v", sc)
+	}
+}
+
+func TestSendSignal(t *testing.T) {
+	// The test's children are the test user's, who may be root: protect
+	// nobody here (TestSignalsToProtectedUsers protects the test user).
+	r := newRig(t, func(c *config.Config) { c.Process.ProtectedUsers = []string{} })
+	target := child(t, nil, "sleep", "300")
+	pid := target.Process.Pid
+	args := map[string]any{"pid": pid, "signal": "TERM"}
+
+	if res, sc := r.as(operator, "process_send_signal", args); errCode(res, sc) != CodeFailedPrecondition {
+		t.Fatalf("no confirm: %v", sc)
+	}
+	if res, sc := r.as(operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); res.IsError || sc["sent"] != false {
+		t.Fatalf("dry run: %v", sc)
+	}
+	if !alive(pid) {
+		t.Fatal("a dry run killed the process")
+	}
+	guard := func(m map[string]any) map[string]any { m["confirm"], m["reason"] = true, "test"; return m }
+	for name, a := range map[string]map[string]any{
+		"pid 1":                         {"pid": 1, "signal": "TERM"},
+		"the agent":                     {"pid": os.Getpid(), "signal": "TERM"},
+		"KILL (not in allowed_signals)": {"pid": pid, "signal": "KILL"},
+	} {
+		if res, sc := r.as(admin, "process_send_signal", guard(a)); errCode(res, sc) != CodePermissionDenied && !(name == "pid 1" && errCode(res, sc) == CodeInvalidArgument) {
+			t.Errorf("%s: %v", name, sc)
+		}
+	}
+	if !alive(pid) {
+		t.Fatal("a refused signal killed the process")
+	}
+
+	// The helper refuses on its own when the agent is bypassed.
+	id, err := procs.ReadIdentity(os.DirFS("/"), pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *proto.Error
+	_, err = client.Call(context.Background(), r.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: pid, StartTicks: id.StartTicks + 1, Signal: "TERM"})
+	if !errorsAs(err, &pe) || pe.Code != proto.CodeFailedPrecondition {
+		t.Fatalf("helper with a stale start time: %v", err)
+	}
+	_, err = client.Call(context.Background(), r.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: pid, StartTicks: id.StartTicks, Signal: "KILL"})
+	if !errorsAs(err, &pe) || pe.Code != proto.CodePermissionDenied {
+		t.Fatalf("helper with KILL: %v", err)
+	}
+	if !alive(pid) {
+		t.Fatal("a refused helper call killed the process")
+	}
+
+	res, sc := r.as(operator, "process_send_signal", guard(args))
+	if res.IsError || sc["sent"] != true || sc["name"] != "sleep" {
+		t.Fatalf("TERM: %v", sc)
+	}
+	waitFor(t, "the child to exit", 2*time.Second, func() bool { return !alive(pid) })
+}
+
+func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
+	me := ""
+	r := newRig(t, func(c *config.Config) {
+		me = c.Helper.AgentUser
+		c.Process.ProtectedUsers = []string{me}
+	})
+	r.protectedUIDs = []int{os.Getuid()}
+	r.killHelper()
+	r.startHelper()
+	target := child(t, nil, "sleep", "300")
+	res, sc := r.as(admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	if errCode(res, sc) != CodePermissionDenied {
+		t.Fatalf("protected user %s: %v", me, sc)
+	}
+	id, _ := procs.ReadIdentity(os.DirFS("/"), target.Process.Pid)
+	_, err := client.Call(context.Background(), r.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: target.Process.Pid, StartTicks: id.StartTicks, Signal: "TERM"})
+	var pe *proto.Error
+	if !errorsAs(err, &pe) || pe.Code != proto.CodePermissionDenied {
+		t.Fatalf("helper, protected user: %v", err)
+	}
+
+	r2 := newRig(t, func(c *config.Config) { c.Process.Signals = false })
+	res, sc = r2.as(admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	if errCode(res, sc) != CodePermissionDenied || !alive(target.Process.Pid) {
+		t.Fatalf("signals off: %v", sc)
+	}
+}

@@ -1,0 +1,554 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// ServiceSummary is spec 002 addendum §2.1, plus whether this device lets
+// the caller change the unit.
+type ServiceSummary struct {
+	Name          string   `json:"name"`
+	DisplayName   string   `json:"display_name,omitempty"`
+	Status        string   `json:"status"`
+	SubStatus     string   `json:"sub_status,omitempty" jsonschema:"systemd's sub-state: running, exited, dead, failed, waiting, auto-restart, ..."`
+	Enabled       bool     `json:"enabled" jsonschema:"starts at boot"`
+	Preset        string   `json:"preset,omitempty"`
+	PID           int      `json:"pid,omitempty"`
+	MemoryBytes   uint64   `json:"memory_bytes,omitempty"`
+	CPUPercent    *float64 `json:"cpu_percent,omitempty" jsonschema:"between this and the previous listing (100 = one core); absent on the first"`
+	UptimeSeconds int64    `json:"uptime_seconds,omitempty"`
+	RestartCount  int      `json:"restart_count"`
+	UnitFileState string   `json:"unit_file_state,omitempty"`
+	Description   string   `json:"description,omitempty"`
+	CanStart      bool     `json:"can_start"`
+	CanStop       bool     `json:"can_stop"`
+	CanReload     bool     `json:"can_reload"`
+	Changeable    bool     `json:"changeable" jsonschema:"in this device's [service] allow list"`
+}
+
+var serviceStatuses = []any{"active", "inactive", "activating", "deactivating", "failed"}
+
+// ServiceListIn filters service.list_services.
+type ServiceListIn struct {
+	State   string `json:"state,omitempty" jsonschema:"only units in this state"`
+	Pattern string `json:"pattern,omitempty" jsonschema:"glob on the unit name, e.g. nginx* or *.service"`
+	Enabled *bool  `json:"enabled,omitempty" jsonschema:"only units that do (true) or do not (false) start at boot"`
+	Limit   int    `json:"limit,omitempty"`
+	Offset  int    `json:"offset,omitempty"`
+}
+
+// ServiceListOut is one page of services.
+type ServiceListOut struct {
+	Services      []ServiceSummary `json:"services"`
+	TotalCount    int              `json:"total_count"`
+	ReturnedCount int              `json:"returned_count"`
+	HasMore       bool             `json:"has_more"`
+	Failed        []string         `json:"failed" jsonschema:"every failed unit, whatever the filter"`
+}
+
+// ServiceNameIn names one unit.
+type ServiceNameIn struct {
+	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
+}
+
+// ServiceStatusIn is service.get_status.
+type ServiceStatusIn struct {
+	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
+	LogLines    int    `json:"log_lines,omitempty" jsonschema:"how many of the unit's latest journal lines to include"`
+}
+
+// Dependencies of a unit (addendum §2.2).
+type Dependencies struct {
+	Requires   []string `json:"requires"`
+	Wants      []string `json:"wants"`
+	RequiredBy []string `json:"required_by"`
+	WantedBy   []string `json:"wanted_by"`
+	After      []string `json:"after"`
+	Before     []string `json:"before"`
+}
+
+// LogLine is one journal line of a unit.
+type LogLine struct {
+	Timestamp string `json:"timestamp"`
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+}
+
+// ServiceDetail is addendum §2.2.
+type ServiceDetail struct {
+	ServiceSummary
+	UnitFilePath     string            `json:"unit_file_path,omitempty"`
+	FragmentPath     string            `json:"fragment_path,omitempty"`
+	ExecStart        []string          `json:"exec_start"`
+	ExecStop         []string          `json:"exec_stop"`
+	WorkingDirectory string            `json:"working_directory,omitempty"`
+	User             string            `json:"user,omitempty"`
+	Group            string            `json:"group,omitempty"`
+	Environment      map[string]string `json:"environment" jsonschema:"values of secret-looking keys are redacted"`
+	RestartPolicy    string            `json:"restart_policy,omitempty"`
+	Dependencies     Dependencies      `json:"dependencies"`
+	ActiveDependents []string          `json:"active_dependents" jsonschema:"active units that need this one: stopping it affects them"`
+	RecentLogs       []LogLine         `json:"recent_logs"`
+	LogsNote         string            `json:"logs_note,omitempty"`
+}
+
+// ServiceControlIn is service.control_service (spec 002 §2.6.4, addendum §6.1).
+type ServiceControlIn struct {
+	ServiceName                 string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
+	Action                      string `json:"action"`
+	Force                       bool   `json:"force,omitempty" jsonschema:"stop even though active units depend on it (admin only)"`
+	ConfirmBreakingDependencies bool   `json:"confirm_breaking_dependencies,omitempty" jsonschema:"required with force"`
+	GuardArgs
+}
+
+// ServiceControlOut is the spec's answer with sub-states and systemd's job result.
+type ServiceControlOut struct {
+	ServiceName       string   `json:"service_name"`
+	Action            string   `json:"action"`
+	Status            string   `json:"status" jsonschema:"after the job; for a dry run, now"`
+	PreviousStatus    string   `json:"previous_status"`
+	SubStatus         string   `json:"sub_status,omitempty"`
+	PreviousSubStatus string   `json:"previous_sub_status,omitempty"`
+	MainPID           int      `json:"main_pid,omitempty"`
+	JobResult         string   `json:"job_result,omitempty" jsonschema:"systemd's job result: done, failed, timeout, canceled, dependency, skipped"`
+	Timestamp         string   `json:"timestamp"`
+	DependentsStopped []string `json:"dependents_affected,omitempty"`
+	DryRun            bool     `json:"dry_run,omitempty"`
+	Plan              []string `json:"plan,omitempty"`
+}
+
+// ServiceEnableIn is service.set_enabled.
+type ServiceEnableIn struct {
+	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
+	Enabled     bool   `json:"enabled" jsonschema:"true: start at boot; false: do not"`
+	GuardArgs
+}
+
+// FileChange is one symlink systemd created or removed.
+type FileChange struct {
+	Type        string `json:"type"`
+	File        string `json:"file"`
+	Destination string `json:"destination,omitempty"`
+}
+
+// ServiceEnableOut reports the unit file state around the change.
+type ServiceEnableOut struct {
+	ServiceName           string       `json:"service_name"`
+	Enabled               bool         `json:"enabled"`
+	UnitFileState         string       `json:"unit_file_state"`
+	PreviousUnitFileState string       `json:"previous_unit_file_state"`
+	Changes               []FileChange `json:"changes"`
+	Warnings              []string     `json:"warnings" jsonschema:"from validating the unit file first"`
+	DryRun                bool         `json:"dry_run,omitempty"`
+	Plan                  []string     `json:"plan,omitempty"`
+}
+
+// ValidationOut is service.validate_unit_file (addendum §6.2).
+type ValidationOut struct {
+	ServiceName  string   `json:"service_name"`
+	Valid        bool     `json:"valid"`
+	Warnings     []string `json:"warnings"`
+	Errors       []string `json:"errors"`
+	CanEnable    bool     `json:"can_enable"`
+	FragmentPath string   `json:"fragment_path,omitempty"`
+}
+
+// unitCPU remembers each unit's CPU counter from the last listing, so
+// cpu_percent is use between two listings (like top), not since start.
+type unitCPU struct {
+	mu   sync.Mutex
+	at   time.Time
+	nsec map[string]uint64
+}
+
+func (u *unitCPU) percents(now time.Time, list []units.Unit) map[string]float64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := map[string]float64{}
+	dt := now.Sub(u.at)
+	if u.nsec != nil && dt >= 500*time.Millisecond && dt <= 10*time.Minute {
+		for _, x := range list {
+			if prev, ok := u.nsec[x.Name]; ok && x.CPUNanos >= prev && x.CPUNanos > 0 {
+				out[x.Name] = round1(float64(x.CPUNanos-prev) / float64(dt.Nanoseconds()) * 100)
+			}
+		}
+	}
+	u.at, u.nsec = now, make(map[string]uint64, len(list))
+	for _, x := range list {
+		u.nsec[x.Name] = x.CPUNanos
+	}
+	return out
+}
+
+func (a *Agent) registerService() {
+	gate := func(c *config.Config) (bool, string) { return c.Service.Control, "[service] control" }
+	nameProp := prop("service_name", minLen(1), maxLen(proto.MaxUnitName))
+	add(a.tools, Spec[ServiceListIn, ServiceListOut]{
+		ID: "service.list_services", Title: "Services",
+		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props: []Prop{prop("state", enum(serviceStatuses...)), prop("pattern", maxLen(256)),
+			prop("limit", minimum(1), maximum(1000), def(100)), prop("offset", minimum(0), maximum(100000), def(0))},
+		OutProps: []Prop{prop("services.status", enum(serviceStatuses...))},
+		Run:      a.listServices,
+		Summary: func(in ServiceListIn, o ServiceListOut) string {
+			s := fmt.Sprintf("%d of %d services", o.ReturnedCount, o.TotalCount)
+			if len(o.Failed) > 0 {
+				s += fmt.Sprintf("; FAILED: %s", strings.Join(o.Failed, ", "))
+			}
+			return s
+		},
+	})
+	add(a.tools, Spec[ServiceStatusIn, ServiceDetail]{
+		ID: "service.get_status", Title: "Service status",
+		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       []Prop{nameProp, prop("log_lines", minimum(0), maximum(50), def(10))},
+		OutProps:    []Prop{prop("status", enum(serviceStatuses...))},
+		Run:         a.serviceStatus,
+		Summary: func(_ ServiceStatusIn, d ServiceDetail) string {
+			s := fmt.Sprintf("%s is %s (%s)", d.Name, d.Status, d.SubStatus)
+			if d.PID > 0 {
+				s += fmt.Sprintf(", pid %d", d.PID)
+			}
+			if d.Enabled {
+				s += ", enabled"
+			}
+			return s
+		},
+	})
+	add(a.tools, Spec[ServiceControlIn, ServiceControlOut]{
+		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
+		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: gate},
+		Destructive: true,
+		Props:       []Prop{nameProp, prop("action", enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
+		OutProps:    []Prop{prop("timestamp", format("date-time"))},
+		Run:         a.controlService,
+		Summary: func(in ServiceControlIn, o ServiceControlOut) string {
+			if o.DryRun {
+				return fmt.Sprintf("would %s %s (now %s)", o.Action, o.ServiceName, o.Status)
+			}
+			return fmt.Sprintf("%s %s: %s → %s (job %s)", o.Action, o.ServiceName, o.PreviousStatus, o.Status, o.JobResult)
+		},
+	})
+	add(a.tools, Spec[ServiceEnableIn, ServiceEnableOut]{
+		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
+		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: gate},
+		Idempotent:  true,
+		Destructive: true, // disabling stops a service from coming back after a reboot
+		Props:       []Prop{nameProp},
+		Run:         a.setEnabled,
+		Summary: func(in ServiceEnableIn, o ServiceEnableOut) string {
+			if o.DryRun {
+				return fmt.Sprintf("would %s %s (now %s)", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState)
+			}
+			return fmt.Sprintf("%s %s: %s → %s", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState, o.UnitFileState)
+		},
+	})
+	add(a.tools, Spec[ServiceNameIn, ValidationOut]{
+		ID: "service.validate_unit_file", Title: "Validate a unit file",
+		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
+		Rule:        Rule{MinRole: RoleRead},
+		Props:       []Prop{nameProp},
+		Run: func(ctx context.Context, _ *Call, in ServiceNameIn) (ValidationOut, error) {
+			name, err := a.unitName(in.ServiceName)
+			if err != nil {
+				return ValidationOut{}, err
+			}
+			v, err := a.units.Validate(ctx, name)
+			if err != nil {
+				return ValidationOut{}, a.unitErr(name, err)
+			}
+			return ValidationOut{ServiceName: name, Valid: v.Valid, Warnings: nonNil(v.Warnings), Errors: nonNil(v.Errors), CanEnable: v.CanEnable, FragmentPath: v.FragmentPath}, nil
+		},
+		Summary: func(_ ServiceNameIn, v ValidationOut) string {
+			if v.Valid {
+				return fmt.Sprintf("%s is valid (%d warnings)", v.ServiceName, len(v.Warnings))
+			}
+			return fmt.Sprintf("%s is INVALID: %s", v.ServiceName, strings.Join(v.Errors, "; "))
+		},
+	})
+}
+
+func enableVerb(on bool) string {
+	if on {
+		return "enable"
+	}
+	return "disable"
+}
+
+// unitName normalises "nginx" to "nginx.service" and turns a bad name into
+// invalid_argument naming the parameter.
+func (a *Agent) unitName(s string) (string, error) {
+	n, err := units.Normalize(s)
+	if err != nil {
+		return "", errf(CodeInvalidArgument, "%v", err).with("parameter", "service_name").with("provided_value", s)
+	}
+	return n, nil
+}
+
+func (a *Agent) unitErr(name string, err error) error {
+	if errors.Is(err, units.ErrNotFound) {
+		return errf(CodeNotFound, "service %q not found on this system", name).with("service_name", name).
+			next(SuggestedCall{Tool: a.wire("service.list_services"), Arguments: map[string]any{"pattern": "*" + strings.TrimSuffix(name, ".service") + "*"}, Why: "find the unit's exact name"})
+	}
+	var te *ToolError
+	if errors.As(err, &te) {
+		return te
+	}
+	return errf(CodeUnavailable, "systemd: %v", err).retry()
+}
+
+// status maps systemd's ActiveState onto the spec's five values.
+func status(active string) string {
+	switch active {
+	case "active", "reloading", "refreshing":
+		return "active"
+	case "activating", "deactivating", "failed":
+		return active
+	}
+	return "inactive"
+}
+
+func enabledState(s string) bool {
+	return s == "enabled" || s == "enabled-runtime" || s == "alias"
+}
+
+func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) ServiceSummary {
+	s := ServiceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
+		PID: u.MainPID, MemoryBytes: u.MemoryBytes, RestartCount: u.Restarts, UnitFileState: u.UnitFileState, Description: u.Description,
+		DisplayName: u.Description, CanStart: u.CanStart, CanStop: u.CanStop, CanReload: u.CanReload,
+		Changeable: a.cfg.Service.Control && config.UnitMatches(a.cfg.Service.Allow, u.Name)}
+	switch u.UnitFileState {
+	case "static", "masked":
+		s.Preset = u.UnitFileState
+	default:
+		if u.Preset == "enabled" || u.Preset == "disabled" {
+			s.Preset = u.Preset
+		}
+	}
+	if p, ok := cpu[u.Name]; ok {
+		s.CPUPercent = &p
+	}
+	if !u.ActiveSince.IsZero() && s.Status == "active" {
+		s.UptimeSeconds = max(0, int64(now.Sub(u.ActiveSince).Seconds()))
+	}
+	return s
+}
+
+func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (ServiceListOut, error) {
+	if in.Pattern != "" {
+		if _, err := path.Match(in.Pattern, ""); err != nil {
+			return ServiceListOut{}, errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).with("parameter", "pattern")
+		}
+	}
+	list, err := a.units.List(ctx)
+	if err != nil {
+		return ServiceListOut{}, a.unitErr("", err)
+	}
+	now := time.Now()
+	cpu := a.unitCPU.percents(now, list)
+	out := ServiceListOut{Services: []ServiceSummary{}, Failed: []string{}}
+	var match []ServiceSummary
+	for _, u := range list {
+		s := a.summaryOf(u, cpu, now)
+		if s.Status == "failed" {
+			out.Failed = append(out.Failed, s.Name)
+		}
+		if in.State != "" && s.Status != in.State {
+			continue
+		}
+		if in.Enabled != nil && s.Enabled != *in.Enabled {
+			continue
+		}
+		if in.Pattern != "" && !unitGlob(in.Pattern, s.Name) {
+			continue
+		}
+		match = append(match, s)
+	}
+	out.TotalCount = len(match)
+	if in.Offset < len(match) {
+		end := min(len(match), in.Offset+in.Limit)
+		out.Services = match[in.Offset:end]
+		out.HasMore = end < len(match)
+	}
+	out.ReturnedCount = len(out.Services)
+	return out, nil
+}
+
+// unitGlob matches a pattern against a unit name; "nginx*" also matches
+// "nginx.service" and so does "nginx".
+func unitGlob(pattern, name string) bool {
+	return config.UnitMatches([]string{pattern}, name)
+}
+
+func (a *Agent) serviceStatus(ctx context.Context, _ *Call, in ServiceStatusIn) (ServiceDetail, error) {
+	name, err := a.unitName(in.ServiceName)
+	if err != nil {
+		return ServiceDetail{}, err
+	}
+	d, err := a.units.Get(ctx, name)
+	if err != nil {
+		return ServiceDetail{}, a.unitErr(name, err)
+	}
+	deps, err := a.units.ActiveDependents(ctx, name)
+	if err != nil {
+		return ServiceDetail{}, a.unitErr(name, err)
+	}
+	now := time.Now()
+	out := ServiceDetail{ServiceSummary: a.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
+		ExecStart: nonNil(d.ExecStart), ExecStop: nonNil(d.ExecStop), WorkingDirectory: d.WorkingDirectory, User: d.User, Group: d.Group,
+		Environment: map[string]string{}, RestartPolicy: d.Restart, ActiveDependents: nonNil(deps), RecentLogs: []LogLine{},
+		Dependencies: Dependencies{Requires: nonNil(d.Requires), Wants: nonNil(d.Wants), RequiredBy: nonNil(d.RequiredBy),
+			WantedBy: nonNil(d.WantedBy), After: nonNil(d.After), Before: nonNil(d.Before)}}
+	for k, v := range d.Environment {
+		out.Environment[k] = procs.RedactValue(k, v)
+	}
+	if in.LogLines > 0 {
+		if !config.UnitMatches(a.cfg.Logs.JournalUnits, name) {
+			out.LogsNote = "this unit's journal is not in [logs] journal_units"
+		} else {
+			res, err := a.journal.Query(ctx, journal.Query{Units: []string{name}, Priority: -1, Limit: in.LogLines, MaxBytes: 8 << 10})
+			if err != nil {
+				out.LogsNote = "journal: " + err.Error()
+			}
+			for _, e := range res.Entries {
+				out.RecentLogs = append(out.RecentLogs, LogLine{Timestamp: e.Time.UTC().Format(time.RFC3339), Level: e.Level, Message: e.Message})
+			}
+		}
+	}
+	return out, nil
+}
+
+// changeable checks the allow list; the helper checks it again.
+func (a *Agent) changeable(name string) error {
+	if !config.UnitMatches(a.cfg.Service.Allow, name) {
+		allow := a.cfg.Service.Allow
+		if allow == nil {
+			allow = []string{}
+		}
+		return errf(CodePermissionDenied, "%s is not in this device's [service] allow list", name).
+			with("service_name", name).with("allowed_units", allow).
+			hint("the owner lists units that may be changed in [service] allow of " + config.DefaultPath)
+	}
+	return nil
+}
+
+func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn) (ServiceControlOut, error) {
+	name, err := a.unitName(in.ServiceName)
+	if err != nil {
+		return ServiceControlOut{}, err
+	}
+	if err := a.changeable(name); err != nil {
+		return ServiceControlOut{}, err
+	}
+	d, err := a.units.Get(ctx, name)
+	if err != nil {
+		return ServiceControlOut{}, a.unitErr(name, err)
+	}
+	out := ServiceControlOut{ServiceName: name, Action: in.Action, PreviousStatus: status(d.ActiveState), PreviousSubStatus: d.SubState,
+		Status: status(d.ActiveState), SubStatus: d.SubState, MainPID: d.MainPID, Timestamp: time.Now().UTC().Format(time.RFC3339)}
+	if in.Action == proto.ServiceReload && !d.CanReload {
+		return out, errf(CodeFailedPrecondition, "%s cannot reload (it has no ExecReload)", name).with("service_name", name).
+			hint("use action restart instead")
+	}
+	var deps []string
+	if in.Action == proto.ServiceStop {
+		if deps, err = a.units.ActiveDependents(ctx, name); err != nil {
+			return out, a.unitErr(name, err)
+		}
+	}
+	if len(deps) > 0 {
+		switch {
+		case !in.Force:
+			return out, errf(CodeFailedPrecondition, "cannot stop %s because %d active services depend on it", name, len(deps)).
+				with("dependent_services", deps).with("suggestion", "Stop dependent services first, or use force=true to override").
+				hint("stop the dependent services first; an admin may pass force: true and confirm_breaking_dependencies: true")
+		case c.Principal.Role < RoleAdmin:
+			return out, errf(CodePermissionDenied, "stopping %s while %d active services depend on it needs role admin; %s has role %s",
+				name, len(deps), c.Principal.Name, c.Principal.Role).with("dependent_services", deps).with("required_role", "admin")
+		case !in.ConfirmBreakingDependencies:
+			return out, errf(CodeFailedPrecondition, "force needs confirm_breaking_dependencies: true; it will break %s", strings.Join(deps, ", ")).
+				with("dependent_services", deps).with("missing", []string{"confirm_breaking_dependencies"})
+		}
+		out.DependentsStopped = deps
+	}
+	if c.DryRun {
+		out.DryRun = true
+		out.Plan = []string{fmt.Sprintf("ask systemd (through the root helper) to %s %s, now %s (%s), and wait for the job", in.Action, name, d.ActiveState, d.SubState)}
+		if len(deps) > 0 {
+			out.Plan = append(out.Plan, "this will also stop or break: "+strings.Join(deps, ", "))
+		}
+		return out, nil
+	}
+	resp, err := client.Call(ctx, a.helper, proto.ServiceControl, proto.ServiceControlReq{Unit: name, Action: in.Action, Force: len(deps) > 0})
+	if err != nil {
+		return out, err
+	}
+	out.Status, out.SubStatus, out.MainPID, out.JobResult = status(resp.After.ActiveState), resp.After.SubState, resp.After.MainPID, resp.Job
+	out.PreviousStatus, out.PreviousSubStatus = status(resp.Before.ActiveState), resp.Before.SubState
+	out.Timestamp = time.Now().UTC().Format(time.RFC3339)
+	if resp.Job != "done" {
+		return out, errf(CodeFailedPrecondition, "systemd's %s job for %s ended with %q; %s is now %s (%s)", in.Action, name, resp.Job, name, resp.After.ActiveState, resp.After.SubState).
+			with("service_name", name).with("job_result", resp.Job).with("previous_status", out.PreviousStatus).with("status", out.Status).
+			next(SuggestedCall{Tool: a.wire("service.get_status"), Arguments: map[string]any{"service_name": name, "log_lines": 20}, Why: "read the unit's journal lines to see why"})
+	}
+	return out, nil
+}
+
+func (a *Agent) setEnabled(ctx context.Context, c *Call, in ServiceEnableIn) (ServiceEnableOut, error) {
+	name, err := a.unitName(in.ServiceName)
+	if err != nil {
+		return ServiceEnableOut{}, err
+	}
+	if err := a.changeable(name); err != nil {
+		return ServiceEnableOut{}, err
+	}
+	d, err := a.units.Get(ctx, name)
+	if err != nil {
+		return ServiceEnableOut{}, a.unitErr(name, err)
+	}
+	out := ServiceEnableOut{ServiceName: name, Enabled: in.Enabled, PreviousUnitFileState: d.UnitFileState, UnitFileState: d.UnitFileState,
+		Changes: []FileChange{}, Warnings: []string{}}
+	if in.Enabled {
+		v, err := a.units.Validate(ctx, name)
+		if err != nil {
+			return out, a.unitErr(name, err)
+		}
+		out.Warnings = nonNil(v.Warnings)
+		if !v.CanEnable || !v.Valid {
+			return out, errf(CodeFailedPrecondition, "%s cannot be enabled: %s", name, strings.Join(slices.Concat(v.Errors, v.Warnings), "; ")).
+				with("service_name", name).with("errors", nonNil(v.Errors)).with("warnings", nonNil(v.Warnings))
+		}
+	}
+	if c.DryRun {
+		out.DryRun = true
+		out.Plan = []string{fmt.Sprintf("ask systemd (through the root helper) to %s %s (now %s)", enableVerb(in.Enabled), name, d.UnitFileState)}
+		return out, nil
+	}
+	resp, err := client.Call(ctx, a.helper, proto.ServiceEnable, proto.ServiceEnableReq{Unit: name, Enabled: in.Enabled})
+	if err != nil {
+		return out, err
+	}
+	out.PreviousUnitFileState, out.UnitFileState = resp.Before, resp.After
+	for _, ch := range resp.Changes {
+		out.Changes = append(out.Changes, FileChange{Type: ch.Type, File: ch.File, Destination: ch.Destination})
+	}
+	return out, nil
+}
