@@ -54,6 +54,14 @@ type RunOptions struct {
 	Stdout, Stderr io.Writer // the command's output; nil discards
 	Console        io.Writer // if set, the serial console (kernel, systemd) as it is written
 	Keep           bool      // keep the run directory (overlay, console log) for a post-mortem
+
+	// ExpectReboot: the command arranges a reboot (through systemd) and
+	// exits 0; the guest then stays up instead of powering off, and the run
+	// waits up to RebootWithin (default 2 minutes) for the guest to reboot.
+	// qemu runs with -no-reboot, so the reboot ends it; Result.Rebooted says
+	// whether the kernel went down restarting, not powering off.
+	ExpectReboot bool
+	RebootWithin time.Duration
 }
 
 // Result is what a run measured. ExitCode is the guest command's, or
@@ -65,6 +73,7 @@ type Result struct {
 	Command  time.Duration // command start to command end
 	Total    time.Duration // Run call to qemu gone
 	RunDir   string        // set when Keep
+	Rebooted bool          // the guest kernel restarted after the command (see ExpectReboot)
 }
 
 func (r *Result) String() string {
@@ -195,7 +204,16 @@ func (c *Cache) Run(ctx context.Context, im *Image, opts RunOptions) (*Result, e
 		return res, err
 	}
 	res.ExitCode = code
+	if opts.ExpectReboot {
+		res.Rebooted = consoleSays(v.console, "reboot: Restarting system")
+	}
 	return res, nil
+}
+
+// consoleSays reports whether the serial console log contains s.
+func consoleSays(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte(s))
 }
 
 // removeStaleRuns deletes run directories of vmtest processes that died
@@ -248,6 +266,11 @@ func writeControl(dir string, opts RunOptions) error {
 	}
 	if len(opts.Forwards) > 0 {
 		if err := os.WriteFile(filepath.Join(dir, "net"), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if opts.ExpectReboot {
+		if err := os.WriteFile(filepath.Join(dir, "expect-reboot"), nil, 0o644); err != nil {
 			return err
 		}
 	}
@@ -410,6 +433,14 @@ func (v *vm) run(ctx context.Context, log io.Writer, args []string, opts RunOpti
 					res.Command = time.Since(cmdStart)
 				}
 				lingerUntil = time.Now().Add(30 * time.Second)
+				if opts.ExpectReboot && n == 0 {
+					// The guest stays up until its own reboot ends qemu.
+					within := opts.RebootWithin
+					if within <= 0 {
+						within = 2 * time.Minute
+					}
+					lingerUntil = time.Now().Add(within + 25*time.Second)
+				}
 			}
 		}
 		if done {

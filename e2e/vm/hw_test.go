@@ -72,7 +72,11 @@ type rig struct {
 
 // start installs nothing: it writes a config, starts the helper as root and
 // the agent as raspi-mcp, and connects through `raspi-mcp stdio`.
-func start(t *testing.T, bus int) *rig {
+func start(t *testing.T, bus int) *rig { return startWith(t, bus, "") }
+
+// startWith adds extra TOML sections (not [gpio], [i2c] or [metrics]) to
+// the config.
+func startWith(t *testing.T, bus int, extra string) *rig {
 	t.Helper()
 	r := &rig{dir: "/run/raspi-mcp-vmtest", bin: os.Getenv("RASPI_MCP_BIN")}
 	if r.bin == "" {
@@ -109,7 +113,7 @@ read = ["%[2]d:*"]
 write = ["%[2]d:0x48"]
 [metrics]
 default_job = false
-`, r.dir, bus)
+`, r.dir, bus) + extra
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +128,14 @@ default_job = false
 	}
 	daemon(nil, "raspi-mcp-helper", "--config", r.cfg)
 	waitFile(t, filepath.Join(r.dir, "helper.sock"))
-	daemon(&syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, "raspi-mcp", "serve", "--config", r.cfg)
+	// As the package will: the agent reads the journal as a member of
+	// systemd-journal.
+	var groups []uint32
+	if g, err := user.LookupGroup("systemd-journal"); err == nil {
+		n, _ := strconv.Atoi(g.Gid)
+		groups = append(groups, uint32(n))
+	}
+	daemon(&syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, "raspi-mcp", "serve", "--config", r.cfg)
 	deadline := time.Now().Add(30 * time.Second)
 	for exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).Run() != nil {
 		if time.Now().After(deadline) {

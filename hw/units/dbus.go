@@ -330,7 +330,7 @@ func (d *DBus) unloadedUnit(file, state string) Unit {
 	}
 	template := strings.HasSuffix(strings.TrimSuffix(name, path.Ext(name)), "@")
 	u.CanStart, u.CanStop = !template, !template
-	if body, err := readLimited(d.Root, fsPath(file), 64<<10); err == nil {
+	if body, err := readLimited(d.root(), fsPath(file), 64<<10); err == nil {
 		f := parseUnitFile(string(body))
 		u.Description = f.last("Unit", "Description")
 		u.CanReload = len(f.values("Service", "ExecReload")) > 0
@@ -380,16 +380,37 @@ func (d *DBus) Get(ctx context.Context, name string) (Detail, error) {
 	return detailFromProps(name, u, t), nil
 }
 
-// unit reads a unit's state, for Control's before and after.
-func (d *DBus) unit(ctx context.Context, name string) (Unit, map[string]any, error) {
-	u, t, err := d.props(ctx, name, listKeys())
+// unitProps reads only the Unit interface's properties of a unit systemd
+// knows.
+func (d *DBus) unitProps(ctx context.Context, name string) (map[string]any, error) {
+	u, _, err := d.props(ctx, name, nil)
 	if err != nil {
-		return Unit{}, nil, err
+		return nil, err
 	}
 	if !found(u) {
-		return Unit{}, nil, notFound(name)
+		return nil, notFound(name)
 	}
-	return unitFromProps(name, u, t), u, nil
+	return u, nil
+}
+
+// root is the filesystem for unit files and Validate's checks.
+func (d *DBus) root() fs.FS {
+	if d.Root == nil {
+		return os.DirFS("/")
+	}
+	return d.Root
+}
+
+// unit reads a unit's state, for Control's before and after.
+func (d *DBus) unit(ctx context.Context, name string) (Unit, error) {
+	u, t, err := d.props(ctx, name, listKeys())
+	if err != nil {
+		return Unit{}, err
+	}
+	if !found(u) {
+		return Unit{}, notFound(name)
+	}
+	return unitFromProps(name, u, t), nil
 }
 
 // ActiveDependents returns the units in RequiredBy, BoundBy, RequisiteOf
@@ -400,7 +421,7 @@ func (d *DBus) ActiveDependents(ctx context.Context, name string) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	_, u, err := d.unit(ctx, name)
+	u, err := d.unitProps(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +477,7 @@ func (d *DBus) Control(ctx context.Context, name, action string) (ControlResult,
 		return ControlResult{}, err
 	}
 	var res ControlResult
-	if res.Before, _, err = d.unit(ctx, name); err != nil {
+	if res.Before, err = d.unit(ctx, name); err != nil {
 		return res, err
 	}
 	c, err := d.connection(ctx)
@@ -485,10 +506,10 @@ func (d *DBus) Control(ctx context.Context, name, action string) (ControlResult,
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
-		res.After, _, _ = d.unit(sctx, name)
+		res.After, _ = d.unit(sctx, name)
 		return res, fmt.Errorf("units: %s %q: job queued, but stopped waiting for its result: %w", action, name, ctx.Err())
 	}
-	if res.After, _, err = d.unit(ctx, name); err != nil {
+	if res.After, err = d.unit(ctx, name); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -503,11 +524,12 @@ func (d *DBus) SetEnabled(ctx context.Context, name string, enabled bool) (Enabl
 	if err != nil {
 		return EnableResult{}, err
 	}
-	before, _, err := d.unit(ctx, name)
+	before, err := d.unitProps(ctx, name)
 	if err != nil {
 		return EnableResult{}, err
 	}
-	res := EnableResult{Before: before.UnitFileState, After: before.UnitFileState, Changes: []Change{}}
+	state := propString(before, "UnitFileState")
+	res := EnableResult{Before: state, After: state, Changes: []Change{}}
 	c, err := d.connection(ctx)
 	if err != nil {
 		return res, err
@@ -538,11 +560,11 @@ func (d *DBus) SetEnabled(ctx context.Context, name string, enabled bool) (Enabl
 			return res, d.wrap("reload systemd after "+verb+" of", name, err)
 		}
 	}
-	after, _, err := d.unit(ctx, name)
+	after, err := d.unitProps(ctx, name)
 	if err != nil {
 		return res, err
 	}
-	res.After = after.UnitFileState
+	res.After = propString(after, "UnitFileState")
 	if !carries {
 		return res, fmt.Errorf("units: enable %q: %w", name, ErrStatic)
 	}
@@ -558,12 +580,9 @@ func (d *DBus) Validate(ctx context.Context, name string) (Validation, error) {
 	if err != nil {
 		return Validation{}, err
 	}
-	u, _, err := d.props(ctx, name, nil)
+	u, err := d.unitProps(ctx, name)
 	if err != nil {
 		return Validation{}, err
-	}
-	if !found(u) {
-		return Validation{}, notFound(name)
 	}
 	frag := propString(u, "FragmentPath")
 	if strings.HasPrefix(propString(u, "LoadState"), "masked") || strings.HasPrefix(propString(u, "UnitFileState"), "masked") {
@@ -574,7 +593,7 @@ func (d *DBus) Validate(ctx context.Context, name string) (Validation, error) {
 	}
 	var text strings.Builder
 	for _, p := range append([]string{frag}, propStrings(u, "DropInPaths")...) {
-		body, err := readLimited(d.Root, fsPath(p), 1<<20)
+		body, err := readLimited(d.root(), fsPath(p), 1<<20)
 		if err != nil {
 			return Validation{}, fmt.Errorf("units: validate %q: read %s: %w", name, p, err)
 		}
@@ -598,7 +617,7 @@ func (d *DBus) Validate(ctx context.Context, name string) (Validation, error) {
 		s, _ := p.Value.Value().(string)
 		return s != "not-found", nil
 	}
-	v := CheckUnitFile(d.Root, text.String(), exists)
+	v := CheckUnitFile(d.root(), text.String(), exists)
 	v.FragmentPath = frag
 	errs, warns := d.verify(ctx, name, frag)
 	v.Errors = append(v.Errors, errs...)

@@ -155,8 +155,9 @@ func (s *Sim) view(fn func(st *simState) error) error {
 }
 
 // update runs fn on the state under an exclusive lock and writes the
-// state back, even when fn returns an error: a job that failed has still
-// changed states and written journal lines.
+// state back if fn succeeded. (A job that fails is not an error: Control
+// reports it as the job result, with the states and journal lines it
+// left; fn returns errors only for requests that change nothing.)
 func (s *Sim) update(fn func(st *simState) error) error {
 	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
 	if err != nil {
@@ -171,11 +172,10 @@ func (s *Sim) update(fn func(st *simState) error) error {
 	if err != nil {
 		return err
 	}
-	ferr := fn(st)
-	if err := s.write(f, st); err != nil {
+	if err := fn(st); err != nil {
 		return err
 	}
-	return ferr
+	return s.write(f, st)
 }
 
 func (s *Sim) decode(f *os.File) (*simState, error) {

@@ -148,6 +148,7 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	keep := fs.Bool("keep", false, "keep the run directory (overlay, console.log) and print its path")
 	var fwd forwards
 	fs.Var(&fwd, "forward", "forward 127.0.0.1:HOSTPORT to guest port GUESTPORT (repeatable)")
+	expectReboot := fs.Bool("expect-reboot", false, "the command schedules a reboot and exits 0: succeed only if the guest then reboots")
 	if err := fs.Parse(args); err != nil {
 		return vmtest.ExitHarness, err
 	}
@@ -167,7 +168,7 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	}
 	opts := vmtest.RunOptions{
 		Command: fs.Args(), Share: *share, Timeout: *timeout, MemoryMB: *mem, CPUs: *cpus,
-		Forwards: fwd, Accel: *accel, Stdout: os.Stdout, Stderr: os.Stderr, Keep: *keep,
+		Forwards: fwd, Accel: *accel, Stdout: os.Stdout, Stderr: os.Stderr, Keep: *keep, ExpectReboot: *expectReboot,
 	}
 	if *console {
 		opts.Console = os.Stderr
@@ -180,6 +181,12 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 		return res.ExitCode, err
 	}
 	fmt.Fprintf(os.Stderr, "vmtest: %s exited %d; %s\n", strings.Join(opts.Command, " "), res.ExitCode, res)
+	if *expectReboot && res.ExitCode == 0 {
+		if !res.Rebooted {
+			return 1, errors.New("the guest did not reboot after the command")
+		}
+		fmt.Fprintln(os.Stderr, "vmtest: the guest rebooted, as the command arranged")
+	}
 	return res.ExitCode, nil
 }
 
