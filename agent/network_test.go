@@ -93,3 +93,27 @@ func TestNetworkNamespaceOff(t *testing.T) {
 		}
 	}
 }
+
+// Every tool of this issue is refused when its namespace is switched off,
+// reads included.
+func TestOpsToolsRefusedWithTheirNamespaceOff(t *testing.T) {
+	calls := map[string]struct {
+		off  func(*config.Config)
+		args map[string]any
+	}{
+		"process_list_processes":               {func(c *config.Config) { c.Process.Enabled = false }, map[string]any{}},
+		"process_get_process_details":          {func(c *config.Config) { c.Process.Enabled = false }, map[string]any{"pid": 1}},
+		"logs_query_journal":                   {func(c *config.Config) { c.Logs.Enabled = false }, map[string]any{}},
+		"logs_get_recent_app_logs":             {func(c *config.Config) { c.Logs.Enabled = false }, map[string]any{}},
+		"manage_list_jobs":                     {func(c *config.Config) { c.Manage.Enabled = false }, map[string]any{}},
+		"manage_cancel_job":                    {func(c *config.Config) { c.Manage.Enabled = false }, map[string]any{"job_id": "x"}},
+		"system_cancel_scheduled_power_action": {func(c *config.Config) { c.System.Enabled = false }, map[string]any{}},
+		"service_set_enabled":                  {func(c *config.Config) { c.Service.Enabled = false }, map[string]any{"service_name": "nginx", "enabled": true, "confirm": true, "reason": "x"}},
+	}
+	for tool, c := range calls {
+		r := newRig(t, c.off)
+		if res, sc := r.as(admin, tool, c.args); errCode(res, sc) != CodePermissionDenied {
+			t.Errorf("%s with its namespace off: %v", tool, sc)
+		}
+	}
+}
