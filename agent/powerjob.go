@@ -102,11 +102,9 @@ func (w *powerWatch) audit(j store.PowerJob, what string) {
 	if j.Action == proto.ActionPoweroff {
 		tool = "system.shutdown"
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal, Role: "system",
-		Tool: tool, Decision: "allow", Reason: "scheduled " + j.Action + " " + what, Message: "due " + j.At.UTC().Format(time.RFC3339)}
-	rec.InHash, _ = store.HashJSON(j)
-	rec.OutHash, _ = store.HashJSON(map[string]any{"job_id": j.ID, "result": what})
-	if _, err := w.a.store.AppendAudit(rec); err != nil {
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal,
+		Tool: tool, Reason: "scheduled " + j.Action + " " + what, Message: "due " + j.At.UTC().Format(time.RFC3339)}
+	if err := w.a.auditJob(rec, j, map[string]any{"job_id": j.ID, "result": what}); err != nil {
 		w.a.log.Error("audit append failed", "job", j.ID, "err", err)
 	}
 }

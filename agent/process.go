@@ -456,7 +456,7 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 	if err != nil {
 		return id, "", fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
-	user := a.userName(id.UID)
+	user := procs.Username(a.root, id.UID)
 	never := func(why string) *ToolError {
 		return errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).with("pid", id.PID).with("name", id.Name)
 	}
@@ -476,8 +476,6 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 	}
 	return id, user, nil
 }
-
-func (a *Agent) userName(uid int) string { return procs.Username(a.root, uid) }
 
 func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {
 	id, user, err := a.signalCheck(ctx, in)

@@ -77,11 +77,17 @@ func (r *reverter) revert(ctx context.Context, rv store.GPIORevert) error {
 	if err := r.a.store.DeleteGPIORevert(rv.Pin); err != nil {
 		return err
 	}
-	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal, Role: "system",
-		Tool: "gpio.write_pin", Decision: "allow", Reason: "lease ended: revert", DurationMS: ms(time.Since(start)),
-		Message: "late by " + time.Since(rv.Due).Round(time.Millisecond).String()}
-	rec.InHash, _ = store.HashJSON(rv)
-	rec.OutHash, _ = store.HashJSON(map[string]any{"pin": rv.Pin, "value": rv.Value})
-	_, err = r.a.store.AppendAudit(rec)
+	return r.a.auditJob(store.AuditRecord{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal,
+		Tool: "gpio.write_pin", Reason: "lease ended: revert", DurationMS: ms(time.Since(start)),
+		Message: "late by " + time.Since(rv.Due).Round(time.Millisecond).String()}, rv, map[string]any{"pin": rv.Pin, "value": rv.Value})
+}
+
+// auditJob records what a queued job did on its own, after the call that
+// queued it: as that call's principal, with role "system", always allowed.
+func (a *Agent) auditJob(rec store.AuditRecord, in, out any) error {
+	rec.Role, rec.Decision = "system", "allow"
+	rec.InHash, _ = store.HashJSON(in)
+	rec.OutHash, _ = store.HashJSON(out)
+	_, err := a.store.AppendAudit(rec)
 	return err
 }

@@ -377,7 +377,7 @@ func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (Se
 		if in.Enabled != nil && s.Enabled != *in.Enabled {
 			continue
 		}
-		if in.Pattern != "" && !unitGlob(in.Pattern, s.Name) {
+		if in.Pattern != "" && !config.UnitMatches([]string{in.Pattern}, s.Name) { // "nginx*" and "nginx" match nginx.service
 			continue
 		}
 		match = append(match, s)
@@ -390,12 +390,6 @@ func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (Se
 	}
 	out.ReturnedCount = len(out.Services)
 	return out, nil
-}
-
-// unitGlob matches a pattern against a unit name; "nginx*" also matches
-// "nginx.service" and so does "nginx".
-func unitGlob(pattern, name string) bool {
-	return config.UnitMatches([]string{pattern}, name)
 }
 
 func (a *Agent) serviceStatus(ctx context.Context, _ *Call, in ServiceStatusIn) (ServiceDetail, error) {

@@ -81,15 +81,12 @@ func run() error {
 		hw.Camera = privhelper.CameraFrom(camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot}), agentUID)
 	}
 	defer closeHW()
-	ops, closeOps, err := operations(*sim, *simUnits)
+	ops, closeOps, err := operations(*sim, *simUnits, log)
 	if err != nil {
 		return err
 	}
 	defer closeOps()
-	protected, err := protectedUIDs(cfg.Process.ProtectedUsers)
-	if err != nil {
-		return err
-	}
+	protected := protectedUIDs(cfg.Process.ProtectedUsers)
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
 		return err
@@ -180,7 +177,7 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 // operations opens systemd (over D-Bus, or the simulated one in the file the
 // agent shares) and the process signaller. Without a system bus the service
 // methods are not served; signals always are.
-func operations(sim bool, simUnits string) (privhelper.Ops, func(), error) {
+func operations(sim bool, simUnits string, log *slog.Logger) (privhelper.Ops, func(), error) {
 	ops := privhelper.Ops{Processes: privhelper.ProcessesFrom("/")}
 	if sim {
 		if simUnits == "" {
@@ -195,7 +192,7 @@ func operations(sim bool, simUnits string) (privhelper.Ops, func(), error) {
 	}
 	u, err := units.NewDBus(context.Background())
 	if err != nil {
-		slog.Warn("systemd over D-Bus unavailable; service methods are off", "err", err)
+		log.Warn("systemd over D-Bus unavailable; service methods are off", "err", err)
 		return ops, func() {}, nil
 	}
 	ops.Units = privhelper.UnitsFrom(u)
@@ -204,14 +201,12 @@ func operations(sim bool, simUnits string) (privhelper.Ops, func(), error) {
 
 // protectedUIDs resolves [process] protected_users; a name with no account
 // protects nobody and is skipped, since there is no process of it either.
-func protectedUIDs(names []string) ([]int, error) {
+func protectedUIDs(names []string) []int {
 	var out []int
 	for _, n := range names {
-		uid, _, err := lookupUser(n)
-		if err != nil {
-			continue
+		if uid, _, err := lookupUser(n); err == nil {
+			out = append(out, uid)
 		}
-		out = append(out, uid)
 	}
-	return out, nil
+	return out
 }
