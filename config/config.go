@@ -188,7 +188,7 @@ func Default() Config {
 			LogLevel: "info",
 		},
 		Helper: Helper{
-			Socket:    "/run/raspi-mcp/helper.sock",
+			Socket:    "/run/raspi-mcp-helper/helper.sock",
 			AgentUser: "raspi-mcp",
 			Timeout:   Duration(10 * time.Second),
 		},
@@ -211,29 +211,71 @@ func Default() Config {
 	}
 }
 
-// Load reads path over the defaults and checks the result.
+// Load reads path over the defaults, then its drop-ins (see DropIns), and
+// checks the result.
 func Load(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(data)
+	c := Default()
+	if err := decode(&c, data); err != nil {
+		return Config{}, fmt.Errorf("config: %s: %w", path, err)
+	}
+	dropins, err := DropIns(path)
 	if err != nil {
+		return Config{}, err
+	}
+	for _, p := range dropins {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if err := decode(&c, data); err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", p, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %s: %w", path, err)
 	}
 	return c, nil
 }
 
+// DropIns lists the files that Load reads after path: config.d/*.toml beside
+// it, in name order. The packaged config.toml is a conffile, so owners who
+// put their settings in config.d/ never get asked about it on upgrade. Each
+// file is decoded over the previous ones: tables merge key by key (roles
+// from two files add up), arrays replace (a pins list is whole).
+func DropIns(path string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(filepath.Dir(path), "config.d", "*.toml"))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
 // Parse decodes TOML over the defaults, rejecting unknown keys, and validates.
 func Parse(data []byte) (Config, error) {
 	c := Default()
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
+	if err := decode(&c, data); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// decode reads one TOML document over c, rejecting unknown keys.
+func decode(c *Config, data []byte) error {
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
 	if err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
-			return Config{}, errors.New(strings.TrimSpace(perr.ErrorWithPosition()))
+			return errors.New(strings.TrimSpace(perr.ErrorWithPosition()))
 		}
-		return Config{}, err
+		return err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
@@ -241,12 +283,9 @@ func Parse(data []byte) (Config, error) {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return Config{}, fmt.Errorf("unknown key %q (see config.example.toml for every key)", keys[0])
+		return fmt.Errorf("unknown key %q (see config.example.toml for every key)", keys[0])
 	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return nil
 }
 
 // Validate checks values that TOML types cannot express.
@@ -510,4 +549,28 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.Process.Enabled, c.Process.Signals = true, true
 	c.Camera.Enabled, c.Camera.MediaRoot = true, filepath.Join(dir, "media")
 	return c
+}
+
+// WritesOn names the switches that let a caller change something, for a
+// person checking a file: "[gpio] writes", "[system] reboot", ...
+func (c Config) WritesOn() []string {
+	var on []string
+	for _, s := range []struct {
+		on   bool
+		name string
+	}{
+		{c.System.Enabled && c.System.Reboot, "[system] reboot"},
+		{c.System.Enabled && c.System.Shutdown, "[system] shutdown"},
+		{c.Metrics.Enabled && c.Metrics.Jobs, "[metrics] jobs"},
+		{c.Service.Enabled && c.Service.Control, "[service] control"},
+		{c.Process.Enabled && c.Process.Signals, "[process] signals"},
+		{c.GPIO.Enabled && c.GPIO.Writes, "[gpio] writes"},
+		{c.I2C.Enabled && c.I2C.Writes, "[i2c] writes"},
+		{c.Camera.Enabled, "[camera] enabled"},
+	} {
+		if s.on {
+			on = append(on, s.name)
+		}
+	}
+	return on
 }

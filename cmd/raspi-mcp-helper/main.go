@@ -53,7 +53,7 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}))
-	agentUID, agentGID, err := lookupUser(cfg.Helper.AgentUser)
+	agentUID, _, err := lookupUser(cfg.Helper.AgentUser)
 	if err != nil {
 		return fmt.Errorf("helper.agent_user: %w", err)
 	}
@@ -91,9 +91,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// The agent runs as its own user: it must own the socket to connect.
+	// The agent runs as its own user: it must own the socket to connect. The
+	// group stays root's: the agent's group is the one SSH users are put in.
 	if os.Geteuid() == 0 && agentUID != 0 {
-		if err := os.Chown(cfg.Helper.Socket, agentUID, agentGID); err != nil {
+		if err := os.Chown(cfg.Helper.Socket, agentUID, -1); err != nil {
 			return fmt.Errorf("chown %s: %w", cfg.Helper.Socket, err)
 		}
 	}

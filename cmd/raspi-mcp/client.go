@@ -340,13 +340,10 @@ func cmdConfig(args []string) error {
 	if err != nil {
 		return err
 	}
-	var on []string
-	if c.System.Reboot {
-		on = append(on, "system.reboot")
+	files := args[1]
+	if dropins, _ := config.DropIns(args[1]); len(dropins) > 0 {
+		files += " + " + strings.Join(dropins, " + ")
 	}
-	if c.System.Shutdown {
-		on = append(on, "system.shutdown")
-	}
-	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles)\n", args[1], orNone(strings.Join(on, ", ")), len(c.Roles.Users), len(c.Roles.Groups))
+	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles)\n", files, orNone(strings.Join(c.WritesOn(), ", ")), len(c.Roles.Users), len(c.Roles.Groups))
 	return nil
 }

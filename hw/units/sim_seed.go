@@ -226,9 +226,9 @@ func greeting(name string) string {
 	case "dbus.service":
 		return "[system] Successfully activated service 'org.freedesktop.systemd1'"
 	case "raspi-mcp.service":
-		return "raspi-mcp: serving MCP on /run/raspi-mcp/agent.sock"
+		return "raspi-mcp: serving MCP on /run/raspi-mcp/mcp.sock"
 	case "raspi-mcp-helper.service":
-		return "raspi-mcp-helper: listening on /run/raspi-mcp/helper.sock"
+		return "raspi-mcp-helper: listening on /run/raspi-mcp-helper/helper.sock"
 	case "backup.service":
 		return "backup: starting restic backup to /mnt/usb-backup"
 	}
