@@ -186,6 +186,13 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 	if res, sc := r.as(admin, "i2c_read", map[string]any{"bus": 2, "address": 0x50, "length": 1}); errCode(res, sc) != CodePermissionDenied {
 		t.Errorf("read outside the allowlist: %v", sc)
 	}
+	// An allowlist refusal is a denial in the audit trail, not a failed allow.
+	if res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"}); errCode(res, sc) != CodePermissionDenied {
+		t.Errorf("write outside the allowlist: %v", sc)
+	}
+	if recs, _, _ := r.a.store.QueryAudit(storeQuery(1)); recs[0].Tool != "gpio.write_pin" || recs[0].Decision != "deny" || recs[0].ErrorCode != CodePermissionDenied {
+		t.Errorf("audit of the refused write: %+v", recs[0])
+	}
 	if _, sc := r.as(admin, "i2c_list_buses", nil); len(sc["buses"].([]any)) != 1 {
 		t.Errorf("buses: %v", sc)
 	}

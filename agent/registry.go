@@ -100,6 +100,11 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 					a.log.Error("tool failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
 				}
 				o.err = te
+				// An allowlist (the agent's or the helper's) refused it:
+				// a denial, recorded as one, though found past Decide.
+				if te.Code == CodePermissionDenied {
+					decision = "deny"
+				}
 			} else {
 				o.out, o.summary = out, sum
 			}
