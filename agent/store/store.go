@@ -89,7 +89,19 @@ type DB struct {
 // parent directory is created 0700 and the file 0600: it holds change tokens
 // with the arguments of pending critical actions, which are nobody else's
 // business.
+//
+// The file's meta "schema_version" is checked before anything is written: a
+// file from an older raspi-mcp is migrated to this build's layout (after a
+// backup next to it, see initSchema), and one from a newer raspi-mcp is
+// refused with ErrNewerSchema, read-only too, and left untouched. A read-only
+// open of a file not yet migrated fails with ErrOlderSchema.
 func Open(path string, o Options) (*DB, error) {
+	return open(path, o, currentSchema())
+}
+
+// open is Open bringing the file to sc rather than this build's schema, so
+// tests can play a later release opening today's files.
+func open(path string, o Options, sc schema) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("store: open: empty path")
 	}
@@ -133,6 +145,11 @@ func Open(path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db := &DB{bolt: bdb, path: path, readOnly: o.ReadOnly}
+	found, err := checkSchema(bdb, path, o.ReadOnly, sc)
+	if err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
 	if o.ReadOnly {
 		return db, nil
 	}
@@ -140,21 +157,9 @@ func Open(path string, o Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, err
 	}
-	err = bdb.Update(func(tx *bolt.Tx) error {
-		for _, name := range []string{bucketSamples, bucketAudit, bucketJobs, bucketTokens, bucketMeta} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return fmt.Errorf("bucket %s: %w", name, err)
-			}
-		}
-		meta := tx.Bucket([]byte(bucketMeta))
-		if meta.Get([]byte(metaSchema)) == nil {
-			return meta.Put([]byte(metaSchema), []byte(SchemaVersion))
-		}
-		return nil
-	})
-	if err != nil {
+	if err := initSchema(bdb, path, found, sc); err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("store: open %s: init: %w", path, err)
+		return nil, err
 	}
 	return db, nil
 }
