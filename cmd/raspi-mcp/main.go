@@ -7,6 +7,7 @@
 //	raspi-mcp metrics [--dir DIR] [--hours H]              sparklines of the recent history
 //	raspi-mcp audit verify|tail [--dir DIR] [--db FILE]    check or show the audit trail
 //	raspi-mcp config check FILE                            validate a configuration file
+//	raspi-mcp selftest [--dir DIR]                         in-process check of this binary on the simulated board
 //	raspi-mcp version
 package main
 
@@ -34,6 +35,7 @@ usage:
   raspi-mcp audit verify [--dir DIR]        check the audit trail's hash chain
   raspi-mcp audit tail [--dir DIR] [-n N]   newest audit records
   raspi-mcp config check FILE               validate a configuration file
+  raspi-mcp selftest [--dir DIR]            check this binary: agent, helper and store in one process, simulated board
   raspi-mcp version
 
 --dir DIR points every client command at a laptop-mode agent started with --sim --dir DIR.
@@ -69,6 +71,8 @@ func main() {
 		err = cmdMetrics(args)
 	case "config":
 		err = cmdConfig(args)
+	case "selftest":
+		err = cmdSelftest(args)
 	case "version", "--version", "-v":
 		fmt.Printf("raspi-mcp %s (%s)\n", version, commit)
 	case "help", "--help", "-h":
