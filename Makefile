@@ -1,6 +1,9 @@
 # raspi-mcp. The two commands a newcomer needs: `make demo` and `make test`.
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
+# A release tag vX.Y.Z gives X.Y.Z; any other commit 0.1.0~gitN.HASH, which
+# sorts below 0.1.0 and rises with every commit, so packages upgrade in order.
+VERSION ?= $(shell v=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null) && echo $${v\#v} || \
+	{ n=$$(git rev-list --count HEAD 2>/dev/null) && echo 0.1.0~git$$n.$$(git rev-parse --short HEAD); } || echo 0.1.0~dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GO      ?= go
@@ -10,7 +13,7 @@ export CGO_ENABLED = 0
 NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 
-.PHONY: build demo test test-vm vet fmt-check tools bench cross clean
+.PHONY: build demo test test-vm test-e2e test-arm vet fmt-check tools bench cross deb lint-deb clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
@@ -57,6 +60,25 @@ test-vm:
 	$(GO) run ./vmtest/cmd/vmtest run --expect-reboot --share $(VMSHARE) --timeout 10m -- \
 		env RASPI_MCP_VM_GUEST=1 RASPI_MCP_VM_REBOOT=1 ./hw.test -test.run TestRebootHappens -test.v -test.count=1
 
+# The install path of the README, for real: the amd64 package and a newer
+# build of it go into the Debian VM (systemd, sshd, gpio-sim); the test runs
+# the README's install, upgrade and remove commands over ssh and drives the
+# agent from the host with the Go SDK and the Inspector CLI (make tools).
+E2E := $(CURDIR)/.cache/e2e
+test-e2e:
+	$(GO) run ./vmtest/cmd/vmtest deps
+	@command -v ssh-keygen >/dev/null && command -v dpkg-deb >/dev/null || \
+		{ echo "test-e2e needs openssh-client and dpkg-dev"; exit 1; }
+	rm -rf $(E2E) && mkdir -p $(E2E)
+	$(MAKE) --no-print-directory deb DEB_ARCHES=amd64 VERSION='$(VERSION)'
+	cp dist/raspi-mcp_$(VERSION)_amd64.deb $(E2E)/
+	$(MAKE) --no-print-directory deb DEB_ARCHES=amd64 VERSION='$(VERSION)+next'
+	cp dist/raspi-mcp_$(VERSION)+next_amd64.deb $(E2E)/
+	$(GO) run ./vmtest/cmd/vmtest image
+	RASPI_MCP_E2E=1 RASPI_MCP_E2E_DEB=$(E2E)/raspi-mcp_$(VERSION)_amd64.deb \
+		RASPI_MCP_E2E_DEB_NEXT=$(E2E)/raspi-mcp_$(VERSION)+next_amd64.deb \
+		$(GO) test -count=1 -v -timeout 40m -run TestInstallUpgradePurgeOverSSH ./e2e/install
+
 tools:
 	@command -v npm >/dev/null || { echo "make tools needs npm (apt-get install npm)"; exit 1; }
 	mkdir -p $(NPM_DIR)
@@ -78,6 +100,25 @@ cross:
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv7/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
 	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
 	@ls -l dist/*/
+
+# Debian packages for Raspberry Pi OS 32-bit (armhf, built for armv6 so it
+# also runs on a Pi Zero/1), 64-bit (arm64), and amd64 (the e2e VM).
+DEB_ARCHES := armhf arm64 amd64
+deb:
+	@for a in $(DEB_ARCHES); do \
+		case $$a in armhf) env="GOARCH=arm GOARM=6";; *) env="GOARCH=$$a";; esac; \
+		env GOOS=linux $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/$$a/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper || exit 1; \
+		packaging/mkdeb $$a '$(VERSION)' dist/deb/$$a dist || exit 1; \
+	done
+
+# lintian must find no error and no warning (overrides say why, in the package).
+lint-deb: deb
+	lintian --fail-on error,warning --suppress-tags-from-file /dev/null $(foreach a,$(DEB_ARCHES),dist/raspi-mcp_$(VERSION)_$(a).deb)
+
+# The packaged ARM binaries under qemu-user: armv6 on qemu's arm1176 (a Pi
+# Zero/1's CPU) and arm64, each `version` and the in-process `selftest`.
+test-arm: deb
+	packaging/arm-selftest dist/deb/armhf dist/deb/arm64
 
 clean:
 	rm -rf bin dist
