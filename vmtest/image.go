@@ -56,6 +56,8 @@ func DefaultRecipe() Recipe {
 		Packages: []string{
 			"systemd-sysv", "dbus", "udev", "kmod", "gpiod", "i2c-tools",
 			"iproute2", "openssh-server", "procps", "ca-certificates",
+			// Raspberry Pi OS has sudo (the first user may use it without a password).
+			"sudo",
 		},
 		KernelSuite:   "trixie-backports",
 		KernelFlavour: "amd64",
