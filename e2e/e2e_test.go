@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/e2e/mcpcall"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -139,25 +141,10 @@ func (s *sim) cli(t testing.TB, args ...string) (string, int) {
 // call returns the result object, or the error object for an error result.
 func call(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var m map[string]any
-	var src any = res.StructuredContent
-	if res.IsError {
-		src = map[string]any{"error": res.Meta["error"]}
-	}
-	b, _ := json.Marshal(src)
-	_ = json.Unmarshal(b, &m)
-	return res, m
+	return mcpcall.Call(t, cs, name, args)
 }
 
-func code(m map[string]any) string {
-	e, _ := m["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
-}
+func code(m map[string]any) string { return mcpcall.Code(m) }
 
 func auditTotal(t testing.TB, cs *mcp.ClientSession) int {
 	t.Helper()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/e2e/mcpcall"
 	"github.com/raspi-mcp/raspi-mcp/vmtest"
 )
 
@@ -404,25 +405,11 @@ func (l *lab) waitMCP(host string, command ...string) *mcp.ClientSession {
 
 func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (bool, map[string]any) {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var src any = res.StructuredContent
-	if res.IsError {
-		src = map[string]any{"error": res.Meta["error"]}
-	}
-	b, _ := json.Marshal(src)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
+	res, m := mcpcall.Call(t, cs, name, args)
 	return res.IsError, m
 }
 
-func errCode(m map[string]any) string {
-	e, _ := m["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
-}
+func errCode(m map[string]any) string { return mcpcall.Code(m) }
 
 // checkStatus: `raspi-mcp status` on the Pi sees the agent and the helper
 // up, on the real (linux) backend.

@@ -7,7 +7,6 @@ package vm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/e2e/mcpcall"
 
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -167,25 +168,11 @@ func waitFile(t *testing.T, p string) {
 
 func (r *rig) call(t *testing.T, name string, args map[string]any) (bool, map[string]any) {
 	t.Helper()
-	res, err := r.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var src any = res.StructuredContent
-	if res.IsError {
-		src = map[string]any{"error": res.Meta["error"]}
-	}
-	b, _ := json.Marshal(src)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
+	res, m := mcpcall.Call(t, r.cs, name, args)
 	return res.IsError, m
 }
 
-func errCode(m map[string]any) string {
-	e, _ := m["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
-}
+func errCode(m map[string]any) string { return mcpcall.Code(m) }
 
 // helperDirect bypasses the agent: root may talk to the helper, whose own
 // allowlists must still refuse.

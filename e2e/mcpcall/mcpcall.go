@@ -1,0 +1,38 @@
+// Package mcpcall is what the end-to-end tests share to call a tool the way
+// a model sees the answer: the structured result, or {"error": {...}} with
+// the code a model acts on.
+package mcpcall
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Call calls one tool and returns the raw result and its content as a map:
+// structuredContent, or {"error": _meta.error} when the tool failed. A
+// protocol error ends the test.
+func Call(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var src any = res.StructuredContent
+	if res.IsError {
+		src = map[string]any{"error": res.Meta["error"]}
+	}
+	b, _ := json.Marshal(src)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return res, m
+}
+
+// Code is the error code of a Call's map, "" when it succeeded.
+func Code(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
