@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,6 +44,9 @@ type Config struct {
 	GPIO    GPIO    `toml:"gpio"`
 	I2C     I2C     `toml:"i2c"`
 	Camera  Camera  `toml:"camera"`
+	// Upstreams are other MCP servers of the LAN mounted as extra namespaces
+	// ([[upstream]], see upstream.go); none by default.
+	Upstreams []Upstream `toml:"upstream"`
 }
 
 // Camera is the camera namespace: off until the owner turns it on, since a
@@ -231,6 +235,9 @@ func Load(path string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
+		if err := clearLists(&c, data); err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", p, err)
+		}
 		if err := decode(&c, data); err != nil {
 			return Config{}, fmt.Errorf("config: %s: %w", p, err)
 		}
@@ -265,6 +272,52 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// clearLists empties every list a drop-in sets before it is decoded. The
+// TOML decoder fills a list's elements in place, so entry i of a drop-in's
+// pins (or [[upstream]]) would inherit the keys it leaves out from entry i
+// of the file before: another pin's pull, another upstream's token.
+func clearLists(c *Config, data []byte) error {
+	var doc map[string]any
+	if _, err := toml.Decode(string(data), &doc); err != nil {
+		return err // decode reports it with its position
+	}
+	isList := func(v any) bool {
+		switch v.(type) {
+		case []any, []map[string]any:
+			return true
+		}
+		return false
+	}
+	top := reflect.ValueOf(c).Elem()
+	for key, v := range doc {
+		f := fieldByTag(top, key)
+		switch {
+		case !f.IsValid():
+		case isList(v) && f.Kind() == reflect.Slice:
+			f.SetZero()
+		case f.Kind() == reflect.Struct:
+			table, _ := v.(map[string]any)
+			for sub, sv := range table {
+				if sf := fieldByTag(f, sub); sf.IsValid() && isList(sv) && sf.Kind() == reflect.Slice {
+					sf.SetZero()
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fieldByTag finds the field of struct v whose toml tag names key.
+func fieldByTag(v reflect.Value, key string) reflect.Value {
+	t := v.Type()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ","); name == key {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
 }
 
 // decode reads one TOML document over c, rejecting unknown keys.
@@ -367,6 +420,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("i2c.sensors[%d]: bus %d address 0x%x out of range", i, sn.Bus, sn.Address)
 		}
 		names[sn.Name] = true
+	}
+	if err := validateUpstreams(c.Upstreams); err != nil {
+		return err
 	}
 	for kind, m := range map[string]map[string]string{"users": c.Roles.Users, "groups": c.Roles.Groups} {
 		for name, role := range m {

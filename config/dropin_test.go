@@ -22,7 +22,7 @@ func writeFile(t *testing.T, path, data string) {
 func TestDropInsMergeInNameOrder(t *testing.T) {
 	dir := t.TempDir()
 	main := filepath.Join(dir, "config.toml")
-	writeFile(t, main, "[roles]\ngroups = { raspi-mcp = \"read\" }\n[gpio]\npins = [ { pin = 4, mode = \"input\" } ]\n")
+	writeFile(t, main, "[roles]\ngroups = { raspi-mcp = \"read\" }\n[gpio]\npins = [ { pin = 4, mode = \"input\", pull = \"up\", name = \"button\" } ]\n")
 	writeFile(t, filepath.Join(dir, "config.d", "20-later.toml"), "[roles]\nusers = { pi = \"admin\" }\n")
 	writeFile(t, filepath.Join(dir, "config.d", "10-local.toml"),
 		"[roles]\nusers = { pi = \"operate\", bob = \"read\" }\n[gpio]\nwrites = true\npins = [ { pin = 17, mode = \"output\", value = 0 } ]\n")
@@ -38,8 +38,8 @@ func TestDropInsMergeInNameOrder(t *testing.T) {
 	if c.Roles.Groups["raspi-mcp"] != "read" {
 		t.Errorf("groups from config.toml lost: %v", c.Roles.Groups)
 	}
-	if !c.GPIO.Writes || len(c.GPIO.Pins) != 1 || c.GPIO.Pins[0].Pin != 17 {
-		t.Errorf("gpio = writes %v pins %+v, want writes and only pin 17", c.GPIO.Writes, c.GPIO.Pins)
+	if !c.GPIO.Writes || len(c.GPIO.Pins) != 1 || c.GPIO.Pins[0] != (Pin{Pin: 17, Mode: "output"}) {
+		t.Errorf("gpio = writes %v pins %+v, want writes and only pin 17, with nothing of pin 4", c.GPIO.Writes, c.GPIO.Pins)
 	}
 	files, _ := DropIns(main)
 	if len(files) != 2 || !strings.HasSuffix(files[0], "10-local.toml") {
@@ -78,5 +78,21 @@ func TestWritesOn(t *testing.T) {
 	c.I2C.Writes, c.I2C.Enabled = true, false // a write switch under a namespace that is off
 	if got := strings.Join(c.WritesOn(), ", "); got != "[system] reboot, [gpio] writes, [camera] enabled" {
 		t.Errorf("WritesOn = %s", got)
+	}
+}
+
+// An upstream declared in a drop-in never inherits the token of the entry
+// at the same position in config.toml.
+func TestDropInUpstreamsDoNotInheritTokens(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "config.toml")
+	writeFile(t, main, "[[upstream]]\nname = \"hs4\"\nurl = \"http://127.0.0.1:8080/mcp\"\ntoken = \"env:HS4\"\n")
+	writeFile(t, filepath.Join(dir, "config.d", "local.toml"), "[[upstream]]\nname = \"hook\"\nurl = \"http://127.0.0.1:9090/mcp\"\n")
+	c, err := Load(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].Name != "hook" || c.Upstreams[0].Token != "" {
+		t.Fatalf("upstreams = %+v", c.Upstreams)
 	}
 }
