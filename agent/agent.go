@@ -64,6 +64,7 @@ type Agent struct {
 	started   time.Time
 	server    *mcp.Server
 	tools     *registry
+	lan       []*lanDomain // mounted LAN MCP servers ([[upstream]])
 	sampler   *Sampler
 	reverter  *reverter
 	powerJobs *powerWatch
@@ -115,12 +116,15 @@ func New(o Options) (*Agent, error) {
 	if a.tools.err != nil {
 		return nil, a.tools.err
 	}
+	if err := a.newLAN(); err != nil {
+		return nil, err
+	}
 	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: "Raspberry Pi", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),
 		HasTools:     true,
 	})
-	for _, t := range a.tools.order {
+	for _, t := range a.tools.all() {
 		a.server.AddTool(t.mcp, a.handler(t))
 	}
 	a.server.AddReceivingMiddleware(a.protocolErrors)
@@ -141,6 +145,10 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	defer stopReverts()
 	go a.reverter.run(rctx)
 	go a.powerJobs.run(rctx)
+	// The LAN clients stop with the reverts, before Serve returns.
+	var lanWG sync.WaitGroup
+	defer func() { stopReverts(); lanWG.Wait() }()
+	a.runLAN(rctx, &lanWG)
 	// On the way out, everything buffered is written: a clean stop loses no sample.
 	defer func() {
 		if err := a.sampler.Close(); err != nil {

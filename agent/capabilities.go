@@ -52,9 +52,10 @@ type Caller struct {
 
 // DomainCaps is one namespace.
 type DomainCaps struct {
-	Name    string     `json:"name"`
-	Enabled bool       `json:"enabled"`
-	Tools   []ToolCaps `json:"tools"`
+	Name     string          `json:"name"`
+	Enabled  bool            `json:"enabled"`
+	Tools    []ToolCaps      `json:"tools"`
+	Upstream *UpstreamStatus `json:"upstream,omitempty" jsonschema:"set for a LAN MCP server mounted here"`
 }
 
 // ToolCaps is one tool as this caller sees it.
@@ -87,7 +88,7 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 		Caller:   Caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
 	}
 	byDomain := map[string]*DomainCaps{}
-	for _, t := range a.tools.order {
+	for _, t := range a.tools.all() {
 		d := byDomain[t.rule.Domain]
 		if d == nil {
 			on, _ := domainEnabled(a.cfg, t.rule.Domain)
@@ -103,6 +104,15 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 			tc.Available = true
 		}
 		d.Tools = append(d.Tools, tc)
+	}
+	// Every mounted LAN server, with its health, even while it lists nothing.
+	for _, us := range a.lanStatus() {
+		d := byDomain[us.Name]
+		if d == nil {
+			d = &DomainCaps{Name: us.Name, Enabled: true, Tools: []ToolCaps{}}
+			byDomain[us.Name] = d
+		}
+		d.Upstream = &us
 	}
 	for _, d := range byDomain {
 		cp.Domains = append(cp.Domains, *d)

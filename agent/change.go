@@ -149,7 +149,7 @@ func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, er
 	if tok.Principal != c.Principal.Name {
 		return CommitOut{}, errf(CodePermissionDenied, "the token was prepared by %s, not %s", tok.Principal, c.Principal.Name)
 	}
-	t, ok := a.tools.byID[tok.Tool]
+	t, ok := a.tools.get(tok.Tool)
 	if !ok {
 		return CommitOut{}, errf(CodeNotFound, "the prepared tool %q no longer exists", tok.Tool)
 	}

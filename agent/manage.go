@@ -15,22 +15,23 @@ import (
 // ServerStatus is manage.get_server_status (spec 002 §8.1) with what
 // `raspi-mcp status` shows a person: helper, audit, database, recent trouble.
 type ServerStatus struct {
-	Version       string         `json:"version"`
-	Build         string         `json:"build,omitempty"`
-	StartedAt     string         `json:"started_at"`
-	UptimeSeconds int64          `json:"uptime_seconds"`
-	Mode          string         `json:"mode"`
-	PID           int            `json:"pid"`
-	ConfigSummary map[string]any `json:"config_summary"`
-	Helper        HelperStatus   `json:"helper"`
-	Audit         AuditStatus    `json:"audit"`
-	Database      DatabaseStatus `json:"database"`
-	Calls         CallStats      `json:"calls"`
-	Tools         int            `json:"tools"`
-	Caller        Caller         `json:"caller"`
-	Device        DeviceCaps     `json:"device"`
-	Recent        []AuditEntry   `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first"`
-	Sampling      SamplingStatus `json:"sampling"`
+	Version       string           `json:"version"`
+	Build         string           `json:"build,omitempty"`
+	StartedAt     string           `json:"started_at"`
+	UptimeSeconds int64            `json:"uptime_seconds"`
+	Mode          string           `json:"mode"`
+	PID           int              `json:"pid"`
+	ConfigSummary map[string]any   `json:"config_summary"`
+	Helper        HelperStatus     `json:"helper"`
+	Audit         AuditStatus      `json:"audit"`
+	Database      DatabaseStatus   `json:"database"`
+	Calls         CallStats        `json:"calls"`
+	Tools         int              `json:"tools"`
+	Caller        Caller           `json:"caller"`
+	Device        DeviceCaps       `json:"device"`
+	Recent        []AuditEntry     `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first"`
+	Sampling      SamplingStatus   `json:"sampling"`
+	Upstreams     []UpstreamStatus `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
 }
 
 // SamplingStatus is the metrics history at a glance.
@@ -95,7 +96,7 @@ func (a *Agent) registerManage() {
 func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 	s := ServerStatus{
 		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
-		UptimeSeconds: int64(time.Since(a.started).Seconds()), Tools: len(a.tools.order),
+		UptimeSeconds: int64(time.Since(a.started).Seconds()), Tools: len(a.tools.all()),
 		Caller: Caller{Principal: p.Name, Role: p.Role.String()},
 		ConfigSummary: map[string]any{
 			"socket": a.cfg.Agent.Socket, "helper_socket": a.cfg.Helper.Socket, "state": a.cfg.Agent.State,
@@ -124,7 +125,7 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 	if s.Database.SizeBytes, err = a.store.Size(); err != nil {
 		return s, err
 	}
-	for _, t := range a.tools.order {
+	for _, t := range a.tools.all() {
 		s.Calls.Total += t.calls.Load()
 		s.Calls.Failed += t.failures.Load()
 	}
@@ -133,6 +134,7 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 		return s, err
 	}
 	s.Recent = entriesOf(recs)
+	s.Upstreams = a.lanStatus()
 	jobs, err := a.listJobs()
 	if err != nil {
 		return s, err
@@ -260,9 +262,9 @@ func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJ
 	out := CancelJobOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
 	// The job's own namespace switch applies, as if its own tool were called.
 	gates := map[string]Rule{
-		"sampling":    a.tools.byID["metrics.stop_sampling_job"].rule,
-		"gpio_revert": a.tools.byID["gpio.write_pin"].rule,
-		"power":       a.tools.byID["system.cancel_scheduled_power_action"].rule,
+		"sampling":    a.rule("metrics.stop_sampling_job"),
+		"gpio_revert": a.rule("gpio.write_pin"),
+		"power":       a.rule("system.cancel_scheduled_power_action"),
 	}
 	if err := Decide(a.cfg, c.Principal, gates[j.Kind], Guard{DryRun: true}, false); err != nil {
 		return out, err

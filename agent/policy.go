@@ -34,6 +34,19 @@ func parseRole(s string) Role {
 	return RoleNone
 }
 
+// parseRisk reads a risk name from config; config.Validate has vetted it.
+func parseRisk(s string) Risk {
+	switch s {
+	case "low":
+		return RiskLow
+	case "high":
+		return RiskHigh
+	case "critical":
+		return RiskCritical
+	}
+	return RiskRead
+}
+
 // Risk says how much guarding a tool needs before it runs.
 type Risk int
 

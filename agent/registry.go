@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -13,8 +15,11 @@ import (
 )
 
 // registry holds the tools in registration order, by wire name and by id.
+// The local tools are added once at start; the LAN domains' tools come and
+// go while the agent serves, hence the lock.
 type registry struct {
 	dotted bool
+	mu     sync.RWMutex
 	byName map[string]*tool
 	byID   map[string]*tool
 	order  []*tool
@@ -27,11 +32,60 @@ func newRegistry(dotted bool) *registry {
 
 // lookup finds a tool by wire name or canonical id.
 func (r *registry) lookup(name string) (*tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if t, ok := r.byName[name]; ok {
 		return t, true
 	}
 	t, ok := r.byID[name]
 	return t, ok
+}
+
+// get finds a tool by canonical id only.
+func (r *registry) get(id string) (*tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.byID[id]
+	return t, ok
+}
+
+// all is every tool now, in registration order.
+func (r *registry) all() []*tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.order)
+}
+
+// put adds t unless its wire name or id is taken.
+func (r *registry) put(t *tool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.byName[t.name]; dup {
+		return fmt.Errorf("agent: tool name %q collides", t.name)
+	}
+	if _, dup := r.byID[t.id]; dup {
+		return fmt.Errorf("agent: tool id %q registered twice", t.id)
+	}
+	r.byName[t.name], r.byID[t.id] = t, t
+	r.order = append(r.order, t)
+	return nil
+}
+
+// remove drops the tools whose ids satisfy drop and returns them.
+func (r *registry) remove(drop func(*tool) bool) []*tool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var gone []*tool
+	r.order = slices.DeleteFunc(r.order, func(t *tool) bool {
+		if drop(t) {
+			gone = append(gone, t)
+			delete(r.byName, t.name)
+			delete(r.byID, t.id)
+			return true
+		}
+		return false
+	})
+	return gone
 }
 
 type principalKey struct{}
@@ -49,7 +103,7 @@ func (a *Agent) handler(t *tool) mcp.ToolHandler {
 		if !ok {
 			p = Principal{Name: "unknown", UID: -1}
 		}
-		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session}
+		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken()}
 		return a.invoke(ctx, t, c, req.Params.Arguments), nil
 	}
 }
@@ -75,7 +129,11 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	t.calls.Add(1)
 	var o outcome
 	decision := "allow"
-	args, verr := t.validate(raw)
+	check := t.validate
+	if t.check != nil {
+		check = t.check
+	}
+	args, verr := check(raw)
 	if verr != nil {
 		decision, o.err = "deny", verr
 	} else {
@@ -159,8 +217,19 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("error %s: %s\n%s", o.err.Code, o.err.Message, js)}},
 		}
 	}
+	if lr, ok := o.out.(lanResult); ok {
+		// An upstream's answer goes to the client as it came.
+		meta["upstream"] = lr.upstream
+		out := &mcp.CallToolResult{Meta: meta, Content: lr.res.Content}
+		if lr.res.StructuredContent != nil {
+			if js, err := json.Marshal(lr.res.StructuredContent); err == nil {
+				out.StructuredContent = json.RawMessage(js)
+			}
+		}
+		return out
+	}
 	js, err := json.Marshal(o.out)
-	if err == nil {
+	if err == nil && t.outRes != nil {
 		var v any
 		if err = json.Unmarshal(js, &v); err == nil {
 			err = t.outRes.Validate(v)
@@ -197,8 +266,14 @@ func truncate(s string, n int) string {
 
 // wire is the wire name of a canonical id under the current naming mode.
 func (a *Agent) wire(id string) string {
-	if t, ok := a.tools.byID[id]; ok {
+	if t, ok := a.tools.get(id); ok {
 		return t.name
 	}
 	return id
+}
+
+// rule is the rule of a local tool, which always exists.
+func (a *Agent) rule(id string) Rule {
+	t, _ := a.tools.get(id)
+	return t.rule
 }

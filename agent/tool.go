@@ -34,6 +34,9 @@ type tool struct {
 	inRes    *jsonschema.Resolved
 	props    map[string]*jsonschema.Resolved // each property alone, for errors that name it
 	outRes   *jsonschema.Resolved
+	// check replaces validate for tools whose schema is someone else's (a
+	// LAN upstream's): nil means validate against in.
+	check func(raw json.RawMessage) ([]byte, *ToolError)
 	// run decodes validated arguments and runs the typed handler.
 	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
 
@@ -45,8 +48,9 @@ type Call struct {
 	Principal     Principal
 	CorrelationID string
 	Guard
-	Session   *mcp.ServerSession
-	committed bool // arrived through change_commit with a valid token
+	Session       *mcp.ServerSession
+	ProgressToken any  // the client's, to forward an upstream's progress
+	committed     bool // arrived through change_commit with a valid token
 }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
@@ -162,20 +166,10 @@ func add[In, Out any](r *registry, s Spec[In, Out]) {
 		return
 	}
 	t, err := build(r, s)
-	if err != nil {
-		r.err = err
-		return
+	if err == nil {
+		err = r.put(t)
 	}
-	if _, dup := r.byName[t.name]; dup {
-		r.err = fmt.Errorf("agent: tool name %q collides", t.name)
-		return
-	}
-	if _, dup := r.byID[t.id]; dup {
-		r.err = fmt.Errorf("agent: tool id %q registered twice", t.id)
-		return
-	}
-	r.byName[t.name], r.byID[t.id] = t, t
-	r.order = append(r.order, t)
+	r.err = err
 }
 
 func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {

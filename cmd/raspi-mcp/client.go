@@ -231,6 +231,16 @@ func printStatus(st agent.ServerStatus, socket string) {
 		sort.Strings(on)
 		fmt.Fprintf(tw, "writes on\t%s\n", orNone(strings.Join(on, ", ")))
 	}
+	for _, u := range st.Upstreams {
+		line := fmt.Sprintf("%s %s (%s), %d of %d tools mounted", u.State, u.Endpoint, orNone(u.Transport), u.Mounted, u.Tools)
+		if u.LatencyP50MS > 0 {
+			line += fmt.Sprintf(", p50 %.1f ms", u.LatencyP50MS)
+		}
+		if u.LastError != "" {
+			line += "; last error: " + u.LastError
+		}
+		fmt.Fprintf(tw, "upstream %s\t%s\n", u.Name, line)
+	}
 	tw.Flush()
 	if len(st.Recent) > 0 {
 		fmt.Println("\nrecent denials and errors:")

@@ -1,0 +1,421 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
+	"github.com/raspi-mcp/raspi-mcp/config"
+)
+
+// The LAN's other MCP servers ([[upstream]]) are mounted as namespaces: each
+// upstream tool becomes a local tool named <name>_<tool> that goes through
+// the same validation, policy, guards and audit as the Pi's own tools, and
+// is then forwarded. The tool list follows the upstream (tools/list_changed
+// reaches our clients); an upstream that is down only makes its own tools
+// answer "unavailable".
+
+// lanDomain is one mounted upstream.
+type lanDomain struct {
+	cfg    config.Upstream // with defaults filled in
+	client *upstream.Client
+
+	mu      sync.Mutex
+	skipped []string // upstream tools left out, and why
+}
+
+// guardProps are the guard arguments a mounted write tool takes on top of the
+// upstream's own parameters (unless the upstream declares them itself, in
+// which case they are passed through).
+var guardProps = map[string]map[string]any{
+	"dry_run": {"type": "boolean", "description": "plan only: check policy and report what would be sent, call nothing"},
+	"confirm": {"type": "boolean", "description": "must be true for high-risk tools"},
+	"reason":  {"type": "string", "maxLength": 200, "description": "why; recorded in the audit trail; required for high-risk tools"},
+}
+
+// newLAN creates a client per enabled upstream. It refuses, before anything
+// is served, an upstream whose name is a local namespace.
+func (a *Agent) newLAN() error {
+	local := map[string]bool{}
+	for _, t := range a.tools.all() {
+		local[strings.SplitN(t.id, ".", 2)[0]] = true
+	}
+	names := make([]string, 0, len(local))
+	for n := range local {
+		names = append(names, n)
+	}
+	if err := a.cfg.CheckUpstreamNames(names); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	for _, u := range a.cfg.Upstreams {
+		if !u.IsEnabled() {
+			continue
+		}
+		u = u.WithDefaults()
+		d := &lanDomain{cfg: u}
+		o := upstream.Options{
+			Name: u.Name, URL: u.URL, Timeout: u.CallTimeout(), Logger: a.log.With("upstream", u.Name),
+			ClientName: "raspi-mcp", ClientVersion: a.version,
+			OnToolsChanged: func() { a.syncLAN(d) },
+		}
+		if u.Command != "" {
+			o.Command = append([]string{u.Command}, u.Args...)
+		}
+		if u.Token != "" {
+			o.Token = u.BearerToken
+		}
+		if u.URL != "" {
+			o.CheckAddrs = func(host string, addrs []netip.Addr) error { return u.CheckAddrs(host, addrs) }
+		}
+		if err := o.Validate(); err != nil {
+			return fmt.Errorf("agent: upstream %q: %w", u.Name, err)
+		}
+		d.client = upstream.New(o)
+		a.lan = append(a.lan, d)
+	}
+	return nil
+}
+
+// runLAN keeps every upstream connected until ctx ends.
+func (a *Agent) runLAN(ctx context.Context, wg *sync.WaitGroup) {
+	for _, d := range a.lan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.client.Run(ctx)
+		}()
+	}
+}
+
+// syncLAN replaces d's mounted tools with what the upstream lists now.
+func (a *Agent) syncLAN(d *lanDomain) {
+	prefix := d.cfg.Name + "."
+	gone := a.tools.remove(func(t *tool) bool { return strings.HasPrefix(t.id, prefix) })
+	if len(gone) > 0 {
+		names := make([]string, len(gone))
+		for i, t := range gone {
+			names[i] = t.name
+		}
+		a.server.RemoveTools(names...)
+	}
+	var skipped []string
+	for _, ut := range d.client.Tools() {
+		if !d.cfg.Exposes(ut.Name) {
+			continue
+		}
+		t, err := a.lanTool(d, ut)
+		if err == nil {
+			err = a.tools.put(t)
+		}
+		if err == nil {
+			err = addTool(a.server, t.mcp, a.handler(t))
+			if err != nil {
+				a.tools.remove(func(x *tool) bool { return x == t })
+			}
+		}
+		if err != nil {
+			a.log.Warn("upstream tool not mounted", "upstream", d.cfg.Name, "tool", ut.Name, "err", err)
+			skipped = append(skipped, fmt.Sprintf("%s: %v", ut.Name, err))
+		}
+	}
+	d.mu.Lock()
+	d.skipped = skipped
+	d.mu.Unlock()
+}
+
+// addTool is Server.AddTool, which panics on a schema it cannot serve: an
+// upstream's odd schema must cost that tool, not the agent.
+func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("schema refused: %v", r)
+		}
+	}()
+	s.AddTool(t, h)
+	return nil
+}
+
+// lanWireName maps an upstream tool name to <prefix>_<name> within the names
+// every client accepts: lower case, [a-z0-9_], at most 48 characters (a long
+// name keeps a hash of the original, so two never collide by truncation).
+func lanWireName(prefix, name string) string {
+	var b strings.Builder
+	b.WriteString(prefix + "_")
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 48 {
+		sum := sha256.Sum256([]byte(name))
+		s = s[:39] + "_" + hex.EncodeToString(sum[:4])
+	}
+	return s
+}
+
+// lanTool builds the local tool that fronts one upstream tool.
+func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
+	readOnlyHint := ut.Annotations != nil && ut.Annotations.ReadOnlyHint
+	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
+	role, risk := parseRole(roleName), parseRisk(riskName)
+	id := d.cfg.Name + "." + ut.Name
+	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "stable",
+		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead}
+	if !snakeName.MatchString(t.name) {
+		return nil, fmt.Errorf("wire name %q is not valid", t.name)
+	}
+
+	// The upstream's schema, as it sent it, plus our guard arguments.
+	schema := map[string]any{}
+	if ut.InputSchema != nil {
+		b, err := json.Marshal(ut.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
+		}
+		if err := json.Unmarshal(b, &schema); err != nil {
+			return nil, fmt.Errorf("input schema is not an object: %w", err)
+		}
+	}
+	if typ, ok := schema["type"]; ok && typ != "object" {
+		return nil, fmt.Errorf("input schema has type %v, not object", typ)
+	}
+	schema["type"] = "object"
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	own := map[string]bool{}
+	for k := range guardProps {
+		_, own[k] = props[k]
+	}
+	if t.mutating {
+		for k, p := range guardProps {
+			if !own[k] {
+				props[k] = p
+			}
+		}
+	}
+	schema["properties"] = props
+
+	ann := &mcp.ToolAnnotations{}
+	if ut.Annotations != nil {
+		c := *ut.Annotations
+		ann = &c
+	}
+	ann.ReadOnlyHint = !t.mutating && readOnlyHint
+	title := ut.Title
+	if title == "" {
+		title = ann.Title
+	}
+	if title == "" {
+		title = ut.Name
+	}
+	desc := strings.TrimSpace(ut.Description)
+	desc += fmt.Sprintf(" [%s, via raspi-mcp: risk %s, role %s]", d.cfg.Name, risk, role)
+	t.mcp = &mcp.Tool{Name: t.name, Title: title, Description: strings.TrimSpace(desc), InputSchema: schema, Annotations: ann,
+		Meta: mcp.Meta{"id": id, "risk": risk.String(), "min_role": role.String(), "stability": t.stable, "upstream": d.cfg.Name}}
+	t.check = lanCheck
+	name, readOnly := ut.Name, !t.mutating
+	t.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
+		return a.lanCall(ctx, d, name, readOnly, own, c, args)
+	}
+	return t, nil
+}
+
+// lanCheck is the local validation of a mounted tool's arguments: an object,
+// and well-typed guard arguments. The upstream validates its own schema.
+func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
+	raw = rawOrEmpty(raw)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
+	}
+	var g struct {
+		DryRun  *bool   `json:"dry_run"`
+		Confirm *bool   `json:"confirm"`
+		Reason  *string `json:"reason"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason is a string").
+			with("parameter", "dry_run, confirm, reason")
+	}
+	if g.Reason != nil && len(*g.Reason) > 200 {
+		return nil, errf(CodeInvalidArgument, "reason is longer than 200 characters").with("parameter", "reason")
+	}
+	return raw, nil
+}
+
+// LANPlan is what a dry run of a mounted tool answers when the upstream has
+// no dry run of its own: the call that would be made.
+type LANPlan struct {
+	DryRun    bool           `json:"dry_run"`
+	Upstream  string         `json:"upstream"`
+	Tool      string         `json:"tool" jsonschema:"the upstream's own tool name"`
+	Arguments map[string]any `json:"arguments" jsonschema:"what would be sent, guard arguments removed"`
+	Note      string         `json:"note"`
+}
+
+// lanResult is an upstream's answer, passed to the client as it came.
+type lanResult struct {
+	upstream string
+	res      *mcp.CallToolResult
+}
+
+func (r lanResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Content           []mcp.Content `json:"content"`
+		StructuredContent any           `json:"structuredContent,omitempty"`
+	}{r.res.Content, r.res.StructuredContent})
+}
+
+func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *Call, raw []byte) (any, string, error) {
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, "", errf(CodeInvalidArgument, "arguments must be a JSON object")
+	}
+	// Guard arguments are ours unless the upstream has them too.
+	for k := range guardProps {
+		if !own[k] {
+			delete(args, k)
+		}
+	}
+	if c.DryRun && !own["dry_run"] {
+		return LANPlan{DryRun: true, Upstream: d.cfg.Name, Tool: name, Arguments: args,
+			Note: "policy allows it; nothing was sent to " + d.cfg.Name}, "dry run: " + d.cfg.Name + " " + name + " not called", nil
+	}
+	opts := upstream.CallOptions{ReadOnly: readOnly}
+	if tok := c.ProgressToken; tok != nil && c.Session != nil {
+		s := c.Session
+		opts.Progress = func(progress, total float64, msg string) {
+			pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = s.NotifyProgress(pctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: progress, Total: total, Message: msg})
+		}
+	}
+	res, err := d.client.Call(ctx, name, args, opts)
+	if err != nil {
+		return nil, "", lanError(d.cfg.Name, name, err)
+	}
+	if res.IsError {
+		return nil, "", lanToolError(d.cfg.Name, name, res)
+	}
+	return lanResult{upstream: d.cfg.Name, res: res}, d.cfg.Name + " " + name, nil
+}
+
+// lanError maps a failed upstream call to our error shape.
+func lanError(up, tool string, err error) *ToolError {
+	var ue *upstream.Error
+	if !errors.As(err, &ue) {
+		return errf(CodeInternal, "upstream %s: %s failed", up, tool)
+	}
+	var te *ToolError
+	switch ue.Kind {
+	case upstream.Unavailable:
+		te = errf(CodeUnavailable, "%s is unavailable: %s", up, ue.Error())
+		if ue.RetryAfter > 0 {
+			te.with("retry_after_seconds", int(ue.RetryAfter.Seconds()+0.5))
+		}
+		te.hint("the Pi's own tools still work; `raspi-mcp status` on the Pi shows the upstream's state")
+	case upstream.Timeout:
+		te = errf(CodeUnavailable, "%s did not answer %s in time", up, tool)
+		if ue.MayHaveRun {
+			te.hint("the call may have taken effect: check with a read before repeating it")
+		}
+	case upstream.Protocol:
+		code := CodeFailedPrecondition
+		switch ue.Code {
+		case -32602:
+			code = CodeInvalidArgument
+		case -32601:
+			code = CodeNotFound
+		}
+		te = errf(code, "%s refused %s: %s", up, tool, ue.Error()).with("jsonrpc_code", ue.Code)
+	default:
+		te = errf(CodeUnavailable, "%s: %s was cancelled", up, tool)
+	}
+	te.Retryable = ue.Retryable
+	return te.with("upstream", up)
+}
+
+// lanToolError turns an upstream tool's isError result into our error shape,
+// keeping its code when it speaks ours (HS4 and Hookaido servers do).
+func lanToolError(up, tool string, res *mcp.CallToolResult) *ToolError {
+	var text []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = append(text, tc.Text)
+		}
+	}
+	msg := truncate(strings.TrimSpace(strings.Join(text, "\n")), 500)
+	code := CodeFailedPrecondition
+	var shaped struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if b, err := json.Marshal(res.StructuredContent); err == nil && json.Unmarshal(b, &shaped) == nil && slices.Contains(errorCodes(), shaped.Error.Code) {
+		code = shaped.Error.Code
+	}
+	return errf(code, "%s %s: %s", up, tool, msg).with("upstream", up).with("upstream_tool", tool)
+}
+
+// errorCodes is the vocabulary of spec 002 §9.1.
+func errorCodes() []string {
+	return []string{CodeInvalidArgument, CodePermissionDenied, CodeUnauthenticated, CodeNotFound,
+		CodeFailedPrecondition, CodeResourceExhausted, CodeUnavailable, CodeInternal}
+}
+
+// UpstreamStatus is one mounted LAN server, for status and capabilities.
+type UpstreamStatus struct {
+	Name         string   `json:"name"`
+	State        string   `json:"state" jsonschema:"connecting, up, down or breaker_open"`
+	Transport    string   `json:"transport,omitempty"`
+	Endpoint     string   `json:"endpoint"`
+	Server       string   `json:"server,omitempty"`
+	Tools        int      `json:"tools" jsonschema:"tools the upstream lists"`
+	Mounted      int      `json:"mounted" jsonschema:"tools exposed here after allow/deny"`
+	Skipped      []string `json:"skipped,omitempty"`
+	LastError    string   `json:"last_error,omitempty"`
+	LastErrorAt  string   `json:"last_error_at,omitempty"`
+	LatencyP50MS float64  `json:"latency_p50_ms"`
+	Token        string   `json:"token,omitempty" jsonschema:"where the token comes from (env: or file:), never the token"`
+}
+
+func (a *Agent) lanStatus() []UpstreamStatus {
+	out := []UpstreamStatus{}
+	for _, d := range a.lan {
+		st := d.client.Status()
+		prefix := d.cfg.Name + "."
+		mounted := 0
+		for _, t := range a.tools.all() {
+			if strings.HasPrefix(t.id, prefix) {
+				mounted++
+			}
+		}
+		d.mu.Lock()
+		skipped := slices.Clone(d.skipped)
+		d.mu.Unlock()
+		us := UpstreamStatus{Name: d.cfg.Name, State: string(st.State), Transport: st.Transport, Endpoint: st.Endpoint,
+			Server: st.Server, Tools: st.Tools, Mounted: mounted, Skipped: skipped, LastError: st.LastError,
+			LatencyP50MS: float64(st.P50Latency.Microseconds()) / 1000, Token: d.cfg.TokenRef()}
+		if !st.LastErrorAt.IsZero() {
+			us.LastErrorAt = st.LastErrorAt.UTC().Format(time.RFC3339)
+		}
+		out = append(out, us)
+	}
+	return out
+}

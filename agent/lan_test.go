@@ -1,0 +1,233 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+)
+
+// fakeLAN is an MCP server of the LAN, written with the go-sdk: a read
+// tool, a write tool, a critical one, one with its own dry_run, and one
+// that always fails. writes counts the calls that reached set_level.
+type fakeLAN struct {
+	srv    *mcp.Server
+	http   *httptest.Server
+	addr   string
+	writes atomic.Int64
+	level  atomic.Int64
+}
+
+type levelIn struct {
+	Level int `json:"level"`
+}
+
+type levelOut struct {
+	Level int `json:"level"`
+}
+
+func newFakeLAN(t *testing.T) *fakeLAN {
+	f := &fakeLAN{srv: mcp.NewServer(&mcp.Implementation{Name: "fake-hs4", Version: "1.0"}, nil)}
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "devices.get_level", Description: "Read the level.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, levelOut, error) {
+			return nil, levelOut{Level: int(f.level.Load())}, nil
+		})
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "set_level", Description: "Set the level."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in levelIn) (*mcp.CallToolResult, levelOut, error) {
+			f.writes.Add(1)
+			f.level.Store(int64(in.Level))
+			return nil, levelOut{Level: in.Level}, nil
+		})
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "delete_all", Description: "Delete everything."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
+			f.writes.Add(1)
+			return nil, struct{}{}, nil
+		})
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "broken", Description: "Always fails.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the controller is busy"}}}, struct{}{}, nil
+		})
+	f.start(t, "127.0.0.1:0")
+	return f
+}
+
+func (f *fakeLAN) start(t *testing.T, addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, nil)
+	f.http = httptest.NewUnstartedServer(h)
+	f.http.Listener = ln
+	f.http.Start()
+	f.addr = ln.Addr().String()
+	srv := f.http
+	// The agent's standing GET stream would hold Close until it times out.
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+}
+
+func lanRig(t *testing.T, f *fakeLAN) (*rig, *mcp.ClientSession) {
+	r := newRig(t, func(c *config.Config) {
+		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://" + f.addr + "/mcp", Deny: []string{"hidden*"}}}
+	})
+	cs := r.serve()
+	waitFor(t, "the upstream's tools", 10*time.Second, func() bool {
+		_, ok := r.a.tools.lookup("hs4_devices_get_level")
+		return ok
+	})
+	return r, cs
+}
+
+// The issue's whole path with a fake HS4: tools mounted under the prefix
+// with names clients accept, read calls pass through, writes need the
+// guards, dry runs never reach the upstream, critical tools need a change
+// token, everything is audited, and an upstream error keeps our shape.
+func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
+	f := newFakeLAN(t)
+	r, cs := lanRig(t, f)
+
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]*mcp.Tool{}
+	for _, tl := range tools.Tools {
+		if strings.HasPrefix(tl.Name, "hs4_") {
+			found[tl.Name] = tl
+		}
+	}
+	for _, want := range []string{"hs4_devices_get_level", "hs4_set_level", "hs4_delete_all", "hs4_broken"} {
+		if found[want] == nil {
+			t.Fatalf("%s not listed; have %v", want, found)
+		}
+	}
+	if !found["hs4_devices_get_level"].Annotations.ReadOnlyHint || found["hs4_set_level"].Annotations.ReadOnlyHint {
+		t.Error("annotations not kept")
+	}
+	if !strings.Contains(string(mustJSON(t, found["hs4_set_level"].InputSchema)), `"confirm"`) {
+		t.Errorf("write tool without guard arguments: %s", mustJSON(t, found["hs4_set_level"].InputSchema))
+	}
+
+	// A read, by a reader.
+	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
+	res, sc := r.as(reader, "hs4_devices_get_level", map[string]any{})
+	if res.IsError || sc["level"] != float64(0) || res.Meta["upstream"] != "hs4" {
+		t.Fatalf("read: %v %v", sc, res.Meta)
+	}
+	n := r.auditCount()
+	// A write: role, then guards, then a dry run that sends nothing.
+	if res, sc := r.as(reader, "hs4_set_level", map[string]any{"level": 5, "confirm": true, "reason": "x"}); errCode(res, sc) != CodePermissionDenied {
+		t.Fatalf("reader wrote: %v", sc)
+	}
+	if res, sc := r.as(operator, "hs4_set_level", map[string]any{"level": 5}); errCode(res, sc) != CodeFailedPrecondition {
+		t.Fatalf("no confirm: %v", sc)
+	}
+	if res, sc := r.as(operator, "hs4_set_level", map[string]any{"level": 5, "dry_run": true}); res.IsError || sc["dry_run"] != true || sc["tool"] != "set_level" {
+		t.Fatalf("dry run: %v", sc)
+	}
+	if f.writes.Load() != 0 {
+		t.Fatal("a refused or dry-run call reached the upstream")
+	}
+	if res, sc := r.as(operator, "hs4_set_level", map[string]any{"level": 7, "confirm": true, "reason": "dim the hall"}); res.IsError || sc["level"] != float64(7) {
+		t.Fatalf("write: %v", sc)
+	}
+	if f.writes.Load() != 1 || f.level.Load() != 7 {
+		t.Fatalf("upstream saw %d writes, level %d", f.writes.Load(), f.level.Load())
+	}
+	// *delete* is critical: admin and a change token.
+	if res, sc := r.as(admin, "hs4_delete_all", map[string]any{"confirm": true, "reason": "x"}); errCode(res, sc) != CodeFailedPrecondition {
+		t.Fatalf("critical without token: %v", sc)
+	}
+	// The upstream's own failure, in our shape.
+	if res, sc := r.as(reader, "hs4_broken", map[string]any{}); errCode(res, sc) != CodeFailedPrecondition || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "busy") {
+		t.Fatalf("upstream error: %v", sc)
+	}
+	if got := r.auditCount(); got != n+6 {
+		t.Fatalf("%d audit records for 6 audited calls", got-n)
+	}
+	recs, _, _ := r.a.store.QueryAudit(storeQuery(6))
+	if recs[1].Tool != "hs4.delete_all" || recs[1].Decision != "deny" || recs[2].Tool != "hs4.set_level" || recs[2].Decision != "allow" || recs[2].Reason != "dim the hall" {
+		t.Fatalf("audit: %+v", recs[:3])
+	}
+
+	// Status and capabilities show the domain.
+	_, st := r.as(admin, "manage_get_server_status", nil)
+	ups, _ := st["upstreams"].([]any)
+	if len(ups) != 1 || ups[0].(map[string]any)["state"] != "up" || ups[0].(map[string]any)["mounted"] != float64(4) {
+		t.Fatalf("status upstreams: %v", st["upstreams"])
+	}
+	_, caps := r.as(admin, "system_get_capabilities", nil)
+	seen := false
+	for _, d := range caps["domains"].([]any) {
+		dm := d.(map[string]any)
+		seen = seen || (dm["name"] == "hs4" && dm["upstream"] != nil && len(dm["tools"].([]any)) == 4)
+	}
+	if !seen {
+		t.Fatal("capabilities do not list the hs4 domain")
+	}
+}
+
+// A down upstream makes only its own tools answer unavailable; they work
+// again once it is back, without restarting the agent.
+func TestLANUpstreamRestart(t *testing.T) {
+	f := newFakeLAN(t)
+	r, _ := lanRig(t, f)
+	addr := f.addr
+	t0 := time.Now()
+	f.http.CloseClientConnections()
+	f.http.Close()
+
+	res, sc := r.as(admin, "hs4_devices_get_level", map[string]any{})
+	if errCode(res, sc) != CodeUnavailable {
+		t.Fatalf("down upstream: %v", sc)
+	}
+	if res, _ := r.as(admin, "system_get_health_snapshot", nil); res.IsError {
+		t.Fatal("a local tool failed while an upstream is down")
+	}
+	f.start(t, addr)
+	waitFor(t, "the upstream reconnected", 15*time.Second, func() bool { return r.a.lanStatus()[0].State == "up" })
+	if res, sc := r.as(admin, "hs4_devices_get_level", map[string]any{}); res.IsError {
+		t.Fatalf("after the restart: %v", sc)
+	}
+	t.Logf("back %v after the upstream stopped", time.Since(t0))
+}
+
+// An upstream named like a local namespace never starts.
+func TestLANNameCollidesWithLocal(t *testing.T) {
+	cfg := config.Laptop(t.TempDir(), "me")
+	cfg.Upstreams = []config.Upstream{{Name: "gpio", URL: "http://127.0.0.1:1/mcp"}}
+	if err := cfg.CheckUpstreamNames([]string{"gpio"}); err == nil {
+		t.Fatal("gpio accepted as an upstream name")
+	}
+}
+
+func TestLANWireNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"devices.list":          "hs4_devices_list",
+		"getDevice":             "hs4_getdevice",
+		"get-sum":               "hs4_get_sum",
+		strings.Repeat("x", 60): "hs4_" + strings.Repeat("x", 35) + "_",
+	} {
+		got := lanWireName("hs4", in)
+		if !strings.HasPrefix(got, want) || len(got) > 48 || !snakeName.MatchString(got) {
+			t.Errorf("lanWireName(%q) = %q, want %q...", in, got, want)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
