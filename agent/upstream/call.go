@@ -21,13 +21,14 @@ const (
 	// Unavailable: not connected, circuit breaker open, or the connection
 	// failed or dropped during the call. Maps to "unavailable".
 	Unavailable Kind = iota + 1
-	// Timeout: no answer within the per-call timeout. The call was cancelled
+	// Timeout: no answer within the per-call timeout. Cancellation was sent
 	// upstream, but a write may already have taken effect.
 	Timeout
 	// Protocol: the upstream answered with a JSON-RPC error (unknown tool,
 	// invalid params, ...). See Error.Code.
 	Protocol
-	// Canceled: the caller's context ended; the cancellation was forwarded.
+	// Canceled: the caller's context ended; the cancellation was sent on
+	// (notifications/cancelled, and the HTTP request is aborted).
 	Canceled
 )
 
@@ -198,13 +199,18 @@ func (c *Client) classify(ctx, cctx context.Context, s *session, op string, read
 	switch {
 	case ctx.Err() != nil:
 		return c.newErr(op, Canceled, false, mayHaveRun,
-			"canceled by the caller; cancellation was forwarded to the upstream", ctx.Err())
+			"canceled by the caller; cancellation was sent to the upstream", ctx.Err())
 	case errors.Is(context.Cause(cctx), errCallTimeout):
-		msg := fmt.Sprintf("no answer within %v; the call was cancelled upstream", c.o.Timeout)
-		if !readOnly {
-			msg += ", but it may already have taken effect (outcome unknown; not retried)"
+		msg := fmt.Sprintf("no answer within %v", c.o.Timeout)
+		switch {
+		case !mayHaveRun:
+			msg += " (the request did not reach the upstream)"
+		case !readOnly:
+			msg += "; cancellation was sent to the upstream, but the call may already have taken effect (outcome unknown; not retried)"
+		default:
+			msg += "; cancellation was sent to the upstream"
 		}
-		return c.newErr(op, Timeout, readOnly, true, msg, context.DeadlineExceeded)
+		return c.newErr(op, Timeout, readOnly || !mayHaveRun, mayHaveRun, msg, context.DeadlineExceeded)
 	case s.ctx.Err() != nil:
 		msg := "the connection to the upstream dropped during the call"
 		if !readOnly && mayHaveRun {

@@ -337,20 +337,9 @@ func runClient(t testing.TB, c *Client) {
 		c.Run(ctx)
 	}()
 	t.Cleanup(func() {
-		start := time.Now()
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(time.Second):
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			os.WriteFile(fmt.Sprintf("/tmp/stacks-%d.txt", time.Now().UnixNano()), buf, 0o644)
-		}
-		select {
-		case <-done:
-			if d := time.Since(start); d > time.Second {
-				t.Logf("SLOW client stop %v", d)
-			}
 		case <-time.After(10 * time.Second):
 			t.Error("Run did not return after its context was cancelled")
 		}
