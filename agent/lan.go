@@ -174,7 +174,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 	role, risk := parseRole(roleName), parseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
 	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "stable",
-		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead}
+		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead, lan: true}
 	if !snakeName.MatchString(t.name) {
 		return nil, fmt.Errorf("wire name %q is not valid", t.name)
 	}

@@ -119,11 +119,11 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 
 	// A read, by a reader.
 	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
+	n := r.auditCount()
 	res, sc := r.as(reader, "hs4_devices_get_level", map[string]any{})
 	if res.IsError || sc["level"] != float64(0) || res.Meta["upstream"] != "hs4" {
 		t.Fatalf("read: %v %v", sc, res.Meta)
 	}
-	n := r.auditCount()
 	// A write: role, then guards, then a dry run that sends nothing.
 	if res, sc := r.as(reader, "hs4_set_level", map[string]any{"level": 5, "confirm": true, "reason": "x"}); errCode(res, sc) != CodePermissionDenied {
 		t.Fatalf("reader wrote: %v", sc)
@@ -151,10 +151,10 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 	if res, sc := r.as(reader, "hs4_broken", map[string]any{}); errCode(res, sc) != CodeFailedPrecondition || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "busy") {
 		t.Fatalf("upstream error: %v", sc)
 	}
-	if got := r.auditCount(); got != n+6 {
-		t.Fatalf("%d audit records for 6 audited calls", got-n)
+	if got := r.auditCount(); got != n+7 {
+		t.Fatalf("%d audit records for 7 calls: every call to an upstream is audited, reads too", got-n)
 	}
-	recs, _, _ := r.a.store.QueryAudit(storeQuery(6))
+	recs, _, _ := r.a.store.QueryAudit(storeQuery(8))
 	if recs[1].Tool != "hs4.delete_all" || recs[1].Decision != "deny" || recs[2].Tool != "hs4.set_level" || recs[2].Decision != "allow" || recs[2].Reason != "dim the hall" {
 		t.Fatalf("audit: %+v", recs[:3])
 	}

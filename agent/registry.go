@@ -172,7 +172,8 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		t.failures.Add(1)
 	}
 	o.dur = time.Since(start)
-	if t.mutating || o.err != nil || a.cfg.Audit.RecordReads {
+	// A call to a LAN upstream leaves the Pi: it is recorded even as a read.
+	if t.mutating || t.lan || o.err != nil || a.cfg.Audit.RecordReads {
 		rec := store.AuditRecord{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, DurationMS: ms(o.dur),

@@ -28,6 +28,7 @@ type tool struct {
 	name     string // wire name: "system_reboot"
 	rule     Rule
 	mutating bool
+	lan      bool   // fronts a LAN upstream's tool: every call is audited
 	stable   string // alpha, beta, stable (spec §9.2)
 	mcp      *mcp.Tool
 	in       *jsonschema.Schema
