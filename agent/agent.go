@@ -123,6 +123,10 @@ func New(o Options) (*Agent, error) {
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),
 		HasTools:     true,
+		// LAN upstreams may bring resources and prompts after a client has
+		// initialized: announce both from the start when any is configured.
+		HasResources: len(o.Config.Upstreams) > 0,
+		HasPrompts:   len(o.Config.Upstreams) > 0,
 	})
 	for _, t := range a.tools.all() {
 		a.server.AddTool(t.mcp, a.handler(t))

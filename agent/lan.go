@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
@@ -32,7 +33,8 @@ type lanDomain struct {
 	client *upstream.Client
 
 	mu      sync.Mutex
-	skipped []string // upstream tools left out, and why
+	skipped []string  // upstream tools left out, and why
+	extras  lanExtras // its resources, templates and prompts mounted here
 }
 
 // guardProps are the guard arguments a mounted write tool takes on top of the
@@ -67,7 +69,7 @@ func (a *Agent) newLAN() error {
 		o := upstream.Options{
 			Name: u.Name, URL: u.URL, Timeout: u.CallTimeout(), Logger: a.log.With("upstream", u.Name),
 			ClientName: "raspi-mcp", ClientVersion: a.version,
-			OnToolsChanged: func() { a.syncLAN(d) },
+			OnToolsChanged: func() { a.syncLAN(d); a.syncLANExtras(d) },
 		}
 		if u.Command != "" {
 			o.Command = append([]string{u.Command}, u.Args...)
@@ -418,4 +420,161 @@ func (a *Agent) lanStatus() []UpstreamStatus {
 		out = append(out, us)
 	}
 	return out
+}
+
+// Resources, resource templates and prompts of an upstream are mounted under
+// its prefix too: a resource URI gets the upstream's name in front of its
+// scheme ("demo://x" of everything is "everything+demo://x"), a prompt is
+// named <name>_<prompt>. Reading one is a read by any mapped role; each
+// read is audited like a tool call to the upstream.
+
+// lanExtras is what syncLANExtras mounted for one upstream, to remove later.
+type lanExtras struct {
+	uris, templates, prompts []string
+}
+
+func lanURI(prefix, uri string) string { return prefix + "+" + uri }
+
+func (a *Agent) syncLANExtras(d *lanDomain) {
+	d.mu.Lock()
+	old := d.extras
+	d.extras = lanExtras{}
+	d.mu.Unlock()
+	a.server.RemoveResources(old.uris...)
+	a.server.RemoveResourceTemplates(old.templates...)
+	a.server.RemovePrompts(old.prompts...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.CallTimeout())
+	defer cancel()
+	var ex lanExtras
+	name := d.cfg.Name
+	if rs, err := d.client.Resources(ctx); err == nil {
+		for _, r := range rs {
+			if !strings.Contains(r.URI, ":") {
+				continue
+			}
+			m := *r
+			m.URI, m.Name = lanURI(name, r.URI), name+"_"+r.Name
+			if addResource(a.server, &m, a.lanResourceHandler(d)) == nil {
+				ex.uris = append(ex.uris, m.URI)
+			}
+		}
+	}
+	if ts, err := d.client.ResourceTemplates(ctx); err == nil {
+		for _, rt := range ts {
+			m := *rt
+			m.URITemplate, m.Name = lanURI(name, rt.URITemplate), name+"_"+rt.Name
+			if addTemplate(a.server, &m, a.lanResourceHandler(d)) == nil {
+				ex.templates = append(ex.templates, m.URITemplate)
+			}
+		}
+	}
+	if ps, err := d.client.Prompts(ctx); err == nil {
+		for _, p := range ps {
+			m := *p
+			orig := p.Name
+			m.Name = lanWireName(name, p.Name)
+			a.server.AddPrompt(&m, a.lanPromptHandler(d, orig))
+			ex.prompts = append(ex.prompts, m.Name)
+		}
+	}
+	d.mu.Lock()
+	d.extras = ex
+	d.mu.Unlock()
+}
+
+func addResource(s *mcp.Server, r *mcp.Resource, h mcp.ResourceHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("resource refused: %v", p)
+		}
+	}()
+	s.AddResource(r, h)
+	return nil
+}
+
+func addTemplate(s *mcp.Server, t *mcp.ResourceTemplate, h mcp.ResourceHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("resource template refused: %v", p)
+		}
+	}()
+	s.AddResourceTemplate(t, h)
+	return nil
+}
+
+// lanRead runs one resource read or prompt get: policy as a read of the
+// upstream's domain, the upstream call, then an audit record.
+func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do func(context.Context) (any, error)) (any, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		p = Principal{Name: "unknown", UID: -1}
+	}
+	start := time.Now()
+	rule := Rule{Tool: id, Domain: d.cfg.Name, MinRole: RoleRead, Risk: RiskRead}
+	decision := "allow"
+	var out any
+	var terr *ToolError
+	if derr := Decide(a.cfg, p, rule, Guard{}, false); derr != nil {
+		decision, terr = "deny", derr
+	} else if res, err := do(ctx); err != nil {
+		terr = lanError(d.cfg.Name, id, err)
+	} else {
+		out = res
+	}
+	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+		Tool: id, Decision: decision, DurationMS: ms(time.Since(start))}
+	rec.InHash, _ = store.HashJSON(in)
+	if terr != nil {
+		rec.ErrorCode, rec.Message = terr.Code, truncate(terr.Message, 200)
+		rec.OutHash, _ = store.HashJSON(map[string]any{"error": terr})
+	} else {
+		rec.OutHash, _ = store.HashJSON(out)
+	}
+	if _, err := a.store.AppendAudit(rec); err != nil {
+		a.log.Error("audit append failed", "tool", id, "err", err)
+		return nil, errors.New("the audit trail could not be written")
+	}
+	if terr != nil {
+		// Resources and prompts have no error result: a JSON-RPC error
+		// carries our message and code.
+		return nil, fmt.Errorf("%s: %s", terr.Code, terr.Message)
+	}
+	return out, nil
+}
+
+func (a *Agent) lanResourceHandler(d *lanDomain) mcp.ResourceHandler {
+	prefix := d.cfg.Name + "+"
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		uri, ok := strings.CutPrefix(req.Params.URI, prefix)
+		if !ok {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
+		out, err := a.lanRead(ctx, d, d.cfg.Name+".resources/read", map[string]any{"uri": uri}, func(ctx context.Context) (any, error) {
+			res, err := d.client.ReadResource(ctx, uri)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range res.Contents {
+				c.URI = lanURI(d.cfg.Name, c.URI)
+			}
+			return res, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out.(*mcp.ReadResourceResult), nil
+	}
+}
+
+func (a *Agent) lanPromptHandler(d *lanDomain, name string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		out, err := a.lanRead(ctx, d, d.cfg.Name+".prompts/get", map[string]any{"name": name, "arguments": req.Params.Arguments}, func(ctx context.Context) (any, error) {
+			return d.client.GetPrompt(ctx, name, req.Params.Arguments)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out.(*mcp.GetPromptResult), nil
+	}
 }

@@ -203,6 +203,31 @@ func TestServerEverythingMounted(t *testing.T) {
 	if got := strings.Join(tools, " "); got != "everything.toggle-simulated-logging:allow everything.toggle-simulated-logging:allow everything.toggle-simulated-logging:deny everything.get-sum:allow everything.echo:allow" {
 		t.Fatalf("audit: %s", got)
 	}
+	// Its resources and prompts, under the prefix.
+	rl, err := cs.ListResources(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc string
+	for _, r := range rl.Resources {
+		if strings.HasPrefix(r.URI, "everything+demo://resource/static/document/") {
+			doc = r.URI
+		}
+	}
+	if doc == "" {
+		t.Fatalf("no everything+demo:// resource listed: %d resources", len(rl.Resources))
+	}
+	rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: doc})
+	if err != nil || len(rr.Contents) == 0 || rr.Contents[0].URI != doc || rr.Contents[0].Text == "" {
+		t.Fatalf("read %s: %v %+v", doc, err, rr)
+	}
+	pr, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "everything_simple_prompt"})
+	if err != nil || len(pr.Messages) == 0 {
+		t.Fatalf("prompt: %v %+v", err, pr)
+	}
+	if got := auditTotal(t, cs); got != n+7 {
+		t.Fatalf("%d audit records after the resource read and the prompt, want %d", got-n, 7)
+	}
 
 	// Killed: only its tools are unavailable.
 	ev.kill()
