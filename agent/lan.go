@@ -121,7 +121,7 @@ func (a *Agent) syncLAN(d *lanDomain) {
 			err = a.tools.put(t)
 		}
 		if err == nil {
-			err = addTool(a.server, t.mcp, a.handler(t))
+			err = safely(func() { a.server.AddTool(t.mcp, a.handler(t)) })
 			if err != nil {
 				a.tools.remove(func(x *tool) bool { return x == t })
 			}
@@ -136,15 +136,16 @@ func (a *Agent) syncLAN(d *lanDomain) {
 	d.mu.Unlock()
 }
 
-// addTool is Server.AddTool, which panics on a schema it cannot serve: an
-// upstream's odd schema must cost that tool, not the agent.
-func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+// safely runs one of the Server's Add methods, which panic on a schema or
+// URI they cannot serve: an upstream's oddity must cost that one item, not
+// the agent.
+func safely(add func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("schema refused: %v", r)
+			err = fmt.Errorf("refused by the MCP server: %v", r)
 		}
 	}()
-	s.AddTool(t, h)
+	add()
 	return nil
 }
 
@@ -455,7 +456,7 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 			}
 			m := *r
 			m.URI, m.Name = lanURI(name, r.URI), name+"_"+r.Name
-			if addResource(a.server, &m, a.lanResourceHandler(d)) == nil {
+			if safely(func() { a.server.AddResource(&m, a.lanResourceHandler(d)) }) == nil {
 				ex.uris = append(ex.uris, m.URI)
 			}
 		}
@@ -464,7 +465,7 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 		for _, rt := range ts {
 			m := *rt
 			m.URITemplate, m.Name = lanURI(name, rt.URITemplate), name+"_"+rt.Name
-			if addTemplate(a.server, &m, a.lanResourceHandler(d)) == nil {
+			if safely(func() { a.server.AddResourceTemplate(&m, a.lanResourceHandler(d)) }) == nil {
 				ex.templates = append(ex.templates, m.URITemplate)
 			}
 		}
@@ -474,33 +475,14 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 			m := *p
 			orig := p.Name
 			m.Name = lanWireName(name, p.Name)
-			a.server.AddPrompt(&m, a.lanPromptHandler(d, orig))
-			ex.prompts = append(ex.prompts, m.Name)
+			if safely(func() { a.server.AddPrompt(&m, a.lanPromptHandler(d, orig)) }) == nil {
+				ex.prompts = append(ex.prompts, m.Name)
+			}
 		}
 	}
 	d.mu.Lock()
 	d.extras = ex
 	d.mu.Unlock()
-}
-
-func addResource(s *mcp.Server, r *mcp.Resource, h mcp.ResourceHandler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("resource refused: %v", p)
-		}
-	}()
-	s.AddResource(r, h)
-	return nil
-}
-
-func addTemplate(s *mcp.Server, t *mcp.ResourceTemplate, h mcp.ResourceHandler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("resource template refused: %v", p)
-		}
-	}()
-	s.AddResourceTemplate(t, h)
-	return nil
 }
 
 // lanRead runs one resource read or prompt get: policy as a read of the
@@ -524,14 +506,7 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 	}
 	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: decision, DurationMS: ms(time.Since(start))}
-	rec.InHash, _ = store.HashJSON(in)
-	if terr != nil {
-		rec.ErrorCode, rec.Message = terr.Code, truncate(terr.Message, 200)
-		rec.OutHash, _ = store.HashJSON(map[string]any{"error": terr})
-	} else {
-		rec.OutHash, _ = store.HashJSON(out)
-	}
-	if _, err := a.store.AppendAudit(rec); err != nil {
+	if _, err := a.record(rec, in, out, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
 		return nil, errors.New("the audit trail could not be written")
 	}

@@ -178,20 +178,13 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, DurationMS: ms(o.dur),
 		}
-		rec.InHash, _ = store.HashJSON(rawOrEmpty(raw))
-		if o.err != nil {
-			rec.ErrorCode, rec.Message = o.err.Code, truncate(o.err.Message, 200)
-			rec.OutHash, _ = store.HashJSON(map[string]any{"error": o.err})
-		} else {
-			rec.OutHash, _ = store.HashJSON(o.out)
-		}
-		stored, err := a.store.AppendAudit(rec)
+		ref, err := a.record(rec, rawOrEmpty(raw), o.out, o.err)
 		if err != nil {
 			// The action may have happened; say so rather than pretend.
 			a.log.Error("audit append failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
 			o.out, o.err = nil, errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown, check `raspi-mcp status`")
 		} else {
-			o.auditRef = stored.Ref()
+			o.auditRef = ref
 		}
 	}
 	return o
@@ -271,6 +264,23 @@ func (a *Agent) wire(id string) string {
 		return t.name
 	}
 	return id
+}
+
+// record appends the audit record of one call, with the hashes of what came
+// in and what went out (or the error), and returns its reference.
+func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (string, error) {
+	rec.InHash, _ = store.HashJSON(in)
+	if terr != nil {
+		rec.ErrorCode, rec.Message = terr.Code, truncate(terr.Message, 200)
+		rec.OutHash, _ = store.HashJSON(map[string]any{"error": terr})
+	} else {
+		rec.OutHash, _ = store.HashJSON(out)
+	}
+	stored, err := a.store.AppendAudit(rec)
+	if err != nil {
+		return "", err
+	}
+	return stored.Ref(), nil
 }
 
 // rule is the rule of a local tool, which always exists.
