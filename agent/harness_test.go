@@ -210,7 +210,10 @@ func (r *rig) auditCount() int {
 }
 
 // serve starts the agent on its socket and returns a connected SDK client session.
-func (r *rig) serve() *mcp.ClientSession {
+func (r *rig) serve() *mcp.ClientSession { return r.serveWith(nil) }
+
+// serveWith is serve with the client's options (notification handlers).
+func (r *rig) serveWith(opts *mcp.ClientOptions) *mcp.ClientSession {
 	r.t.Helper()
 	ln, err := privhelper.Listen(r.cfg.Agent.Socket)
 	if err != nil {
@@ -223,7 +226,7 @@ func (r *rig) serve() *mcp.ClientSession {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
 	s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
 	if err != nil {
 		r.t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,11 +21,12 @@ import (
 // tool, a write tool, a critical one, one with its own dry_run, and one
 // that always fails. writes counts the calls that reached set_level.
 type fakeLAN struct {
-	srv    *mcp.Server
-	http   *httptest.Server
-	addr   string
-	writes atomic.Int64
-	level  atomic.Int64
+	srv      *mcp.Server
+	http     *httptest.Server
+	addr     string
+	writes   atomic.Int64
+	level    atomic.Int64
+	canceled atomic.Int64
 }
 
 type levelIn struct {
@@ -33,6 +35,20 @@ type levelIn struct {
 
 type levelOut struct {
 	Level int `json:"level"`
+}
+
+type sceneIn struct {
+	Scene  string `json:"scene"`
+	DryRun bool   `json:"dry_run,omitempty"`
+}
+
+type sceneOut struct {
+	Applied bool   `json:"applied"`
+	Scene   string `json:"scene"`
+}
+
+type slowIn struct {
+	Hang bool `json:"hang,omitempty"`
 }
 
 func newFakeLAN(t *testing.T) *fakeLAN {
@@ -51,6 +67,28 @@ func newFakeLAN(t *testing.T) *fakeLAN {
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
 			f.writes.Add(1)
 			return nil, struct{}{}, nil
+		})
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "scene_apply", Description: "Apply a scene; has its own dry run."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in sceneIn) (*mcp.CallToolResult, sceneOut, error) {
+			if !in.DryRun {
+				f.writes.Add(1)
+			}
+			return nil, sceneOut{Applied: !in.DryRun, Scene: in.Scene}, nil
+		})
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "slow_report", Description: "Takes its time, with progress.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, levelOut, error) {
+			for i := range 3 {
+				if tok := req.Params.GetProgressToken(); tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Total: 3})
+				}
+				time.Sleep(20 * time.Millisecond) // a long-running tool; the SDK may deliver a last notification after the result
+			}
+			if in.Hang {
+				<-ctx.Done() // until the agent's timeout cancels it
+				f.canceled.Add(1)
+				return nil, levelOut{}, ctx.Err()
+			}
+			return nil, levelOut{Level: 3}, nil
 		})
 	mcp.AddTool(f.srv, &mcp.Tool{Name: "broken", Description: "Always fails.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
@@ -76,10 +114,14 @@ func (f *fakeLAN) start(t *testing.T, addr string) {
 }
 
 func lanRig(t *testing.T, f *fakeLAN) (*rig, *mcp.ClientSession) {
+	return lanRigWith(t, f, nil)
+}
+
+func lanRigWith(t *testing.T, f *fakeLAN, opts *mcp.ClientOptions) (*rig, *mcp.ClientSession) {
 	r := newRig(t, func(c *config.Config) {
-		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://" + f.addr + "/mcp", Deny: []string{"hidden*"}}}
+		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://" + f.addr + "/mcp", Deny: []string{"hidden*"}, Timeout: config.Duration(time.Second)}}
 	})
-	cs := r.serve()
+	cs := r.serveWith(opts)
 	waitFor(t, "the upstream's tools", 10*time.Second, func() bool {
 		_, ok := r.a.tools.lookup("hs4_devices_get_level")
 		return ok
@@ -162,18 +204,75 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 	// Status and capabilities show the domain.
 	_, st := r.as(admin, "manage_get_server_status", nil)
 	ups, _ := st["upstreams"].([]any)
-	if len(ups) != 1 || ups[0].(map[string]any)["state"] != "up" || ups[0].(map[string]any)["mounted"] != float64(4) {
+	if len(ups) != 1 || ups[0].(map[string]any)["state"] != "up" || ups[0].(map[string]any)["mounted"] != float64(6) {
 		t.Fatalf("status upstreams: %v", st["upstreams"])
 	}
 	_, caps := r.as(admin, "system_get_capabilities", nil)
 	seen := false
 	for _, d := range caps["domains"].([]any) {
 		dm := d.(map[string]any)
-		seen = seen || (dm["name"] == "hs4" && dm["upstream"] != nil && len(dm["tools"].([]any)) == 4)
+		seen = seen || (dm["name"] == "hs4" && dm["upstream"] != nil && len(dm["tools"].([]any)) == 6)
 	}
 	if !seen {
 		t.Fatal("capabilities do not list the hs4 domain")
 	}
+}
+
+// The rest of the call path: an upstream's own dry_run is passed through, a
+// hanging call is cut at the timeout and cancelled upstream, progress
+// reaches our client, and a tool the upstream adds shows up in our list.
+func TestLANDryRunPassThroughTimeoutProgressListChanged(t *testing.T) {
+	f := newFakeLAN(t)
+	var progress atomic.Int64
+	changed := make(chan struct{}, 8)
+	r, cs := lanRigWith(t, f, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	// scene_apply has dry_run itself: the upstream answers the dry run.
+	res, sc := r.as(operator, "hs4_scene_apply", map[string]any{"scene": "evening", "dry_run": true})
+	if res.IsError || sc["applied"] != false || sc["scene"] != "evening" || f.writes.Load() != 0 {
+		t.Fatalf("pass-through dry run: %v (writes %d)", sc, f.writes.Load())
+	}
+
+	// Progress, through a real client session.
+	params := &mcp.CallToolParams{Name: "hs4_slow_report", Arguments: map[string]any{}}
+	params.SetProgressToken("p1")
+	cr, err := cs.CallTool(context.Background(), params)
+	if err != nil || cr.IsError {
+		t.Fatalf("slow_report: %v %v", err, cr)
+	}
+	waitFor(t, "progress forwarded", 5*time.Second, func() bool { return progress.Load() >= 1 })
+
+	// Hangs past the 1 s timeout: unavailable, and the upstream's handler is cancelled.
+	res, sc = r.as(admin, "hs4_slow_report", map[string]any{"hang": true})
+	if errCode(res, sc) != CodeUnavailable {
+		t.Fatalf("hanging call: %v", sc)
+	}
+	waitFor(t, "cancellation upstream", 5*time.Second, func() bool { return f.canceled.Load() == 1 })
+
+	// The upstream adds a tool: our client hears list_changed and sees it.
+	for len(changed) > 0 {
+		<-changed
+	}
+	mcp.AddTool(f.srv, &mcp.Tool{Name: "new_thing", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, levelOut, error) {
+			return nil, levelOut{Level: 1}, nil
+		})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed reached our client")
+	}
+	waitFor(t, "hs4_new_thing listed", 5*time.Second, func() bool {
+		lt, err := cs.ListTools(context.Background(), nil)
+		return err == nil && slices.ContainsFunc(lt.Tools, func(x *mcp.Tool) bool { return x.Name == "hs4_new_thing" })
+	})
 }
 
 // A down upstream makes only its own tools answer unavailable; they work
