@@ -227,6 +227,12 @@ func (s *Sampler) run(ctx context.Context, j store.Job) {
 			}
 			prev = cur
 			s.mu.Lock()
+			// StopJob cancels under s.mu: a reading that finishes after
+			// the stop is dropped, so a stopped job never grows.
+			if jctx.Err() != nil {
+				s.mu.Unlock()
+				return
+			}
 			s.buf[j.ID] = append(s.buf[j.ID], smp)
 			s.last[j.ID] = smp.Time
 			s.taken++
