@@ -330,3 +330,34 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// An upstream that is down from the start costs nothing but its own tools:
+// the agent serves, status says what is wrong, capabilities list the domain.
+func TestLANDownFromTheStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	r := newRig(t, func(c *config.Config) {
+		c.Upstreams = []config.Upstream{{Name: "hook", URL: "http://" + addr + "/mcp"}}
+	})
+	r.serve()
+	if res, _ := r.as(admin, "system_get_health_snapshot", nil); res.IsError {
+		t.Fatal("a local tool failed")
+	}
+	waitFor(t, "the upstream reported down", 5*time.Second, func() bool {
+		st := r.a.lanStatus()[0]
+		return st.State == "down" && st.LastError != ""
+	})
+	_, caps := r.as(admin, "system_get_capabilities", nil)
+	found := false
+	for _, d := range caps["domains"].([]any) {
+		dm := d.(map[string]any)
+		found = found || (dm["name"] == "hook" && dm["upstream"].(map[string]any)["state"] == "down")
+	}
+	if !found {
+		t.Fatalf("capabilities: %v", caps["domains"])
+	}
+}

@@ -354,6 +354,13 @@ func cmdConfig(args []string) error {
 	if dropins, _ := config.DropIns(args[1]); len(dropins) > 0 {
 		files += " + " + strings.Join(dropins, " + ")
 	}
-	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles)\n", files, orNone(strings.Join(c.WritesOn(), ", ")), len(c.Roles.Users), len(c.Roles.Groups))
+	var ups []string
+	for _, u := range c.Upstreams {
+		if u.IsEnabled() {
+			ups = append(ups, u.Name)
+		}
+	}
+	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles; upstreams: %s)\n", files,
+		orNone(strings.Join(c.WritesOn(), ", ")), len(c.Roles.Users), len(c.Roles.Groups), orNone(strings.Join(ups, ", ")))
 	return nil
 }
