@@ -431,4 +431,8 @@ func TestOverTheSocket(t *testing.T) {
 	if st.Caller.Role != "admin" || !st.Helper.Reachable {
 		t.Fatalf("status: %+v", st)
 	}
+	// Every write switch that is on, not only the power ones.
+	if w, _ := st.ConfigSummary["writes"].(map[string]any); w["[gpio] writes"] != true || w["[system] reboot"] != true {
+		t.Fatalf("status writes: %v", st.ConfigSummary["writes"])
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -96,14 +97,14 @@ func (a *Agent) registerManage() {
 func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 	s := ServerStatus{
 		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
-		UptimeSeconds: int64(time.Since(a.started).Seconds()), Tools: len(a.tools.all()),
-		Caller: Caller{Principal: p.Name, Role: p.Role.String()},
+		UptimeSeconds: int64(time.Since(a.started).Seconds()),
+		Caller:        Caller{Principal: p.Name, Role: p.Role.String()},
 		ConfigSummary: map[string]any{
 			"socket": a.cfg.Agent.Socket, "helper_socket": a.cfg.Helper.Socket, "state": a.cfg.Agent.State,
 			"dotted_names": a.cfg.Agent.ExposeDottedNames, "record_reads": a.cfg.Audit.RecordReads,
 			"roles_users": len(a.cfg.Roles.Users), "roles_groups": len(a.cfg.Roles.Groups),
 			"domains": map[string]bool{"system": a.cfg.System.Enabled, "metrics": a.cfg.Metrics.Enabled, "logs": a.cfg.Logs.Enabled, "manage": a.cfg.Manage.Enabled},
-			"writes":  map[string]bool{"system.reboot": a.cfg.System.Reboot, "system.shutdown": a.cfg.System.Shutdown, "metrics.jobs": a.cfg.Metrics.Jobs},
+			"writes":  writesOn(a.cfg),
 		},
 		Helper:   HelperStatus{Socket: a.cfg.Helper.Socket},
 		Database: DatabaseStatus{Path: a.store.Path()},
@@ -125,7 +126,9 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 	if s.Database.SizeBytes, err = a.store.Size(); err != nil {
 		return s, err
 	}
-	for _, t := range a.tools.all() {
+	tools := a.tools.all()
+	s.Tools = len(tools)
+	for _, t := range tools {
 		s.Calls.Total += t.calls.Load()
 		s.Calls.Failed += t.failures.Load()
 	}
@@ -301,4 +304,13 @@ func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJ
 	}
 	out.Cancelled = true
 	return out, nil
+}
+
+// writesOn is every write switch that is on, as config check names them.
+func writesOn(c *config.Config) map[string]bool {
+	on := map[string]bool{}
+	for _, w := range c.WritesOn() {
+		on[w] = true
+	}
+	return on
 }
