@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -39,11 +38,14 @@ type lanDomain struct {
 
 // guardProps are the guard arguments a mounted write tool takes on top of the
 // upstream's own parameters (unless the upstream declares them itself, in
-// which case they are passed through).
-var guardProps = map[string]map[string]any{
-	"dry_run": {"type": "boolean", "description": "plan only: check policy and report what would be sent, call nothing"},
-	"confirm": {"type": "boolean", "description": "must be true for high-risk tools"},
-	"reason":  {"type": "string", "maxLength": 200, "description": "why; recorded in the audit trail; required for high-risk tools"},
+// which case they are passed through). Fresh maps each time: every tool's
+// schema owns its own.
+func guardProps() map[string]map[string]any {
+	return map[string]map[string]any{
+		"dry_run": {"type": "boolean", "description": "plan only: check policy and report what would be sent, call nothing"},
+		"confirm": {"type": "boolean", "description": "must be true for high-risk tools"},
+		"reason":  {"type": "string", "maxLength": 200, "description": "why; recorded in the audit trail; required for high-risk tools"},
+	}
 }
 
 // newLAN creates a client per enabled upstream. It refuses, before anything
@@ -78,7 +80,7 @@ func (a *Agent) newLAN() error {
 			o.Token = u.BearerToken
 		}
 		if u.URL != "" {
-			o.CheckAddrs = func(host string, addrs []netip.Addr) error { return u.CheckAddrs(host, addrs) }
+			o.CheckAddrs = u.CheckAddrs
 		}
 		if err := o.Validate(); err != nil {
 			return fmt.Errorf("agent: upstream %q: %w", u.Name, err)
@@ -202,11 +204,12 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 		props = map[string]any{}
 	}
 	own := map[string]bool{}
-	for k := range guardProps {
+	guards := guardProps()
+	for k := range guards {
 		_, own[k] = props[k]
 	}
 	if t.mutating {
-		for k, p := range guardProps {
+		for k, p := range guards {
 			if !own[k] {
 				props[k] = p
 			}
@@ -291,8 +294,8 @@ func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly
 		return nil, "", errf(CodeInvalidArgument, "arguments must be a JSON object")
 	}
 	// Guard arguments are ours unless the upstream has them too.
-	for k := range guardProps {
-		if !own[k] {
+	for k, has := range own {
+		if !has {
 			delete(args, k)
 		}
 	}

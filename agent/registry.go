@@ -129,11 +129,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	t.calls.Add(1)
 	var o outcome
 	decision := "allow"
-	check := t.validate
-	if t.check != nil {
-		check = t.check
-	}
-	args, verr := check(raw)
+	args, verr := t.check(raw)
 	if verr != nil {
 		decision, o.err = "deny", verr
 	} else {

@@ -86,8 +86,6 @@ func (r *reverter) revert(ctx context.Context, rv store.GPIORevert) error {
 // queued it: as that call's principal, with role "system", always allowed.
 func (a *Agent) auditJob(rec store.AuditRecord, in, out any) error {
 	rec.Role, rec.Decision = "system", "allow"
-	rec.InHash, _ = store.HashJSON(in)
-	rec.OutHash, _ = store.HashJSON(out)
-	_, err := a.store.AppendAudit(rec)
+	_, err := a.record(rec, in, out, nil)
 	return err
 }

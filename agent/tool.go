@@ -35,8 +35,8 @@ type tool struct {
 	inRes    *jsonschema.Resolved
 	props    map[string]*jsonschema.Resolved // each property alone, for errors that name it
 	outRes   *jsonschema.Resolved
-	// check replaces validate for tools whose schema is someone else's (a
-	// LAN upstream's): nil means validate against in.
+	// check validates raw arguments: t.validate against in, or, for a tool
+	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *ToolError)
 	// run decodes validated arguments and runs the typed handler.
 	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
@@ -203,6 +203,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
 	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in}
+	t.check = t.validate
 	if t.stable == "" {
 		t.stable = "stable"
 	}
