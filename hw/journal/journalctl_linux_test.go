@@ -3,19 +3,17 @@
 package journal
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/vmtest/nobody"
 )
 
 // Tests against the real journal. They run in the vmtest VM, as root with
@@ -170,13 +168,13 @@ func TestVMJournalUnprivileged(t *testing.T) {
 			t.Skip("needs root to start")
 		}
 		runVMUnit(t)
-		runAs(t, "nobody", nil)
+		nobody.Run(t, "nobody", "^TestVMJournalUnprivileged$", []string{"RASPI_MCP_VM_AS=nobody"})
 		g, err := user.LookupGroup("systemd-journal")
 		if err != nil {
 			t.Fatal(err)
 		}
 		gid, _ := strconv.Atoi(g.Gid)
-		runAs(t, "journal", []uint32{uint32(gid)})
+		nobody.Run(t, "journal", "^TestVMJournalUnprivileged$", []string{"RASPI_MCP_VM_AS=journal"}, uint32(gid))
 	case "nobody":
 		_, err := Journalctl{}.Query(ctx, Query{Units: []string{vmUnit}, Priority: -1})
 		if !errors.Is(err, ErrNotReadable) || !strings.Contains(err.Error(), "journal: not readable by uid 65534: add the user to group systemd-journal") {
@@ -189,46 +187,5 @@ func TestVMJournalUnprivileged(t *testing.T) {
 			t.Fatalf("as nobody in systemd-journal: %+v, %v", res, err)
 		}
 		t.Logf("as nobody in systemd-journal: %d entries", len(res.Entries))
-	}
-}
-
-func runAs(t *testing.T, mode string, groups []uint32) {
-	t.Helper()
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "raspi-mcp-vmtest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "journal.test")
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(dst, src)
-	src.Close()
-	dst.Close()
-	cmd := exec.Command(bin, "-test.run", "^TestVMJournalUnprivileged$", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"RASPI_MCP_VM_GUEST=1", "RASPI_MCP_VM_AS=" + mode, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		t.Logf("%s| %s", mode, line)
-	}
-	if err != nil {
-		t.Fatalf("run as %s: %v", mode, err)
 	}
 }

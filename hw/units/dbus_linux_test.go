@@ -3,22 +3,18 @@
 package units
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/vmtest/nobody"
 )
 
 // Tests against a real systemd (PID 1) and system bus. They run in the
@@ -368,7 +364,7 @@ func TestVMReadsUnprivileged(t *testing.T) {
 	if os.Geteuid() == 0 {
 		installVMUnits(t)
 		run(t, "systemctl", "start", vmA)
-		runAsNobody(t, "^TestVMReadsUnprivileged$")
+		nobody.Run(t, "nobody", "^TestVMReadsUnprivileged$", nil)
 		if out := run(t, "systemctl", "is-active", vmA); strings.TrimSpace(out) != "active" {
 			t.Errorf("a is %s after the unprivileged run tried to stop it", out)
 		}
@@ -403,49 +399,6 @@ func TestVMReadsUnprivileged(t *testing.T) {
 	_, err = journal.Journalctl{}.Query(ctx, journal.Query{Units: []string{vmA}, Priority: -1})
 	if !errors.Is(err, journal.ErrNotReadable) || !strings.Contains(err.Error(), "systemd-journal") {
 		t.Errorf("journal as nobody: %v", err)
-	}
-}
-
-// runAsNobody copies the test binary somewhere nobody can execute it and
-// runs the named test in it as nobody.
-func runAsNobody(t *testing.T, pattern string, groups ...uint32) {
-	t.Helper()
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "raspi-mcp-vmtest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, filepath.Base(os.Args[0]))
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(dst, src)
-	src.Close()
-	dst.Close()
-	cmd := exec.Command(bin, "-test.run", pattern, "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"RASPI_MCP_VM_GUEST=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		t.Log("nobody| " + line)
-	}
-	if err != nil {
-		t.Fatalf("the unprivileged run failed: %v", err)
 	}
 }
 
