@@ -158,11 +158,8 @@ func level(s string) slog.Level {
 // (no gpiochip on this machine) is left out and its methods are not served.
 func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 	if sim {
-		g := gpio.NewSim(28)
-		bus := i2c.NewSimBus(i2c.NewBME280(0x76), i2c.NewTMP102(0x48))
-		ic := privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: bus}), "/nonexistent")
-		return privhelper.Hardware{GPIO: privhelper.GPIOFrom(g), PWM: privhelper.PWMFrom(pwm.NewSim()), I2C: ic},
-			func() { g.Close(); ic.Close() }
+		hw, _, closeAll := privhelper.NewSimBoard()
+		return hw, closeAll
 	}
 	ic := privhelper.I2CFrom(i2c.NewLinux("/"), "/")
 	hw := privhelper.Hardware{PWM: privhelper.PWMFrom(pwm.NewSysfs("/")), I2C: ic}

@@ -30,10 +30,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
-	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
-	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
@@ -176,16 +174,16 @@ func runtimeInfo() string {
 // selftestRig is what the steps share: the laptop-mode device, built as the
 // agent tests' rig builds it, with the helper server in this process.
 type selftestRig struct {
-	dir     string
-	tempDir bool // created here, removed by close
-	log     io.Writer
-	cfg     config.Config
-	db      *store.DB
-	power   *power.Sim
-	gpio    *gpio.Sim
-	i2c     *privhelper.I2CAdapter
-	helper  *client.Client
-	session *mcp.ClientSession
+	dir        string
+	tempDir    bool // created here, removed by close
+	log        io.Writer
+	cfg        config.Config
+	db         *store.DB
+	power      *power.Sim
+	gpio       *gpio.Sim // the sim board's lines, to see what a write did
+	closeBoard func()
+	helper     *client.Client
+	session    *mcp.ClientSession
 
 	stopHelper, stopAgent func() error // nil when not running
 
@@ -262,9 +260,8 @@ func (r *selftestRig) openStore(context.Context) (string, error) {
 // power.log, never performed.
 func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 	r.power = power.NewSim(filepath.Join(r.dir, "power.log"))
-	r.gpio = gpio.NewSim(28)
-	bus := i2c.NewSimBus(i2c.NewBME280(0x76), i2c.NewTMP102(0x48))
-	r.i2c = privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: bus}), "/nonexistent")
+	var hw privhelper.Hardware
+	hw, r.gpio, r.closeBoard = privhelper.NewSimBoard()
 	// The helper opens the simulated systemd on its own, as the binary does.
 	helperUnits, err := units.NewSim(filepath.Join(r.dir, "units.json"))
 	if err != nil {
@@ -275,7 +272,7 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 		Policy: privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Enabled && r.cfg.System.Reboot,
 			Poweroff: r.cfg.System.Enabled && r.cfg.System.Shutdown},
 		Power: r.power, Backend: "sim", Version: version, Logger: log,
-		Hardware:       privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(pwm.NewSim()), I2C: r.i2c},
+		Hardware:       hw,
 		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
 		Ops:            privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.ProcessesFrom("/")},
 		OpsPolicy:      privhelper.OpsPolicy{Service: r.cfg.Service, Process: r.cfg.Process, ProtectedNames: r.cfg.Process.ProtectedUsers},
@@ -647,11 +644,8 @@ func (r *selftestRig) close() error {
 	if r.helper != nil {
 		r.helper.Close()
 	}
-	if r.i2c != nil {
-		r.i2c.Close()
-	}
-	if r.gpio != nil {
-		r.gpio.Close()
+	if r.closeBoard != nil {
+		r.closeBoard()
 	}
 	if r.power != nil {
 		err = errors.Join(err, r.power.Close())
