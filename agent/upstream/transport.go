@@ -120,7 +120,11 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, fmt.Errorf("refusing request to %s://%s: not the configured upstream", req.URL.Scheme, req.URL.Host)
+		// Recorded, so the connect error names it whichever way the SDK
+		// reports the failed request (its own error, or "connection closed").
+		err := fmt.Errorf("refusing request to %s://%s: not the configured upstream", req.URL.Scheme, req.URL.Host)
+		t.rec.notePolicy(err)
+		return nil, err
 	}
 	ctx := req.Context()
 	if wt, ok := ctx.Value(wireTraceKey{}).(*wireTrace); ok {
