@@ -96,6 +96,13 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 	raw, _ := json.Marshal(args)
 	if _, verr := t.validate(raw); verr != nil {
 		verr.Message = "arguments for " + t.name + ": " + verr.Message
+		if param, _ := verr.Details["parameter"].(string); param != "" {
+			if s, ok := t.correction(param, args); ok {
+				delete(s.Arguments, "dry_run") // change_prepare is the dry run
+				verr.next(SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": s.Arguments}, Why: s.Why})
+			}
+			verr.with("parameter", "arguments."+param)
+		}
 		return PrepareOut{}, verr
 	}
 	if derr := Decide(a.cfg, c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {

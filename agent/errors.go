@@ -2,9 +2,19 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
@@ -21,8 +31,16 @@ const (
 	CodeInternal           = proto.CodeInternal
 )
 
-// ToolError is an error a model can act on: it is returned as
-// {"error": ToolError} in structuredContent with isError set.
+// ToolError is an error a model can act on. A failed call is a result with
+// isError set whose text block is a summary line ("error CODE: message")
+// followed by {"error": ToolError} as JSON, and whose _meta.error holds the
+// same object for programs. It is never in structuredContent: clients built
+// on the TypeScript SDK validate structuredContent against the tool's
+// outputSchema even when isError is set, so an error object there would turn
+// a clear refusal into a schema-validation failure on the client.
+//
+// Every error leaves here with a FixHint and, wherever a next call exists,
+// a SuggestedCall (see actionable): a model should never have to guess.
 type ToolError struct {
 	Code      string          `json:"code"`
 	Message   string          `json:"message"`
@@ -85,4 +103,345 @@ func toToolError(err error) (te *ToolError, internal bool) {
 		return errf(CodeUnavailable, "the call was cancelled").retry(), false
 	}
 	return errf(CodeInternal, "internal error; the agent log has the details"), true
+}
+
+// actionable completes e, an error of a call to t with arguments raw, so a
+// model can act on it: a fix hint for every error (the handler's own when it
+// wrote one, else one per code), and a suggested next call wherever one
+// exists (the corrected call for a bad argument, the list tool for an
+// unknown name, a dry run for a missing confirm). Doing it here, once, is
+// what makes it true for every tool, the ones added later included.
+func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) {
+	var args map[string]any
+	_ = json.Unmarshal(rawOrEmpty(raw), &args)
+	if args == nil {
+		args = map[string]any{}
+	}
+	param, _ := e.Details["parameter"].(string)
+	if len(e.Next) == 0 {
+		switch e.Code {
+		case CodeInvalidArgument:
+			if s, ok := t.correction(param, args); ok {
+				e.next(s)
+			} else if s, ok := a.lookupFor(t, param, args); ok {
+				e.next(s)
+			}
+		case CodeNotFound:
+			if s, ok := a.lookupFor(t, param, args); ok {
+				e.next(s)
+			} else if s, ok := a.lookupFor(t, "", args); ok {
+				e.next(s)
+			}
+		case CodePermissionDenied:
+			// Someone with no role at all can call nothing, capabilities included.
+			if t.id != "system.get_capabilities" && c.Principal.Role != RoleNone {
+				e.next(SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "see your role, the namespaces that are on and the tools you may use now"})
+			}
+		case CodeFailedPrecondition:
+			if _, missing := e.Details["missing"]; missing && t.mutating {
+				dry := maps.Clone(args)
+				dry["dry_run"] = true
+				delete(dry, "confirm")
+				e.next(SuggestedCall{Tool: t.name, Arguments: dry, Why: "see what it would do; then call again with confirm: true and a reason"})
+			}
+		case CodeUnavailable:
+			if t.id != "manage.get_server_status" {
+				e.next(SuggestedCall{Tool: a.wire("manage.get_server_status"), Why: "see whether the root helper and the agent's other parts are up"})
+			}
+		}
+	}
+	// A suggestion the caller would be refused is no suggestion.
+	e.Next = slices.DeleteFunc(e.Next, func(s SuggestedCall) bool {
+		nt, ok := a.tools.lookup(s.Tool)
+		return !ok || Decide(a.cfg, c.Principal, nt.rule, Guard{DryRun: true}, false) != nil
+	})
+	if e.FixHint == "" {
+		e.FixHint = defaultHint(t, e, param, c.CorrelationID)
+	}
+}
+
+// defaultHint is the fix hint of an error whose handler wrote none.
+func defaultHint(t *tool, e *ToolError, param, correlation string) string {
+	switch e.Code {
+	case CodeInvalidArgument:
+		if param != "" {
+			return "correct " + param + " and call " + t.name + " again; its inputSchema lists every parameter with its type and bounds"
+		}
+		return "call " + t.name + " again with arguments that match its inputSchema"
+	case CodeNotFound:
+		return "nothing of that name or id exists now; list what does (see suggested_next_tool_calls) and use an exact name"
+	case CodePermissionDenied:
+		return "this device's configuration refuses it; retrying will not help: only the device owner can change " + config.DefaultPath
+	case CodeFailedPrecondition:
+		return "the device is not in the state this call needs; read its current state, change that first, then call again"
+	case CodeResourceExhausted:
+		return "a limit of this device was reached; wait, or free what holds it, then call again"
+	case CodeUnavailable:
+		return "a temporary failure: retry in a few seconds; on the device, `raspi-mcp status` shows what is down"
+	case CodeUnauthenticated:
+		return "the client's credentials were refused; fix them in the client's configuration"
+	}
+	return "retry once; if it fails again, the device owner finds the cause in the agent log under correlation id " + correlation
+}
+
+// lookupFor is the read tool that lists the valid values of t's parameter
+// param ("" for the objects t works on), with what it needs from args.
+func (a *Agent) lookupFor(t *tool, param string, args map[string]any) (SuggestedCall, bool) {
+	domain, _, _ := strings.Cut(t.id, ".")
+	id, why := "", ""
+	var with map[string]any
+	switch {
+	case param == "pin" || domain == "gpio":
+		id, why = "gpio.list_pins", "see the allowed pins, their modes and what they drive"
+	case param == "service_name" || param == "unit" || param == "units" || domain == "service":
+		id, why = "service.list_services", "find the unit's exact name"
+		if n, ok := args["service_name"].(string); ok && n != "" {
+			with = map[string]any{"pattern": "*" + strings.TrimSuffix(n, ".service") + "*"}
+		}
+	case param == "pid" || domain == "process":
+		id, why = "process.list_processes", "find the process by name or user"
+	case param == "job_id" && domain == "metrics":
+		id, why = "metrics.list_sampling_jobs", "see the sampling jobs and their ids"
+	case param == "job_id" || domain == "manage":
+		id, why = "manage.list_jobs", "see the queued jobs and their ids"
+	case param == "metrics":
+		id, why = "metrics.get_realtime_metrics", "see the metric names this device records"
+	case domain == "sensors":
+		id, why = "sensors.list", "see the configured sensors and their names"
+	case param == "address" && domain == "i2c":
+		if b, ok := args["bus"]; ok {
+			id, why, with = "i2c.scan_bus", "see which addresses answer on this bus", map[string]any{"bus": b}
+		} else {
+			id, why = "i2c.list_buses", "see the buses and what may be read or written"
+		}
+	case domain == "i2c":
+		id, why = "i2c.list_buses", "see the buses and what may be read or written"
+	case param == "tool" || param == "token" || domain == "change":
+		id, why = "system.get_capabilities", "list the tools, their risks and what you may call"
+	case domain == "metrics":
+		id, why = "metrics.list_sampling_jobs", "see the sampling jobs and their ids"
+	}
+	lt, ok := a.tools.get(id)
+	if !ok || lt == t {
+		return SuggestedCall{}, false
+	}
+	return SuggestedCall{Tool: lt.name, Arguments: with, Why: why}, true
+}
+
+// correction is the call t would accept instead, for a schema error on one
+// top-level parameter: an unknown one removed, a value of the wrong type
+// converted ("5" for 5), one out of range clamped, a bad enum value replaced
+// by the nearest allowed one, a missing one given its default. A changed
+// call of a tool that changes something is suggested as a dry run: the
+// model sees the plan before it commits to a value it did not choose.
+func (t *tool) correction(param string, args map[string]any) (SuggestedCall, bool) {
+	if param == "" || strings.Contains(param, ".") {
+		return SuggestedCall{}, false
+	}
+	fixed := maps.Clone(args)
+	why := ""
+	ps, known := t.in.Properties[param]
+	switch v, given := args[param]; {
+	case !known:
+		delete(fixed, param)
+		why = "the same call without " + param
+	case !given:
+		d, ok := defaultValue(ps)
+		if !ok {
+			return SuggestedCall{}, false
+		}
+		fixed[param] = d
+		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(d), describe(ps))
+	case t.props[param].Validate(v) == nil:
+		return SuggestedCall{}, false // the schema takes it: the handler refused it for another reason
+	default:
+		nv, ok := nearest(ps, v)
+		if !ok || t.props[param].Validate(nv) != nil {
+			if !slices.Contains(t.in.Required, param) {
+				delete(fixed, param)
+				return SuggestedCall{Tool: t.name, Arguments: fixed, Why: "the same call without " + param + ", which then takes its default"}, true
+			}
+			return SuggestedCall{}, false
+		}
+		fixed[param] = nv
+		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(nv), describe(ps))
+	}
+	if _, guarded := t.in.Properties["dry_run"]; guarded && !t.lan {
+		fixed["dry_run"] = true
+		why += ", as a dry run first"
+	}
+	return SuggestedCall{Tool: t.name, Arguments: fixed, Why: why}, true
+}
+
+// defaultValue is what a missing required parameter could be: its default,
+// else its first allowed value.
+func defaultValue(s *jsonschema.Schema) (any, bool) {
+	if len(s.Default) > 0 {
+		var v any
+		if json.Unmarshal(s.Default, &v) == nil {
+			return v, true
+		}
+	}
+	if len(s.Enum) > 0 {
+		return s.Enum[0], true
+	}
+	return nil, false
+}
+
+// nearest converts v to s's type where the intent is plain ("5" → 5,
+// "true" → true, 7 → [7]) and then moves it into s's bounds: clamped to
+// the minimum or maximum, cut to the maximum length, or the allowed value
+// closest to it.
+func nearest(s *jsonschema.Schema, v any) (any, bool) {
+	switch schemaType(s) {
+	case "integer", "number":
+		var f float64
+		switch x := v.(type) {
+		case float64:
+			f = x
+		case string:
+			p, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+			if err != nil {
+				return nil, false
+			}
+			f = p
+		default:
+			return nil, false
+		}
+		if schemaType(s) == "integer" {
+			f = math.Round(f)
+		}
+		if s.Minimum != nil && f < *s.Minimum {
+			f = *s.Minimum
+		}
+		if s.Maximum != nil && f > *s.Maximum {
+			f = *s.Maximum
+		}
+		v = f
+	case "boolean":
+		switch x := v.(type) {
+		case string:
+			b, err := strconv.ParseBool(strings.ToLower(strings.TrimSpace(x)))
+			if err != nil {
+				return nil, false
+			}
+			v = b
+		case float64:
+			if x != 0 && x != 1 {
+				return nil, false
+			}
+			v = x == 1
+		}
+	case "string":
+		switch x := v.(type) {
+		case float64:
+			v = strconv.FormatFloat(x, 'f', -1, 64)
+		case bool:
+			v = strconv.FormatBool(x)
+		case string:
+			if s.MaxLength != nil && utf8.RuneCountInString(x) > *s.MaxLength {
+				v = string([]rune(x)[:*s.MaxLength])
+			}
+		default:
+			return nil, false
+		}
+	case "array":
+		if _, ok := v.([]any); !ok {
+			if _, obj := v.(map[string]any); obj || v == nil {
+				return nil, false
+			}
+			v = []any{v}
+		}
+	}
+	if len(s.Enum) > 0 {
+		v = closestEnum(s.Enum, v)
+	}
+	return v, true
+}
+
+// closestEnum is the allowed value nearest to v: the same number or the
+// nearest one, the same word in another case or without a SIG prefix, else
+// the fewest edits away.
+func closestEnum(allowed []any, v any) any {
+	best, bestD := allowed[0], math.Inf(1)
+	for _, a := range allowed {
+		var d float64
+		switch x := a.(type) {
+		case float64:
+			f, ok := v.(float64)
+			if !ok {
+				if str, isStr := v.(string); isStr {
+					f, _ = strconv.ParseFloat(str, 64)
+				}
+			}
+			d = math.Abs(x - f)
+		case int:
+			f, _ := v.(float64)
+			d = math.Abs(float64(x) - f)
+		case string:
+			str := strings.ToLower(strings.TrimPrefix(strings.ToUpper(fmt.Sprint(v)), "SIG"))
+			d = float64(editDistance(strings.ToLower(x), str))
+		default:
+			d = math.Inf(1)
+		}
+		if d < bestD {
+			best, bestD = a, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur := make([]int, len(rb)+1)
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(rb)]
+}
+
+// describe says in words what s accepts: "an integer from 1 to 53", "one of high, low".
+func describe(s *jsonschema.Schema) string {
+	if len(s.Enum) > 0 {
+		vals := make([]string, len(s.Enum))
+		for i, v := range s.Enum {
+			vals[i] = fmt.Sprint(v)
+		}
+		return "one of " + strings.Join(vals, ", ")
+	}
+	d := article(schemaType(s))
+	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
+	switch {
+	case s.Minimum != nil && s.Maximum != nil:
+		d += " from " + num(s.Minimum) + " to " + num(s.Maximum)
+	case s.Minimum != nil:
+		d += " of at least " + num(s.Minimum)
+	case s.Maximum != nil:
+		d += " of at most " + num(s.Maximum)
+	}
+	if s.MaxLength != nil {
+		d += fmt.Sprintf(" of at most %d characters", *s.MaxLength)
+	}
+	if s.Format != "" {
+		d += " (" + s.Format + ")"
+	}
+	return d
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -240,8 +243,7 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 		out := WriteOut{GpioPinInfo: a.pinInfo(st.Pins[0]), DryRun: true}
 		out.Previous, out.Value = out.Value, in.Value
 		if st.Pins[0].Mode != "output" {
-			return WriteOut{}, errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", in.Pin, st.Pins[0].Mode).with("pin", in.Pin).
-				next(SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": in.Pin, "mode": "output"}, Why: "make it an output first"})
+			return WriteOut{}, a.notOutput(in.Pin, st.Pins[0].Mode)
 		}
 		return out, nil
 	}
@@ -252,6 +254,9 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 		return WriteOut{}, err
 	}
 	p, err := client.Call(ctx, a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: in.Pin, Value: v})
+	if pe := (*proto.Error)(nil); errors.As(err, &pe) && pe.Code == CodeFailedPrecondition && strings.Contains(pe.Message, gpio.ErrNotOutput.Error()) {
+		return WriteOut{}, a.notOutput(in.Pin, "not configured as an output")
+	}
 	if err != nil {
 		return WriteOut{}, err
 	}
@@ -279,6 +284,14 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 		}
 	}
 	return out, nil
+}
+
+// notOutput is a write to a pin that is not an output, with the call that makes it one.
+func (a *Agent) notOutput(pin int, mode string) *ToolError {
+	return errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", pin, mode).with("pin", pin).with("mode", mode).
+		hint("configure the pin as an output with gpio_configure_pin, then write again").
+		next(SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": pin, "mode": "output"},
+			Why: "make it an output first"})
 }
 
 func (a *Agent) setPWM(ctx context.Context, c *Call, in PWMIn) (PWMOut, error) {

@@ -166,6 +166,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	}
 	if o.err != nil {
 		t.failures.Add(1)
+		a.actionable(t, c, raw, o.err)
 	}
 	o.dur = time.Since(start)
 	// A call to a LAN upstream leaves the Pi: it is recorded even as a read.
@@ -178,7 +179,8 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		if err != nil {
 			// The action may have happened; say so rather than pretend.
 			a.log.Error("audit append failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
-			o.out, o.err = nil, errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown, check `raspi-mcp status`")
+			o.out, o.err = nil, errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown").
+				hint("read the state this call would change before retrying; on the device, `raspi-mcp status` shows the database's problem")
 		} else {
 			o.auditRef = ref
 		}
@@ -227,7 +229,8 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	}
 	if err != nil {
 		a.log.Error("tool output breaks its schema", "tool", t.id, "err", err)
-		return a.result(t, c, outcome{err: errf(CodeInternal, "the tool produced an invalid result"), dur: o.dur, auditRef: o.auditRef})
+		return a.result(t, c, outcome{err: errf(CodeInternal, "the tool produced an invalid result").
+			hint("a bug in raspi-mcp, not in your call: the device owner finds it in the agent log under correlation id " + c.CorrelationID), dur: o.dur, auditRef: o.auditRef})
 	}
 	summary := o.summary
 	if c.DryRun {

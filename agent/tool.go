@@ -304,8 +304,14 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	}
 	for _, k := range t.in.Required {
 		if _, ok := args[k]; !ok {
-			return nil, errf(CodeInvalidArgument, "missing required parameter %q", k).
-				with("parameter", k).with("expected_type", schemaType(t.in.Properties[k]))
+			ps := t.in.Properties[k]
+			e := errf(CodeInvalidArgument, "missing required parameter %q", k).
+				with("parameter", k).with("expected_type", schemaType(ps)).
+				hint("add " + k + " (" + describe(ps) + ") and call " + t.name + " again")
+			if len(ps.Enum) > 0 {
+				e.with("allowed_values", ps.Enum)
+			}
+			return nil, e
 		}
 	}
 	for _, k := range keys {
@@ -313,7 +319,11 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 			ps := t.in.Properties[k]
 			e := errf(CodeInvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
 				with("parameter", k).with("expected_type", schemaType(ps)).with("actual_type", goJSONType(args[k])).
-				with("provided_value", args[k])
+				with("provided_value", args[k]).
+				hint("set " + k + " to " + describe(ps) + ", or leave it out if it is optional")
+			if slices.Contains(t.in.Required, k) {
+				e.hint("set " + k + " to " + describe(ps))
+			}
 			if ps.Minimum != nil {
 				e.with("minimum", *ps.Minimum)
 			}

@@ -42,7 +42,7 @@ func gpioErr(pin int, err error) error {
 	case errors.Is(err, gpio.ErrNoSuchPin):
 		return proto.Errorf(proto.CodeNotFound, "%v", err).With("pin", pin)
 	case errors.Is(err, gpio.ErrNotOutput):
-		return proto.Errorf(proto.CodeFailedPrecondition, "%v: configure it as an output first", err).With("pin", pin)
+		return proto.Errorf(proto.CodeFailedPrecondition, "%v", err).With("pin", pin)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return proto.Errorf(proto.CodeUnavailable, "%v", err).With("pin", pin)
 	}

@@ -1,0 +1,356 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+)
+
+// validArgs is one accepted call of every local tool (only its required
+// parameters, plus what a call needs to get past the schema). The error
+// walk starts from these and breaks one thing at a time; a tool added
+// without an entry here fails the walk, so the walk stays complete.
+var validArgs = map[string]map[string]any{
+	"camera_capture":              {"width": 640, "height": 480},
+	"change_commit":               {"token": "tok-does-not-exist"},
+	"change_prepare":              {"tool": "system_shutdown"},
+	"gpio_configure_pin":          {"pin": 17, "mode": "output"},
+	"gpio_read_pin":               {"pin": 17},
+	"gpio_set_pwm":                {"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50},
+	"gpio_write_pin":              {"pin": 17, "value": "high"},
+	"i2c_read":                    {"bus": 1, "address": 0x76, "length": 1},
+	"i2c_scan_bus":                {"bus": 1},
+	"i2c_write":                   {"bus": 1, "address": 0x48, "data": []any{1}},
+	"manage_cancel_job":           {"job_id": "job-nope"},
+	"metrics_query_history":       {"metrics": []any{"cpu_percent"}},
+	"metrics_start_sampling_job":  {"interval_seconds": 10},
+	"metrics_stop_sampling_job":   {"job_id": "job-nope"},
+	"process_get_process_details": {"pid": 2},
+	"process_send_signal":         {"pid": 4194000, "signal": "TERM"},
+	"sensors_read":                {"name": "case"},
+	"service_control_service":     {"service_name": "nginx.service", "action": "restart"},
+	"service_get_status":          {"service_name": "nginx.service"},
+	"service_set_enabled":         {"service_name": "nginx.service", "enabled": true},
+	"service_validate_unit_file":  {"service_name": "nginx.service"},
+}
+
+// errCase is one error path: a call that must fail, and whether a next
+// call exists for it.
+type errCase struct {
+	kind     string
+	tool     string
+	p        Principal
+	args     map[string]any
+	wantNext bool
+}
+
+func argsOf(t *tool) map[string]any {
+	if a, ok := validArgs[t.name]; ok {
+		return maps.Clone(a)
+	}
+	return map[string]any{}
+}
+
+func with(args map[string]any, k string, v any) map[string]any {
+	a := maps.Clone(args)
+	a[k] = v
+	return a
+}
+
+// wrongType is a value of another type than s wants, one whose intent is
+// plain ("7" for 7), so a corrected call exists.
+func wrongType(typ string, itemType string) (any, bool) {
+	switch typ {
+	case "integer", "number":
+		return "7", true
+	case "string":
+		return 7, true
+	case "boolean":
+		return "true", true
+	case "array":
+		if itemType == "integer" || itemType == "number" {
+			return 7, true
+		}
+		return "x", true
+	case "object":
+		return "x", false
+	}
+	return nil, false
+}
+
+// schemaCases are the schema errors every tool can produce, derived from
+// its own inputSchema: unknown parameter, and per parameter a wrong type,
+// a value below the minimum and above the maximum, one too long, one
+// outside the enum, and each required one left out.
+func schemaCases(t *testing.T, tools []*tool) []errCase {
+	var cases []errCase
+	for _, tl := range tools {
+		base := argsOf(tl)
+		cases = append(cases, errCase{kind: "unknown parameter", tool: tl.name, p: admin, args: with(base, "no_such_parameter", 1), wantNext: true})
+		names := slices.Sorted(maps.Keys(tl.in.Properties))
+		for _, k := range names {
+			ps := tl.in.Properties[k]
+			required := slices.Contains(tl.in.Required, k)
+			item := ""
+			if ps.Items != nil {
+				item = schemaType(ps.Items)
+			}
+			if v, plain := wrongType(schemaType(ps), item); v != nil {
+				cases = append(cases, errCase{kind: "bad type", tool: tl.name, p: admin, args: with(base, k, v), wantNext: plain || !required})
+			}
+			if ps.Minimum != nil {
+				cases = append(cases, errCase{kind: "below minimum", tool: tl.name, p: admin, args: with(base, k, *ps.Minimum-1), wantNext: true})
+			}
+			if ps.Maximum != nil {
+				cases = append(cases, errCase{kind: "above maximum", tool: tl.name, p: admin, args: with(base, k, *ps.Maximum+1), wantNext: true})
+			}
+			if ps.MaxLength != nil {
+				cases = append(cases, errCase{kind: "too long", tool: tl.name, p: admin, args: with(base, k, strings.Repeat("x", *ps.MaxLength+1)), wantNext: true})
+			}
+			if len(ps.Enum) > 0 {
+				var bad any = "no-such-value"
+				if schemaType(ps) == "integer" || schemaType(ps) == "number" {
+					bad = 12345
+				}
+				cases = append(cases, errCase{kind: "bad enum", tool: tl.name, p: admin, args: with(base, k, bad), wantNext: true})
+			}
+			if required {
+				a := maps.Clone(base)
+				delete(a, k)
+				_, hasDefault := defaultValue(ps)
+				cases = append(cases, errCase{kind: "missing required", tool: tl.name, p: admin, args: a, wantNext: hasDefault})
+			}
+		}
+	}
+	return cases
+}
+
+// policyCases are the refusals of the policy, for every tool they apply to.
+func policyCases(tools []*tool) []errCase {
+	var cases []errCase
+	for _, tl := range tools {
+		base := argsOf(tl)
+		cases = append(cases, errCase{kind: "no role", tool: tl.name, p: Principal{Name: "nobody", UID: 65534, Role: RoleNone}, args: base})
+		if tl.rule.MinRole > RoleRead {
+			cases = append(cases, errCase{kind: "role too low", tool: tl.name, p: Principal{Name: "bob", UID: 1001, Role: RoleRead}, args: base, wantNext: true})
+		}
+		switch tl.rule.Risk {
+		case RiskHigh:
+			cases = append(cases, errCase{kind: "missing confirm", tool: tl.name, p: admin, args: with(base, "reason", "test"), wantNext: true})
+			cases = append(cases, errCase{kind: "missing reason", tool: tl.name, p: admin, args: with(base, "confirm", true), wantNext: true})
+		case RiskCritical:
+			cases = append(cases, errCase{kind: "missing change token", tool: tl.name, p: admin, args: with(with(base, "confirm", true), "reason", "test"), wantNext: true})
+		}
+	}
+	return cases
+}
+
+// specificCases are the errors handlers find past the schema and the
+// policy: names that do not exist, allowlists, device state.
+func specificCases() []errCase {
+	guard := func(a map[string]any) map[string]any { return with(with(a, "confirm", true), "reason", "error walk") }
+	return []errCase{
+		{kind: "not found", tool: "service_get_status", p: admin, args: map[string]any{"service_name": "no-such.service"}, wantNext: true},
+		{kind: "not found", tool: "service_validate_unit_file", p: admin, args: map[string]any{"service_name": "no-such.service"}, wantNext: true},
+		{kind: "not found", tool: "process_get_process_details", p: admin, args: map[string]any{"pid": 4194000}, wantNext: true},
+		{kind: "not found", tool: "process_send_signal", p: admin, args: guard(map[string]any{"pid": 4194000, "signal": "TERM"}), wantNext: true},
+		{kind: "not found", tool: "manage_cancel_job", p: admin, args: map[string]any{"job_id": "job-nope"}, wantNext: true},
+		{kind: "not found", tool: "metrics_stop_sampling_job", p: admin, args: map[string]any{"job_id": "job-nope"}, wantNext: true},
+		{kind: "not found", tool: "metrics_get_samples", p: admin, args: map[string]any{"job_id": "job-nope"}, wantNext: true},
+		{kind: "not found", tool: "metrics_get_summary", p: admin, args: map[string]any{"job_id": "job-nope"}, wantNext: true},
+		{kind: "not found", tool: "sensors_read", p: admin, args: map[string]any{"name": "no-such-sensor"}, wantNext: true},
+		{kind: "not found", tool: "change_commit", p: admin, args: map[string]any{"token": "tok-does-not-exist"}, wantNext: true},
+		{kind: "not found", tool: "change_prepare", p: admin, args: map[string]any{"tool": "no_such_tool"}, wantNext: true},
+		{kind: "unknown metric", tool: "metrics_query_history", p: admin, args: map[string]any{"metrics": []any{"no_such_metric"}}, wantNext: true},
+		{kind: "bad argument of the prepared call", tool: "change_prepare", p: admin, args: map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"delay_seconds": 9999}}, wantNext: true},
+		{kind: "read-only tool prepared", tool: "change_prepare", p: admin, args: map[string]any{"tool": "system_get_health_snapshot"}, wantNext: true},
+		{kind: "denied by allowlist", tool: "gpio_write_pin", p: admin, args: map[string]any{"pin": 5, "value": "high"}, wantNext: true},
+		{kind: "denied by allowlist", tool: "gpio_read_pin", p: admin, args: map[string]any{"pin": 5}, wantNext: true},
+		{kind: "denied by allowlist", tool: "gpio_set_pwm", p: admin, args: map[string]any{"pin": 17, "frequency_hz": 1000, "duty_cycle_percent": 50}, wantNext: true},
+		{kind: "denied by allowlist", tool: "i2c_write", p: admin, args: guard(map[string]any{"bus": 1, "address": 0x50, "data": []any{1}}), wantNext: true},
+		{kind: "denied by allowlist", tool: "service_control_service", p: admin, args: guard(map[string]any{"service_name": "ssh.service", "action": "restart"}), wantNext: true},
+		{kind: "denied by allowlist", tool: "process_send_signal", p: admin, args: guard(map[string]any{"pid": os.Getpid(), "signal": "TERM"}), wantNext: true},
+		{kind: "denied by allowlist", tool: "logs_query_journal", p: admin, args: map[string]any{"unit": "ssh.service"}, wantNext: true},
+		{kind: "not an output", tool: "gpio_write_pin", p: admin, args: map[string]any{"pin": 4, "value": "high"}, wantNext: true},
+		{kind: "not an output (dry run)", tool: "gpio_write_pin", p: admin, args: map[string]any{"pin": 4, "value": "high", "dry_run": true}, wantNext: true},
+		{kind: "bad time", tool: "logs_query_journal", p: admin, args: map[string]any{"since": "yesterday-ish"}, wantNext: false},
+		{kind: "bad window", tool: "metrics_get_summary", p: admin, args: map[string]any{"window": "forever"}, wantNext: false},
+	}
+}
+
+// checkActionable asserts the two fields a model acts on, and that every
+// suggested call names a tool that exists and, when it is a corrected call
+// of the same tool, passes that tool's schema.
+func checkActionable(t *testing.T, r *rig, c errCase) (code string) {
+	t.Helper()
+	res, sc := r.as(c.p, c.tool, c.args)
+	if !res.IsError {
+		t.Errorf("%s %s %v: succeeded, want an error", c.tool, c.kind, c.args)
+		return ""
+	}
+	var e ToolError
+	b, _ := json.Marshal(sc["error"])
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(e.FixHint) == "" {
+		t.Errorf("%s %s %v: %s %q has no fix_hint", c.tool, c.kind, c.args, e.Code, e.Message)
+	}
+	if c.wantNext && len(e.Next) == 0 {
+		t.Errorf("%s %s %v: %s %q has no suggested_next_tool_calls", c.tool, c.kind, c.args, e.Code, e.Message)
+	}
+	for _, n := range e.Next {
+		nt, ok := r.a.tools.lookup(n.Tool)
+		if !ok {
+			t.Errorf("%s %s: suggests %s, which does not exist", c.tool, c.kind, n.Tool)
+			continue
+		}
+		if derr := Decide(r.cfg, c.p, nt.rule, Guard{DryRun: true}, false); derr != nil {
+			t.Errorf("%s %s: suggests %s, which the caller would be refused: %s", c.tool, c.kind, n.Tool, derr.Message)
+		}
+		raw, _ := json.Marshal(n.Arguments)
+		if _, verr := nt.check(raw); verr != nil && nt.name == c.tool {
+			t.Errorf("%s %s %v: the suggested %v is refused too: %s", c.tool, c.kind, c.args, n.Arguments, verr.Message)
+		}
+	}
+	return e.Code
+}
+
+// Every error path a model can reach carries a fix_hint, and a suggested
+// next call wherever one exists: the schema errors of every parameter of
+// every tool, every policy refusal of every tool, the handlers' own
+// errors, and every tool with the root helper gone.
+func TestEveryErrorIsActionable(t *testing.T) {
+	r := newRig(t, func(c *config.Config) {
+		c.Logs.JournalUnits = []string{"nginx.service"}
+		c.Process.AllowedSignals = []string{"TERM", "HUP"}
+	})
+	tools := r.a.tools.all()
+	for _, tl := range tools {
+		if len(tl.in.Required) > 0 {
+			if _, ok := validArgs[tl.name]; !ok {
+				t.Errorf("validArgs has no entry for %s, which has required parameters %v", tl.name, tl.in.Required)
+			}
+		}
+	}
+	kinds := map[string]int{}
+	count := func(c errCase, code string) {
+		if code != "" {
+			kinds[c.kind]++
+		}
+	}
+	for _, c := range schemaCases(t, tools) {
+		if code := checkActionable(t, r, c); code != CodeInvalidArgument && code != "" {
+			t.Errorf("%s %s: code %s, want invalid_argument", c.tool, c.kind, code)
+		} else {
+			count(c, code)
+		}
+	}
+	for _, c := range append(policyCases(tools), specificCases()...) {
+		count(c, checkActionable(t, r, c))
+	}
+
+	// Namespaces off and writes off: every tool under a switch.
+	off := newRig(t, func(c *config.Config) {
+		c.System.Reboot, c.System.Shutdown, c.Metrics.Jobs, c.Service.Control = false, false, false, false
+		c.Process.Signals, c.GPIO.Writes, c.I2C.Writes = false, false, false
+	})
+	for _, tl := range off.a.tools.all() {
+		if tl.rule.Gate != nil {
+			c := errCase{kind: "writes off", tool: tl.name, p: admin, args: with(with(argsOf(tl), "confirm", true), "reason", "walk"), wantNext: true}
+			count(c, checkActionable(t, off, c))
+		}
+	}
+	domains := map[string]bool{}
+	for _, tl := range tools {
+		if on, key := domainEnabled(r.cfg, tl.rule.Domain); on && key != "" {
+			domains[tl.rule.Domain] = true
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(domains)) {
+		dr := newRig(t, func(c *config.Config) { disableDomain(c, d) })
+		for _, tl := range dr.a.tools.all() {
+			if tl.rule.Domain == d {
+				// With system off, system_get_capabilities is off too: nothing to suggest.
+				c := errCase{kind: "namespace off", tool: tl.name, p: admin, args: argsOf(tl), wantNext: d != "system"}
+				count(c, checkActionable(t, dr, c))
+			}
+		}
+	}
+
+	// The root helper gone: every tool that needs it answers unavailable,
+	// with the retry and the status call. Mutating tools run as dry runs.
+	r.killHelper()
+	unavailable := 0
+	for _, tl := range tools {
+		args := argsOf(tl)
+		if tl.mutating {
+			args["dry_run"] = true
+		}
+		res, sc := r.as(admin, tl.name, args)
+		if errCode(res, sc) != CodeUnavailable {
+			continue
+		}
+		unavailable++
+		count(errCase{kind: "helper unavailable"}, checkActionable(t, r, errCase{kind: "helper unavailable", tool: tl.name, p: admin, args: args, wantNext: true}))
+	}
+	if unavailable < 5 {
+		t.Errorf("only %d tools answered unavailable with the helper gone", unavailable)
+	}
+	total := 0
+	var lines []string
+	for k, n := range kinds {
+		total += n
+		lines = append(lines, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(lines)
+	t.Logf("%d error paths over %d tools: %s", total, len(tools), strings.Join(lines, ", "))
+}
+
+func disableDomain(c *config.Config, d string) {
+	switch d {
+	case "system":
+		c.System.Enabled = false
+	case "metrics":
+		c.Metrics.Enabled = false
+	case "logs":
+		c.Logs.Enabled = false
+	case "manage":
+		c.Manage.Enabled = false
+	case "gpio":
+		c.GPIO.Enabled = false
+	case "camera":
+		c.Camera.Enabled = false
+	case "network":
+		c.Network.Enabled = false
+	case "service":
+		c.Service.Enabled = false
+	case "process":
+		c.Process.Enabled = false
+	case "i2c", "sensors":
+		c.I2C.Enabled = false
+	}
+}
+
+// SIGTERM and TERM name the same signal; the result and the audit say TERM.
+func TestSignalTakesSIGPrefix(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Process.AllowedSignals = []string{"TERM"} })
+	for _, name := range []string{"TERM", "SIGTERM"} {
+		res, sc := r.as(admin, "process_send_signal", map[string]any{"pid": os.Getpid(), "signal": name, "dry_run": true})
+		// raspi-mcp itself is never signalled: the refusal shows the name was understood.
+		if errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc["error"]), "raspi-mcp itself") {
+			t.Errorf("%s: %v, want the refusal for raspi-mcp itself", name, sc)
+		}
+	}
+	res, sc := r.as(admin, "process_send_signal", map[string]any{"pid": os.Getpid(), "signal": "SIGHUP", "dry_run": true})
+	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc["error"]), "SIGHUP is not allowed") {
+		t.Errorf("SIGHUP: %v, want not allowed", sc)
+	}
+}
