@@ -237,7 +237,7 @@ func (a *Agent) registerProcess() {
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
 		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.Process.Signals, "[process] signals" }},
 		Destructive: true,
-		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum("HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "KILL", "STOP", "CONT", "WINCH", "ALRM"))},
+		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum(signalNames()...))},
 		Run:         a.sendSignal,
 		Summary: func(in SignalIn, o SignalOut) string {
 			if o.DryRun {
@@ -477,7 +477,23 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 	return id, user, nil
 }
 
+// signalNames is the enum of process.send_signal's signal: each name as the
+// config and the helper write it (TERM) and with SIG (SIGTERM), as kill(1)
+// takes both and a model writes either; sendSignal drops the SIG.
+func signalNames() []any {
+	signals := []string{"HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "KILL", "STOP", "CONT", "WINCH", "ALRM"}
+	names := make([]any, 0, 2*len(signals))
+	for _, s := range signals {
+		names = append(names, s)
+	}
+	for _, s := range signals {
+		names = append(names, "SIG"+s)
+	}
+	return names
+}
+
 func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {
+	in.Signal = strings.TrimPrefix(in.Signal, "SIG")
 	id, user, err := a.signalCheck(ctx, in)
 	if err != nil {
 		return SignalOut{}, err
