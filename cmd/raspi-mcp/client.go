@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,28 +23,53 @@ import (
 )
 
 // where is how a client command finds the agent: --socket, else --dir's
-// laptop-mode socket, else the config file's, else the packaged default.
+// laptop-mode socket, else the config file's (the Pi's), else, when that
+// socket is absent, the laptop-mode agent of `raspi-mcp serve --sim` in its
+// well-known directory: on a laptop no flag is needed.
 type where struct {
 	dir, socket, cfg, db string
 }
 
 func (w *where) flags(fs *flag.FlagSet) {
-	fs.StringVar(&w.dir, "dir", "", "laptop-mode directory of `raspi-mcp serve --sim --dir DIR`")
-	fs.StringVar(&w.socket, "socket", "", "agent socket (overrides --dir and the config)")
-	fs.StringVar(&w.cfg, "config", config.DefaultPath, "configuration file to read the socket and state paths from")
+	fs.StringVar(&w.dir, "dir", "", "the `DIR` of a laptop-mode agent started with serve --sim --dir DIR (default: the Pi's agent, else "+simDir("")+")")
+	fs.StringVar(&w.socket, "socket", "", "agent socket `FILE` (overrides --dir and the config)")
+	fs.StringVar(&w.cfg, "config", config.DefaultPath, "configuration `FILE` to read the socket and state paths from")
 }
 
-func (w *where) config() config.Config {
-	if w.dir != "" {
-		if c, err := config.Load(filepath.Join(w.dir, "config.toml")); err == nil {
-			return c
-		}
-		return config.Laptop(w.dir, "")
+// laptop reports whether the command talks to a laptop-mode agent, and its directory.
+func (w *where) laptop() (string, bool) {
+	if w.socket != "" {
+		return "", false
 	}
+	if w.dir != "" {
+		return w.dir, true
+	}
+	if _, err := os.Stat(w.fileConfig().Agent.Socket); err == nil {
+		return "", false
+	}
+	d := simDir("")
+	if _, err := os.Stat(filepath.Join(d, "config.toml")); err == nil {
+		return d, true
+	}
+	return "", false
+}
+
+// fileConfig is the config file's settings (the Pi's), or the defaults.
+func (w *where) fileConfig() config.Config {
 	if c, err := config.Load(w.cfg); err == nil {
 		return c
 	}
 	return config.Default()
+}
+
+func (w *where) config() config.Config {
+	if dir, ok := w.laptop(); ok {
+		if c, err := config.Load(filepath.Join(dir, "config.toml")); err == nil {
+			return c
+		}
+		return config.Laptop(dir, "")
+	}
+	return w.fileConfig()
 }
 
 func (w *where) agentSocket() string {
@@ -51,6 +77,42 @@ func (w *where) agentSocket() string {
 		return w.socket
 	}
 	return w.config().Agent.Socket
+}
+
+// dial connects to the agent, or says why not and what to do about it.
+func (w *where) dial() (*net.UnixConn, error) {
+	socket := w.agentSocket()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	if err == nil {
+		return conn, nil
+	}
+	dir, laptop := w.laptop()
+	_, statErr := os.Stat(socket)
+	var hint string
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		hint = fmt.Sprintf("you may not connect to %s: members of group raspi-mcp may (sudo usermod -aG raspi-mcp $USER, then log in again)", socket)
+	case laptop && w.dir == "" && dir == simDir(""):
+		hint = fmt.Sprintf("the laptop-mode agent of %s is not running any more; start it again: raspi-mcp serve --sim", dir)
+	case laptop:
+		hint = fmt.Sprintf("no laptop-mode agent is running in %s; start one: raspi-mcp serve --sim --dir %s", dir, dir)
+	case w.socket != "":
+		hint = fmt.Sprintf("nothing answers on %s", socket)
+	case statErr == nil:
+		hint = "its socket exists but nobody answers: sudo systemctl restart raspi-mcp; journalctl -u raspi-mcp says why it stopped"
+	default:
+		hint = "on a Pi: sudo systemctl start raspi-mcp; on a laptop: raspi-mcp serve --sim (then every command finds it)"
+	}
+	return nil, &exitError{code: 1, msg: fmt.Sprintf("the agent is not running (%s: %v).\n  %s", socket, unwrapSyscall(err), hint)}
+}
+
+// unwrapSyscall is the errno of a dial error, without the "dial unix" prefix.
+func unwrapSyscall(err error) error {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return err
 }
 
 func (w *where) stateFile() string {
@@ -61,11 +123,17 @@ func (w *where) stateFile() string {
 }
 
 func cmdStdio(args []string) error {
-	fs := flag.NewFlagSet("stdio", flag.ExitOnError)
+	c := newCommand("stdio", "[--dir DIR] [--socket FILE]", "MCP over stdin/stdout for an MCP client, e.g. ssh -T pi raspi-mcp stdio")
 	var w where
-	w.flags(fs)
-	_ = fs.Parse(args)
-	conn, err := dialAgent(w.agentSocket())
+	w.flags(c.fs)
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return c.wrongArgs("stdio takes no arguments")
+	}
+	conn, err := w.dial()
 	if err != nil {
 		return err
 	}
@@ -74,8 +142,8 @@ func cmdStdio(args []string) error {
 }
 
 // session opens an MCP client session to the agent with the Go SDK.
-func session(ctx context.Context, socket string) (*mcp.ClientSession, error) {
-	conn, err := dialAgent(socket)
+func session(ctx context.Context, w *where) (*mcp.ClientSession, error) {
+	conn, err := w.dial()
 	if err != nil {
 		return nil, err
 	}
@@ -119,54 +187,22 @@ func textOf(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-func cmdCall(args []string) error {
-	fs := flag.NewFlagSet("call", flag.ExitOnError)
-	var w where
-	w.flags(fs)
-	asJSON := fs.Bool("json", false, "print the whole MCP result as JSON")
-	_ = fs.Parse(args)
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return &exitError{code: 2, msg: "usage: raspi-mcp call [--dir DIR] TOOL [JSON-ARGUMENTS]"}
-	}
-	var arguments map[string]any
-	if fs.NArg() == 2 {
-		if err := json.Unmarshal([]byte(fs.Arg(1)), &arguments); err != nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("arguments must be a JSON object: %v", err)}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s, err := session(ctx, w.agentSocket())
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: fs.Arg(0), Arguments: arguments})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		b, _ := json.MarshalIndent(res, "", "  ")
-		fmt.Println(string(b))
-	} else {
-		fmt.Println(textOf(res))
-	}
-	if res.IsError {
-		return &exitError{code: 1}
-	}
-	return nil
-}
-
 func cmdStatus(args []string) error {
-	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	c := newCommand("status", "[--dir DIR] [--json]", "agent, helper, audit and recent problems; exit 0 when all is up, 1 agent down, 2 helper down")
 	var w where
-	w.flags(fs)
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	_ = fs.Parse(args)
+	w.flags(c.fs)
+	asJSON := c.fs.Bool("json", false, "machine-readable output")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return c.wrongArgs("status takes no arguments")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	socket := w.agentSocket()
-	s, err := session(ctx, socket)
+	s, err := session(ctx, &w)
 	if err != nil {
 		if *asJSON {
 			b, _ := json.MarshalIndent(map[string]any{"agent": map[string]any{"running": false, "socket": socket, "error": err.Error()}}, "", "  ")
@@ -258,16 +294,36 @@ func orNone(s string) string {
 }
 
 func cmdAudit(args []string) error {
-	if len(args) < 1 || (args[0] != "verify" && args[0] != "tail") {
-		return &exitError{code: 2, msg: "usage: raspi-mcp audit verify|tail [--dir DIR] [--db FILE] [-n N]"}
+	sub := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
 	}
-	fs := flag.NewFlagSet("audit", flag.ExitOnError)
+	var c *command
+	switch sub {
+	case "verify":
+		c = newCommand("audit verify", "[--dir DIR] [--db FILE] [--json]", "check the audit trail's hash chain; exit 1 if a record was edited or deleted")
+	case "tail":
+		c = newCommand("audit tail", "[--dir DIR] [--db FILE] [-n N] [--json]", "the newest audit records, oldest first")
+	default:
+		return groupUsage("audit", "check or show the audit trail", sub, args,
+			"raspi-mcp audit verify [--dir DIR] [--db FILE] [--json]", "raspi-mcp audit tail [--dir DIR] [--db FILE] [-n N] [--json]")
+	}
 	var w where
-	w.flags(fs)
-	fs.StringVar(&w.db, "db", "", "state database (default: from the config or --dir)")
-	n := fs.Int("n", 20, "tail: how many records")
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	_ = fs.Parse(args[1:])
+	w.flags(c.fs)
+	c.fs.StringVar(&w.db, "db", "", "state database `FILE` (default: from the config or --dir)")
+	n := 20
+	if sub == "tail" {
+		c.fs.IntVar(&n, "n", 20, "how many records")
+	}
+	asJSON := c.fs.Bool("json", false, "machine-readable output")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return c.wrongArgs("audit " + sub + " takes no arguments")
+	}
+	args = []string{sub}
 
 	// A running agent holds the database lock: then ask it over MCP.
 	db, err := store.Open(w.stateFile(), store.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
@@ -281,7 +337,7 @@ func cmdAudit(args []string) error {
 		if args[0] == "verify" {
 			ver, err = agent.VerifyFile(db)
 		} else {
-			entries, err = agent.TailFile(db, *n)
+			entries, err = agent.TailFile(db, n)
 		}
 		if err != nil {
 			return err
@@ -289,7 +345,7 @@ func cmdAudit(args []string) error {
 	case errors.Is(err, store.ErrLocked):
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		s, err := session(ctx, w.agentSocket())
+		s, err := session(ctx, &w)
 		if err != nil {
 			return err
 		}
@@ -298,7 +354,7 @@ func cmdAudit(args []string) error {
 			_, err = callTool(ctx, s, "logs_verify_audit_chain", nil, &ver)
 		} else {
 			var page agent.AuditLogsOut
-			_, err = callTool(ctx, s, "logs_get_recent_audit_logs", map[string]any{"limit": *n}, &page)
+			_, err = callTool(ctx, s, "logs_get_recent_audit_logs", map[string]any{"limit": n}, &page)
 			entries = page.Entries
 		}
 		if err != nil {
@@ -314,14 +370,11 @@ func cmdAudit(args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tTIME\tPRINCIPAL\tROLE\tTOOL\tDECISION\tDRY\tERROR\tREASON/MESSAGE")
+		fmt.Fprintln(tw, "SEQ\tTIME\tPRINCIPAL\tROLE\tTOOL\tDECISION\tERROR\tREASON\tMESSAGE")
 		for i := len(entries) - 1; i >= 0; i-- {
 			e := entries[i]
-			note := e.Reason
-			if e.Message != "" {
-				note = strings.TrimSpace(e.Reason + " " + e.Message)
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", e.Seq, e.Time[:19], e.Principal, e.Role, e.Tool, e.Decision, e.DryRun, e.ErrorCode, note)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time[:19], e.Principal, e.Role, e.Tool,
+				decision(e.Decision, e.DryRun), orDash(e.ErrorCode), orDash(e.Reason), orDash(e.Message))
 		}
 		return tw.Flush()
 	}
@@ -342,16 +395,48 @@ func cmdAudit(args []string) error {
 	return nil
 }
 
-func cmdConfig(args []string) error {
-	if len(args) != 2 || args[0] != "check" {
-		return &exitError{code: 2, msg: "usage: raspi-mcp config check FILE"}
+// decision is an audit record's decision as a person reads it: a dry run,
+// allowed or refused, is never mistaken for the real thing.
+func decision(d string, dry bool) string {
+	if !dry {
+		return d
 	}
-	c, err := config.Load(args[1])
+	if d == "allow" {
+		return "dry run"
+	}
+	return d + " (dry run)"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cmdConfig(args []string) error {
+	cmd := newCommand("config check", "FILE", "validate a configuration file and its config.d drop-ins: unknown keys and wrong types are errors")
+	if len(args) == 0 || args[0] != "check" {
+		sub := ""
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			sub, args = args[0], args[1:]
+		}
+		return groupUsage("config", "check a configuration file", sub, args, "raspi-mcp config check FILE")
+	}
+	pos, err := cmd.parse(args[1:])
 	if err != nil {
 		return err
 	}
-	files := args[1]
-	if dropins, _ := config.DropIns(args[1]); len(dropins) > 0 {
+	if len(pos) != 1 {
+		return cmd.wrongArgs("config check takes one FILE")
+	}
+	file := pos[0]
+	c, err := config.Load(file)
+	if err != nil {
+		return err
+	}
+	files := file
+	if dropins, _ := config.DropIns(file); len(dropins) > 0 {
 		files += " + " + strings.Join(dropins, " + ")
 	}
 	var ups []string
@@ -363,4 +448,19 @@ func cmdConfig(args []string) error {
 	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles; upstreams: %s)\n", files,
 		orNone(strings.Join(c.WritesOn(), ", ")), len(c.Roles.Users), len(c.Roles.Groups), orNone(strings.Join(ups, ", ")))
 	return nil
+}
+
+// groupUsage answers a command group (audit, config) called without one of
+// its commands: help on stdout for --help, else usage on stderr and exit 2.
+func groupUsage(group, summary, sub string, args []string, lines ...string) error {
+	text := fmt.Sprintf("raspi-mcp %s: %s\n\nusage:\n  %s\n", group, summary, strings.Join(lines, "\n  "))
+	if sub == "" && len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
+		fmt.Print(text)
+		return &exitError{code: 0}
+	}
+	fmt.Fprint(os.Stderr, text)
+	if sub != "" {
+		return &exitError{code: 2, msg: fmt.Sprintf("unknown %s command %q", group, sub)}
+	}
+	return &exitError{code: 2}
 }

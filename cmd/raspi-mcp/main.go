@@ -1,14 +1,5 @@
-// Command raspi-mcp is the MCP agent of a Raspberry Pi and its command line:
-//
-//	raspi-mcp serve [--config FILE] [--sim [--dir DIR]]   run the agent (laptop mode with --sim)
-//	raspi-mcp stdio [--dir DIR]                            bridge stdin/stdout to the agent (for ssh -T pi raspi-mcp stdio)
-//	raspi-mcp status [--dir DIR] [--json]                  is everything up, what happened lately
-//	raspi-mcp call [--dir DIR] TOOL [JSON]                 call one tool
-//	raspi-mcp metrics [--dir DIR] [--hours H]              sparklines of the recent history
-//	raspi-mcp audit verify|tail [--dir DIR] [--db FILE]    check or show the audit trail
-//	raspi-mcp config check FILE                            validate a configuration file
-//	raspi-mcp selftest [--dir DIR]                         in-process check of this binary on the simulated board
-//	raspi-mcp version
+// Command raspi-mcp is the MCP agent of a Raspberry Pi and its command line.
+// `raspi-mcp --help` lists the commands; `raspi-mcp CMD --help` explains one.
 package main
 
 import (
@@ -23,25 +14,31 @@ var (
 	commit  = "dev"
 )
 
-const usage = `raspi-mcp: MCP server for a Raspberry Pi
+// usage is `raspi-mcp --help`; the man page test checks raspi-mcp(1) has
+// every command and flag of it.
+const usage = `raspi-mcp: MCP server for a Raspberry Pi, and its command line
 
 usage:
-  raspi-mcp serve [--config FILE]           run the agent (systemd runs this)
-  raspi-mcp serve --sim [--dir DIR]         laptop mode: agent + helper on a simulated board
-  raspi-mcp stdio [--dir DIR]               MCP over stdin/stdout, for: ssh -T pi raspi-mcp stdio
-  raspi-mcp status [--dir DIR] [--json]     agent, helper, audit and recent problems
-  raspi-mcp call [--dir DIR] TOOL [JSON]    call one tool, e.g. raspi-mcp call system_get_health_snapshot
-  raspi-mcp metrics [--dir DIR] [--hours H] a small chart of the last hours (cpu, temperature, memory, load)
-  raspi-mcp audit verify [--dir DIR]        check the audit trail's hash chain
-  raspi-mcp audit tail [--dir DIR] [-n N]   newest audit records
-  raspi-mcp config check FILE               validate a configuration file
-  raspi-mcp selftest [--dir DIR]            check this binary: agent, helper and store in one process, simulated board
-  raspi-mcp version
+  raspi-mcp serve [--config FILE]               run the agent (systemd runs this on a Pi)
+  raspi-mcp serve --sim [--dir DIR]             laptop mode: agent + helper on a simulated board
+  raspi-mcp stdio [--dir DIR]                   MCP over stdin/stdout, for: ssh -T pi raspi-mcp stdio
+  raspi-mcp status [--dir DIR] [--json]         agent, helper, audit and recent problems
+  raspi-mcp tools [--dir DIR] [--json] [NAME]   the tools with risk and role, or one tool's parameters
+  raspi-mcp call [--dir DIR] [--json] TOOL [JSON | KEY=VALUE...]
+                                                call one tool: raspi-mcp call gpio_read_pin pin=17
+  raspi-mcp metrics [--dir DIR] [--hours H]     a small chart of the last hours, with units
+  raspi-mcp audit verify [--dir DIR] [--db FILE] check the audit trail's hash chain
+  raspi-mcp audit tail [--dir DIR] [-n N]       the newest audit records
+  raspi-mcp config check FILE                   validate a configuration file
+  raspi-mcp selftest [--dir DIR]                check this binary: agent, helper and store in one process
+  raspi-mcp version                             print the version
 
---dir DIR points every client command at a laptop-mode agent started with --sim --dir DIR.
+Client commands find the agent by themselves: the Pi's (/run/raspi-mcp/mcp.sock), else the
+laptop-mode agent of "raspi-mcp serve --sim"; --dir DIR points them at one started with --dir DIR.
+"raspi-mcp COMMAND --help" explains a command and all its flags.
 `
 
-// exitError carries a specific exit code.
+// exitError carries a specific exit code; msg, when set, goes to stderr.
 type exitError struct {
 	code int
 	msg  string
@@ -63,6 +60,8 @@ func main() {
 		err = cmdStdio(args)
 	case "status":
 		err = cmdStatus(args)
+	case "tools":
+		err = cmdTools(args)
 	case "call":
 		err = cmdCall(args)
 	case "audit":
@@ -73,9 +72,9 @@ func main() {
 		err = cmdConfig(args)
 	case "selftest":
 		err = cmdSelftest(args)
-	case "version", "--version", "-v":
+	case "version", "--version", "-version", "-v":
 		fmt.Printf("raspi-mcp %s (%s)\n", version, commit)
-	case "help", "--help", "-h":
+	case "help", "--help", "-help", "-h":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "raspi-mcp: unknown command %q\n\n%s", os.Args[1], usage)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,12 +44,15 @@ import (
 // the binary cannot start a child helper.
 
 func cmdSelftest(args []string) error {
-	fs := flag.NewFlagSet("selftest", flag.ExitOnError)
-	dir := fs.String("dir", "", "keep sockets, state and logs in DIR (default: a temporary directory, removed afterwards)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long (qemu-user is 10-30x slower than native)")
-	_ = fs.Parse(args)
-	if fs.NArg() != 0 {
-		return &exitError{code: 2, msg: "usage: raspi-mcp selftest [--dir DIR] [--timeout D]"}
+	c := newCommand("selftest", "[--dir DIR] [--timeout D]", "check this binary: agent, helper server, store and an MCP session in one process on the simulated board")
+	dir := c.fs.String("dir", "", "keep sockets, state and logs in `DIR` (default: a temporary directory, removed afterwards)")
+	timeout := c.fs.Duration("timeout", 5*time.Minute, "give up after `D` (qemu-user is 10-30x slower than native)")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return c.wrongArgs("selftest takes no arguments")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

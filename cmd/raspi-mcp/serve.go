@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,19 +33,29 @@ import (
 )
 
 func cmdServe(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file (with --sim: settings kept under the laptop overrides)")
+	c := newCommand("serve", "[--config FILE] | --sim [--dir DIR] [--config FILE] [--helper FILE]",
+		"run the agent; with --sim, laptop mode: the helper as a child on a simulated board, you as admin")
+	fs := c.fs
+	cfgPath := fs.String("config", config.DefaultPath, "configuration `FILE` (with --sim: its settings under the laptop overrides, e.g. [[upstream]])")
 	sim := fs.Bool("sim", false, "laptop mode: start the helper as a child, simulated board, caller is admin")
-	dir := fs.String("dir", "", "with --sim: directory for sockets, state and logs (default $XDG_RUNTIME_DIR/raspi-mcp or /tmp/raspi-mcp-UID)")
-	helperBin := fs.String("helper", "", "with --sim: path of raspi-mcp-helper (default: beside this binary, then $PATH)")
-	_ = fs.Parse(args)
+	dir := fs.String("dir", "", "with --sim: `DIR` for sockets, state and logs (default "+simDir("")+", where every client command looks)")
+	helperBin := fs.String("helper", "", "with --sim: raspi-mcp-helper's `FILE` (default: beside this binary, then $PATH)")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return c.wrongArgs("serve takes no arguments")
+	}
+	if *dir != "" && !*sim {
+		return c.wrongArgs("--dir is for laptop mode: serve --sim --dir DIR")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	var (
 		cfg  config.Config
-		err  error
 		mode = "device"
 		sys  sysinfo.Source
 	)
@@ -140,6 +149,9 @@ func cmdServe(args []string) error {
 	}
 	log.Info("raspi-mcp ready", "version", version, "mode", mode, "socket", cfg.Agent.Socket, "state", cfg.Agent.State)
 	sdnotify.Ready("serving " + cfg.Agent.Socket)
+	if *sim {
+		printLaptopHelp(os.Stdout, filepath.Dir(cfg.Agent.Socket))
+	}
 	go sdnotify.Watchdog(ctx, func() error { _, err := db.Size(); return err })
 	err = a.Serve(ctx, ln)
 	sdnotify.Stopping()
@@ -272,15 +284,6 @@ func level(s string) slog.Level {
 	return l
 }
 
-// dialAgent connects to the agent socket with a clear error when it is down.
-func dialAgent(socket string) (*net.UnixConn, error) {
-	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
-	if err != nil {
-		return nil, &exitError{code: 1, msg: fmt.Sprintf("the agent is not running (%v).\n  On a Pi: sudo systemctl start raspi-mcp; on a laptop: raspi-mcp serve --sim", err)}
-	}
-	return conn, nil
-}
-
 func withoutEnv(env []string, keys ...string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
@@ -296,4 +299,29 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// printLaptopHelp tells the person who started laptop mode the exact
+// commands to use it: --dir only when the directory is not the one every
+// client command looks in, and this binary's absolute path for the MCP
+// client, whose PATH may not have it.
+func printLaptopHelp(w io.Writer, dir string) {
+	self, err := os.Executable()
+	if err != nil {
+		self = "raspi-mcp"
+	}
+	flag := ""
+	if abs, _ := filepath.Abs(simDir("")); dir != abs {
+		flag = " --dir " + dir
+	}
+	fmt.Fprintf(w, `laptop mode is ready: a simulated Raspberry Pi, every switch on, you are admin (state in %s).
+From another terminal:
+  raspi-mcp status%s
+  raspi-mcp tools%s
+  raspi-mcp call%s system_get_health_snapshot
+  raspi-mcp call%s gpio_write_pin pin=17 value=high
+The command for an MCP client (Claude, Cursor, VS Code, ...):
+  %s stdio%s
+Stop with Ctrl-C.
+`, dir, flag, flag, flag, flag, self, flag)
 }
