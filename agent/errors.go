@@ -121,9 +121,14 @@ func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) 
 	if len(e.Next) == 0 {
 		switch e.Code {
 		case CodeInvalidArgument:
-			if s, ok := t.correction(param, args); ok {
+			// A bad name or number of something on the device (a pin, a
+			// pid) is looked up, never guessed: the nearest valid pid is
+			// some other process.
+			if s, ok := a.lookupFor(t, param, args); ok && identifies(param) {
 				e.next(s)
-			} else if s, ok := a.lookupFor(t, param, args); ok {
+			} else if s, ok := t.correction(param, args); ok {
+				e.next(s)
+			} else if ok {
 				e.next(s)
 			}
 		case CodeNotFound:
@@ -158,6 +163,16 @@ func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) 
 	if e.FixHint == "" {
 		e.FixHint = defaultHint(t, e, param, c.CorrelationID)
 	}
+}
+
+// identifies reports whether a parameter names something on the device,
+// whose valid values only a list tool knows.
+func identifies(param string) bool {
+	switch param {
+	case "pin", "pid", "bus", "address", "service_name", "unit", "units", "job_id", "name", "tool", "token", "metrics":
+		return true
+	}
+	return false
 }
 
 // defaultHint is the fix hint of an error whose handler wrote none.

@@ -255,7 +255,7 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 	}
 	p, err := client.Call(ctx, a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: in.Pin, Value: v})
 	if pe := (*proto.Error)(nil); errors.As(err, &pe) && pe.Code == CodeFailedPrecondition && strings.Contains(pe.Message, gpio.ErrNotOutput.Error()) {
-		return WriteOut{}, a.notOutput(in.Pin, "not configured as an output")
+		return WriteOut{}, a.notOutput(in.Pin, "")
 	}
 	if err != nil {
 		return WriteOut{}, err
@@ -287,9 +287,13 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 }
 
 // notOutput is a write to a pin that is not an output, with the call that makes it one.
+// mode is the pin's mode when known, "" when the helper refused the write.
 func (a *Agent) notOutput(pin int, mode string) *ToolError {
-	return errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", pin, mode).with("pin", pin).with("mode", mode).
-		hint("configure the pin as an output with gpio_configure_pin, then write again").
+	e := errf(CodeFailedPrecondition, "GPIO%d is not an output", pin).with("pin", pin)
+	if mode != "" {
+		e = errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", pin, mode).with("pin", pin).with("mode", mode)
+	}
+	return e.hint("configure the pin as an output with gpio_configure_pin, then write again").
 		next(SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": pin, "mode": "output"},
 			Why: "make it an output first"})
 }

@@ -458,7 +458,9 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 	}
 	user := procs.Username(a.root, id.UID)
 	never := func(why string) *ToolError {
-		return errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).with("pid", id.PID).with("name", id.Name)
+		return errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).with("pid", id.PID).with("name", id.Name).
+			hint("a fixed rule, not a setting: choose another process").
+			next(SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process you meant by name or user"})
 	}
 	helperPID := 0
 	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,6 +61,16 @@ func cmdServe(args []string) error {
 		sys  sysinfo.Source
 	)
 	if *sim {
+		// A second laptop-mode agent in the same directory would take the
+		// first one's socket and state from under it.
+		if conn, err := net.Dial("unix", filepath.Join(simDir(*dir), "mcp.sock")); err == nil {
+			conn.Close()
+			status := "raspi-mcp status"
+			if *dir != "" {
+				status += " --dir " + *dir
+			}
+			return &exitError{code: 1, msg: fmt.Sprintf("a laptop-mode agent already runs in %s (%s shows it); stop it with Ctrl-C in its terminal, or start another with --dir DIR", simDir(*dir), status)}
+		}
 		mode = "sim"
 		base := config.Default()
 		if flagSet(fs, "config") {
