@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/bridge"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 )
 
@@ -150,5 +151,51 @@ func TestUnrepresentableIDsAreAnsweredUnderTheSameID(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 	if a := decodeAnswer(t, w.mustRecv()); string(a.ID) != "8" || a.Error != nil {
 		t.Fatalf("ping after a stray response: %+v", a)
+	}
+}
+
+// `raspi-mcp stdio` (bridge.Run) waits after its input ends only for answers
+// that can come: each request below is answered under an id spelled
+// differently from the one sent, refused under a null id, or never answered
+// (a notification to the agent), and the bridge still exits long before its
+// grace period.
+func TestBridgeExitsWhenNoAnswerCanCome(t *testing.T) {
+	r := newRig(t, nil)
+	sock := r.listen()
+	for name, line := range map[string]string{
+		"beyond 64 bits":     `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}`,
+		"exponent":           `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`,
+		"escaped string":     `{"jsonrpc":"2.0","id":"\u0041\/","method":"ping"}`,
+		"invalid utf-8":      "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"ping\"}",
+		"upper-case ID":      `{"jsonrpc":"2.0","ID":5,"method":"ping"}`,
+		"null id":            `{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+		"lone surrogate":     `{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`,
+		"batch with a float": `[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":3.5,"method":"ping"}]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			in := strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}` + "\n" +
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + line + "\n")
+			var out strings.Builder
+			done := make(chan error, 1)
+			go func() { done <- bridge.Run(in, &out, conn, 10*time.Minute) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("bridge: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				conn.Close()
+				<-done
+				t.Fatalf("bridge still waiting 60 s after its input ended; output:\n%.500s", out.String())
+			}
+			if !strings.Contains(out.String(), `"id":0,"result"`) {
+				t.Fatalf("no initialize answer:\n%.500s", out.String())
+			}
+		})
 	}
 }

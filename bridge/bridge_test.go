@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
 // fakeAgent answers each request after delay and, like go-sdk v1.8.0, stops
@@ -103,16 +105,31 @@ func TestGraceBoundsTheWait(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
+	keys := func(ids ...string) []string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, rpcid.Key([]byte(id)))
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		line      string
 		req, resp []string
 	}{
-		{`{"jsonrpc":"2.0","id":1,"method":"a"}`, []string{"1"}, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"a"}`, keys("1"), nil},
 		{`{"jsonrpc":"2.0","method":"notifications/x"}`, nil, nil},
-		{`{"jsonrpc":"2.0","id":1,"result":{}}`, nil, []string{"1"}},
-		{`{"jsonrpc":"2.0","id":"a","error":{"code":1}}`, nil, []string{`"a"`}},
-		{`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`, []string{"1", "2"}, nil},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, nil, keys("1")},
+		{`{"jsonrpc":"2.0","id":"a","error":{"code":1}}`, nil, keys(`"a"`)},
+		{`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`, keys("1", "2"), nil},
 		{`not json`, nil, nil},
+		// The agent refuses these under the id as sent: waited for.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"a"}`, keys("1.5"), nil},
+		{`{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"a"}`, keys("123456789012345678901234567890"), nil},
+		{`{"jsonrpc":"2.0","id":null,"method":"a"}`, keys("null"), nil},
+		// Answered under a null id, or a notification to the agent: not waited for.
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"a\"}", nil, nil},
+		{`{"jsonrpc":"2.0","ID":5,"method":"a"}`, nil, nil},
+		{`{"jsonrpc":"2.0","id":01,"method":"a"}`, nil, nil},
 	} {
 		if got := requestIDs([]byte(tc.line)); strings.Join(got, ",") != strings.Join(tc.req, ",") {
 			t.Errorf("requestIDs(%s) = %v, want %v", tc.line, got, tc.req)
@@ -120,5 +137,9 @@ func TestIDs(t *testing.T) {
 		if got := responseIDs([]byte(tc.line)); strings.Join(got, ",") != strings.Join(tc.resp, ",") {
 			t.Errorf("responseIDs(%s) = %v, want %v", tc.line, got, tc.resp)
 		}
+	}
+	// go-sdk may spell a string id's escapes differently in its answer.
+	if req, resp := requestIDs([]byte(`{"jsonrpc":"2.0","id":"\u0041\/","method":"a"}`)), responseIDs([]byte(`{"jsonrpc":"2.0","id":"A/","result":{}}`)); len(req) != 1 || len(resp) != 1 || req[0] != resp[0] {
+		t.Errorf("escaped id not matched: %q %q", req, resp)
 	}
 }
