@@ -11,8 +11,12 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
-// invalidRequest is JSON-RPC's "invalid request" code.
-const invalidRequest = -32600
+// JSON-RPC's codes for a message that is not JSON and one that is not a
+// valid request.
+const (
+	parseError     = -32700
+	invalidRequest = -32600
+)
 
 // lineFilter is what the go-sdk transport reads an agent connection
 // through. It passes every line on unchanged, except two kinds it answers
@@ -35,6 +39,10 @@ const invalidRequest = -32600
 //     with -32600 under a null id (the id cannot be known without reading
 //     it all), then the connection ends, since the rest of the line cannot
 //     be told from the next message.
+//   - a line that opens an object or array it does not close: MCP messages
+//     are one line each, and go-sdk's stream decoder would wait for the rest
+//     with every later line, a session wedged without a word. Answered with
+//     -32700 under a null id, then the connection ends.
 //
 // Everything else, well-formed or not, is left to go-sdk, which answers or
 // ends the session as before. The check is one scan of the line's top
@@ -109,6 +117,13 @@ func (f *lineFilter) pass(line []byte) bool {
 	msgs, batch, ok := rpcid.Scan(line, f.msgs)
 	f.msgs = msgs
 	if !ok {
+		if rpcid.Split(line) {
+			f.log.Info("closing connection: a message does not end on its line")
+			_, _ = f.conn.Write(append(rpcid.AppendError(nil, nil, parseError,
+				"agent: parse error: the message does not end on its line (each MCP message is one line); the session ends", invalidArgumentData), '\n'))
+			f.err = errors.New("agent: a message does not end on its line")
+			return false
+		}
 		return true
 	}
 	refuse := false

@@ -78,6 +78,14 @@ func Scan(line []byte, buf []Message) (msgs []Message, batch, ok bool) {
 	return msgs, true, false
 }
 
+// Split reports whether line starts an object or array that does not end
+// on it: a message broken over lines, or one cut short. MCP messages are one
+// line each, and a stream decoder handed such a line waits for the rest.
+func Split(line []byte) bool {
+	i := skipWS(line, 0)
+	return i < len(line) && (line[i] == '{' || line[i] == '[') && skipValue(line, i) < 0
+}
+
 // scanObject reads the object starting at b[i] == '{' and returns its
 // members of interest and the index just past it, or -1.
 func scanObject(b []byte, i int) (Message, int) {

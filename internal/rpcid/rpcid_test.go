@@ -57,6 +57,17 @@ func TestScan(t *testing.T) {
 	}
 }
 
+func TestSplit(t *testing.T) {
+	for line, want := range map[string]bool{
+		`{"id":1,"method":` + "\n": true, `{"a":"b}` + "\n": true, strings.Repeat("[", 100000): true, `[{"id":1},` + "\n": true,
+		`{"id":1}` + "\n": false, `[1,[2]]`: false, `garbage`: false, ``: false, `"abc`: false, `{"a":"}"}`: false,
+	} {
+		if got := Split([]byte(line)); got != want {
+			t.Errorf("Split(%.40q) = %v, want %v", line, got, want)
+		}
+	}
+}
+
 func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
 		id   string
