@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
@@ -49,7 +48,7 @@ const (
 // level (rpcid.Scan), no decoding, and a line that fits the read buffer is
 // handed on without a copy.
 type lineFilter struct {
-	conn net.Conn // answers are written straight to it; net.Conn serialises concurrent Writes
+	conn io.ReadWriteCloser // answers are written straight to it; a net.Conn serialises concurrent Writes
 	br   *bufio.Reader
 	log  *slog.Logger
 	long []byte // a line longer than br's buffer, assembled
@@ -58,7 +57,7 @@ type lineFilter struct {
 	msgs []rpcid.Message
 }
 
-func newLineFilter(conn net.Conn, log *slog.Logger) *lineFilter {
+func newLineFilter(conn io.ReadWriteCloser, log *slog.Logger) *lineFilter {
 	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log}
 }
 

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -198,4 +201,33 @@ func TestBridgeExitsWhenNoAnswerCanCome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rwc is a connection made of a reader and a writer, for the benchmark.
+type rwc struct {
+	io.Reader
+	io.Writer
+}
+
+func (rwc) Close() error { return nil }
+
+// BenchmarkLineFilter is what the agent adds to every line it reads before
+// go-sdk decodes it: one scan of the top level, the id check and one copy
+// into go-sdk's buffer.
+func BenchmarkLineFilter(b *testing.B) {
+	line := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"process_list_processes","arguments":{"sort_by":"cpu","limit":20},"_meta":{"progressToken":42}}}` + "\n"
+	const lines = 1000
+	data := []byte(strings.Repeat(line, lines))
+	buf := make([]byte, 32<<10)
+	log := slog.New(slog.DiscardHandler)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		f := newLineFilter(rwc{bytes.NewReader(data), io.Discard}, log)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }
