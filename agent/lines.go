@@ -18,7 +18,7 @@ const (
 )
 
 // lineFilter is what the go-sdk transport reads an agent connection
-// through. It passes every line on unchanged, except two kinds it answers
+// through. It passes every line on unchanged, except three kinds it answers
 // itself:
 //
 //   - a request whose id go-sdk cannot carry back (a fraction, an exponent,
@@ -46,7 +46,7 @@ const (
 // Everything else, well-formed or not, is left to go-sdk, which answers or
 // ends the session as before. The check is one scan of the line's top
 // level (rpcid.Scan), no decoding, and a line that fits the read buffer is
-// handed on without a copy.
+// handed on from it without being copied here first.
 type lineFilter struct {
 	conn io.ReadWriteCloser // answers are written straight to it; a net.Conn serialises concurrent Writes
 	br   *bufio.Reader
