@@ -16,7 +16,9 @@ import (
 )
 
 // fakeAgent answers each request after delay and, like go-sdk v1.8.0, stops
-// answering as soon as its input reaches EOF: anything still in flight is lost.
+// answering as soon as its input reaches EOF: anything still in flight is
+// lost. Like go-sdk it decodes the id and encodes it again, so a string's
+// escapes may come back spelled differently.
 func fakeAgent(t *testing.T, delay time.Duration) (*net.UnixConn, func()) {
 	t.Helper()
 	quit := make(chan struct{})
@@ -46,8 +48,11 @@ func fakeAgent(t *testing.T, delay time.Duration) (*net.UnixConn, func()) {
 			if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil {
 				continue
 			}
+			var v any
+			_ = json.Unmarshal(req.ID, &v)
+			id, _ := json.Marshal(v)
 			inflight.Add(1)
-			go func(id json.RawMessage) {
+			go func(id []byte) {
 				defer inflight.Done()
 				select {
 				case <-time.After(delay):
@@ -60,7 +65,7 @@ func fakeAgent(t *testing.T, delay time.Duration) (*net.UnixConn, func()) {
 					return // dropped, as go-sdk #1061 does
 				}
 				c.Write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}` + "\n"))
-			}(req.ID)
+			}(id)
 		}
 		mu.Lock()
 		eof = true
@@ -91,6 +96,26 @@ func TestInFlightResponsesSurviveStdinEOF(t *testing.T) {
 	}
 	if n := strings.Count(got, "\n"); n != 2 {
 		t.Fatalf("want exactly 2 lines on stdout, got %d:\n%s", n, got)
+	}
+}
+
+// An answer under another spelling of the id ends the wait; Run returns
+// long before its grace (the 60 s is a hang guard).
+func TestAnswerMatchedByIDValue(t *testing.T) {
+	conn, stop := fakeAgent(t, 10*time.Millisecond)
+	defer func() { conn.Close(); stop() }()
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- Run(strings.NewReader(`{"jsonrpc":"2.0","id":"\u0041\/","method":"x"}`+"\n"), &out, conn, 10*time.Minute)
+	}()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), `"id":"A/"`) {
+			t.Fatalf("Run: %v, output %q", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run still waiting for an answer it already forwarded")
 	}
 }
 
