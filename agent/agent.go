@@ -214,7 +214,8 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	a.log.Debug("connection", "principal", p.Name, "uid", p.UID, "pid", p.PID, "role", p.Role)
-	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	in := newLineFilter(conn, a.log.With("principal", p.Name, "pid", p.PID))
+	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: in, Writer: conn}, nil)
 	if err != nil {
 		a.log.Warn("mcp connect failed", "principal", p.Name, "err", err)
 		return

@@ -6,22 +6,28 @@
 // reaches EOF (go-sdk issue #1061), so when the client closes stdin the bridge
 // keeps the agent side open until every request it forwarded has its
 // response, or a grace period ends, and only then half-closes.
+//
+// It counts only requests the agent will answer under the id they were
+// sent with, and matches answers by value, not spelling: the agent and the
+// bridge find ids the same way (internal/rpcid), so a request the agent
+// answers under a null id, or takes for a notification, is never waited for.
 package bridge
 
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
 // MaxLine bounds one JSON-RPC message; the agent applies the same limit.
-const MaxLine = 4 << 20
+const MaxLine = rpcid.MaxLine
 
 // Run copies until the agent closes its side or, after stdin ends, every
 // forwarded request has been answered (or grace has passed). Only protocol
@@ -150,44 +156,37 @@ func eachLine(r io.Reader, fn func([]byte) error) error {
 	}
 }
 
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method *string         `json:"method"`
-	Result json.RawMessage `json:"result"`
-	Error  json.RawMessage `json:"error"`
-}
-
-func envelopes(line []byte) []envelope {
-	line = bytes.TrimSpace(line)
-	if len(line) > 0 && line[0] == '[' {
-		var batch []envelope
-		_ = json.Unmarshal(line, &batch)
-		return batch
-	}
-	var e envelope
-	if json.Unmarshal(line, &e) != nil {
+// requestIDs are the keys (rpcid.Key) of the client requests in a line
+// that the agent answers under the id as sent: those whose id it can carry
+// back, and those it refuses with that id. Requests it answers under a null
+// id and lines it cannot read (it ends the session) are not counted.
+func requestIDs(line []byte) []string {
+	msgs, _, ok := rpcid.Scan(line, nil)
+	if !ok {
 		return nil
 	}
-	return []envelope{e}
-}
-
-// requestIDs are the ids of client requests (id and method) in a line.
-func requestIDs(line []byte) []string {
 	var ids []string
-	for _, e := range envelopes(line) {
-		if e.Method != nil && len(e.ID) > 0 && string(e.ID) != "null" {
-			ids = append(ids, string(e.ID))
+	for _, m := range msgs {
+		if !m.Request() {
+			continue
+		}
+		if v, _ := rpcid.Check(m.ID); v == rpcid.Echoed || v == rpcid.Refused {
+			ids = append(ids, rpcid.Key(m.ID))
 		}
 	}
 	return ids
 }
 
-// responseIDs are the ids of responses (id, no method) in a line.
+// responseIDs are the keys of the responses (an id, no method) in a line.
 func responseIDs(line []byte) []string {
+	msgs, _, ok := rpcid.Scan(line, nil)
+	if !ok {
+		return nil
+	}
 	var ids []string
-	for _, e := range envelopes(line) {
-		if e.Method == nil && len(e.ID) > 0 && (e.Result != nil || e.Error != nil) {
-			ids = append(ids, string(e.ID))
+	for _, m := range msgs {
+		if !m.Method && m.ID != nil {
+			ids = append(ids, rpcid.Key(m.ID))
 		}
 	}
 	return ids

@@ -11,10 +11,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
 // fakeAgent answers each request after delay and, like go-sdk v1.8.0, stops
-// answering as soon as its input reaches EOF: anything still in flight is lost.
+// answering as soon as its input reaches EOF: anything still in flight is
+// lost. Like go-sdk it decodes the id and encodes it again, so a string's
+// escapes may come back spelled differently.
 func fakeAgent(t *testing.T, delay time.Duration) (*net.UnixConn, func()) {
 	t.Helper()
 	quit := make(chan struct{})
@@ -44,8 +48,11 @@ func fakeAgent(t *testing.T, delay time.Duration) (*net.UnixConn, func()) {
 			if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil {
 				continue
 			}
+			var v any
+			_ = json.Unmarshal(req.ID, &v)
+			id, _ := json.Marshal(v)
 			inflight.Add(1)
-			go func(id json.RawMessage) {
+			go func(id []byte) {
 				defer inflight.Done()
 				select {
 				case <-time.After(delay):
@@ -58,7 +65,7 @@ func fakeAgent(t *testing.T, delay time.Duration) (*net.UnixConn, func()) {
 					return // dropped, as go-sdk #1061 does
 				}
 				c.Write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}` + "\n"))
-			}(req.ID)
+			}(id)
 		}
 		mu.Lock()
 		eof = true
@@ -92,6 +99,26 @@ func TestInFlightResponsesSurviveStdinEOF(t *testing.T) {
 	}
 }
 
+// An answer under another spelling of the id ends the wait; Run returns
+// long before its grace (the 60 s is a hang guard).
+func TestAnswerMatchedByIDValue(t *testing.T) {
+	conn, stop := fakeAgent(t, 10*time.Millisecond)
+	defer func() { conn.Close(); stop() }()
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- Run(strings.NewReader(`{"jsonrpc":"2.0","id":"\u0041\/","method":"x"}`+"\n"), &out, conn, 10*time.Minute)
+	}()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), `"id":"A/"`) {
+			t.Fatalf("Run: %v, output %q", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run still waiting for an answer it already forwarded")
+	}
+}
+
 func TestGraceBoundsTheWait(t *testing.T) {
 	conn, stop := fakeAgent(t, time.Hour)
 	defer func() { conn.Close(); stop() }()
@@ -103,16 +130,31 @@ func TestGraceBoundsTheWait(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
+	keys := func(ids ...string) []string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, rpcid.Key([]byte(id)))
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		line      string
 		req, resp []string
 	}{
-		{`{"jsonrpc":"2.0","id":1,"method":"a"}`, []string{"1"}, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"a"}`, keys("1"), nil},
 		{`{"jsonrpc":"2.0","method":"notifications/x"}`, nil, nil},
-		{`{"jsonrpc":"2.0","id":1,"result":{}}`, nil, []string{"1"}},
-		{`{"jsonrpc":"2.0","id":"a","error":{"code":1}}`, nil, []string{`"a"`}},
-		{`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`, []string{"1", "2"}, nil},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, nil, keys("1")},
+		{`{"jsonrpc":"2.0","id":"a","error":{"code":1}}`, nil, keys(`"a"`)},
+		{`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`, keys("1", "2"), nil},
 		{`not json`, nil, nil},
+		// The agent refuses these under the id as sent: waited for.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"a"}`, keys("1.5"), nil},
+		{`{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"a"}`, keys("123456789012345678901234567890"), nil},
+		{`{"jsonrpc":"2.0","id":null,"method":"a"}`, keys("null"), nil},
+		// Answered under a null id, or a notification to the agent: not waited for.
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"a\"}", nil, nil},
+		{`{"jsonrpc":"2.0","ID":5,"method":"a"}`, nil, nil},
+		{`{"jsonrpc":"2.0","id":01,"method":"a"}`, nil, nil},
 	} {
 		if got := requestIDs([]byte(tc.line)); strings.Join(got, ",") != strings.Join(tc.req, ",") {
 			t.Errorf("requestIDs(%s) = %v, want %v", tc.line, got, tc.req)
@@ -120,5 +162,9 @@ func TestIDs(t *testing.T) {
 		if got := responseIDs([]byte(tc.line)); strings.Join(got, ",") != strings.Join(tc.resp, ",") {
 			t.Errorf("responseIDs(%s) = %v, want %v", tc.line, got, tc.resp)
 		}
+	}
+	// go-sdk may spell a string id's escapes differently in its answer.
+	if req, resp := requestIDs([]byte(`{"jsonrpc":"2.0","id":"\u0041\/","method":"a"}`)), responseIDs([]byte(`{"jsonrpc":"2.0","id":"A/","result":{}}`)); len(req) != 1 || len(resp) != 1 || req[0] != resp[0] {
+		t.Errorf("escaped id not matched: %q %q", req, resp)
 	}
 }

@@ -1,0 +1,177 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
+)
+
+// JSON-RPC's codes for a message that is not JSON and one that is not a
+// valid request.
+const (
+	parseError     = -32700
+	invalidRequest = -32600
+)
+
+// lineFilter is what the go-sdk transport reads an agent connection
+// through. It passes every line on unchanged, except three kinds it answers
+// itself:
+//
+//   - a request whose id go-sdk cannot carry back (a fraction, an exponent,
+//     an integer beyond ±2^53, a lone surrogate, null, a boolean, an object):
+//     go-sdk would answer it under another id (123456789012345678901234567890
+//     as -9223372036854775808) or end the session, and the client would wait
+//     for an answer that never comes. It is answered with -32600 and a
+//     message that says why, under the id exactly as sent, and is not run.
+//     We refuse rather than echo: echoing means swapping the id for one
+//     go-sdk can carry and swapping it back in every answer, a second id
+//     space that must never collide with the client's own; and MCP itself
+//     says a request id is a string or an integer, so no conforming client
+//     loses anything. A batch holding such a request is refused whole, one
+//     error per request in it. A response (from the client) with such an id
+//     answers nothing the agent asked, so it is dropped.
+//   - a line longer than rpcid.MaxLine, the bridge's limit too: answered
+//     with -32600 under a null id (the id cannot be known without reading
+//     it all), then the connection ends, since the rest of the line cannot
+//     be told from the next message.
+//   - a line that opens an object or array it does not close: MCP messages
+//     are one line each, and go-sdk's stream decoder would wait for the rest
+//     with every later line, a session wedged without a word. Answered with
+//     -32700 under a null id, then the connection ends.
+//
+// Everything else, well-formed or not, is left to go-sdk, which answers or
+// ends the session as before. The check is one scan of the line's top
+// level (rpcid.Scan), no decoding, and a line that fits the read buffer is
+// handed on from it without being copied here first.
+type lineFilter struct {
+	conn io.ReadWriteCloser // answers are written straight to it; a net.Conn serialises concurrent Writes
+	br   *bufio.Reader
+	log  *slog.Logger
+	long []byte // a line longer than br's buffer, assembled
+	line []byte // the rest of the line go-sdk has not read yet
+	err  error  // returned once line is drained
+	msgs []rpcid.Message
+}
+
+func newLineFilter(conn io.ReadWriteCloser, log *slog.Logger) *lineFilter {
+	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log}
+}
+
+func (f *lineFilter) Read(p []byte) (int, error) {
+	for len(f.line) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		line, err := f.readLine()
+		if len(line) > 0 && f.pass(line) {
+			f.line = line
+		}
+		if err != nil {
+			f.err = err
+		}
+	}
+	n := copy(p, f.line)
+	f.line = f.line[n:]
+	return n, nil
+}
+
+func (f *lineFilter) Close() error { return f.conn.Close() }
+
+// readLine returns the next line, newline included (the last one may lack
+// it). The slice is valid until the next call.
+func (f *lineFilter) readLine() ([]byte, error) {
+	if cap(f.long) > 1<<20 {
+		f.long = nil // do not keep a big line's buffer for the life of the session
+	}
+	b, err := f.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return b, err
+	}
+	f.long = append(f.long[:0], b...)
+	for {
+		b, err = f.br.ReadSlice('\n')
+		f.long = append(f.long, b...)
+		if len(f.long) > rpcid.MaxLine {
+			msg := fmt.Sprintf("agent: message longer than %d bytes; the session ends", rpcid.MaxLine)
+			f.log.Info("closing connection: message too long", "limit", rpcid.MaxLine)
+			_, _ = f.conn.Write(append(rpcid.AppendError(nil, nil, invalidRequest, msg, invalidArgumentData), '\n'))
+			f.long = nil
+			return nil, fmt.Errorf("agent: message longer than %d bytes", rpcid.MaxLine)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return f.long, err
+		}
+	}
+}
+
+var invalidArgumentData = []byte(`{"error_code":"` + CodeInvalidArgument + `"}`)
+
+// pass reports whether line goes on to go-sdk; if not, it has been
+// answered (or, for a response, dropped) here.
+func (f *lineFilter) pass(line []byte) bool {
+	msgs, batch, ok := rpcid.Scan(line, f.msgs)
+	f.msgs = msgs
+	if !ok {
+		if rpcid.Split(line) {
+			f.log.Info("closing connection: a message does not end on its line")
+			_, _ = f.conn.Write(append(rpcid.AppendError(nil, nil, parseError,
+				"agent: parse error: the message does not end on its line (each MCP message is one line); the session ends", invalidArgumentData), '\n'))
+			f.err = errors.New("agent: a message does not end on its line")
+			return false
+		}
+		return true
+	}
+	refuse := false
+	for _, m := range msgs {
+		if m.ID == nil {
+			continue
+		}
+		switch v, _ := rpcid.Check(m.ID); v {
+		case rpcid.Invalid:
+			return true // not JSON: go-sdk refuses the whole line
+		case rpcid.Refused, rpcid.RefusedNull:
+			refuse = true
+		}
+	}
+	if !refuse {
+		return true
+	}
+	var out []byte
+	n := 0
+	for _, m := range msgs {
+		if !m.Request() {
+			continue
+		}
+		v, why := rpcid.Check(m.ID)
+		id := m.ID
+		switch v {
+		case rpcid.Echoed:
+			why = "it came in a batch with a request whose id this server cannot carry back unchanged"
+		case rpcid.RefusedNull:
+			id = nil
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		out = rpcid.AppendError(out, id, invalidRequest, "agent: invalid request, not run: "+why, invalidArgumentData)
+	}
+	if n == 0 {
+		f.log.Debug("dropped a response whose id the agent never sent")
+		return false
+	}
+	if batch {
+		out = append(append([]byte{'['}, out...), ']')
+	}
+	f.log.Debug("refused a request id", "requests", n)
+	if _, err := f.conn.Write(append(out, '\n')); err != nil {
+		f.err = err
+	}
+	return false
+}
+
+var _ io.ReadCloser = (*lineFilter)(nil)
