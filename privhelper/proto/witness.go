@@ -12,13 +12,17 @@ import (
 // head in details "witnessed_seq" and "witnessed_hash").
 var AuditWitness = Method[AuditWitnessReq, AuditWitnessResp]{"audit.witness"}
 
-// AuditWitnessReq is the chain's head after an append.
+// AuditWitnessReq is the chain's head after an append or, with Checkpoint,
+// the last record retention is about to prune. The agent sends a checkpoint
+// before it prunes: the helper syncs it, so the witness never misses a
+// legitimate prune, and it must be at or behind the witnessed head.
 type AuditWitnessReq struct {
-	Seq  uint64 `json:"seq"`
-	Hash string `json:"hash"` // "sha256:<64 hex>", the record's hash
+	Seq        uint64 `json:"seq"`
+	Hash       string `json:"hash"` // "sha256:<64 hex>", the record's hash
+	Checkpoint bool   `json:"checkpoint"`
 }
 
-// AuditWitnessResp is the witnessed head after the call.
+// AuditWitnessResp is the witnessed head (or checkpoint) after the call.
 type AuditWitnessResp struct {
 	Seq     uint64 `json:"seq"`
 	Hash    string `json:"hash"`

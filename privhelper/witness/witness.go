@@ -4,13 +4,20 @@
 // not write it, so a chain cut, rewritten or wiped by that user no longer
 // matches what the witness saw.
 //
-// One line per update: "<seq> <hash> <time>\n", for example
+// One line per update: "<seq> <hash> <time>\n" for a head, and
+// "checkpoint <seq> <hash> <time>\n" when retention pruned the chain up to
+// and including that record, for example
 //
 //	57 sha256:ab12… 2026-11-24T22:10:22Z
+//	checkpoint 40 sha256:cd34… 2026-11-25T03:00:00Z
 //
 // Sequence numbers only grow: the helper refuses a head that goes backwards,
 // or a different hash for the head it already holds, so the agent's user
-// cannot rewind the witness through the helper either.
+// cannot rewind the witness through the helper either. A checkpoint must be
+// at or behind the head and never go backwards. Witnessed checkpoints let a
+// reader tell retention from a file edit that deletes old records and
+// forges a checkpoint: records the witness saw that are gone without a
+// witnessed checkpoint are reported missing.
 //
 // The helper does not fsync each line. The agent sends a head only after
 // bbolt has made the record durable, so a line lost on power loss only makes
@@ -70,8 +77,19 @@ func Short(h string) string {
 	return h
 }
 
-func parseLine(line string) (Point, error) {
+// checkpointWord starts a checkpoint line.
+const checkpointWord = "checkpoint"
+
+func parseLine(line string) (p Point, checkpoint bool, err error) {
 	f := strings.Fields(line)
+	if len(f) == 4 && f[0] == checkpointWord {
+		checkpoint, f = true, f[1:]
+	}
+	p, err = parseFields(f)
+	return p, checkpoint, err
+}
+
+func parseFields(f []string) (Point, error) {
 	if len(f) != 3 {
 		return Point{}, fmt.Errorf("want 3 fields, got %d", len(f))
 	}
@@ -89,15 +107,21 @@ func parseLine(line string) (Point, error) {
 	return Point{Seq: seq, Hash: f[1], Time: t}, nil
 }
 
-func formatLine(p Point) string {
-	return fmt.Sprintf("%d %s %s\n", p.Seq, p.Hash, p.Time.UTC().Format(time.RFC3339Nano))
+func formatLine(p Point, checkpoint bool) string {
+	line := fmt.Sprintf("%d %s %s\n", p.Seq, p.Hash, p.Time.UTC().Format(time.RFC3339Nano))
+	if checkpoint {
+		line = checkpointWord + " " + line
+	}
+	return line
 }
 
 // File is a witness file as read.
 type File struct {
 	Path string
-	// Points are the readable lines, in file order: strictly growing seq.
+	// Points are the readable head lines, in file order: strictly growing seq.
 	Points []Point
+	// Checkpoints are the readable checkpoint lines, in file order.
+	Checkpoints []Point
 	// Bad counts unreadable lines and lines whose seq does not grow.
 	// Only root writes the file, so they come from a crash or the disk.
 	Bad int
@@ -112,6 +136,14 @@ func (f File) Head() (p Point, ok bool) {
 		return Point{}, false
 	}
 	return f.Points[len(f.Points)-1], true
+}
+
+// Checkpoint is the last witnessed checkpoint; ok is false when there is none.
+func (f File) Checkpoint() (p Point, ok bool) {
+	if len(f.Checkpoints) == 0 {
+		return Point{}, false
+	}
+	return f.Checkpoints[len(f.Checkpoints)-1], true
 }
 
 // Read reads the witness file at path. A file that does not exist reads as
@@ -140,12 +172,16 @@ func parse(b []byte) File {
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		p, err := parseLine(line)
-		if err != nil || (len(f.Points) > 0 && p.Seq <= f.Points[len(f.Points)-1].Seq) {
+		p, checkpoint, err := parseLine(line)
+		list := &f.Points
+		if checkpoint {
+			list = &f.Checkpoints
+		}
+		if err != nil || (len(*list) > 0 && p.Seq < (*list)[len(*list)-1].Seq) || (!checkpoint && len(f.Points) > 0 && p.Seq == f.Points[len(f.Points)-1].Seq) {
 			f.Bad++
 			continue
 		}
-		f.Points = append(f.Points, p)
+		*list = append(*list, p)
 	}
 	if sc.Err() != nil {
 		f.Bad++
@@ -163,6 +199,7 @@ type Log struct {
 	f    *os.File
 	path string
 	head Point
+	cp   Point // last witnessed checkpoint
 	now  func() time.Time
 }
 
@@ -189,7 +226,15 @@ func Open(dir string) (*Log, error) {
 	}
 	l := &Log{f: f, path: path, now: time.Now}
 	l.head, _ = parsed.Head()
+	l.cp, _ = parsed.Checkpoint()
 	return l, nil
+}
+
+// CheckpointPoint is the last witnessed checkpoint (zero when none).
+func (l *Log) CheckpointPoint() Point {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cp
 }
 
 // Path is the file written.
@@ -221,15 +266,62 @@ func (l *Log) Witness(seq uint64, hash string) (Point, bool, error) {
 	case seq == l.head.Seq:
 		return l.head, false, nil
 	}
+	p, err := l.write(seq, hash, false)
+	if err != nil {
+		return l.head, false, err
+	}
+	l.head = p
+	return p, true, nil
+}
+
+// Checkpoint records that retention pruned the chain up to and including
+// seq, whose hash is hash. seq must be at or behind the witnessed head (with
+// the head's hash when equal) and not behind the last checkpoint; the same
+// checkpoint again is accepted without writing. A refusal wraps ErrRewind.
+// It returns the checkpoint after the call and whether a line was written.
+func (l *Log) Checkpoint(seq uint64, hash string) (Point, bool, error) {
+	if seq == 0 || !ValidHash(hash) {
+		return Point{}, false, fmt.Errorf("witness: checkpoint seq %d hash %q: want seq > 0 and sha256:<hex>", seq, hash)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case seq > l.head.Seq:
+		return l.cp, false, fmt.Errorf("%w: checkpoint %d is beyond the witnessed head %d", ErrRewind, seq, l.head.Seq)
+	case seq == l.head.Seq && hash != l.head.Hash:
+		return l.cp, false, fmt.Errorf("%w: checkpoint %d has hash %s, the witnessed head %s", ErrRewind, seq, hash, l.head.Hash)
+	case seq < l.cp.Seq:
+		return l.cp, false, fmt.Errorf("%w: checkpoint %d is behind the witnessed checkpoint %d", ErrRewind, seq, l.cp.Seq)
+	case seq == l.cp.Seq && hash != l.cp.Hash:
+		return l.cp, false, fmt.Errorf("%w: checkpoint %d was witnessed with hash %s, not %s", ErrRewind, seq, l.cp.Hash, hash)
+	case seq == l.cp.Seq:
+		return l.cp, false, nil
+	}
+	p, err := l.write(seq, hash, true)
+	if err != nil {
+		return l.cp, false, err
+	}
+	// Unlike a head, a checkpoint is synced: the agent prunes only after
+	// this returns, so a checkpoint lost on power loss could make legitimate
+	// retention look like deleted records. Pruning is rare, so this costs
+	// the SD card next to nothing.
+	if err := l.f.Sync(); err != nil {
+		return l.cp, false, fmt.Errorf("witness: sync %s: %w", l.path, err)
+	}
+	l.cp = p
+	return p, true, nil
+}
+
+// write appends one line. The caller holds mu.
+func (l *Log) write(seq uint64, hash string, checkpoint bool) (Point, error) {
 	p := Point{Seq: seq, Hash: hash, Time: l.now().UTC().Truncate(time.Millisecond)}
 	// One write of one short line to an O_APPEND file: it lands whole or,
 	// on power loss, as a torn tail that Open removes. No fsync: see the
 	// package comment for why a lost line is harmless.
-	if _, err := l.f.WriteString(formatLine(p)); err != nil {
-		return l.head, false, fmt.Errorf("witness: write %s: %w", l.path, err)
+	if _, err := l.f.WriteString(formatLine(p, checkpoint)); err != nil {
+		return Point{}, fmt.Errorf("witness: write %s: %w", l.path, err)
 	}
-	l.head = p
-	return p, true, nil
+	return p, nil
 }
 
 // Close syncs and closes the file: a clean stop keeps every line.

@@ -109,3 +109,48 @@ func TestReadBadLines(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+func TestCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Checkpoint(1, hash('a')); !errors.Is(err, ErrRewind) {
+		t.Fatalf("checkpoint with no head: %v", err)
+	}
+	l.Witness(10, hash('9'))
+	if _, _, err := l.Checkpoint(11, hash('8')); !errors.Is(err, ErrRewind) {
+		t.Fatalf("checkpoint beyond the head: %v", err)
+	}
+	if _, _, err := l.Checkpoint(10, hash('8')); !errors.Is(err, ErrRewind) {
+		t.Fatalf("checkpoint at the head with another hash: %v", err)
+	}
+	if _, w, err := l.Checkpoint(4, hash('d')); err != nil || !w {
+		t.Fatalf("checkpoint 4: %v %v", w, err)
+	}
+	if _, w, err := l.Checkpoint(4, hash('d')); err != nil || w {
+		t.Fatalf("checkpoint 4 again: %v %v", w, err)
+	}
+	if _, _, err := l.Checkpoint(3, hash('c')); !errors.Is(err, ErrRewind) {
+		t.Fatalf("checkpoint going back: %v", err)
+	}
+	if _, _, err := l.Checkpoint(4, hash('e')); !errors.Is(err, ErrRewind) {
+		t.Fatalf("checkpoint 4 rehashed: %v", err)
+	}
+	l.Close()
+	f, err := Read(Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, ok := f.Checkpoint()
+	head, _ := f.Head()
+	if !ok || cp.Seq != 4 || cp.Hash != hash('d') || head.Seq != 10 || len(f.Points) != 1 || f.Bad != 0 {
+		t.Fatalf("read %+v", f)
+	}
+	l2, _ := Open(dir)
+	defer l2.Close()
+	if got := l2.CheckpointPoint(); got.Seq != 4 {
+		t.Fatalf("reopened checkpoint = %+v", got)
+	}
+}
