@@ -212,6 +212,13 @@ func Open(dir string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("witness: %w", err)
 	}
+	// The helper runs with UMask=0077; readers (the agent, `raspi-mcp
+	// audit verify`) need the file world-readable, and nobody but its
+	// owner may write it.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("witness: chmod %s: %w", path, err)
+	}
 	b, err := io.ReadAll(f)
 	if err != nil {
 		f.Close()
