@@ -163,4 +163,3 @@ func TestAuditVerifyCatchesADeletedMiddleRecord(t *testing.T) {
 	verifyBroken(t, s, fmt.Sprintf("gap: record %d missing", mid),
 		fmt.Sprintf("witness_missing: record %d missing: witness saw seq %d hash %s, the chain goes from %d to %d", mid, mid, short(h[mid]), mid-1, n))
 }
-
