@@ -163,7 +163,11 @@ func verifyTx(tx *bolt.Tx, w *Witness) AuditVerify {
 		expSeq, expPrev = cp.Seq+1, cp.Hash
 	}
 
-	wc := newWitnessCheck(&res, w, res.CheckpointSeq)
+	var chainCP WitnessPoint
+	if cpOK && cpErr == nil {
+		chainCP = WitnessPoint{Seq: cp.Seq, Hash: cp.Hash}
+	}
+	wc := newWitnessCheck(&res, w, chainCP)
 	var lastHash string
 	lastHashKnown := false
 	audit := bucket(tx, bucketAudit)

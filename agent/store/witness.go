@@ -49,9 +49,9 @@ type witnessCheck struct {
 	res       *AuditVerify
 	pts       []WitnessPoint
 	i         int
-	pruned    uint64 // witnessed points at or below this may be absent: pruned by witnessed retention
-	chainCP   uint64 // the chain's own checkpoint (0 none)
-	prevChain uint64 // the last stored record walked (0 none yet)
+	pruned    uint64       // witnessed points at or below this may be absent: pruned by witnessed retention
+	chainCP   WitnessPoint // the chain's own checkpoint (zero: none)
+	prevChain uint64       // the last stored record walked (0 none yet)
 
 	// A run of consecutive witnessed points whose hash differs.
 	mmFirst WitnessPoint
@@ -60,11 +60,18 @@ type witnessCheck struct {
 	mmN     int
 }
 
-func newWitnessCheck(res *AuditVerify, w *Witness, chainCP uint64) *witnessCheck {
+func newWitnessCheck(res *AuditVerify, w *Witness, chainCP WitnessPoint) *witnessCheck {
 	if w == nil || len(w.Heads) == 0 {
 		return nil
 	}
-	return &witnessCheck{res: res, pts: w.Heads, pruned: min(chainCP, w.Checkpoint.Seq), chainCP: chainCP}
+	c := &witnessCheck{res: res, pts: w.Heads, pruned: min(chainCP.Seq, w.Checkpoint.Seq), chainCP: chainCP}
+	// Retention checkpoints the same record on both sides; a checkpoint
+	// with another hash was forged.
+	if wc := w.Checkpoint; wc.Seq != 0 && wc.Seq == chainCP.Seq && wc.Hash != chainCP.Hash {
+		res.add(wc.Seq, ProblemWitnessMismatch, "checkpoint %d differs from what the witness saw (rewritten): witness saw hash %s, the chain's checkpoint has %s",
+			wc.Seq, shortHash(wc.Hash), shortHash(chainCP.Hash))
+	}
+	return c
 }
 
 // record is called for each stored record in order; known is false when its
@@ -103,7 +110,13 @@ func (c *witnessCheck) missingBefore(limit uint64, where string) {
 		p := c.pts[c.i]
 		c.i++
 		if p.Seq <= c.pruned {
-			continue // retention pruned it, and the witness was told first
+			// Retention pruned it, and the witness was told first. The
+			// checkpoint keeps the hash of the last record pruned.
+			if p.Seq == c.chainCP.Seq && p.Hash != c.chainCP.Hash {
+				c.res.add(p.Seq, ProblemWitnessMismatch, "record %d differs from what the witness saw (rewritten): witness saw hash %s, the chain's checkpoint has %s",
+					p.Seq, shortHash(p.Hash), shortHash(c.chainCP.Hash))
+			}
+			continue
 		}
 		last = p
 		n++
@@ -122,8 +135,8 @@ func (c *witnessCheck) missingBefore(limit uint64, where string) {
 		rng = fmt.Sprintf("record %d missing", from)
 	}
 	detail := fmt.Sprintf("%s: witness saw seq %d hash %s, %s", rng, last.Seq, shortHash(last.Hash), where)
-	if c.chainCP > c.pruned && last.Seq <= c.chainCP {
-		detail += fmt.Sprintf("; the chain's checkpoint claims records through %d were pruned, the witness saw pruning only through %d", c.chainCP, c.pruned)
+	if c.chainCP.Seq > c.pruned && last.Seq <= c.chainCP.Seq {
+		detail += fmt.Sprintf("; the chain's checkpoint claims records through %d were pruned, the witness saw pruning only through %d", c.chainCP.Seq, c.pruned)
 	}
 	c.res.add(from, ProblemWitnessMissing, "%s", detail)
 }

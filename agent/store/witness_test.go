@@ -239,6 +239,16 @@ func TestPruneWithWitness(t *testing.T) {
 	if v := verifyWith(t, db, w); !v.OK || v.CheckpointSeq != 10 || v.WitnessCheckpointSeq != 10 || v.Records != 20 {
 		t.Fatalf("after witnessed prune: %+v", v)
 	}
+	// A checkpoint whose hash was edited no longer matches the witnessed one.
+	forged := tamper(t, db, func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket([]byte(bucketMeta)), metaAuditCheckpoint, chainPoint{Seq: 10, Hash: recs[3].Hash})
+	})
+	if v := verifyWith(t, forged, w); v.OK || kinds(v)[ProblemWitnessMismatch] == "" {
+		t.Fatalf("edited checkpoint: %+v", v.Problems)
+	}
+	db = tamper(t, forged, func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket([]byte(bucketMeta)), metaAuditCheckpoint, chainPoint{Seq: 10, Hash: recs[9].Hash})
+	})
 	// The witness refusing means nothing is pruned.
 	n, err = db.PruneAuditWitnessed(baseTime.Add(20*time.Minute+time.Second), func(WitnessPoint) error { return errors.New("helper down") })
 	if err == nil || n != 0 {
