@@ -31,14 +31,19 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
 // Options are the agent's dependencies; the binary wires them.
 type Options struct {
-	Config  *config.Config
-	Store   *store.DB
-	Sys     sysinfo.Source
-	Helper  *client.Client
+	Config *config.Config
+	Store  *store.DB
+	Sys    sysinfo.Source
+	Helper *client.Client
+	// Witness is a second connection to the helper for the audit witness,
+	// so witnessing a record never queues behind a slow privileged call;
+	// nil shares Helper.
+	Witness *client.Client
 	Version string
 	Build   string // commit or "dev"
 	Mode    string // "device" or "sim"
@@ -75,6 +80,7 @@ type Agent struct {
 	appLog    *applog.Ring
 	unitCPU   unitCPU
 	cpu       cpuSampler
+	witness   *witnesser
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -97,6 +103,14 @@ func New(o Options) (*Agent, error) {
 	if a.journal == nil {
 		a.journal = journal.Journalctl{}
 	}
+	wc := o.Witness
+	if wc == nil {
+		wc = o.Helper
+	}
+	a.witness = newWitnesser(wc, witness.Path(o.Config.Helper.StateDir), o.Logger)
+	// Before any record is written: log a tampered trail, and have new
+	// records follow the witnessed head instead of sealing over a cut.
+	a.witness.start(o.Store)
 	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
@@ -148,6 +162,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	rctx, stopReverts := context.WithCancel(ctx)
 	defer stopReverts()
 	go a.reverter.run(rctx)
+	go a.witness.retry(rctx)
 	go a.powerJobs.run(rctx)
 	// The LAN clients stop with the reverts, before Serve returns.
 	var lanWG sync.WaitGroup
@@ -282,7 +297,7 @@ func (a *Agent) refuse(conn *net.UnixConn, p Principal) {
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: RoleNone.String(),
 		Tool: "connect", Decision: "deny", ErrorCode: CodePermissionDenied, Message: "principal has no role"}
 	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID})
-	if _, err := a.store.AppendAudit(rec); err != nil {
+	if _, err := a.appendAudit(rec); err != nil {
 		a.log.Error("audit append failed", "err", err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))

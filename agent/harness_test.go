@@ -35,6 +35,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
 // rig is an agent on the simulated board with a real helper server, a real
@@ -59,6 +60,7 @@ type rig struct {
 	mu         sync.Mutex
 	stopHelper context.CancelFunc
 	helperDone chan struct{}
+	witness    *witness.Log // the helper's audit witness, reopened with each helper start
 }
 
 func currentUser(t testing.TB) string {
@@ -115,7 +117,12 @@ func (r *rig) startHelper() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	wit, err := witness.Open(r.cfg.Helper.StateDir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	srv := privhelper.NewServer(privhelper.Options{
+		Witness: wit,
 		Hardware: privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(r.pwm),
 			I2C:    privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir),
 			Camera: privhelper.CameraFrom(camera.NewSim(r.cfg.Camera.MediaRoot), os.Getuid())},
@@ -130,18 +137,21 @@ func (r *rig) startHelper() {
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
 	r.mu.Lock()
-	r.stopHelper, r.helperDone = cancel, done
+	r.stopHelper, r.helperDone, r.witness = cancel, done, wit
 	r.mu.Unlock()
 }
 
 func (r *rig) killHelper() {
 	r.mu.Lock()
-	stop, done := r.stopHelper, r.helperDone
-	r.stopHelper = nil
+	stop, done, wit := r.stopHelper, r.helperDone, r.witness
+	r.stopHelper, r.witness = nil, nil
 	r.mu.Unlock()
 	if stop != nil {
 		stop()
 		<-done
+	}
+	if wit != nil {
+		wit.Close()
 	}
 }
 

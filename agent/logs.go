@@ -67,11 +67,25 @@ type AuditLogsOut struct {
 
 // AuditVerifyOut is the result of checking the hash chain.
 type AuditVerifyOut struct {
-	OK       bool           `json:"ok"`
-	Records  int            `json:"records"`
-	FirstSeq uint64         `json:"first_seq"`
-	LastSeq  uint64         `json:"last_seq"`
-	Problems []AuditProblem `json:"problems"`
+	OK            bool             `json:"ok"`
+	Records       int              `json:"records"`
+	FirstSeq      uint64           `json:"first_seq"`
+	LastSeq       uint64           `json:"last_seq"`
+	StoredCount   int              `json:"stored_count" jsonschema:"the record count kept beside the chain; -1 when absent"`
+	CheckpointSeq uint64           `json:"checkpoint_seq,omitempty" jsonschema:"the last record retention pruned"`
+	Witness       *AuditWitnessOut `json:"witness,omitempty" jsonschema:"the root helper's witness of the chain's head"`
+	Problems      []AuditProblem   `json:"problems"`
+}
+
+// AuditWitnessOut is the root helper's witness as verification used it.
+type AuditWitnessOut struct {
+	Path          string `json:"path"`
+	Seq           uint64 `json:"seq,omitempty" jsonschema:"the last head the helper witnessed"`
+	Hash          string `json:"hash,omitempty"`
+	CheckpointSeq uint64 `json:"checkpoint_seq,omitempty" jsonschema:"the last prune the helper witnessed"`
+	Unwitnessed   int    `json:"unwitnessed,omitempty" jsonschema:"records after the witnessed head: not yet witnessed (helper down, or a line lost on power loss); not tampering"`
+	BadLines      int    `json:"bad_lines,omitempty"`
+	Error         string `json:"error,omitempty" jsonschema:"why the chain was checked without the witness"`
 }
 
 // AuditProblem is one break in the chain.
@@ -358,17 +372,25 @@ func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogs
 	return AuditLogsOut{Entries: entriesOf(recs), TotalCount: total, ReturnedCount: len(recs), HasMore: in.Offset+len(recs) < total}, nil
 }
 
-// VerifyAudit checks the agent's own chain.
-func (a *Agent) VerifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store) }
+// VerifyAudit checks the agent's own chain against the helper's witness.
+func (a *Agent) VerifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store, a.witness.path) }
 
-// VerifyFile checks the audit chain of a database, also for the CLI when the
-// agent is stopped.
-func VerifyFile(db *store.DB) (AuditVerifyOut, error) {
-	v, err := db.VerifyAudit()
+// VerifyFile checks the audit chain of a database, and compares it with the
+// helper's witness file at witnessPath (read directly: it is world-readable,
+// so this works for the CLI when the agent is stopped and for users the
+// helper would not talk to). A missing witness file is reported in Witness,
+// not as a problem: a new install has none yet.
+func VerifyFile(db *store.DB, witnessPath string) (AuditVerifyOut, error) {
+	w, info, _ := readWitness(witnessPath)
+	v, err := db.VerifyAuditWitness(w)
 	if err != nil {
 		return AuditVerifyOut{}, err
 	}
-	o := AuditVerifyOut{OK: v.OK, Records: v.Records, FirstSeq: v.FirstSeq, LastSeq: v.LastSeq, Problems: []AuditProblem{}}
+	o := AuditVerifyOut{OK: v.OK, Records: v.Records, FirstSeq: v.FirstSeq, LastSeq: v.LastSeq, StoredCount: v.StoredCount,
+		CheckpointSeq: v.CheckpointSeq, Witness: info, Problems: []AuditProblem{}}
+	if v.Witnessed {
+		info.Seq, info.Hash, info.CheckpointSeq, info.Unwitnessed = v.WitnessSeq, v.WitnessHash, v.WitnessCheckpointSeq, v.Unwitnessed
+	}
 	for _, p := range v.Problems {
 		o.Problems = append(o.Problems, AuditProblem{Seq: p.Seq, Kind: p.Kind, Detail: p.Detail})
 	}

@@ -55,12 +55,25 @@ type HelperStatus struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// AuditStatus counts the audit trail.
+// AuditStatus counts the audit trail and says whether it still holds.
 type AuditStatus struct {
 	Records  int    `json:"records"`
 	Denied   int    `json:"denied"`
 	Errors   int    `json:"errors"`
 	LastTime string `json:"last_time,omitempty"`
+	LastSeq  uint64 `json:"last_seq,omitempty"`
+	// Tampered is set when the agent found the trail cut, rewritten or
+	// wiped (at start, or when the helper's witness refused a head).
+	// Findings say what is missing; they stay until the trail is repaired
+	// and the agent restarted. `raspi-mcp audit verify` has the details.
+	Tampered bool     `json:"tampered"`
+	Findings []string `json:"findings,omitempty" jsonschema:"what does not hold: records missing or rewritten compared with the root helper's witness"`
+	// WitnessSeq is the last head the root helper confirmed; Unwitnessed
+	// counts newer records it has not (yet) confirmed; WitnessError says
+	// why, when the last attempt failed.
+	WitnessSeq   uint64 `json:"witness_seq,omitempty"`
+	Unwitnessed  int    `json:"unwitnessed,omitempty"`
+	WitnessError string `json:"witness_error,omitempty"`
 }
 
 // DatabaseStatus is the bbolt file.
@@ -87,8 +100,12 @@ func (a *Agent) registerManage() {
 			if s.Helper.Reachable {
 				h = "helper up"
 			}
-			return fmt.Sprintf("raspi-mcp %s (%s), up %s, %s, %d audit records (%d denied, %d errors)", s.Version, s.Mode,
-				human(time.Duration(s.UptimeSeconds)*time.Second), h, s.Audit.Records, s.Audit.Denied, s.Audit.Errors)
+			audit := ""
+			if s.Audit.Tampered {
+				audit = "; AUDIT TRAIL TAMPERED: " + s.Audit.Findings[0]
+			}
+			return fmt.Sprintf("raspi-mcp %s (%s), up %s, %s, %d audit records (%d denied, %d errors)%s", s.Version, s.Mode,
+				human(time.Duration(s.UptimeSeconds)*time.Second), h, s.Audit.Records, s.Audit.Denied, s.Audit.Errors, audit)
 		},
 	})
 }
@@ -122,6 +139,13 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 	s.Audit = AuditStatus{Records: total, Denied: denied, Errors: errs}
 	if total > 0 {
 		s.Audit.LastTime = last.Time.UTC().Format(time.RFC3339)
+		s.Audit.LastSeq = last.Seq
+	}
+	acked, werr, findings := a.witness.status()
+	s.Audit.Tampered, s.Audit.Findings = len(findings) > 0, findings
+	s.Audit.WitnessSeq, s.Audit.WitnessError = acked.Seq, werr
+	if last.Seq > acked.Seq {
+		s.Audit.Unwitnessed = int(min(last.Seq-acked.Seq, uint64(total)))
 	}
 	if s.Database.SizeBytes, err = a.store.Size(); err != nil {
 		return s, err

@@ -275,7 +275,7 @@ func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (str
 	} else {
 		rec.OutHash, _ = store.HashJSON(out)
 	}
-	stored, err := a.store.AppendAudit(rec)
+	stored, err := a.appendAudit(rec)
 	if err != nil {
 		return "", err
 	}

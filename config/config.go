@@ -108,6 +108,10 @@ type Helper struct {
 	Socket    string   `toml:"socket"`
 	AgentUser string   `toml:"agent_user"` // user name or numeric uid of the only non-root peer the helper accepts
 	Timeout   Duration `toml:"timeout"`    // per privileged call
+	// StateDir is the helper's own directory (root's, mode 0755): it keeps
+	// the audit witness there, which the agent and `raspi-mcp audit
+	// verify` read but the agent's user cannot write.
+	StateDir string `toml:"state_dir"`
 }
 
 // Roles maps Unix users and groups to roles. uid 0 is always admin; anyone
@@ -195,6 +199,7 @@ func Default() Config {
 			Socket:    "/run/raspi-mcp-helper/helper.sock",
 			AgentUser: "raspi-mcp",
 			Timeout:   Duration(10 * time.Second),
+			StateDir:  "/var/lib/raspi-mcp-helper",
 		},
 		Roles: Roles{
 			Users:  map[string]string{},
@@ -344,9 +349,10 @@ func decode(c *Config, data []byte) error {
 // Validate checks values that TOML types cannot express.
 func (c Config) Validate() error {
 	for key, p := range map[string]string{
-		"agent.socket":  c.Agent.Socket,
-		"agent.state":   c.Agent.State,
-		"helper.socket": c.Helper.Socket,
+		"agent.socket":     c.Agent.Socket,
+		"agent.state":      c.Agent.State,
+		"helper.socket":    c.Helper.Socket,
+		"helper.state_dir": c.Helper.StateDir,
 	} {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("%s: want an absolute path, got %q", key, p)
@@ -587,6 +593,7 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.Agent.SocketGroup = ""
 	c.Helper.Socket = filepath.Join(dir, "helper.sock")
 	c.Helper.AgentUser = user
+	c.Helper.StateDir = dir
 	c.Roles.Users = map[string]string{user: "admin"}
 	c.System = System{Enabled: true, Reboot: true, Shutdown: true}
 	c.Metrics.Enabled, c.Metrics.Jobs = true, true

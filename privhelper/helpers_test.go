@@ -19,6 +19,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
 // syncBuffer is a log sink the server's goroutines and the test share.
@@ -116,6 +117,14 @@ func startHelperWith(t testing.TB, sock string, o privhelper.Options) *helper {
 	}
 	if o.Backend == "" {
 		o.Backend = "sim"
+	}
+	if o.Witness == nil {
+		w, err := witness.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		o.Witness = w
 	}
 	if o.Version == "" {
 		o.Version = "0.1.0"

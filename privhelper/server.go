@@ -28,6 +28,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
 // Timeouts and limits of the server. They are constants, not options,
@@ -70,6 +71,7 @@ type Options struct {
 	HardwarePolicy HardwarePolicy // the owner's pin and bus allowlists
 	Ops            Ops            // systemd units and signals; nil members are not served
 	OpsPolicy      OpsPolicy      // the owner's unit and signal rules
+	Witness        *witness.Log   // the audit witness file; nil: audit.witness is not served
 	Backend        string         // "linux" or "sim", reported by Status
 	Version        string         // helper version, e.g. "0.1.0"
 	Logger         *slog.Logger   // refusals are logged at Warn with uid/gid/pid; nil discards
@@ -87,6 +89,7 @@ type Server struct {
 	hwPolicy  HardwarePolicy
 	ops       Ops
 	opsPolicy OpsPolicy
+	witness   *witness.Log
 	backend   string
 	helper    string
 	log       *slog.Logger
@@ -107,6 +110,7 @@ func NewServer(o Options) *Server {
 		hwPolicy:  o.HardwarePolicy,
 		ops:       o.Ops,
 		opsPolicy: o.OpsPolicy,
+		witness:   o.Witness,
 		backend:   o.Backend,
 		helper:    "raspi-mcp-helper/" + o.Version,
 		log:       o.Logger,
@@ -129,6 +133,7 @@ func NewServer(o Options) *Server {
 	}
 	s.registerHardware()
 	s.registerOps()
+	s.registerWitness()
 	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
 	return s
 }

@@ -191,7 +191,16 @@ func storedHash(v []byte) (string, bool) {
 // last stored record and the checkpoint are fallbacks so that a deleted head
 // or deleted records never make the agent overwrite a key or stop auditing.
 // Whatever was tampered with stays visible to VerifyAudit.
-func chainTip(audit, meta *bolt.Bucket) chainPoint {
+//
+// after is the head the helper's witness holds (zero: none). When it is
+// beyond the chain's tip, or at it with another hash, the chain was cut or
+// rewritten behind the agent's back: the next record then follows the
+// witnessed head, seq and hash, instead of reusing sequence numbers the
+// witness already saw. That leaves the cut in the chain as a gap (or a
+// broken link) that VerifyAudit keeps reporting and retention will not
+// prune, lets new records be witnessed again, and a restore of the lost
+// records from a backup still links up.
+func chainTip(audit, meta *bolt.Bucket, after WitnessPoint) chainPoint {
 	var tip chainPoint
 	if cp, ok, err := readPoint(meta, metaAuditCheckpoint); ok && err == nil {
 		tip = chainPoint{Seq: cp.Seq, Hash: cp.Hash}
@@ -205,6 +214,9 @@ func chainTip(audit, meta *bolt.Bucket) chainPoint {
 	if head, ok, err := readPoint(meta, metaAuditHead); ok && err == nil && head.Seq >= tip.Seq {
 		tip = chainPoint{Seq: head.Seq, Hash: head.Hash}
 	}
+	if after.Seq > tip.Seq || (after.Seq == tip.Seq && after.Seq > 0 && after.Hash != tip.Hash) {
+		tip = chainPoint{Seq: after.Seq, Hash: after.Hash}
+	}
 	return tip
 }
 
@@ -216,6 +228,14 @@ func chainTip(audit, meta *bolt.Bucket) chainPoint {
 // A zero Time is set to now; any Time is stored in UTC. Decision must be
 // "allow" or "deny". The stored record is returned.
 func (db *DB) AppendAudit(r AuditRecord) (AuditRecord, error) {
+	return db.AppendAuditAfter(r, WitnessPoint{})
+}
+
+// AppendAuditAfter is AppendAudit for an agent whose helper witnesses the
+// chain: after is the witnessed head. In the normal case the witness is at
+// or behind the chain's tip and nothing changes; when it is ahead or
+// disagrees, the new record follows the witnessed head (see chainTip).
+func (db *DB) AppendAuditAfter(r AuditRecord, after WitnessPoint) (AuditRecord, error) {
 	if r.Decision != DecisionAllow && r.Decision != DecisionDeny {
 		return AuditRecord{}, fmt.Errorf("store: append audit for tool %q: decision %q: want %q or %q",
 			r.Tool, r.Decision, DecisionAllow, DecisionDeny)
@@ -239,7 +259,7 @@ func (db *DB) AppendAudit(r AuditRecord) (AuditRecord, error) {
 		if err != nil {
 			return err
 		}
-		tip := chainTip(audit, meta)
+		tip := chainTip(audit, meta, after)
 		r.Seq = tip.Seq + 1
 		r.PrevHash = tip.Hash
 		if r.Hash, err = recordHash(r); err != nil {
@@ -367,7 +387,16 @@ func (db *DB) AuditCounts() (total, denied, errored int, last AuditRecord, err e
 // record early, so both sides of a broken link stay in the file: retention
 // never destroys the evidence of tampering. It then returns the count deleted
 // so far with an error wrapping ErrAuditChainBroken.
-func (db *DB) PruneAuditBefore(t time.Time) (int, error) {
+func (db *DB) PruneAuditBefore(t time.Time) (int, error) { return db.PruneAuditWitnessed(t, nil) }
+
+// PruneAuditWitnessed is PruneAuditBefore for an agent whose helper witnesses
+// the chain: before anything is deleted, witness is called with the record
+// that will become the checkpoint, inside the transaction. If it fails,
+// nothing is pruned. Telling the witness first means a prune never looks
+// like deleted records, even if the agent dies right after; a witnessed
+// checkpoint whose prune did not happen is harmless, since those records
+// are still there to compare.
+func (db *DB) PruneAuditWitnessed(t time.Time, witness func(checkpoint WitnessPoint) error) (int, error) {
 	var (
 		n    int
 		stop error
@@ -447,6 +476,11 @@ func (db *DB) PruneAuditBefore(t time.Time) (int, error) {
 			removed.add(&d.rec, 1)
 		}
 		tail := del[len(del)-1].rec
+		if witness != nil {
+			if err := witness(WitnessPoint{Seq: tail.Seq, Hash: tail.Hash}); err != nil {
+				return fmt.Errorf("witness checkpoint %d: %w", tail.Seq, err)
+			}
+		}
 		now := time.Now().UTC()
 		point := chainPoint{Seq: tail.Seq, Hash: tail.Hash, Time: &tail.Time, PrunedAt: &now}
 		if err := putJSON(meta, metaAuditCheckpoint, point); err != nil {

@@ -19,6 +19,7 @@ const (
 	ProblemMissingHead = "missing_head"        // records exist but the chain head is absent or unreadable
 	ProblemKeyMismatch = "key_mismatch"        // record's seq differs from the key it is stored under: moved or copied
 	ProblemCheckpoint  = "checkpoint_mismatch" // record at or before the prune checkpoint, or checkpoint unreadable
+	ProblemCount       = "count_mismatch"      // the stored record count or the head's seq disagrees with the records found
 )
 
 // maxReportedProblems caps AuditVerify.Problems: a wholesale rewrite would
@@ -42,6 +43,18 @@ type AuditVerify struct {
 	// CheckpointSeq is the last pruned record (0 when never pruned); the
 	// chain is verified from the record after it.
 	CheckpointSeq uint64
+	// StoredCount is the record count kept in meta (-1 when absent).
+	StoredCount int
+	// The helper's witness, when one was given: its last head and
+	// checkpoint, and how many stored records come after its head (not yet
+	// witnessed: the helper was down, or a power loss took the newest line).
+	// Lagging is not a problem; a witness ahead of or disagreeing with the
+	// chain is.
+	Witnessed            bool
+	WitnessSeq           uint64
+	WitnessHash          string
+	WitnessCheckpointSeq uint64
+	Unwitnessed          int
 	// Problems is capped at 100; ProblemCount is how many were found.
 	Problems     []AuditProblem
 	ProblemCount int
@@ -113,10 +126,18 @@ func checkRecord(key uint64, v []byte) recordCheck {
 // The chain makes tampering evident, not impossible: someone able to write
 // the file can rewrite every record and the head consistently. Anchoring the
 // head elsewhere (the journal, a remote log) is what closes that.
-func (db *DB) VerifyAudit() (AuditVerify, error) {
+func (db *DB) VerifyAudit() (AuditVerify, error) { return db.VerifyAuditWitness(nil) }
+
+// VerifyAuditWitness is VerifyAudit, and also compares the chain with the
+// root helper's witness w (nil: no comparison): every witnessed record that
+// is gone (witness_missing, unless retention pruned it after telling the
+// witness) or has another hash (witness_mismatch). That is what catches a
+// chain cut, rewritten or wiped together with its head and counts, which
+// the chain alone cannot show.
+func (db *DB) VerifyAuditWitness(w *Witness) (AuditVerify, error) {
 	var res AuditVerify
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		res = verifyTx(tx)
+		res = verifyTx(tx, w)
 		return nil
 	})
 	if err != nil {
@@ -125,8 +146,8 @@ func (db *DB) VerifyAudit() (AuditVerify, error) {
 	return res, nil
 }
 
-func verifyTx(tx *bolt.Tx) AuditVerify {
-	var res AuditVerify
+func verifyTx(tx *bolt.Tx, w *Witness) AuditVerify {
+	res := AuditVerify{StoredCount: -1}
 	meta := bucket(tx, bucketMeta)
 	head, headOK, headErr := readPoint(meta, metaAuditHead)
 	cp, cpOK, cpErr := readPoint(meta, metaAuditCheckpoint)
@@ -142,9 +163,15 @@ func verifyTx(tx *bolt.Tx) AuditVerify {
 		expSeq, expPrev = cp.Seq+1, cp.Hash
 	}
 
+	var chainCP WitnessPoint
+	if cpOK && cpErr == nil {
+		chainCP = WitnessPoint{Seq: cp.Seq, Hash: cp.Hash}
+	}
+	wc := newWitnessCheck(&res, w, chainCP)
 	var lastHash string
 	lastHashKnown := false
-	if audit := bucket(tx, bucketAudit); audit != nil {
+	audit := bucket(tx, bucketAudit)
+	if audit != nil {
 		c := audit.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			seq, ok := keySeq(k)
@@ -179,9 +206,11 @@ func verifyTx(tx *bolt.Tx) AuditVerify {
 			rc := checkRecord(seq, v)
 			if rc.problem != nil && rc.problem.Kind == ProblemDecode {
 				res.add(seq, rc.problem.Kind, "%s", rc.problem.Detail)
+				wc.record(seq, "", false)
 				prevKnown = false
 				continue
 			}
+			wc.record(seq, rc.hash, true)
 			if rc.seq != seq {
 				res.add(seq, ProblemKeyMismatch, "record says seq %d but is stored under %d", rc.seq, seq)
 			}
@@ -218,6 +247,31 @@ func verifyTx(tx *bolt.Tx) AuditVerify {
 	case lastHashKnown && head.Hash != lastHash:
 		// (An unreadable last record was already reported as decode.)
 		res.add(head.Seq, ProblemHead, "head hash %s does not match record %d's hash %s", head.Hash, res.LastSeq, lastHash)
+	}
+
+	// The running count is kept in the same transaction as every append
+	// and prune, so it equals the records stored. It is checked last, and
+	// only when nothing else explains a difference: it is what shows a tail
+	// cut with the head rewritten to match, or records and head wiped
+	// together, which leave a chain that is intact in itself.
+	if stats, stored := loadStats(audit, meta); stored {
+		res.StoredCount = stats.Total
+		if stats.Total != res.Records && res.ProblemCount == 0 {
+			found := "none found"
+			if res.Records > 0 {
+				found = fmt.Sprintf("%d found (seq %d..%d)", res.Records, res.FirstSeq, res.LastSeq)
+			}
+			res.add(0, ProblemCount, "meta %s says %d records are stored, %s", metaAuditStats, stats.Total, found)
+		}
+	}
+
+	if wc != nil {
+		wc.finish()
+		wh := w.head()
+		res.Witnessed, res.WitnessSeq, res.WitnessHash, res.WitnessCheckpointSeq = true, wh.Seq, wh.Hash, w.Checkpoint.Seq
+		if res.LastSeq > wh.Seq {
+			res.Unwitnessed = int(min(res.LastSeq-wh.Seq, uint64(res.Records)))
+		}
 	}
 	res.OK = res.ProblemCount == 0
 	return res

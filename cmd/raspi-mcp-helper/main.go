@@ -24,6 +24,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 	"github.com/raspi-mcp/raspi-mcp/sdnotify"
 )
 
@@ -86,6 +87,10 @@ func run() error {
 		return err
 	}
 	defer closeOps()
+	wit := openWitness(cfg.Helper.StateDir, log)
+	if wit != nil {
+		defer wit.Close()
+	}
 	protected := protectedUIDs(cfg.Process.ProtectedUsers)
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
@@ -104,7 +109,7 @@ func run() error {
 			Reboot:   cfg.System.Enabled && cfg.System.Reboot,
 			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
 		},
-		Power: pw, Backend: backend, Version: version, Logger: log,
+		Power: pw, Backend: backend, Version: version, Logger: log, Witness: wit,
 		Hardware: hw, HardwarePolicy: privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera},
 		Ops: ops, OpsPolicy: privhelper.OpsPolicy{Service: cfg.Service, Process: cfg.Process, ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers},
 	})
@@ -120,6 +125,35 @@ func run() error {
 	err = srv.Serve(ctx, ln)
 	sdnotify.Stopping()
 	return err
+}
+
+// openWitness opens the audit witness in the helper's state directory. The
+// directory must not be writable by anyone but its owner: the witness is
+// worth nothing if the agent's user can replace it. Without a witness the
+// helper still serves everything else, and the agent reports the witness
+// as unavailable.
+func openWitness(dir string, log *slog.Logger) *witness.Log {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Warn("audit witness off: cannot create the state directory", "dir", dir, "err", err)
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		log.Warn("audit witness off", "dir", dir, "err", err)
+		return nil
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		log.Warn("audit witness off: the state directory is writable by group or others", "dir", dir, "mode", st.Mode().Perm().String())
+		return nil
+	}
+	w, err := witness.Open(dir)
+	if err != nil {
+		log.Warn("audit witness off", "err", err)
+		return nil
+	}
+	head := w.Head()
+	log.Info("audit witness open", "path", w.Path(), "seq", head.Seq)
+	return w
 }
 
 // lookupUser accepts a user name or a numeric uid.

@@ -20,6 +20,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/bridge"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
 // where is how a client command finds the agent: --socket, else --dir's
@@ -242,6 +243,18 @@ func printStatus(st agent.ServerStatus, socket string) {
 	fmt.Fprintf(tw, "you\t%s, role %s\n", st.Caller.Principal, st.Caller.Role)
 	fmt.Fprintf(tw, "tools\t%d, %d calls since start (%d failed)\n", st.Tools, st.Calls.Total, st.Calls.Failed)
 	fmt.Fprintf(tw, "audit\t%d records, %d denied, %d errors; last %s\n", st.Audit.Records, st.Audit.Denied, st.Audit.Errors, orNone(st.Audit.LastTime))
+	switch {
+	case st.Audit.Tampered:
+		for _, f := range st.Audit.Findings {
+			fmt.Fprintf(tw, "AUDIT TAMPERED\t%s\n", f)
+		}
+	case st.Audit.WitnessError != "":
+		fmt.Fprintf(tw, "audit witness\tunavailable (%s); %d records not yet witnessed\n", st.Audit.WitnessError, st.Audit.Unwitnessed)
+	case st.Audit.Unwitnessed > 0:
+		fmt.Fprintf(tw, "audit witness\tthrough seq %d, %d newer records not yet witnessed\n", st.Audit.WitnessSeq, st.Audit.Unwitnessed)
+	default:
+		fmt.Fprintf(tw, "audit witness\tthrough seq %d\n", st.Audit.WitnessSeq)
+	}
 	fmt.Fprintf(tw, "database\t%s, %.1f KiB\n", st.Database.Path, float64(st.Database.SizeBytes)/1024)
 	for _, j := range st.Sampling.Jobs {
 		age := "no sample yet"
@@ -335,7 +348,7 @@ func cmdAudit(args []string) error {
 	case err == nil:
 		defer db.Close()
 		if args[0] == "verify" {
-			ver, err = agent.VerifyFile(db)
+			ver, err = agent.VerifyFile(db, witness.Path(w.config().Helper.StateDir))
 		} else {
 			entries, err = agent.TailFile(db, n)
 		}
@@ -382,9 +395,9 @@ func cmdAudit(args []string) error {
 		b, _ := json.MarshalIndent(ver, "", "  ")
 		fmt.Println(string(b))
 	} else if ver.OK {
-		fmt.Printf("audit chain intact: %d records (seq %d..%d)\n", ver.Records, ver.FirstSeq, ver.LastSeq)
+		fmt.Printf("audit chain intact: %d records (seq %d..%d)%s\n", ver.Records, ver.FirstSeq, ver.LastSeq, witnessNote(ver.Witness))
 	} else {
-		fmt.Printf("AUDIT CHAIN BROKEN: %d records checked\n", ver.Records)
+		fmt.Printf("AUDIT CHAIN BROKEN: %d records checked (seq %d..%d)%s\n", ver.Records, ver.FirstSeq, ver.LastSeq, witnessNote(ver.Witness))
 		for _, p := range ver.Problems {
 			fmt.Printf("  seq %d: %s: %s\n", p.Seq, p.Kind, p.Detail)
 		}
@@ -393,6 +406,19 @@ func cmdAudit(args []string) error {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// witnessNote says how the chain compares with the helper's witness.
+func witnessNote(w *agent.AuditWitnessOut) string {
+	switch {
+	case w == nil:
+		return ""
+	case w.Error != "":
+		return "; not compared with a witness: " + w.Error
+	case w.Unwitnessed > 0:
+		return fmt.Sprintf("; witnessed by the helper through seq %d, %d newer records not yet witnessed", w.Seq, w.Unwitnessed)
+	}
+	return fmt.Sprintf("; witnessed by the helper through seq %d", w.Seq)
 }
 
 // decision is an audit record's decision as a person reads it: a dry run,

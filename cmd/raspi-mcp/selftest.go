@@ -36,6 +36,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
 // `raspi-mcp selftest` proves a (cross-compiled) binary works: agent, helper
@@ -184,6 +185,7 @@ type selftestRig struct {
 	power      *power.Sim
 	gpio       *gpio.Sim // the sim board's lines, to see what a write did
 	closeBoard func()
+	witness    *witness.Log // the helper's audit witness, in the selftest dir
 	helper     *client.Client
 	session    *mcp.ClientSession
 
@@ -270,7 +272,11 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 		return "", err
 	}
 	log := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("source", "helper")
+	if r.witness, err = witness.Open(r.cfg.Helper.StateDir); err != nil {
+		return "", err
+	}
 	srv := privhelper.NewServer(privhelper.Options{
+		Witness: r.witness,
 		Policy: privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Enabled && r.cfg.System.Reboot,
 			Poweroff: r.cfg.System.Enabled && r.cfg.System.Shutdown},
 		Power: r.power, Backend: "sim", Version: version, Logger: log,
@@ -591,12 +597,16 @@ func (r *selftestRig) reopenStore(context.Context) (string, error) {
 		return "", err
 	}
 	defer db.Close()
-	v, err := agent.VerifyFile(db)
+	v, err := agent.VerifyFile(db, witness.Path(r.cfg.Helper.StateDir))
 	if err != nil {
 		return "", err
 	}
 	if !v.OK || v.Records < r.audited {
 		return "", fmt.Errorf("after reopening: chain ok %v, %d records, want at least %d", v.OK, v.Records, r.audited)
+	}
+	// Every record was witnessed by the helper before its tool answered.
+	if v.Witness == nil || v.Witness.Seq != v.LastSeq || v.Witness.Unwitnessed != 0 {
+		return "", fmt.Errorf("after reopening: witness %+v, want it at the last record %d", v.Witness, v.LastSeq)
 	}
 	if r.sampleJob != "" {
 		if err := r.checkSample(db); err != nil {
@@ -607,7 +617,7 @@ func (r *selftestRig) reopenStore(context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("read-only: %d audit records intact, sample present, %d KiB", v.Records, size>>10), nil
+	return fmt.Sprintf("read-only: %d audit records intact and witnessed, sample present, %d KiB", v.Records, size>>10), nil
 }
 
 // call calls a tool; a tool error becomes err (res is still returned).
@@ -648,6 +658,9 @@ func (r *selftestRig) close() error {
 	}
 	if r.closeBoard != nil {
 		r.closeBoard()
+	}
+	if r.witness != nil {
+		err = errors.Join(err, r.witness.Close())
 	}
 	if r.power != nil {
 		err = errors.Join(err, r.power.Close())

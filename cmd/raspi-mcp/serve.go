@@ -94,6 +94,10 @@ func cmdServe(args []string) error {
 
 	helper := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version, Timeout: cfg.Helper.Timeout.D()})
 	defer helper.Close()
+	// The audit witness has its own connection: an append never queues
+	// behind a slow privileged call on the shared one.
+	witnessConn := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version + " audit-witness"})
+	defer witnessConn.Close()
 	if *sim {
 		bin, err := findHelper(*helperBin)
 		if err != nil {
@@ -117,7 +121,7 @@ func cmdServe(args []string) error {
 		return err
 	}
 	defer db.Close()
-	opts := agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Version: version, Build: commit, Mode: mode, Logger: log,
+	opts := agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Witness: witnessConn, Version: version, Build: commit, Mode: mode, Logger: log,
 		AppLog: ring, Root: os.DirFS("/"), Net: netinfo.Linux{Root: "/"}}
 	if *sim {
 		u, err := units.NewSim(filepath.Join(filepath.Dir(cfg.Agent.Socket), "units.json"))

@@ -193,14 +193,14 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 	for _, b := range Select(blocks, "Remove") {
 		l.runBlock(b, v2)
 		if strings.Contains(b.Text, "dpkg -r ") {
-			l.mustPi("state kept after remove", "test -f /var/lib/raspi-mcp/state.db && test -f /etc/raspi-mcp/config.d/local.toml && ! systemctl is-active -q raspi-mcp raspi-mcp-helper && test ! -e /run/raspi-mcp/mcp.sock")
+			l.mustPi("state kept after remove", "test -f /var/lib/raspi-mcp/state.db && test -f /var/lib/raspi-mcp-helper/audit.witness && test -f /etc/raspi-mcp/config.d/local.toml && ! systemctl is-active -q raspi-mcp raspi-mcp-helper && test ! -e /run/raspi-mcp/mcp.sock")
 			if cs, err := l.connect("pi-mcp"); err == nil {
 				cs.Close()
 				t.Fatal("an MCP session after remove")
 			}
 		}
 		if strings.Contains(b.Text, "--purge") {
-			l.mustPi("data gone after purge", "test ! -e /var/lib/raspi-mcp && test ! -e /etc/raspi-mcp && ! systemctl cat raspi-mcp.service >/dev/null 2>&1 && ! dpkg -s raspi-mcp >/dev/null 2>&1 && getent passwd raspi-mcp >/dev/null")
+			l.mustPi("data gone after purge", "test ! -e /var/lib/raspi-mcp && test ! -e /var/lib/raspi-mcp-helper && test ! -e /etc/raspi-mcp && ! systemctl cat raspi-mcp.service >/dev/null 2>&1 && ! dpkg -s raspi-mcp >/dev/null 2>&1 && getent passwd raspi-mcp >/dev/null")
 		}
 	}
 }
@@ -549,8 +549,13 @@ func (l *lab) tour(version string) float64 {
 	if gpioSeq == 0 {
 		t.Fatalf("no seq on the GPIO write's audit record: %v", audit)
 	}
-	if out := l.mustPi("audit verify", "sudo raspi-mcp audit verify"); !strings.Contains(out, "intact") {
+	if out := l.mustPi("audit verify", "sudo raspi-mcp audit verify"); !strings.Contains(out, "intact") || !strings.Contains(out, "witnessed by the helper through seq") {
 		t.Fatalf("audit verify: %s", out)
+	}
+	// The witness is root's, readable by all, not writable by the agent's user.
+	if out := l.mustPi("audit witness", "sudo stat -c '%U %a' /var/lib/raspi-mcp-helper /var/lib/raspi-mcp-helper/audit.witness && "+
+		"! sudo runuser -u raspi-mcp -- sh -c 'echo 1 >> /var/lib/raspi-mcp-helper/audit.witness' 2>/dev/null && echo agent-cannot-write"); !strings.Contains(out, "root 755\nroot 644\nagent-cannot-write") {
+		t.Fatalf("audit witness ownership: %s", out)
 	}
 	return gpioSeq
 }

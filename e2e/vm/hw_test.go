@@ -66,6 +66,9 @@ func setPull(t *testing.T, sysfs string, line int, pull string) {
 	}
 }
 
+// helperState is the helper's state directory in the VM tests.
+const helperState = "/run/raspi-mcp-vmtest-helper"
+
 type rig struct {
 	dir, bin, cfg string
 	cs            *mcp.ClientSession
@@ -90,6 +93,10 @@ func startWith(t *testing.T, bus int, extra string) *rig {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	os.RemoveAll(r.dir)
+	// The helper's audit witness, root's as in the package, and fresh per
+	// test like the agent's state.db: a witness kept from an earlier test
+	// would report this test's new trail as wiped.
+	os.RemoveAll(helperState)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +108,7 @@ state = "%[1]s/state.db"
 [helper]
 socket = "%[1]s/helper.sock"
 agent_user = "raspi-mcp"
+state_dir = "%[3]s"
 [gpio]
 writes = true
 pins = [
@@ -114,7 +122,7 @@ read = ["%[2]d:*"]
 write = ["%[2]d:0x48"]
 [metrics]
 default_job = false
-`, r.dir, bus) + extra
+`, r.dir, bus, helperState) + extra
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,8 @@ var (
 // It returns a fresh slice on each call so callers cannot alter the table.
 func Names() []string {
 	names := append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
-	return append(names, opsNames()...)
+	names = append(names, opsNames()...)
+	return append(names, AuditWitness.Name)
 }
 
 // HelloReq is the first request on every connection.
