@@ -103,6 +103,7 @@ func format(f string) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) { s.Format = f }
 }
 func enum(vals ...any) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.Enum = vals } }
+
 // itemsEnum restricts the elements of an array property, where an enum on the
 // array itself would match no value a client can send.
 func itemsEnum(vals ...any) func(*jsonschema.Schema) {
