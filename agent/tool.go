@@ -296,6 +296,7 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
 	}
+	dropNulls(t.in, args)
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
@@ -346,6 +347,28 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 		return nil, errf(CodeInvalidArgument, "arguments: %v", err)
 	}
 	return b, nil
+}
+
+// dropNulls removes explicit nulls of optional properties, at every level of
+// nested objects: null for an optional parameter means "not given", as many
+// clients send it. The advertised schemas keep single types rather than
+// ["T", "null"] unions, which some clients' schema dialects reject; a null
+// for a required parameter stays and is refused by name.
+func dropNulls(s *jsonschema.Schema, m map[string]any) {
+	for k, v := range m {
+		ps, ok := s.Properties[k]
+		if !ok {
+			continue
+		}
+		switch v := v.(type) {
+		case nil:
+			if !slices.Contains(s.Required, k) {
+				delete(m, k)
+			}
+		case map[string]any:
+			dropNulls(ps, v)
+		}
+	}
 }
 
 func (t *tool) paramNames() []string {
