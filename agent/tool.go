@@ -38,6 +38,8 @@ type tool struct {
 	// check validates raw arguments: t.validate against in, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *ToolError)
+	// spelling rewrites alternative spellings before validation; may be nil.
+	spelling func(args map[string]any)
 	// run decodes validated arguments and runs the typed handler.
 	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
 
@@ -77,6 +79,10 @@ type Spec[In, Out any] struct {
 	Destructive bool
 	Props       []Prop // bounds, enums and defaults of the spec's schemas
 	OutProps    []Prop
+	// Spelling, when set, rewrites accepted alternative spellings of the
+	// arguments (another name for a parameter, 1 for "high") into the ones
+	// the schema names, before validation; the schema documents only those.
+	Spelling func(args map[string]any)
 	Run         func(ctx context.Context, c *Call, in In) (Out, error)
 	Summary     func(in In, out Out) string
 }
@@ -208,7 +214,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in}
+	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling}
 	t.check = t.validate
 	if t.stable == "" {
 		t.stable = "stable"
@@ -297,6 +303,9 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
 	}
 	dropNulls(t.in, args)
+	if t.spelling != nil {
+		t.spelling(args)
+	}
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
