@@ -83,8 +83,8 @@ type Spec[In, Out any] struct {
 	// arguments (another name for a parameter, 1 for "high") into the ones
 	// the schema names, before validation; the schema documents only those.
 	Spelling func(args map[string]any)
-	Run         func(ctx context.Context, c *Call, in In) (Out, error)
-	Summary     func(in In, out Out) string
+	Run      func(ctx context.Context, c *Call, in In) (Out, error)
+	Summary  func(in In, out Out) string
 }
 
 // Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
