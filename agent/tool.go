@@ -358,6 +358,20 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	return b, nil
 }
 
+// renames is a Spelling that accepts older parameter names for the current
+// ones. When both are given the old one is left, and refused as unknown.
+func renames(oldToNew map[string]string) func(map[string]any) {
+	return func(args map[string]any) {
+		for o, n := range oldToNew {
+			v, ok := args[o]
+			if _, taken := args[n]; ok && !taken {
+				args[n] = v
+				delete(args, o)
+			}
+		}
+	}
+}
+
 // dropNulls removes explicit nulls of optional properties, at every level of
 // nested objects: null for an optional parameter means "not given", as many
 // clients send it. The advertised schemas keep single types rather than

@@ -286,6 +286,22 @@ func Fit(span, res time.Duration, series, maxPoints int) time.Duration {
 	return Steps[len(Steps)-1]
 }
 
+// FormatResolution writes a resolution the way ParseResolution reads it and
+// people write it: 10s, 1m, 30m, 1h, 1d rather than Go's 1m0s.
+func FormatResolution(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
 // ParseResolution reads "10s", "1m", "5m", "1h" or "1d".
 func ParseResolution(s string) (time.Duration, error) {
 	if d, ok := strings.CutSuffix(s, "d"); ok {

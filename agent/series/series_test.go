@@ -204,3 +204,16 @@ func TestAnomalies(t *testing.T) {
 		t.Fatalf("spike: %+v", got)
 	}
 }
+
+func TestFormatResolutionRoundTrips(t *testing.T) {
+	for _, d := range append(Steps, 90*time.Second, time.Second, 2*24*time.Hour) {
+		s := FormatResolution(d)
+		back, err := ParseResolution(s)
+		if err != nil || back != d {
+			t.Errorf("%v -> %q -> %v, %v", d, s, back, err)
+		}
+	}
+	if FormatResolution(time.Minute) != "1m" || FormatResolution(90*time.Second) != "90s" || FormatResolution(24*time.Hour) != "1d" {
+		t.Error("not the spec's spelling")
+	}
+}

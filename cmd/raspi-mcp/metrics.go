@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent"
+	"github.com/raspi-mcp/raspi-mcp/agent/series"
 )
 
 // cmdMetrics prints a sparkline per metric for a person at the console.
@@ -38,17 +39,23 @@ func cmdMetrics(args []string) error {
 	end := time.Now().UTC()
 	var h agent.HistoryOut
 	_, err = callTool(ctx, s, "metrics_query_history", map[string]any{
-		"metrics": strings.Split(*names, ","), "start": end.Add(-span).Format(time.RFC3339), "end": end.Format(time.RFC3339),
+		"metric_names": strings.Split(*names, ","), "start_time": end.Add(-span).Format(time.RFC3339), "end_time": end.Format(time.RFC3339),
 		"resolution": res.String(), "aggregation": "max",
 	}, &h)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("last %s, job %s, one column per %s (max)\n", span, h.JobID, h.Resolution)
-	step, _ := time.ParseDuration(h.Resolution)
-	start, _ := time.Parse(time.RFC3339, h.Start)
-	for _, se := range h.Series {
-		fmt.Printf("%-24s %s\n", se.Metric, sparkline(se.Points, start, step, *width))
+	step, _ := series.ParseResolution(h.Resolution)
+	start, _ := time.Parse(time.RFC3339, h.StartTime)
+	for _, name := range strings.Split(*names, ",") {
+		var pts [][]float64
+		for _, p := range h.Metrics[name] {
+			if t, err := time.Parse(time.RFC3339, p.Timestamp); err == nil {
+				pts = append(pts, []float64{float64(t.Unix()), p.Value})
+			}
+		}
+		fmt.Printf("%-24s %s\n", name, sparkline(pts, start, step, *width))
 	}
 	return nil
 }
