@@ -45,6 +45,7 @@ func guardProps() map[string]map[string]any {
 		"dry_run": {"type": "boolean", "description": "plan only: check policy and report what would be sent, call nothing"},
 		"confirm": {"type": "boolean", "description": "must be true for high-risk tools"},
 		"reason":  {"type": "string", "maxLength": 200, "description": "why; recorded in the audit trail; required for high-risk tools"},
+		"intent":  {"type": "string", "maxLength": 200, "description": "the larger goal this call serves; recorded in the audit trail"},
 	}
 }
 
@@ -254,13 +255,17 @@ func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
 		DryRun  *bool   `json:"dry_run"`
 		Confirm *bool   `json:"confirm"`
 		Reason  *string `json:"reason"`
+		Intent  *string `json:"intent"`
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason is a string").
-			with("parameter", "dry_run, confirm, reason")
+		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason and intent are strings").
+			with("parameter", "dry_run, confirm, reason, intent")
 	}
 	if g.Reason != nil && len(*g.Reason) > 200 {
 		return nil, errf(CodeInvalidArgument, "reason is longer than 200 characters").with("parameter", "reason")
+	}
+	if g.Intent != nil && len(*g.Intent) > 200 {
+		return nil, errf(CodeInvalidArgument, "intent is longer than 200 characters").with("parameter", "intent")
 	}
 	return raw, nil
 }

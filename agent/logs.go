@@ -26,6 +26,7 @@ type AuditEntry struct {
 	Decision      string `json:"decision" jsonschema:"allow or deny"`
 	DryRun        bool   `json:"dry_run"`
 	Reason        string `json:"reason,omitempty"`
+	Intent        string `json:"intent,omitempty"`
 	ErrorCode     string `json:"error_code,omitempty"`
 	Message       string `json:"message,omitempty"`
 	DurationMS    int64  `json:"duration_ms"`
@@ -38,7 +39,7 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	out := make([]AuditEntry, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, AuditEntry{Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano), CorrelationID: r.CorrelationID,
-			Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason,
+			Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
 			ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
 	}
 	return out

@@ -81,6 +81,13 @@ type PowerIn struct {
 	GuardArgs
 }
 
+// ShutdownIn is system.shutdown: the reboot's parameters plus spec 002's
+// force flag.
+type ShutdownIn struct {
+	PowerIn
+	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off; without it a pending reboot is kept and the call refused. Services always stop cleanly: there is no unclean power-off"`
+}
+
 // PowerOut is spec 002 §3.3's result with additive fields.
 type PowerOut struct {
 	Scheduled             bool     `json:"scheduled"`
@@ -149,16 +156,19 @@ func (a *Agent) registerSystem() {
 		},
 		Summary: powerLine,
 	})
-	add(a.tools, Spec[PowerIn, PowerOut]{
+	add(a.tools, Spec[ShutdownIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
-		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
+		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
 		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: func(c *config.Config) (bool, string) { return c.System.Shutdown, "[system] shutdown" }},
 		Destructive: true,
-		Props:       powerProps,
-		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
-			return a.power(ctx, c, proto.ActionPoweroff, in)
+		Props:       append(powerProps, prop("force", def(false))),
+		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {
+			if err := a.pendingReboot(ctx, in.Force); err != nil {
+				return PowerOut{}, err
+			}
+			return a.power(ctx, c, proto.ActionPoweroff, in.PowerIn)
 		},
-		Summary: powerLine,
+		Summary: func(in ShutdownIn, o PowerOut) string { return powerLine(in.PowerIn, o) },
 	})
 	add(a.tools, Spec[CancelIn, CancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
@@ -305,6 +315,26 @@ func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (
 	out.Scheduled, out.JobID = true, id
 	out.ScheduledFor = resp.At.UTC().Format(time.RFC3339)
 	return out, nil
+}
+
+// pendingReboot refuses, without force, to turn a scheduled reboot into a
+// power-off: the device would not come back, and whoever asked for the
+// reboot expects it to.
+func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
+	if force {
+		return nil
+	}
+	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+	if err != nil {
+		return err
+	}
+	if state.Scheduled && state.Action == proto.ActionReboot {
+		return errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
+			with("pending_action", state.Action).with("pending_at", state.At.UTC().Format(time.RFC3339)).with("parameter", "force").
+			hint("set force to true to replace the reboot with the power-off, or cancel the reboot first").
+			next(SuggestedCall{Tool: a.wire("system.cancel_scheduled_power_action"), Why: "cancel the pending reboot"})
+	}
+	return nil
 }
 
 // powerRateLimit refuses a power action taking effect sooner than

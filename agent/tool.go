@@ -61,6 +61,7 @@ type GuardArgs struct {
 	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only: check policy and report what would happen, change nothing"`
 	Confirm bool   `json:"confirm,omitempty" jsonschema:"must be true for high-risk tools"`
 	Reason  string `json:"reason,omitempty" jsonschema:"why; recorded in the audit trail; required for high-risk tools"`
+	Intent  string `json:"intent,omitempty" jsonschema:"the larger goal this call serves, e.g. 'free disk space before the update'; recorded in the audit trail"`
 }
 
 func (g GuardArgs) guard() Guard { return Guard(g) }
@@ -200,7 +201,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
 	if isGuarded {
-		s.Props = append(s.Props, prop("reason", maxLen(200)))
+		s.Props = append(s.Props, prop("reason", maxLen(200)), prop("intent", maxLen(200)))
 	}
 	nonNullable(in)
 	if err := tighten(in, s.Props); err != nil {
