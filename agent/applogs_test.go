@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,38 @@ func TestQueryJournal(t *testing.T) {
 		if !strings.HasPrefix(u, "ssh") {
 			t.Fatalf("a query without units read %s outside journal_units", u)
 		}
+	}
+}
+
+// Pagination as the other list tools have it: limit, offset, since, until;
+// returned_count, has_more, next_offset.
+func TestAppLogsPages(t *testing.T) {
+	r := newRig(t, nil)
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	for i := range 10 {
+		r.appLog.Add(applog.Entry{Time: t0.Add(time.Duration(i) * time.Minute), Source: "agent", Level: 8, Message: fmt.Sprintf("line %d", i)})
+	}
+	page := func(args map[string]any) map[string]any {
+		args["min_level"], args["since"] = "error", t0.Format(time.RFC3339)
+		res, sc := r.as(admin, "logs_get_recent_app_logs", args)
+		if res.IsError {
+			t.Fatal(sc)
+		}
+		return sc
+	}
+	sc := page(map[string]any{"limit": 4})
+	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 6 line 7 line 8 line 9]" || sc["has_more"] != true || sc["next_offset"].(float64) != 4 {
+		t.Fatalf("first page: %v %v", got, sc)
+	}
+	sc = page(map[string]any{"limit": 4, "offset": 8})
+	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 0 line 1]" || sc["has_more"] != false || sc["returned_count"].(float64) != 2 {
+		t.Fatalf("last page: %v %v", got, sc)
+	}
+	sc = page(map[string]any{"until": t0.Add(3 * time.Minute).Format(time.RFC3339)})
+	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 0 line 1 line 2]" {
+		t.Fatalf("until: %v", got)
+	}
+	if res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"since": "yesterday"}); errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad since: %v", sc)
 	}
 }
