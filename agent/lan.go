@@ -179,7 +179,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
 	role, risk := parseRole(roleName), parseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
-	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "stable",
+	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
 		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead, lan: true}
 	if !snakeName.MatchString(t.name) {
 		return nil, fmt.Errorf("wire name %q is not valid", t.name)

@@ -218,7 +218,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling}
 	t.check = t.validate
 	if t.stable == "" {
-		t.stable = "stable"
+		t.stable = stabilityOf(s.ID)
 	}
 	t.rule.Tool = s.ID
 	if t.rule.Domain == "" { // a tool may sit in another namespace's switch (system.get_network_info: network)
