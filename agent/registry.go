@@ -233,7 +233,13 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	if c.DryRun {
 		summary = "dry run: " + summary
 	}
-	content := []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(js)}}
+	text := js
+	if x, ok := o.out.(interface{ textView() any }); ok {
+		if tj, err := json.Marshal(x.textView()); err == nil {
+			text = tj // e.g. without a base64 image the image block carries
+		}
+	}
+	content := []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(text)}}
 	if x, ok := o.out.(interface{ content() []mcp.Content }); ok {
 		content = append(content, x.content()...) // e.g. a camera image
 	}
