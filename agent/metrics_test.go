@@ -230,7 +230,7 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 		if errCode(res, sc) != CodeInvalidArgument {
 			t.Errorf("%s: %v", name, sc)
 		}
-		if name == "unknown metric" && !strings.Contains(fmt.Sprint(sc), "net.eth0.rx_bytes_per_sec") {
+		if name == "unknown metric" && !strings.Contains(fmt.Sprint(sc), "net.eth0.bytes_recv_per_sec") {
 			t.Errorf("unknown metric does not list the known ones: %v", sc)
 		}
 	}

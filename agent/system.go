@@ -67,6 +67,8 @@ type HealthSnapshot struct {
 	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
 	UptimeSeconds         uint64             `json:"uptime_seconds"`
 	ThrottlingHistory     *ThrottlingHistory `json:"throttling_history,omitempty"`
+	Network               *NetworkBlock      `json:"network,omitempty" jsonschema:"network rates now (spec 002 addendum); absent when the counters cannot be read"`
+	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now (spec 002 addendum); absent when the counters cannot be read"`
 }
 
 var healthProps = []Prop{
@@ -218,7 +220,21 @@ func (a *Agent) health(ctx context.Context) (HealthSnapshot, error) {
 	if err != nil {
 		return HealthSnapshot{}, err
 	}
-	return snapshotOf(h), nil
+	s := snapshotOf(h)
+	net, disk, secs, ok, err := a.io.rates(ctx, a.sys)
+	if err != nil {
+		a.log.Warn("network and disk rates unavailable", "err", err)
+	}
+	if ok {
+		speeds := map[string]int{}
+		if ifs, err := a.net.Interfaces(ctx); err == nil {
+			for _, i := range ifs {
+				speeds[i.Name] = i.SpeedMbps
+			}
+		}
+		s.Network, s.DiskIO = ioBlocks(net, disk, speeds, secs)
+	}
+	return s, nil
 }
 
 func snapshotOf(h sysinfo.Health) HealthSnapshot {
