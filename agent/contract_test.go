@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/spec002"
 )
 
 // The contract test compares every tool with spec 002, the tool catalog this
@@ -25,74 +25,9 @@ import (
 // internal/spec002gen: each spec parameter must be accepted with the spec's
 // type and bounds, each spec result field must be declared and present with
 // the spec's type, and each spec example request must succeed on the
-// simulated board. What differs on purpose is in specDifferences, with its
-// reason; anything else that differs fails the test, and so does a row that
-// no longer matches a difference.
-
-// specDifference is one deliberate difference from spec 002. Tool is the
-// spec's dotted id or "*" for every tool; Path names the parameter, result
-// field or example; Kind is what differs there (nullable, maximum, type,
-// served-as, ...), so a row excuses that and nothing else at its path.
-// Retry, for an example, is what to add to its arguments to make it
-// succeed, proving that the difference is only that.
-type specDifference struct {
-	Tool, Path, Kind, Reason string
-	Retry                    map[string]any
-}
-
-const (
-	whyNullable = "nullable in the spec (\"type\": [T, \"null\"]): the advertised schema keeps the single type T, which every client's schema dialect accepts (Gemini's OpenAPI subset rejects type unions, and the Inspector's --strict with it); an explicit null is still accepted and means \"not given\" (dropNulls)"
-	whyOmitted  = "nullable result field: omitted when there is no value rather than sent as null, so the output schema keeps a single type"
-	whyGuards   = "a high-risk tool takes confirm and reason (the guard contract every mutating tool follows); with them the example succeeds"
-	whyNoUpdate = "self-update is not implemented in this release: no manage update tools are served, and system_get_capabilities reports manage.self_update false"
-)
-
-var specDifferences = []specDifference{
-	// Spelling of nullable fields.
-	{"metrics.get_samples", "job_id", "nullable", whyNullable, nil},
-	{"metrics.get_samples", "since", "nullable", whyNullable, nil},
-	{"metrics.get_samples", "until", "nullable", whyNullable, nil},
-	{"metrics.get_samples", "limit", "nullable", whyNullable, nil},
-	{"gpio.write_pin", "duration_ms", "nullable", whyNullable, nil},
-	{"i2c.write", "register", "nullable", whyNullable, nil},
-	{"gpio.list_pins", "result.pins[].value", "nullable", whyOmitted, nil},
-	{"i2c.read", "result.register", "nullable", whyOmitted, nil},
-	{"metrics.get_samples", "result.samples[].cpu_temperature_celsius", "nullable", whyOmitted + "; absent without a sensor", nil},
-	{"i2c.list_buses", "result.buses[].description", "nullable", whyOmitted, nil},
-	{"camera.take_photo", "result.public_url", "nullable", whyOmitted + "; it is set only when [camera] public_url is configured", nil},
-	{"manage.get_server_status", "result.build", "nullable", whyOmitted, nil},
-	{"manage.get_server_status", "result.last_update", "missing", "the status of the last self-update: " + whyNoUpdate, nil},
-	// Results carry more than the spec lists.
-	{"*", "result: additional fields", "additional", "the spec's result schemas say additionalProperties false, yet its compatibility rules (§2.4.6, addendum §3.2) make adding result fields a non-breaking change: results add fields such as dry_run, plans and units of context, and clients must ignore what they do not know", nil},
-	// Bounds the spec leaves open.
-	{"gpio.configure_pin", "pin", "maximum", "maximum added: the highest GPIO line of the SoC; a larger pin cannot exist", nil},
-	{"gpio.write_pin", "pin", "maximum", "maximum added: the highest GPIO line of the SoC; a larger pin cannot exist", nil},
-	{"gpio.set_pwm", "pin", "maximum", "maximum added: the highest GPIO line of the SoC; a larger pin cannot exist", nil},
-	{"i2c.scan_bus", "bus", "maximum", "maximum added: Linux numbers I2C adapters below 256", nil},
-	{"i2c.read", "bus", "maximum", "maximum added: Linux numbers I2C adapters below 256", nil},
-	{"i2c.write", "bus", "maximum", "maximum added: Linux numbers I2C adapters below 256", nil},
-	{"metrics.stop_sampling_job", "job_id", "length", "length bounds added: job ids are short; a longer one cannot exist", nil},
-	{"metrics.get_samples", "job_id", "length", "length bound added: job ids are short; a longer one cannot exist", nil},
-	{"system.get_detailed_network_info", "connection_state_filter", "maxItems", "maxItems added: there are only four states to filter on", nil},
-	// Renamed or unserved tools of the examples.
-	{"service.start", "", "served-as", "the example's service.start is service_control_service with action start (the catalog's own tool for it)", nil},
-	{"manage.get_capabilities", "", "served-as", "the addendum's manage.get_capabilities is system_get_capabilities, as the main catalog names it; it answers tool_namespaces and capabilities as the addendum shows", nil},
-	{"manage.check_for_updates", "", "not-served", whyNoUpdate, nil},
-	{"manage.update_server", "", "not-served", whyNoUpdate, nil},
-	{"service.start", "example: Request (start a service)", "example", whyGuards, map[string]any{"confirm": true, "reason": "contract test"}},
-	{"service.control_service", "example: Force override (admin only)", "example", whyGuards, map[string]any{"confirm": true, "reason": "contract test"}},
-	{"service.validate_unit_file", "example: Before enabling a service, validate its unit file", "example", "the example's my-custom.service is not installed on the simulated board, so the answer is not_found; the same call for an installed unit succeeds", map[string]any{"service_name": "nginx.service"}},
-}
-
-// specTools maps the spec's ids onto ours where they differ, with the
-// arguments the renamed call needs (see specDifferences).
-var specTools = map[string]struct {
-	id   string
-	args map[string]any
-}{
-	"service.start":           {"service.control_service", map[string]any{"action": "start"}},
-	"manage.get_capabilities": {"system.get_capabilities", nil},
-}
+// simulated board. What differs on purpose is in spec002.Differences, with
+// its reason; anything else that differs fails the test, and so does a row
+// that no longer matches a difference.
 
 // specDefinitions says which tool's result (or which list in it) each of the
 // addendum's shared schemas describes.
@@ -123,49 +58,6 @@ func liveArgs(id string) map[string]any {
 	return map[string]any{}
 }
 
-type specTool struct {
-	ID              string            `json:"id"`
-	Sections        []string          `json:"sections"`
-	Parameters      map[string]any    `json:"parameters"`
-	Result          map[string]any    `json:"result"`
-	ResultAdditions []map[string]any  `json:"result_additions"`
-	Examples        []specToolExample `json:"examples"`
-}
-
-type specToolExample struct {
-	Section     string         `json:"section"`
-	Label       string         `json:"label"`
-	Params      map[string]any `json:"params"`
-	ExpectError bool           `json:"expect_error"`
-}
-
-func loadSpec002(t *testing.T) (map[string]*specTool, map[string]map[string]any) {
-	t.Helper()
-	files, err := filepath.Glob("testdata/spec002/*.json")
-	if err != nil || len(files) < 20 {
-		t.Fatalf("testdata/spec002: %d files, %v (regenerate with go generate ./agent)", len(files), err)
-	}
-	tools := map[string]*specTool{}
-	var defs map[string]map[string]any
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if filepath.Base(f) == "definitions.json" {
-			err = json.Unmarshal(b, &defs)
-		} else {
-			var st specTool
-			err = json.Unmarshal(b, &st)
-			tools[st.ID] = &st
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
-	return tools, defs
-}
-
 // contractDiffs collects what differs, by tool and path.
 type contractDiffs map[string][]string
 
@@ -180,7 +72,10 @@ func TestSpec002Contract(t *testing.T) {
 	// History to query: the examples ask for 2025, which holds nothing; the
 	// job is what they need.
 	putSeries(t, r, []store.Sample{{Time: time.Now().Add(-time.Minute), CPUPercent: 10, TempC: 40, MemTotal: 100, MemUsed: 50}})
-	tools, defs := loadSpec002(t)
+	tools, defs, err := spec002.Load("testdata/spec002")
+	if err != nil {
+		t.Fatal(err)
+	}
 	diffs := contractDiffs{}
 	ids := make([]string, 0, len(tools))
 	for id := range tools {
@@ -190,8 +85,8 @@ func TestSpec002Contract(t *testing.T) {
 	for _, id := range ids {
 		st := tools[id]
 		ourID := id
-		if m, ok := specTools[id]; ok {
-			ourID = m.id
+		if m, ok := spec002.Renamed[id]; ok {
+			ourID = m.ID
 			diffs.add(id, "", "served-as", "served as %s", ourID)
 		}
 		tl, ok := r.a.tools.get(ourID)
@@ -244,11 +139,11 @@ func TestSpec002Contract(t *testing.T) {
 	checkDifferences(t, diffs)
 }
 
-// checkDifferences fails on every difference not in specDifferences, and on
-// every row of specDifferences that matches none.
+// checkDifferences fails on every difference not in spec002.Differences,
+// and on every row of it that matches none.
 func checkDifferences(t *testing.T, diffs contractDiffs) {
 	t.Helper()
-	used := make([]bool, len(specDifferences))
+	used := make([]bool, len(spec002.Differences))
 	keys := make([]string, 0, len(diffs))
 	for k := range diffs {
 		keys = append(keys, k)
@@ -257,18 +152,18 @@ func checkDifferences(t *testing.T, diffs contractDiffs) {
 	for _, k := range keys {
 		f := strings.SplitN(k, "|", 3)
 		tool, path, kind := f[0], f[1], f[2]
-		i := slices.IndexFunc(specDifferences, func(d specDifference) bool {
+		i := slices.IndexFunc(spec002.Differences, func(d spec002.Difference) bool {
 			return (d.Tool == tool || d.Tool == "*") && d.Path == path && d.Kind == kind
 		})
 		if i < 0 {
-			t.Errorf("%s %q (%s) differs from spec 002 and is not in specDifferences: %s", tool, path, kind, strings.Join(diffs[k], "; "))
+			t.Errorf("%s %q (%s) differs from spec 002 and is not in spec002.Differences: %s", tool, path, kind, strings.Join(diffs[k], "; "))
 			continue
 		}
 		used[i] = true
 	}
-	for i, d := range specDifferences {
+	for i, d := range spec002.Differences {
 		if !used[i] {
-			t.Errorf("specDifferences row %q %q %q matches no difference any more: remove it", d.Tool, d.Path, d.Kind)
+			t.Errorf("spec002.Differences row %q %q %q matches no difference any more: remove it", d.Tool, d.Path, d.Kind)
 		}
 	}
 }
@@ -571,7 +466,7 @@ func compareShape(diffs contractDiffs, id, path string, ex any, ours map[string]
 }
 
 // validateLive checks a real result against the spec's result schema, with
-// additional fields allowed (see specDifferences) and nullable fields
+// additional fields allowed (see spec002.Differences) and nullable fields
 // allowed to be absent.
 func validateLive(diffs contractDiffs, id string, spec map[string]any, got map[string]any) {
 	open := openSchema(spec)
@@ -615,16 +510,8 @@ func openSchema(v any) any {
 
 // runExample runs one of the spec's example requests and expects it to
 // succeed (or, for the spec's invalid request, to be refused as invalid).
-func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool, ex specToolExample) {
-	args := map[string]any{}
-	for k, v := range ex.Params {
-		args[k] = v
-	}
-	if m, ok := specTools[id]; ok {
-		for k, v := range m.args {
-			args[k] = v
-		}
-	}
+func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool, ex spec002.Example) {
+	_, args := spec002.Call(id, ex)
 	res, sc := r.as(admin, tl.name, args)
 	code := errCode(res, sc)
 	switch {
@@ -634,15 +521,15 @@ func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool, 
 	case code != "":
 		path := "example: " + ex.Label
 		diffs.add(id, path, "example", "%v", sc["error"])
-		i := slices.IndexFunc(specDifferences, func(d specDifference) bool { return d.Tool == id && d.Path == path && d.Kind == "example" })
-		if i < 0 || specDifferences[i].Retry == nil {
+		d, ok := spec002.Find(id, path, "example")
+		if !ok || d.Retry == nil {
 			return
 		}
-		for k, v := range specDifferences[i].Retry {
+		for k, v := range d.Retry {
 			args[k] = v
 		}
 		if res, sc := r.as(admin, tl.name, args); res.IsError {
-			t.Errorf("%s example %q with %v: %v", id, ex.Label, specDifferences[i].Retry, sc)
+			t.Errorf("%s example %q with %v: %v", id, ex.Label, d.Retry, sc)
 		}
 	}
 }
