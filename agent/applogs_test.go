@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 )
 
@@ -103,5 +105,36 @@ func TestAppLogsPages(t *testing.T) {
 	}
 	if res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"since": "yesterday"}); errCode(res, sc) != CodeInvalidArgument {
 		t.Fatalf("bad since: %v", sc)
+	}
+}
+
+// Every tool that pages by offset names it the same way: limit from 1,
+// offset from 0, and returned_count, has_more and next_offset in the answer;
+// since and until are RFC 3339 times (the journal also takes durations back
+// from now, "15m", so its schema cannot say date-time).
+func TestPaginationNamesAgree(t *testing.T) {
+	r := newRig(t, nil)
+	paged := 0
+	for _, tl := range r.a.tools.all() {
+		in, out := tl.in.Properties, tl.mcp.OutputSchema.(*jsonschema.Schema).Properties
+		if off, ok := in["offset"]; ok {
+			paged++
+			if lim := in["limit"]; lim == nil || lim.Minimum == nil || *lim.Minimum != 1 || off.Minimum == nil || *off.Minimum != 0 {
+				t.Errorf("%s: limit/offset bounds", tl.name)
+			}
+			for _, k := range []string{"returned_count", "has_more", "next_offset"} {
+				if _, ok := out[k]; !ok {
+					t.Errorf("%s pages by offset but answers no %s", tl.name, k)
+				}
+			}
+		}
+		for _, k := range []string{"since", "until"} {
+			if p, ok := in[k]; ok && p.Format != "date-time" && tl.id != "logs.query_journal" {
+				t.Errorf("%s: %s is not a date-time", tl.name, k)
+			}
+		}
+	}
+	if paged < 4 {
+		t.Fatalf("only %d tools page by offset", paged)
 	}
 }

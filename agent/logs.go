@@ -65,6 +65,7 @@ type AuditLogsOut struct {
 	TotalCount    int          `json:"total_count"`
 	ReturnedCount int          `json:"returned_count"`
 	HasMore       bool         `json:"has_more"`
+	NextOffset    int          `json:"next_offset,omitempty" jsonschema:"offset of the next page, when has_more"`
 }
 
 // AuditVerifyOut is the result of checking the hash chain.
@@ -391,7 +392,11 @@ func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogs
 	if err != nil {
 		return AuditLogsOut{}, err
 	}
-	return AuditLogsOut{Entries: entriesOf(recs), TotalCount: total, ReturnedCount: len(recs), HasMore: in.Offset+len(recs) < total}, nil
+	out := AuditLogsOut{Entries: entriesOf(recs), TotalCount: total, ReturnedCount: len(recs), HasMore: in.Offset+len(recs) < total}
+	if out.HasMore {
+		out.NextOffset = in.Offset + len(recs)
+	}
+	return out, nil
 }
 
 // VerifyAudit checks the agent's own chain.
