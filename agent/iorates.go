@@ -11,8 +11,10 @@ import (
 
 // The health snapshot's network and disk_io blocks are rates, which take two
 // readings of the kernel's counters. The meter keeps the last reading, so a
-// snapshot usually compares with the previous call's; the first call, or one
-// after a long pause, takes a baseline and waits ioBaseline for the second.
+// snapshot usually compares with the previous call's; a call soon after the
+// previous one repeats its rates rather than measure over a few
+// milliseconds, and only the first call, or one after a long pause, takes a
+// baseline and waits ioBaseline for the second reading.
 const (
 	ioBaseline = 500 * time.Millisecond
 	ioMaxAge   = 5 * time.Minute // an older reading averages over too long to be "now"
@@ -21,6 +23,13 @@ const (
 type ioMeter struct {
 	mu   sync.Mutex
 	prev *sysinfo.Counters
+	last *ioRates // the rates computed last, for calls within ioBaseline of it
+}
+
+type ioRates struct {
+	net  []sysinfo.NetRates
+	disk []sysinfo.DiskRates
+	secs float64
 }
 
 // rates measures the network and disk rates now. ok is false when this
@@ -36,15 +45,18 @@ func (m *ioMeter) rates(ctx context.Context, src sysinfo.Source) (net []sysinfo.
 	if err != nil {
 		return nil, nil, 0, false, err
 	}
-	if m.prev == nil || cur.Time.Sub(m.prev.Time) > ioMaxAge || cur.Time.Sub(m.prev.Time) < ioBaseline {
-		wait := ioBaseline
-		if m.prev != nil && cur.Time.Sub(m.prev.Time) < ioBaseline && cur.Time.Sub(m.prev.Time) > 0 {
-			wait -= cur.Time.Sub(m.prev.Time) // a recent reading is a baseline already
-		} else {
-			base := cur // a copy: cur is read again below
-			m.prev = &base
-		}
-		t := time.NewTimer(wait)
+	var age time.Duration
+	if m.prev != nil {
+		age = cur.Time.Sub(m.prev.Time)
+	}
+	switch {
+	case m.prev != nil && age >= ioBaseline && age <= ioMaxAge:
+	case m.prev != nil && age >= 0 && age < ioBaseline && m.last != nil:
+		return m.last.net, m.last.disk, m.last.secs, m.last.secs > 0, nil
+	default:
+		base := cur
+		m.prev = &base
+		t := time.NewTimer(ioBaseline)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -58,6 +70,7 @@ func (m *ioMeter) rates(ctx context.Context, src sysinfo.Source) (net []sysinfo.
 	net, disk = sysinfo.Rates(*m.prev, cur)
 	secs = cur.Time.Sub(m.prev.Time).Seconds()
 	m.prev = &cur
+	m.last = &ioRates{net: net, disk: disk, secs: secs}
 	return net, disk, secs, secs > 0, nil
 }
 

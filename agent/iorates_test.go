@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
@@ -55,5 +57,32 @@ func TestIOBlocksByHand(t *testing.T) {
 	}
 	if db.Total != (DiskTotal{ReadMBPerSec: 3, WriteMBPerSec: 0.5}) || db.Devices["sda"].QueueDepth != 3 || db.IntervalSeconds != 2 {
 		t.Fatalf("disk: %+v", db)
+	}
+}
+
+// The meter waits for a baseline only once: a call within ioBaseline of the
+// last repeats its rates, a later one measures since the last reading.
+func TestIOMeterReusesReadings(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	now := t0
+	src := sysinfo.NewSim(sysinfo.SimOptions{Now: func() time.Time { return now }, Start: t0.Add(-time.Hour)})
+	var m ioMeter
+	// First call: a baseline, then a second reading after ioBaseline of
+	// real waiting; the simulated clock does not move, so no interval.
+	if _, _, _, ok, err := m.rates(context.Background(), src); err != nil || ok {
+		t.Fatalf("no time passed on the simulated clock: ok %v, %v", ok, err)
+	}
+	now = now.Add(10 * time.Second)
+	_, _, secs, ok, err := m.rates(context.Background(), src)
+	if err != nil || !ok || secs != 10 {
+		t.Fatalf("10 s later: %v s, %v %v", secs, ok, err)
+	}
+	now = now.Add(100 * time.Millisecond)
+	if _, _, again, ok, _ := m.rates(context.Background(), src); !ok || again != 10 {
+		t.Fatalf("100 ms later the last rates are repeated: %v s", again)
+	}
+	now = now.Add(time.Second)
+	if _, _, s2, ok, _ := m.rates(context.Background(), src); !ok || s2 != 1.1 {
+		t.Fatalf("then measured since the last reading: %v s", s2)
 	}
 }
