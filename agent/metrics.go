@@ -180,7 +180,7 @@ var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_
 
 func (a *Agent) registerMetrics() {
 	add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
-		"The same snapshot as system_get_health_snapshot (spec 002 §4.1): CPU, memory, disk, temperature, throttling."))
+		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	jobsGate := func(c *config.Config) (bool, string) { return c.Metrics.Jobs, "[metrics] jobs" }
 	add(a.tools, Spec[StartJobIn, JobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",

@@ -128,7 +128,7 @@ func (a *Agent) registerSystem() {
 		},
 	})
 	add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
-		"CPU, memory and disk use, CPU temperature and the firmware's throttling and under-voltage flags, right now."))
+		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
 	add(a.tools, Spec[NoArgs, Capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
