@@ -31,6 +31,10 @@ func TestNullMeansNotGiven(t *testing.T) {
 	if res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"username": nil, "status": nil}, "limit": nil}); res.IsError {
 		t.Fatalf("process filter with nulls: %v", sc)
 	}
+	// Under an older name too.
+	if res, sc := r.as(admin, "metrics_query_history", map[string]any{"metrics": []string{"cpu_percent"}, "start": nil, "end_time": nil}); res.IsError {
+		t.Fatalf("query_history with nulls: %v", sc)
+	}
 	// Required parameters stay required.
 	res, sc = r.as(operator, "gpio_write_pin", map[string]any{"pin": nil, "value": "high"})
 	if errCode(res, sc) != CodeInvalidArgument || sc["error"].(map[string]any)["details"].(map[string]any)["parameter"] != "pin" {

@@ -303,10 +303,10 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
 	}
-	dropNulls(t.in, args)
 	if t.spelling != nil {
 		t.spelling(args)
 	}
+	dropNulls(t.in, args)
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
