@@ -71,6 +71,7 @@ type Agent struct {
 	tools     *registry
 	lan       []*lanDomain // mounted LAN MCP servers ([[upstream]])
 	sampler   *Sampler
+	io        ioMeter // the health snapshot's network and disk rates
 	reverter  *reverter
 	powerJobs *powerWatch
 	units     units.Units

@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 )
@@ -69,5 +72,69 @@ func TestQueryJournal(t *testing.T) {
 		if !strings.HasPrefix(u, "ssh") {
 			t.Fatalf("a query without units read %s outside journal_units", u)
 		}
+	}
+}
+
+// Pagination as the other list tools have it: limit, offset, since, until;
+// returned_count, has_more, next_offset.
+func TestAppLogsPages(t *testing.T) {
+	r := newRig(t, nil)
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	for i := range 10 {
+		r.appLog.Add(applog.Entry{Time: t0.Add(time.Duration(i) * time.Minute), Source: "agent", Level: 8, Message: fmt.Sprintf("line %d", i)})
+	}
+	page := func(args map[string]any) map[string]any {
+		args["min_level"], args["since"] = "error", t0.Format(time.RFC3339)
+		res, sc := r.as(admin, "logs_get_recent_app_logs", args)
+		if res.IsError {
+			t.Fatal(sc)
+		}
+		return sc
+	}
+	sc := page(map[string]any{"limit": 4})
+	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 6 line 7 line 8 line 9]" || sc["has_more"] != true || sc["next_offset"].(float64) != 4 {
+		t.Fatalf("first page: %v %v", got, sc)
+	}
+	sc = page(map[string]any{"limit": 4, "offset": 8})
+	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 0 line 1]" || sc["has_more"] != false || sc["returned_count"].(float64) != 2 {
+		t.Fatalf("last page: %v %v", got, sc)
+	}
+	sc = page(map[string]any{"until": t0.Add(3 * time.Minute).Format(time.RFC3339)})
+	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 0 line 1 line 2]" {
+		t.Fatalf("until: %v", got)
+	}
+	if res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"since": "yesterday"}); errCode(res, sc) != CodeInvalidArgument {
+		t.Fatalf("bad since: %v", sc)
+	}
+}
+
+// Every tool that pages by offset names it the same way: limit from 1,
+// offset from 0, and returned_count, has_more and next_offset in the answer;
+// since and until are RFC 3339 times (the journal also takes durations back
+// from now, "15m", so its schema cannot say date-time).
+func TestPaginationNamesAgree(t *testing.T) {
+	r := newRig(t, nil)
+	paged := 0
+	for _, tl := range r.a.tools.all() {
+		in, out := tl.in.Properties, tl.mcp.OutputSchema.(*jsonschema.Schema).Properties
+		if off, ok := in["offset"]; ok {
+			paged++
+			if lim := in["limit"]; lim == nil || lim.Minimum == nil || *lim.Minimum != 1 || off.Minimum == nil || *off.Minimum != 0 {
+				t.Errorf("%s: limit/offset bounds", tl.name)
+			}
+			for _, k := range []string{"returned_count", "has_more", "next_offset"} {
+				if _, ok := out[k]; !ok {
+					t.Errorf("%s pages by offset but answers no %s", tl.name, k)
+				}
+			}
+		}
+		for _, k := range []string{"since", "until"} {
+			if p, ok := in[k]; ok && p.Format != "date-time" && tl.id != "logs.query_journal" {
+				t.Errorf("%s: %s is not a date-time", tl.name, k)
+			}
+		}
+	}
+	if paged < 4 {
+		t.Fatalf("only %d tools page by offset", paged)
 	}
 }

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,6 +32,7 @@ type PhotoOut struct {
 	Format    string `json:"format"`
 	SizeBytes int64  `json:"size_bytes"`
 	Timestamp string `json:"timestamp,omitempty"`
+	PublicURL string `json:"public_url,omitempty" jsonschema:"where the photo can be fetched, when [camera] public_url is configured"`
 	DryRun    bool   `json:"dry_run,omitempty"`
 }
 
@@ -41,13 +45,23 @@ type CaptureIn struct {
 	GuardArgs
 }
 
-// CaptureOut describes the photo; the image itself is an MCP image block.
+// CaptureOut describes the photo and carries it twice: base64 in image_data,
+// as spec 002 §2.6.5 returns it to programs, and as an MCP image block, where
+// clients show pictures to the model.
 type CaptureOut struct {
 	PhotoOut
-	Inline bool   `json:"inline" jsonschema:"the image is attached as an image content block"`
-	Note   string `json:"note,omitempty"`
-	image  []byte
-	mime   string
+	ImageData string `json:"image_data,omitempty" jsonschema:"the image, base64; absent when over [camera] max_image_bytes (see note)"`
+	Inline    bool   `json:"inline" jsonschema:"the image is in image_data and attached as an image content block"`
+	Note      string `json:"note,omitempty"`
+	image     []byte
+	mime      string
+}
+
+// textView is the result as the text block shows it: without image_data,
+// which the image block already gives the model.
+func (o CaptureOut) textView() any {
+	o.ImageData = ""
+	return o
 }
 
 // content attaches the image where clients show pictures.
@@ -97,7 +111,25 @@ func (a *Agent) photo(ctx context.Context, c *Call, req proto.CameraCaptureReq) 
 	if err != nil {
 		return PhotoOut{}, err
 	}
-	return PhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339)}, nil
+	return PhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339),
+		PublicURL: publicURL(a.cfg.Camera.PublicURL, a.cfg.Camera.MediaRoot, p.Path)}, nil
+}
+
+// publicURL is the photo's address under the configured base, or "" when
+// none is configured or the file is not under the media root.
+func publicURL(base, root, path string) string {
+	if base == "" {
+		return ""
+	}
+	rel, err := filepath.Rel(root, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.TrimRight(base, "/") + "/" + strings.Join(parts, "/")
 }
 
 func (a *Agent) capture(ctx context.Context, c *Call, in CaptureIn) (CaptureOut, error) {
@@ -113,7 +145,7 @@ func (a *Agent) capture(ctx context.Context, c *Call, in CaptureIn) (CaptureOut,
 	case err != nil:
 		return CaptureOut{}, err
 	default:
-		out.Inline, out.image = true, data
+		out.Inline, out.image, out.ImageData = true, data, base64.StdEncoding.EncodeToString(data)
 	}
 	return out, nil
 }

@@ -19,6 +19,17 @@ type Capabilities struct {
 	Helper        HelperBrief  `json:"helper"`
 	Caller        Caller       `json:"caller"`
 	Domains       []DomainCaps `json:"domains"`
+	// ToolNamespaces and Features are the version negotiation of spec 002's
+	// addendum: each namespace's interface versions, and which optional
+	// features this device and configuration offer.
+	ToolNamespaces map[string]NamespaceVersions `json:"tool_namespaces" jsonschema:"per namespace: the interface versions served and the default"`
+	Features       map[string]bool              `json:"capabilities" jsonschema:"optional features by name (gpio.pwm, camera.still_capture, gpio.event_detection...): true when this device offers them now"`
+}
+
+// NamespaceVersions lists a namespace's interface versions.
+type NamespaceVersions struct {
+	Versions []string `json:"versions"`
+	Default  string   `json:"default"`
 }
 
 // DeviceCaps names the board.
@@ -71,8 +82,22 @@ type ToolCaps struct {
 	Unavailable string `json:"unavailable_reason,omitempty"`
 }
 
-func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error) {
+// device is the one answer to "which board is this", for every tool that
+// reports it (system_get_capabilities, manage_get_server_status).
+func (a *Agent) device(ctx context.Context) (DeviceCaps, error) {
 	b, err := a.sys.Basic(ctx)
+	if err != nil {
+		return DeviceCaps{}, err
+	}
+	hw, err := a.sys.Hardware(ctx)
+	if err != nil {
+		return DeviceCaps{}, err
+	}
+	return DeviceCaps{Model: b.Model, IsRaspberryPi: hw.IsRaspberryPi}, nil
+}
+
+func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error) {
+	dev, err := a.device(ctx)
 	if err != nil {
 		return Capabilities{}, err
 	}
@@ -82,7 +107,7 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 	}
 	cp := Capabilities{
 		ServerVersion: a.version, APIVersion: "1.0", Mode: a.mode,
-		Device:   DeviceCaps{Model: b.Model, IsRaspberryPi: hw.IsRaspberryPi},
+		Device:   dev,
 		Hardware: HardwareCaps{GPIOChips: nonNil(hw.GPIOChips), I2CBuses: nonNilInt(hw.I2CBuses), PWMChips: nonNil(hw.PWMChips), Cameras: nonNil(hw.Cameras), Thermal: hw.Thermal, ThrottleFlags: hw.Throttle},
 		Helper:   a.helperBrief(ctx),
 		Caller:   Caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
@@ -114,11 +139,38 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 		}
 		d.Upstream = &us
 	}
+	cp.ToolNamespaces = map[string]NamespaceVersions{}
 	for _, d := range byDomain {
 		cp.Domains = append(cp.Domains, *d)
+		// Every namespace is at its first interface version: no tool has
+		// had a breaking change that needed a second one.
+		cp.ToolNamespaces[d.Name] = NamespaceVersions{Versions: []string{"1"}, Default: "1"}
 	}
+	cp.Features = a.features(cp.Hardware)
 	sort.Slice(cp.Domains, func(i, j int) bool { return cp.Domains[i].Name < cp.Domains[j].Name })
 	return cp, nil
+}
+
+// features is the capabilities map: what the hardware has and the owner's
+// configuration allows, plus the spec's named features this server does not
+// implement (false, so a client need not guess).
+func (a *Agent) features(hw HardwareCaps) map[string]bool {
+	return map[string]bool{
+		"gpio.control":              len(hw.GPIOChips) > 0 && a.cfg.GPIO.Enabled,
+		"gpio.pwm":                  len(hw.PWMChips) > 0 && a.cfg.GPIO.Enabled,
+		"gpio.event_detection":      false,
+		"i2c.bus_access":            len(hw.I2CBuses) > 0 && a.cfg.I2C.Enabled,
+		"camera.still_capture":      len(hw.Cameras) > 0 && a.cfg.Camera.Enabled,
+		"camera.video_recording":    false,
+		"system.temperature_sensor": hw.Thermal,
+		"system.throttling_flags":   hw.ThrottleFlags,
+		"system.reboot":             a.cfg.System.Reboot,
+		"system.shutdown":           a.cfg.System.Shutdown,
+		"metrics.sampling_jobs":     a.cfg.Metrics.Jobs,
+		"manage.self_update":        false,
+		"manage.os_updates":         false,
+		"lan.upstreams":             len(a.lanStatus()) > 0,
+	}
 }
 
 // helperBrief asks the helper for its status with a short timeout.

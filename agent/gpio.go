@@ -49,9 +49,20 @@ type ConfigureIn struct {
 // WriteIn is spec 002 §5.3.
 type WriteIn struct {
 	Pin        int    `json:"pin" jsonschema:"BCM number"`
-	Value      string `json:"value"`
+	Value      string `json:"value" jsonschema:"high or low (1 and 0 are accepted too)"`
 	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"hold the value this long, then revert (a lease); omit for a permanent write"`
 	GuardArgs
+}
+
+// levelSpelling takes 1 and 0 for "high" and "low", as the request example of
+// spec 002 writes a pin, while the schema keeps the one string enum.
+func levelSpelling(args map[string]any) {
+	switch args["value"] {
+	case 1.0, "1":
+		args["value"] = "high"
+	case 0.0, "0":
+		args["value"] = "low"
+	}
 }
 
 // WriteOut is the pin after the write.
@@ -125,6 +136,7 @@ func (a *Agent) registerGPIO() {
 		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
 		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
 		Props:       []Prop{pinProp, prop("value", enum("high", "low")), prop("duration_ms", minimum(1), maximum(600000))},
+		Spelling:    levelSpelling,
 		Run:         a.writePin,
 		Summary: func(in WriteIn, o WriteOut) string {
 			s := fmt.Sprintf("GPIO%d set %s", in.Pin, in.Value)

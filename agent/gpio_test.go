@@ -197,3 +197,21 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 		t.Errorf("buses: %v", sc)
 	}
 }
+
+// Spec 002's request example writes a pin with "value": 1.
+func TestGPIOWriteOneAndZero(t *testing.T) {
+	r := newRig(t, nil)
+	for _, tc := range []struct {
+		v    any
+		want int
+	}{{1, 1}, {0, 0}, {"1", 1}, {"low", 0}} {
+		res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": tc.v})
+		if res.IsError || level17(t, r) != tc.want {
+			t.Fatalf("value %v: %v, level %d", tc.v, sc, level17(t, r))
+		}
+	}
+	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": 2})
+	if errCode(res, sc) != CodeInvalidArgument || level17(t, r) != 0 {
+		t.Fatalf("value 2: %v", sc)
+	}
+}

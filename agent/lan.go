@@ -45,6 +45,7 @@ func guardProps() map[string]map[string]any {
 		"dry_run": {"type": "boolean", "description": "plan only: check policy and report what would be sent, call nothing"},
 		"confirm": {"type": "boolean", "description": "must be true for high-risk tools"},
 		"reason":  {"type": "string", "maxLength": 200, "description": "why; recorded in the audit trail; required for high-risk tools"},
+		"intent":  {"type": "string", "maxLength": 200, "description": "the larger goal this call serves; recorded in the audit trail"},
 	}
 }
 
@@ -178,7 +179,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
 	role, risk := parseRole(roleName), parseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
-	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "stable",
+	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
 		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead, lan: true}
 	if !snakeName.MatchString(t.name) {
 		return nil, fmt.Errorf("wire name %q is not valid", t.name)
@@ -254,13 +255,17 @@ func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
 		DryRun  *bool   `json:"dry_run"`
 		Confirm *bool   `json:"confirm"`
 		Reason  *string `json:"reason"`
+		Intent  *string `json:"intent"`
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason is a string").
-			with("parameter", "dry_run, confirm, reason")
+		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason and intent are strings").
+			with("parameter", "dry_run, confirm, reason, intent")
 	}
 	if g.Reason != nil && len(*g.Reason) > 200 {
 		return nil, errf(CodeInvalidArgument, "reason is longer than 200 characters").with("parameter", "reason")
+	}
+	if g.Intent != nil && len(*g.Intent) > 200 {
+		return nil, errf(CodeInvalidArgument, "intent is longer than 200 characters").with("parameter", "intent")
 	}
 	return raw, nil
 }

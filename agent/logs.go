@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ type AuditEntry struct {
 	Decision      string `json:"decision" jsonschema:"allow or deny"`
 	DryRun        bool   `json:"dry_run"`
 	Reason        string `json:"reason,omitempty"`
+	Intent        string `json:"intent,omitempty"`
 	ErrorCode     string `json:"error_code,omitempty"`
 	Message       string `json:"message,omitempty"`
 	DurationMS    int64  `json:"duration_ms"`
@@ -38,7 +40,7 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	out := make([]AuditEntry, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, AuditEntry{Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano), CorrelationID: r.CorrelationID,
-			Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason,
+			Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
 			ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
 	}
 	return out
@@ -63,6 +65,7 @@ type AuditLogsOut struct {
 	TotalCount    int          `json:"total_count"`
 	ReturnedCount int          `json:"returned_count"`
 	HasMore       bool         `json:"has_more"`
+	NextOffset    int          `json:"next_offset,omitempty" jsonschema:"offset of the next page, when has_more"`
 }
 
 // AuditVerifyOut is the result of checking the hash chain.
@@ -126,8 +129,9 @@ func (a *Agent) registerLogs() {
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
 		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors.",
 		Rule:        Rule{MinRole: RoleRead},
-		Props: []Prop{prop("limit", minimum(1), maximum(500), def(50)), prop("min_level", enum("debug", "info", "warn", "error"), def("info")),
-			prop("source", enum("all", "agent", "helper"), def("all"))},
+		Props: []Prop{prop("limit", minimum(1), maximum(500), def(50)), prop("offset", minimum(0), maximum(100000), def(0)),
+			prop("since", format("date-time")), prop("until", format("date-time")),
+			prop("min_level", enum("debug", "info", "warn", "error"), def("info")), prop("source", enum("all", "agent", "helper"), def("all"))},
 		Run: a.appLogs,
 		Summary: func(_ AppLogsIn, o AppLogsOut) string {
 			return fmt.Sprintf("%d log lines from %s", len(o.Entries), o.From)
@@ -155,6 +159,9 @@ func (a *Agent) registerLogs() {
 // AppLogsIn is logs.get_recent_app_logs.
 type AppLogsIn struct {
 	Limit    int    `json:"limit,omitempty"`
+	Offset   int    `json:"offset,omitempty" jsonschema:"skip this many of the newest matching lines: the next page back is offset+limit"`
+	Since    string `json:"since,omitempty" jsonschema:"RFC 3339 time, inclusive"`
+	Until    string `json:"until,omitempty" jsonschema:"RFC 3339 time, exclusive"`
 	MinLevel string `json:"min_level,omitempty"`
 	Source   string `json:"source,omitempty" jsonschema:"agent, helper or all"`
 }
@@ -170,9 +177,12 @@ type AppLogEntry struct {
 
 // AppLogsOut is the latest lines, oldest first.
 type AppLogsOut struct {
-	Entries []AppLogEntry `json:"entries"`
-	From    string        `json:"from" jsonschema:"journal (device) or memory (the agent's ring of its latest records)"`
-	Note    string        `json:"note,omitempty"`
+	Entries       []AppLogEntry `json:"entries"`
+	ReturnedCount int           `json:"returned_count"`
+	HasMore       bool          `json:"has_more" jsonschema:"older matching lines exist: ask again with next_offset"`
+	NextOffset    int           `json:"next_offset,omitempty"`
+	From          string        `json:"from" jsonschema:"journal (device) or memory (the agent's ring of its latest records)"`
+	Note          string        `json:"note,omitempty"`
 }
 
 // JournalIn is logs.query_journal.
@@ -218,7 +228,22 @@ const (
 func (a *Agent) appLogs(ctx context.Context, _ *Call, in AppLogsIn) (AppLogsOut, error) {
 	var min slog.Level
 	_ = min.UnmarshalText([]byte(in.MinLevel))
-	out := AppLogsOut{Entries: []AppLogEntry{}, From: "memory"}
+	since, err := parseTime("since", in.Since)
+	if err != nil {
+		return AppLogsOut{}, err
+	}
+	until, err := parseTime("until", in.Until)
+	if err != nil {
+		return AppLogsOut{}, err
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return AppLogsOut{}, errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).with("parameter", "since")
+	}
+	// Both sources give the newest offset+limit+1 matching lines, oldest
+	// first; the page is the limit lines before the newest offset ones.
+	want := in.Offset + in.Limit + 1
+	var lines []AppLogEntry
+	from, note := "memory", ""
 	if a.mode == "device" {
 		var us []string
 		if in.Source != "helper" {
@@ -227,31 +252,43 @@ func (a *Agent) appLogs(ctx context.Context, _ *Call, in AppLogsIn) (AppLogsOut,
 		if in.Source != "agent" {
 			us = append(us, helperUnit)
 		}
-		res, err := a.journal.Query(ctx, journal.Query{Units: us, Priority: journalPriority(min), Limit: in.Limit, MaxBytes: 48 << 10})
+		res, err := a.journal.Query(ctx, journal.Query{Units: us, Priority: journalPriority(min), Since: since, Until: until, Limit: want, MaxBytes: 48 << 10})
 		if err == nil {
-			out.From = "journal"
+			from = "journal"
 			for _, e := range res.Entries {
 				src := "agent"
 				if e.Unit == helperUnit {
 					src = "helper"
 				}
-				out.Entries = append(out.Entries, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
+				lines = append(lines, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
 			}
-			return out, nil
+		} else {
+			note = "journal not readable (" + err.Error() + "); showing the agent's records since it started"
 		}
-		out.Note = "journal not readable (" + err.Error() + "); showing the agent's records since it started"
 	}
-	src := in.Source
-	if src == "all" {
-		src = ""
+	if from == "memory" {
+		src := in.Source
+		if src == "all" {
+			src = ""
+		}
+		if a.appLog == nil {
+			note = "no in-memory log on this agent"
+		} else {
+			for _, e := range a.appLog.Entries(min, src, math.MaxInt) {
+				if (!since.IsZero() && e.Time.Before(since)) || (!until.IsZero() && !e.Time.Before(until)) {
+					continue
+				}
+				lines = append(lines, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
+					Level: strings.ToLower(e.Level.String()), Message: e.Message, Attrs: e.Attrs})
+			}
+			lines = lines[max(0, len(lines)-want):]
+		}
 	}
-	if a.appLog == nil {
-		out.Note = "no in-memory log on this agent"
-		return out, nil
-	}
-	for _, e := range a.appLog.Entries(min, src, in.Limit) {
-		out.Entries = append(out.Entries, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
-			Level: strings.ToLower(e.Level.String()), Message: e.Message, Attrs: e.Attrs})
+	end := max(0, len(lines)-in.Offset)
+	out := AppLogsOut{Entries: append([]AppLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
+	out.ReturnedCount = len(out.Entries)
+	if out.HasMore = len(lines) > in.Offset+in.Limit; out.HasMore {
+		out.NextOffset = in.Offset + in.Limit
 	}
 	return out, nil
 }
@@ -369,7 +406,11 @@ func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogs
 	if err != nil {
 		return AuditLogsOut{}, err
 	}
-	return AuditLogsOut{Entries: entriesOf(recs), TotalCount: total, ReturnedCount: len(recs), HasMore: in.Offset+len(recs) < total}, nil
+	out := AuditLogsOut{Entries: entriesOf(recs), TotalCount: total, ReturnedCount: len(recs), HasMore: in.Offset+len(recs) < total}
+	if out.HasMore {
+		out.NextOffset = in.Offset + len(recs)
+	}
+	return out, nil
 }
 
 // VerifyAudit checks the agent's own chain against the helper's witness.

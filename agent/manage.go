@@ -174,8 +174,8 @@ func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
 	if ferr != nil {
 		s.Sampling.FlushError = ferr.Error()
 	}
-	if b, err := a.sys.Basic(ctx); err == nil {
-		s.Device = DeviceCaps{Model: b.Model}
+	if d, err := a.device(ctx); err == nil {
+		s.Device = d
 	}
 	return s, nil
 }

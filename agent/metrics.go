@@ -16,7 +16,7 @@ import (
 
 // Answers stay far below the 25,000-token budget of MCP clients.
 const (
-	maxPoints       = 2000     // query_history: points over all series
+	maxPoints       = 1000     // query_history: points over all series (about 15 tokens each)
 	maxSampleBytes  = 48 << 10 // get_samples: JSON bytes of one page
 	maxQueryMetrics = 10
 	maxQuerySpan    = 8 * 24 * time.Hour
@@ -97,33 +97,38 @@ type SamplesOut struct {
 	Truncated     bool        `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
 }
 
-// HistoryIn is spec 002 §2.6.3's metrics.query_history.
+// HistoryIn is spec 002 §2.6.3's metrics.query_history. The names of its
+// first release (metrics, start, end) are still accepted: historySpelling.
 type HistoryIn struct {
-	Metrics     []string `json:"metrics" jsonschema:"names such as cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.rx_bytes_per_sec, disk.mmcblk0.write_bytes_per_sec"`
-	Start       string   `json:"start,omitempty" jsonschema:"RFC 3339; default one hour before end"`
-	End         string   `json:"end,omitempty" jsonschema:"RFC 3339; default now"`
+	MetricNames []string `json:"metric_names" jsonschema:"names such as cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.bytes_recv_per_sec, disk.mmcblk0.write_bytes_per_sec, disk_io.total.write_mb_per_sec"`
+	StartTime   string   `json:"start_time,omitempty" jsonschema:"RFC 3339; default one hour before end_time"`
+	EndTime     string   `json:"end_time,omitempty" jsonschema:"RFC 3339; default now"`
 	Resolution  string   `json:"resolution,omitempty" jsonschema:"bucket size: 10s, 1m, 5m, 1h, 1d"`
 	Aggregation string   `json:"aggregation,omitempty"`
 	JobID       string   `json:"job_id,omitempty"`
 }
 
-// HistoryOut is the downsampled answer.
+// historySpelling maps the first release's parameter names to the spec's.
+var historySpelling = renames(map[string]string{"metrics": "metric_names", "start": "start_time", "end": "end_time"})
+
+// HistoryOut is spec 002 §2.6.3's answer, with how it was computed.
 type HistoryOut struct {
-	JobID               string      `json:"job_id"`
-	Start               string      `json:"start"`
-	End                 string      `json:"end"`
-	ResolutionRequested string      `json:"resolution_requested"`
-	Resolution          string      `json:"resolution"`
-	Aggregation         string      `json:"aggregation"`
-	Coarsened           bool        `json:"coarsened"`
-	Note                string      `json:"note,omitempty"`
-	Series              []SeriesOut `json:"series"`
+	Metrics             map[string][]HistoryPoint `json:"metrics" jsonschema:"per metric name, its points oldest first; a bucket without samples has no point"`
+	StartTime           string                    `json:"start_time"`
+	EndTime             string                    `json:"end_time"`
+	Resolution          string                    `json:"resolution" jsonschema:"bucket size used, such as 1m"`
+	DataPoints          int                       `json:"data_points" jsonschema:"buckets between start_time and end_time at resolution"`
+	JobID               string                    `json:"job_id"`
+	ResolutionRequested string                    `json:"resolution_requested"`
+	Aggregation         string                    `json:"aggregation"`
+	Coarsened           bool                      `json:"coarsened"`
+	Note                string                    `json:"note,omitempty"`
 }
 
-// SeriesOut is one metric: points are [unix seconds, value], bucket starts.
-type SeriesOut struct {
-	Metric string      `json:"metric"`
-	Points [][]float64 `json:"points"`
+// HistoryPoint is one bucket: its start and its aggregated value.
+type HistoryPoint struct {
+	Timestamp string  `json:"timestamp"`
+	Value     float64 `json:"value"`
 }
 
 // SummaryIn names the window.
@@ -175,7 +180,7 @@ var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_
 
 func (a *Agent) registerMetrics() {
 	add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
-		"The same snapshot as system_get_health_snapshot (spec 002 §4.1): CPU, memory, disk, temperature, throttling."))
+		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	jobsGate := func(c *config.Config) (bool, string) { return c.Metrics.Jobs, "[metrics] jobs" }
 	add(a.tools, Spec[StartJobIn, JobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
@@ -226,19 +231,21 @@ func (a *Agent) registerMetrics() {
 		ID: "metrics.query_history", Title: "Metric history",
 		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
 		Rule:        Rule{MinRole: RoleRead},
-		Props: []Prop{prop("start", format("date-time")), prop("end", format("date-time")), prop("resolution", def("1m"), maxLen(8)),
-			prop("aggregation", enum("avg", "min", "max", "last"), def("avg")), prop("job_id", maxLen(64)), prop("metrics", minItems(1), maxItems(maxQueryMetrics))},
-		Run: a.queryHistory,
+		Props: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time")), prop("resolution", def("1m"), maxLen(8)),
+			prop("aggregation", enum("avg", "min", "max", "last"), def("avg")), prop("job_id", maxLen(64)), prop("metric_names", minItems(1), maxItems(maxQueryMetrics))},
+		OutProps: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time"))},
+		Spelling: historySpelling,
+		Run:      a.queryHistory,
 		Summary: func(_ HistoryIn, o HistoryOut) string {
 			n := 0
-			for _, s := range o.Series {
-				n += len(s.Points)
+			for _, s := range o.Metrics {
+				n += len(s)
 			}
 			c := ""
 			if o.Coarsened {
 				c = " (coarsened from " + o.ResolutionRequested + ")"
 			}
-			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Series), n, o.Resolution, o.Aggregation, c)
+			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Metrics), n, o.Resolution, o.Aggregation, c)
 		},
 	})
 	add(a.tools, Spec[SummaryIn, SummaryOut]{
@@ -387,33 +394,34 @@ func (a *Agent) queryHistory(_ context.Context, _ *Call, in HistoryIn) (HistoryO
 	if err != nil {
 		return HistoryOut{}, err
 	}
-	start, end, err := window("start", in.Start, "end", in.End, time.Hour)
+	start, end, err := window("start_time", in.StartTime, "end_time", in.EndTime, time.Hour)
 	if err != nil {
 		return HistoryOut{}, err
 	}
 	if end.Sub(start) > maxQuerySpan {
-		return HistoryOut{}, errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).with("parameter", "start")
+		return HistoryOut{}, errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).with("parameter", "start_time")
 	}
 	res, err := series.ParseResolution(in.Resolution)
 	if err != nil {
 		return HistoryOut{}, errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).with("parameter", "resolution")
 	}
-	getters := make([]series.Getter, len(in.Metrics))
+	getters := make([]series.Getter, len(in.MetricNames))
 	seen := map[string]bool{}
-	for i, m := range in.Metrics {
+	for i, m := range in.MetricNames {
 		if seen[m] {
-			return HistoryOut{}, errf(CodeInvalidArgument, "metric %q is listed twice", m).with("parameter", "metrics")
+			return HistoryOut{}, errf(CodeInvalidArgument, "metric %q is listed twice", m).with("parameter", "metric_names")
 		}
 		seen[m] = true
 		if getters[i], err = series.Lookup(m); err != nil {
 			return HistoryOut{}, a.unknownMetric(job.ID, m)
 		}
 	}
-	used := series.Fit(end.Sub(start), res, len(in.Metrics), maxPoints)
-	out := HistoryOut{JobID: job.ID, Start: start.UTC().Format(time.RFC3339), End: end.UTC().Format(time.RFC3339),
-		ResolutionRequested: in.Resolution, Resolution: used.String(), Aggregation: in.Aggregation, Coarsened: used != res, Series: []SeriesOut{}}
+	used := series.Fit(end.Sub(start), res, len(in.MetricNames), maxPoints)
+	out := HistoryOut{JobID: job.ID, StartTime: start.UTC().Format(time.RFC3339), EndTime: end.UTC().Format(time.RFC3339),
+		ResolutionRequested: in.Resolution, Resolution: series.FormatResolution(used), DataPoints: int((end.Sub(start) + used - 1) / used),
+		Aggregation: in.Aggregation, Coarsened: used != res, Metrics: map[string][]HistoryPoint{}}
 	if out.Coarsened {
-		out.Note = fmt.Sprintf("%s over %s for %d metrics would exceed %d points; coarsened to %s", in.Resolution, end.Sub(start).Round(time.Second), len(in.Metrics), maxPoints, used)
+		out.Note = fmt.Sprintf("%s over %s for %d metrics would exceed %d points; coarsened to %s", in.Resolution, end.Sub(start).Round(time.Second), len(in.MetricNames), maxPoints, out.Resolution)
 	}
 	ds := make([]*series.Downsampler, len(getters))
 	for i, g := range getters {
@@ -430,11 +438,11 @@ func (a *Agent) queryHistory(_ context.Context, _ *Call, in HistoryIn) (HistoryO
 	}
 	for i, d := range ds {
 		pts := d.Points()
-		so := SeriesOut{Metric: in.Metrics[i], Points: make([][]float64, 0, len(pts))}
+		hp := make([]HistoryPoint, 0, len(pts))
 		for _, p := range pts {
-			so.Points = append(so.Points, []float64{float64(p.Time.Unix()), sig(p.Value)})
+			hp = append(hp, HistoryPoint{Timestamp: p.Time.UTC().Format(time.RFC3339), Value: sig(p.Value)})
 		}
-		out.Series = append(out.Series, so)
+		out.Metrics[in.MetricNames[i]] = hp
 	}
 	return out, nil
 }
@@ -458,7 +466,7 @@ func (a *Agent) unknownMetric(job, name string) error {
 		recent = append(recent, s)
 		return len(recent) < 5
 	})
-	return errf(CodeInvalidArgument, "unknown metric %q", name).with("parameter", "metrics").with("known_metrics", series.Names(recent)).
+	return errf(CodeInvalidArgument, "unknown metric %q", name).with("parameter", "metric_names").with("known_metrics", series.Names(recent)).
 		hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
 }
 

@@ -165,8 +165,15 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 		}
 		return sc
 	}
+	names := []string{"cpu_percent", "memory_percent", "cpu_temperature_celsius", "net.eth0.rx_bytes_per_sec"}
+	// pts writes a metric's points as [[unix seconds, value] ...].
 	pts := func(sc map[string]any, i int) string {
-		return fmt.Sprint(sc["series"].([]any)[i].(map[string]any)["points"])
+		var out [][]float64
+		for _, p := range sc["metrics"].(map[string]any)[names[i]].([]any) {
+			ts, _ := time.Parse(time.RFC3339, p.(map[string]any)["timestamp"].(string))
+			out = append(out, []float64{float64(ts.Unix()), p.(map[string]any)["value"].(float64)})
+		}
+		return fmt.Sprint(out)
 	}
 	m0, m2 := float64(t0.Unix()), float64(t0.Add(2*time.Minute).Unix())
 	sc := q(nil)
@@ -180,8 +187,15 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 			t.Errorf("series %d: got %s want %s", i, got, want)
 		}
 	}
-	if sc["coarsened"] != false || sc["resolution"] != "1m0s" {
+	if sc["coarsened"] != false || sc["resolution"] != "1m" || sc["data_points"].(float64) != 3 ||
+		sc["start_time"] != t0.Format(time.RFC3339) || sc["end_time"] != t0.Add(3*time.Minute).Format(time.RFC3339) {
 		t.Errorf("%v", sc)
+	}
+	// The spec's parameter names give the same answer as the first release's.
+	spec := map[string]any{"job_id": id, "start_time": t0.Format(time.RFC3339), "end_time": t0.Add(3 * time.Minute).Format(time.RFC3339),
+		"resolution": "1m", "metric_names": names}
+	if res, sc2 := r.as(admin, "metrics_query_history", spec); res.IsError || fmt.Sprint(sc2) != fmt.Sprint(sc) {
+		t.Errorf("spec names: %v\nold names: %v", sc2, sc)
 	}
 	if got := pts(q(map[string]any{"aggregation": "max"}), 0); got != fmt.Sprint([][]float64{{m0, 60}, {m2, 7}}) {
 		t.Errorf("max: %s", got)
@@ -193,9 +207,9 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 		t.Errorf("min: %s", got)
 	}
 	// Six days at 10 s for 4 metrics would be 207,000 points: coarsened to
-	// 30m (15m would be 2,308 > 2,000), and said so.
+	// 1h (30m would be 1,152 > 1,000), and said so.
 	sc = q(map[string]any{"start": t0.Add(-6 * 24 * time.Hour).Format(time.RFC3339), "resolution": "10s"})
-	if sc["coarsened"] != true || sc["resolution"] != "30m0s" || !strings.Contains(sc["note"].(string), "coarsened") {
+	if sc["coarsened"] != true || sc["resolution"] != "1h" || !strings.Contains(sc["note"].(string), "coarsened") {
 		t.Errorf("coarsening: %v %v %v", sc["coarsened"], sc["resolution"], sc["note"])
 	}
 	for name, args := range map[string]map[string]any{
@@ -216,7 +230,7 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 		if errCode(res, sc) != CodeInvalidArgument {
 			t.Errorf("%s: %v", name, sc)
 		}
-		if name == "unknown metric" && !strings.Contains(fmt.Sprint(sc), "net.eth0.rx_bytes_per_sec") {
+		if name == "unknown metric" && !strings.Contains(fmt.Sprint(sc), "net.eth0.bytes_recv_per_sec") {
 			t.Errorf("unknown metric does not list the known ones: %v", sc)
 		}
 	}
@@ -386,8 +400,9 @@ func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
 	id := putSeries(t, r, got)
 	_, sc := r.as(admin, "metrics_query_history", map[string]any{"job_id": id, "metrics": []string{"net.wlan0.rx_bytes_per_sec"},
 		"start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m"})
-	pts := fmt.Sprint(sc["series"].([]any)[0].(map[string]any)["points"])
-	if w := fmt.Sprint([][]float64{{float64(t0.Unix()), 100}, {float64(t0.Add(2 * time.Minute).Unix()), 1000}}); pts != w {
+	pts := fmt.Sprint(sc["metrics"].(map[string]any)["net.wlan0.rx_bytes_per_sec"])
+	if w := fmt.Sprint([]any{map[string]any{"timestamp": t0.Format(time.RFC3339), "value": 100.0},
+		map[string]any{"timestamp": t0.Add(2 * time.Minute).Format(time.RFC3339), "value": 1000.0}}); pts != w {
 		t.Fatalf("got %s want %s", pts, w)
 	}
 }

@@ -181,7 +181,7 @@ func (a *Agent) registerNetwork() {
 		ID: "system.get_detailed_network_info", Title: "Network in detail",
 		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
 		Rule:        Rule{MinRole: RoleRead, Domain: "network"},
-		Props: []Prop{prop("connection_state_filter", maxItems(4)),
+		Props: []Prop{prop("include_routing_table", def(false)), prop("include_connections", def(false)), prop("connection_state_filter", maxItems(4)),
 			prop("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
 			prop("max_connections", minimum(1), maximum(1000), def(200))},
 		Run: a.detailedNetwork,

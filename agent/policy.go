@@ -81,6 +81,7 @@ type Guard struct {
 	DryRun  bool
 	Confirm bool
 	Reason  string
+	Intent  string // the caller's larger goal: audited, never decides anything
 }
 
 // Principal is who is calling, learned from the socket's peer credentials.

@@ -206,7 +206,7 @@ func (a *Agent) registerProcess() {
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
 		Rule:        Rule{MinRole: RoleRead},
-		Props: []Prop{prop("filter.status", enum(processStatuses...)), prop("filter.name_pattern", maxLen(256)), prop("filter.username", maxLen(64)),
+		Props: []Prop{prop("filter.status", itemsEnum(processStatuses...)), prop("filter.name_pattern", maxLen(256)), prop("filter.username", maxLen(64)),
 			prop("filter.min_cpu_percent", minimum(0)), prop("filter.min_memory_mb", minimum(0)),
 			prop("sort_by", enum("cpu_percent", "memory_percent", "memory_rss", "pid", "name", "create_time", "num_threads"), def("cpu_percent")),
 			prop("sort_order", enum("asc", "desc"), def("desc")),

@@ -91,6 +91,16 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 	if past["returned_count"].(float64) != 0 || past["has_more"] != false {
 		t.Fatalf("offset past the end: %v", past)
 	}
+	// The addendum's own example: a list of statuses.
+	res, sc = r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"running", "sleeping"}}, "limit": 1000})
+	if res.IsError || sc["returned_count"].(float64) == 0 {
+		t.Fatalf("status filter: %v", sc)
+	}
+	for _, p := range sc["processes"].([]any) {
+		if st := p.(map[string]any)["status"]; st != "running" && st != "sleeping" {
+			t.Fatalf("status filter let %v through", p)
+		}
+	}
 	if res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}}); errCode(res, sc) != CodeInvalidArgument {
 		t.Fatalf("bad status: %v", sc)
 	}

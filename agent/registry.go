@@ -173,7 +173,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	if t.mutating || t.lan || o.err != nil || a.cfg.Audit.RecordReads {
 		rec := store.AuditRecord{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
-			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, DurationMS: ms(o.dur),
+			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
 		}
 		ref, err := a.record(rec, rawOrEmpty(raw), o.out, o.err)
 		if err != nil {
@@ -236,7 +236,13 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	if c.DryRun {
 		summary = "dry run: " + summary
 	}
-	content := []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(js)}}
+	text := js
+	if x, ok := o.out.(interface{ textView() any }); ok {
+		if tj, err := json.Marshal(x.textView()); err == nil {
+			text = tj // e.g. without a base64 image the image block carries
+		}
+	}
+	content := []mcp.Content{&mcp.TextContent{Text: summary + "\n" + string(text)}}
 	if x, ok := o.out.(interface{ content() []mcp.Content }); ok {
 		content = append(content, x.content()...) // e.g. a camera image
 	}

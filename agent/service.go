@@ -57,6 +57,7 @@ type ServiceListOut struct {
 	TotalCount    int              `json:"total_count"`
 	ReturnedCount int              `json:"returned_count"`
 	HasMore       bool             `json:"has_more"`
+	NextOffset    int              `json:"next_offset,omitempty" jsonschema:"offset of the next page, when has_more"`
 	Failed        []string         `json:"failed" jsonschema:"every failed unit, whatever the filter"`
 }
 
@@ -386,7 +387,9 @@ func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (Se
 	if in.Offset < len(match) {
 		end := min(len(match), in.Offset+in.Limit)
 		out.Services = match[in.Offset:end]
-		out.HasMore = end < len(match)
+		if out.HasMore = end < len(match); out.HasMore {
+			out.NextOffset = end
+		}
 	}
 	out.ReturnedCount = len(out.Services)
 	return out, nil

@@ -67,6 +67,8 @@ type HealthSnapshot struct {
 	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
 	UptimeSeconds         uint64             `json:"uptime_seconds"`
 	ThrottlingHistory     *ThrottlingHistory `json:"throttling_history,omitempty"`
+	Network               *NetworkBlock      `json:"network,omitempty" jsonschema:"network rates now (spec 002 addendum); absent when the counters cannot be read"`
+	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now (spec 002 addendum); absent when the counters cannot be read"`
 }
 
 var healthProps = []Prop{
@@ -79,6 +81,13 @@ type PowerIn struct {
 	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
 	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
 	GuardArgs
+}
+
+// ShutdownIn is system.shutdown: the reboot's parameters plus spec 002's
+// force flag.
+type ShutdownIn struct {
+	PowerIn
+	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off; without it a pending reboot is kept and the call refused. Services always stop cleanly: there is no unclean power-off"`
 }
 
 // PowerOut is spec 002 §3.3's result with additive fields.
@@ -119,7 +128,7 @@ func (a *Agent) registerSystem() {
 		},
 	})
 	add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
-		"CPU, memory and disk use, CPU temperature and the firmware's throttling and under-voltage flags, right now."))
+		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
 	add(a.tools, Spec[NoArgs, Capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
@@ -149,16 +158,19 @@ func (a *Agent) registerSystem() {
 		},
 		Summary: powerLine,
 	})
-	add(a.tools, Spec[PowerIn, PowerOut]{
+	add(a.tools, Spec[ShutdownIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
-		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
+		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
 		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: func(c *config.Config) (bool, string) { return c.System.Shutdown, "[system] shutdown" }},
 		Destructive: true,
-		Props:       powerProps,
-		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
-			return a.power(ctx, c, proto.ActionPoweroff, in)
+		Props:       append(powerProps, prop("force", def(false))),
+		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {
+			if err := a.pendingReboot(ctx, in.Force); err != nil {
+				return PowerOut{}, err
+			}
+			return a.power(ctx, c, proto.ActionPoweroff, in.PowerIn)
 		},
-		Summary: powerLine,
+		Summary: func(in ShutdownIn, o PowerOut) string { return powerLine(in.PowerIn, o) },
 	})
 	add(a.tools, Spec[CancelIn, CancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
@@ -208,7 +220,21 @@ func (a *Agent) health(ctx context.Context) (HealthSnapshot, error) {
 	if err != nil {
 		return HealthSnapshot{}, err
 	}
-	return snapshotOf(h), nil
+	s := snapshotOf(h)
+	net, disk, secs, ok, err := a.io.rates(ctx, a.sys)
+	if err != nil {
+		a.log.Warn("network and disk rates unavailable", "err", err)
+	}
+	if ok {
+		speeds := map[string]int{}
+		if ifs, err := a.net.Interfaces(ctx); err == nil {
+			for _, i := range ifs {
+				speeds[i.Name] = i.SpeedMbps
+			}
+		}
+		s.Network, s.DiskIO = ioBlocks(net, disk, speeds, secs)
+	}
+	return s, nil
 }
 
 func snapshotOf(h sysinfo.Health) HealthSnapshot {
@@ -305,6 +331,26 @@ func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (
 	out.Scheduled, out.JobID = true, id
 	out.ScheduledFor = resp.At.UTC().Format(time.RFC3339)
 	return out, nil
+}
+
+// pendingReboot refuses, without force, to turn a scheduled reboot into a
+// power-off: the device would not come back, and whoever asked for the
+// reboot expects it to.
+func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
+	if force {
+		return nil
+	}
+	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+	if err != nil {
+		return err
+	}
+	if state.Scheduled && state.Action == proto.ActionReboot {
+		return errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
+			with("pending_action", state.Action).with("pending_at", state.At.UTC().Format(time.RFC3339)).with("parameter", "force").
+			hint("set force to true to replace the reboot with the power-off, or cancel the reboot first").
+			next(SuggestedCall{Tool: a.wire("system.cancel_scheduled_power_action"), Why: "cancel the pending reboot"})
+	}
+	return nil
 }
 
 // powerRateLimit refuses a power action taking effect sooner than

@@ -38,6 +38,8 @@ type tool struct {
 	// check validates raw arguments: t.validate against in, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *ToolError)
+	// spelling rewrites alternative spellings before validation; may be nil.
+	spelling func(args map[string]any)
 	// run decodes validated arguments and runs the typed handler.
 	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
 
@@ -59,6 +61,7 @@ type GuardArgs struct {
 	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only: check policy and report what would happen, change nothing"`
 	Confirm bool   `json:"confirm,omitempty" jsonschema:"must be true for high-risk tools"`
 	Reason  string `json:"reason,omitempty" jsonschema:"why; recorded in the audit trail; required for high-risk tools"`
+	Intent  string `json:"intent,omitempty" jsonschema:"the larger goal this call serves, e.g. 'free disk space before the update'; recorded in the audit trail"`
 }
 
 func (g GuardArgs) guard() Guard { return Guard(g) }
@@ -77,8 +80,12 @@ type Spec[In, Out any] struct {
 	Destructive bool
 	Props       []Prop // bounds, enums and defaults of the spec's schemas
 	OutProps    []Prop
-	Run         func(ctx context.Context, c *Call, in In) (Out, error)
-	Summary     func(in In, out Out) string
+	// Spelling, when set, rewrites accepted alternative spellings of the
+	// arguments (another name for a parameter, 1 for "high") into the ones
+	// the schema names, before validation; the schema documents only those.
+	Spelling func(args map[string]any)
+	Run      func(ctx context.Context, c *Call, in In) (Out, error)
+	Summary  func(in In, out Out) string
 }
 
 // Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
@@ -103,6 +110,12 @@ func format(f string) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) { s.Format = f }
 }
 func enum(vals ...any) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.Enum = vals } }
+
+// itemsEnum restricts the elements of an array property, where an enum on the
+// array itself would match no value a client can send.
+func itemsEnum(vals ...any) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.Items.Enum = vals }
+}
 func def(v any) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) { s.Default, _ = json.Marshal(v) }
 }
@@ -188,7 +201,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
 	if isGuarded {
-		s.Props = append(s.Props, prop("reason", maxLen(200)))
+		s.Props = append(s.Props, prop("reason", maxLen(200)), prop("intent", maxLen(200)))
 	}
 	nonNullable(in)
 	if err := tighten(in, s.Props); err != nil {
@@ -202,10 +215,10 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in}
+	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling}
 	t.check = t.validate
 	if t.stable == "" {
-		t.stable = "stable"
+		t.stable = stabilityOf(s.ID)
 	}
 	t.rule.Tool = s.ID
 	if t.rule.Domain == "" { // a tool may sit in another namespace's switch (system.get_network_info: network)
@@ -290,6 +303,10 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
 	}
+	if t.spelling != nil {
+		t.spelling(args)
+	}
+	dropNulls(t.in, args)
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
@@ -350,6 +367,42 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 		return nil, errf(CodeInvalidArgument, "arguments: %v", err)
 	}
 	return b, nil
+}
+
+// renames is a Spelling that accepts older parameter names for the current
+// ones. When both are given the old one is left, and refused as unknown.
+func renames(oldToNew map[string]string) func(map[string]any) {
+	return func(args map[string]any) {
+		for o, n := range oldToNew {
+			v, ok := args[o]
+			if _, taken := args[n]; ok && !taken {
+				args[n] = v
+				delete(args, o)
+			}
+		}
+	}
+}
+
+// dropNulls removes explicit nulls of optional properties, at every level of
+// nested objects: null for an optional parameter means "not given", as many
+// clients send it. The advertised schemas keep single types rather than
+// ["T", "null"] unions, which some clients' schema dialects reject; a null
+// for a required parameter stays and is refused by name.
+func dropNulls(s *jsonschema.Schema, m map[string]any) {
+	for k, v := range m {
+		ps, ok := s.Properties[k]
+		if !ok {
+			continue
+		}
+		switch v := v.(type) {
+		case nil:
+			if !slices.Contains(s.Required, k) {
+				delete(m, k)
+			}
+		case map[string]any:
+			dropNulls(ps, v)
+		}
+	}
 }
 
 func (t *tool) paramNames() []string {

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -55,6 +56,9 @@ type Camera struct {
 	Enabled       bool   `toml:"enabled"`
 	MediaRoot     string `toml:"media_root"`      // photos go here, with names the server makes up
 	MaxImageBytes int    `toml:"max_image_bytes"` // camera.capture returns the image inline up to this size
+	// PublicURL is where a web server of the owner's serves MediaRoot
+	// (http://pi.local/media); when set, photos carry their public_url.
+	PublicURL string `toml:"public_url"`
 }
 
 // GPIO is the gpio namespace: only the pins listed may be touched, and the
@@ -389,6 +393,11 @@ func (c Config) Validate() error {
 	}
 	if c.Camera.MaxImageBytes < 1024 || c.Camera.MaxImageBytes > 8<<20 {
 		return fmt.Errorf("camera.max_image_bytes: want 1024..8388608, got %d", c.Camera.MaxImageBytes)
+	}
+	if u := c.Camera.PublicURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
+			return fmt.Errorf("camera.public_url: want an http or https URL without query, got %q", u)
+		}
 	}
 	if err := c.GPIO.validate(); err != nil {
 		return err

@@ -71,6 +71,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"[gpio]\npins = [{ pin = 17, mode = \"output\", value = 2 }]\n", "gpio.pins[0].value"},
 		{"[gpio]\npins = [{ pin = 17, mode = \"output\", colour = \"red\" }]\n", "unknown key \"gpio.pins.colour\""},
 		{"[i2c]\nread = [\"1\"]\n", "i2c.read"},
+		{"[camera]\npublic_url = \"ftp://pi/media\"\n", "camera.public_url"},
+		{"[camera]\npublic_url = \"http://pi/media?x=1\"\n", "camera.public_url"},
 		{"[i2c]\nwrite = [\"1:0x90\"]\n", "i2c.write"},
 		{"[i2c]\nsensors = [{ name = \"a\", type = \"dht22\", bus = 1, address = 0x40 }]\n", "i2c.sensors[0].type"},
 		{"[i2c]\nsensors = [{ name = \"a\", type = \"tmp102\", bus = 1, address = 0x48 }, { name = \"a\", type = \"tmp102\", bus = 1, address = 0x49 }]\n", "i2c.sensors[1].name"},

@@ -71,15 +71,17 @@ var aliases = map[string]string{
 	"memory_used_percent": "memory_percent",
 }
 
+// netFields are named as the health snapshot's network block names them
+// (spec 002's addendum); the first release's rx_/tx_ names stay as aliases.
 var netFields = map[string]func(r store.NetRate) float64{
-	"rx_bytes_per_sec":   func(r store.NetRate) float64 { return float64(r.RxBytesPerSec) },
-	"tx_bytes_per_sec":   func(r store.NetRate) float64 { return float64(r.TxBytesPerSec) },
-	"rx_packets_per_sec": func(r store.NetRate) float64 { return float64(r.RxPacketsPerSec) },
-	"tx_packets_per_sec": func(r store.NetRate) float64 { return float64(r.TxPacketsPerSec) },
-	"rx_errors_per_sec":  func(r store.NetRate) float64 { return float64(r.RxErrorsPerSec) },
-	"tx_errors_per_sec":  func(r store.NetRate) float64 { return float64(r.TxErrorsPerSec) },
-	"rx_drops_per_sec":   func(r store.NetRate) float64 { return float64(r.RxDropsPerSec) },
-	"tx_drops_per_sec":   func(r store.NetRate) float64 { return float64(r.TxDropsPerSec) },
+	"bytes_recv_per_sec":   func(r store.NetRate) float64 { return float64(r.RxBytesPerSec) },
+	"bytes_sent_per_sec":   func(r store.NetRate) float64 { return float64(r.TxBytesPerSec) },
+	"packets_recv_per_sec": func(r store.NetRate) float64 { return float64(r.RxPacketsPerSec) },
+	"packets_sent_per_sec": func(r store.NetRate) float64 { return float64(r.TxPacketsPerSec) },
+	"rx_errors_per_sec":    func(r store.NetRate) float64 { return float64(r.RxErrorsPerSec) },
+	"tx_errors_per_sec":    func(r store.NetRate) float64 { return float64(r.TxErrorsPerSec) },
+	"rx_drops_per_sec":     func(r store.NetRate) float64 { return float64(r.RxDropsPerSec) },
+	"tx_drops_per_sec":     func(r store.NetRate) float64 { return float64(r.TxDropsPerSec) },
 	// error_rate_percent and drop_rate_percent are per packet, as the addendum's §4.1.
 	"error_rate_percent": func(r store.NetRate) float64 {
 		return ratio(r.RxErrorsPerSec+r.TxErrorsPerSec, r.RxPacketsPerSec+r.TxPacketsPerSec)
@@ -87,6 +89,41 @@ var netFields = map[string]func(r store.NetRate) float64{
 	"drop_rate_percent": func(r store.NetRate) float64 {
 		return ratio(r.RxDropsPerSec+r.TxDropsPerSec, r.RxPacketsPerSec+r.TxPacketsPerSec)
 	},
+}
+
+var netAliases = map[string]string{
+	"rx_bytes_per_sec": "bytes_recv_per_sec", "tx_bytes_per_sec": "bytes_sent_per_sec",
+	"rx_packets_per_sec": "packets_recv_per_sec", "tx_packets_per_sec": "packets_sent_per_sec",
+}
+
+// totals are the sums over every interface or disk, as the snapshot's
+// total_bandwidth_mbps (megabits per second) and disk_io.total (MB of 10^6
+// bytes per second) give them.
+var totals = map[string]Getter{
+	"network.total_bandwidth_mbps.up":   netSum(func(r store.NetRate) float64 { return float64(r.TxBytesPerSec) * 8 / 1e6 }),
+	"network.total_bandwidth_mbps.down": netSum(func(r store.NetRate) float64 { return float64(r.RxBytesPerSec) * 8 / 1e6 }),
+	"disk_io.total.read_mb_per_sec":     diskSum(func(r store.DiskRate) float64 { return float64(r.ReadBytesPerSec) / 1e6 }),
+	"disk_io.total.write_mb_per_sec":    diskSum(func(r store.DiskRate) float64 { return float64(r.WriteBytesPerSec) / 1e6 }),
+}
+
+func netSum(f func(store.NetRate) float64) Getter {
+	return func(s store.Sample) (float64, bool) {
+		v := 0.0
+		for _, r := range s.Net {
+			v += f(r)
+		}
+		return v, len(s.Net) > 0
+	}
+}
+
+func diskSum(f func(store.DiskRate) float64) Getter {
+	return func(s store.Sample) (float64, bool) {
+		v := 0.0
+		for _, r := range s.Disk {
+			v += f(r)
+		}
+		return v, len(s.Disk) > 0
+	}
 }
 
 var diskFields = map[string]func(r store.DiskRate) float64{
@@ -104,8 +141,11 @@ func ratio(a, b float32) float64 {
 	return float64(a) / float64(b) * 100
 }
 
-// Lookup returns the getter of a metric name: a scalar ("cpu_percent"), or
-// per device "net.<iface>.<field>" / "disk.<device>.<field>".
+// Lookup returns the getter of a metric name: a scalar ("cpu_percent"), a
+// total ("disk_io.total.write_mb_per_sec"), or per device
+// "net.<iface>.<field>" / "disk.<device>.<field>", which may also be written
+// as the snapshot's paths "network.interfaces.<iface>.<field>" and
+// "disk_io.devices.<device>.<field>".
 func Lookup(name string) (Getter, error) {
 	if a, ok := aliases[name]; ok {
 		name = a
@@ -113,32 +153,51 @@ func Lookup(name string) (Getter, error) {
 	if g, ok := scalars[name]; ok {
 		return g, nil
 	}
-	parts := strings.Split(name, ".")
-	if len(parts) == 3 && parts[1] != "" {
-		dev := parts[1]
-		switch parts[0] {
-		case "net":
-			if f, ok := netFields[parts[2]]; ok {
-				return func(s store.Sample) (float64, bool) {
-					for _, r := range s.Net {
-						if r.Name == dev {
-							return f(r), true
-						}
+	if g, ok := totals[name]; ok {
+		return g, nil
+	}
+	kind, rest, _ := strings.Cut(name, ".")
+	switch kind {
+	case "network":
+		if r, ok := strings.CutPrefix(rest, "interfaces."); ok {
+			kind, rest = "net", r
+		}
+	case "disk_io":
+		if r, ok := strings.CutPrefix(rest, "devices."); ok {
+			kind, rest = "disk", r
+		}
+	}
+	// The field is after the last dot: interface names may hold dots (eth0.100).
+	i := strings.LastIndex(rest, ".")
+	if i <= 0 {
+		return nil, fmt.Errorf("series: unknown metric %q", name)
+	}
+	dev, field := rest[:i], rest[i+1:]
+	switch kind {
+	case "net":
+		if a, ok := netAliases[field]; ok {
+			field = a
+		}
+		if f, ok := netFields[field]; ok {
+			return func(s store.Sample) (float64, bool) {
+				for _, r := range s.Net {
+					if r.Name == dev {
+						return f(r), true
 					}
-					return 0, false
-				}, nil
-			}
-		case "disk":
-			if f, ok := diskFields[parts[2]]; ok {
-				return func(s store.Sample) (float64, bool) {
-					for _, r := range s.Disk {
-						if r.Name == dev {
-							return f(r), true
-						}
+				}
+				return 0, false
+			}, nil
+		}
+	case "disk":
+		if f, ok := diskFields[field]; ok {
+			return func(s store.Sample) (float64, bool) {
+				for _, r := range s.Disk {
+					if r.Name == dev {
+						return f(r), true
 					}
-					return 0, false
-				}, nil
-			}
+				}
+				return 0, false
+			}, nil
 		}
 	}
 	return nil, fmt.Errorf("series: unknown metric %q", name)
@@ -152,6 +211,12 @@ func Names(samples []store.Sample) []string {
 		seen[n] = true
 	}
 	for _, s := range samples {
+		if len(s.Net) > 0 {
+			seen["network.total_bandwidth_mbps.up"], seen["network.total_bandwidth_mbps.down"] = true, true
+		}
+		if len(s.Disk) > 0 {
+			seen["disk_io.total.read_mb_per_sec"], seen["disk_io.total.write_mb_per_sec"] = true, true
+		}
 		for _, r := range s.Net {
 			for f := range netFields {
 				seen["net."+r.Name+"."+f] = true
@@ -284,6 +349,22 @@ func Fit(span, res time.Duration, series, maxPoints int) time.Duration {
 		}
 	}
 	return Steps[len(Steps)-1]
+}
+
+// FormatResolution writes a resolution the way ParseResolution reads it and
+// people write it: 10s, 1m, 30m, 1h, 1d rather than Go's 1m0s.
+func FormatResolution(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
 }
 
 // ParseResolution reads "10s", "1m", "5m", "1h" or "1d".

@@ -75,6 +75,13 @@ func TestLookupDeviceMetrics(t *testing.T) {
 		"net.eth0.drop_rate_percent":       2,
 		"disk.mmcblk0.write_bytes_per_sec": 4096,
 		"disk.mmcblk0.busy_percent":        12.5,
+		// The snapshot's names and paths (spec 002's addendum).
+		"net.eth0.bytes_recv_per_sec":                 1000,
+		"net.eth0.packets_sent_per_sec":               10,
+		"network.interfaces.eth0.bytes_recv_per_sec":  1000,
+		"disk_io.devices.mmcblk0.write_bytes_per_sec": 4096,
+		"network.total_bandwidth_mbps.down":           0.008,
+		"disk_io.total.write_mb_per_sec":              0.004096,
 	} {
 		g, err := Lookup(name)
 		if err != nil {
@@ -88,13 +95,14 @@ func TestLookupDeviceMetrics(t *testing.T) {
 	if _, ok := g(s); ok {
 		t.Error("absent interface reported a value")
 	}
-	for _, bad := range []string{"cpu", "net.eth0.nope", "net..rx_bytes_per_sec", "disk.sda", "foo.bar.baz"} {
+	for _, bad := range []string{"cpu", "net.eth0.nope", "net..rx_bytes_per_sec", "disk.sda", "foo.bar.baz", "network.interfaces.eth0", "disk_io.total.nope"} {
 		if _, err := Lookup(bad); err == nil {
 			t.Errorf("Lookup(%q) accepted", bad)
 		}
 	}
 	names := Names([]store.Sample{s})
-	if !contains(names, "net.eth0.tx_drops_per_sec") || !contains(names, "disk.mmcblk0.read_iops") || !contains(names, "cpu_percent") {
+	if !contains(names, "net.eth0.tx_drops_per_sec") || !contains(names, "disk.mmcblk0.read_iops") || !contains(names, "cpu_percent") ||
+		!contains(names, "net.eth0.bytes_sent_per_sec") || contains(names, "net.eth0.tx_bytes_per_sec") || !contains(names, "disk_io.total.read_mb_per_sec") {
 		t.Fatalf("names: %v", names)
 	}
 }
@@ -202,5 +210,18 @@ func TestAnomalies(t *testing.T) {
 	got = Anomalies(at(vals...), 3)
 	if len(got) != 1 || got[0].Metric != "cpu_percent" || got[0].Value != 60 || got[0].Time != t0.Add(200*time.Second) {
 		t.Fatalf("spike: %+v", got)
+	}
+}
+
+func TestFormatResolutionRoundTrips(t *testing.T) {
+	for _, d := range append(Steps, 90*time.Second, time.Second, 2*24*time.Hour) {
+		s := FormatResolution(d)
+		back, err := ParseResolution(s)
+		if err != nil || back != d {
+			t.Errorf("%v -> %q -> %v, %v", d, s, back, err)
+		}
+	}
+	if FormatResolution(time.Minute) != "1m" || FormatResolution(90*time.Second) != "90s" || FormatResolution(24*time.Hour) != "1d" {
+		t.Error("not the spec's spelling")
 	}
 }

@@ -25,6 +25,7 @@ type AuditRecord struct {
 	Decision      string    `json:"decision"`       // "allow" or "deny"
 	DryRun        bool      `json:"dry_run"`
 	Reason        string    `json:"reason,omitempty"` // the caller's guard reason
+	Intent        string    `json:"intent,omitempty"` // the caller's stated larger goal; omitted when empty, so older records hash as before
 	InHash        string    `json:"in_hash"`          // "sha256:<hex>" of canonical JSON input
 	OutHash       string    `json:"out_hash,omitempty"`
 	DurationMS    int64     `json:"duration_ms"`

@@ -44,7 +44,7 @@ func cmdMetrics(args []string) error {
 	end := time.Now().UTC()
 	var h history
 	_, err = callTool(ctx, s, "metrics_query_history", map[string]any{
-		"metrics": strings.Split(*names, ","), "start": end.Add(-span).Format(time.RFC3339), "end": end.Format(time.RFC3339),
+		"metric_names": strings.Split(*names, ","), "start_time": end.Add(-span).Format(time.RFC3339), "end_time": end.Format(time.RFC3339),
 		"resolution": res.String(), "aggregation": "max",
 	}, &h)
 	if err != nil {

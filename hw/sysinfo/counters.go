@@ -26,6 +26,7 @@ type DiskCounters struct {
 	// device's logical block size.
 	ReadsCompleted, SectorsRead, WritesCompleted, SectorsWritten uint64
 	IOTicksMs                                                    uint64 // "time spent doing I/Os (ms)", the 13th column of the line
+	InFlight                                                     uint64 // I/Os in progress at the reading, the 12th column: a level, not a counter
 }
 
 // Counters is one reading of the network and disk counters. It is only
@@ -144,7 +145,7 @@ func ParseDiskstats(b []byte) ([]DiskCounters, error) {
 			Name:           name,
 			ReadsCompleted: v[0], SectorsRead: v[2],
 			WritesCompleted: v[4], SectorsWritten: v[6],
-			IOTicksMs: v[9],
+			IOTicksMs: v[9], InFlight: v[8],
 		})
 	}
 	return out, nil
@@ -269,6 +270,7 @@ type DiskRates struct {
 	ReadBytesPerSec, WriteBytesPerSec float64
 	ReadIOPS, WriteIOPS               float64
 	BusyPercent                       float64 // share of the interval with I/O in flight, 0..100
+	QueueDepth                        float64 // I/Os in flight at the later reading (a level, not a rate)
 }
 
 // Rate limits beyond which a counter delta is taken for a reset rather than
@@ -343,6 +345,7 @@ func Rates(prev, cur Counters) (net []NetRates, disk []DiskRates) {
 			ReadIOPS:         rate(p.ReadsCompleted, c.ReadsCompleted, 1, secs, maxCountPerSec),
 			WriteIOPS:        rate(p.WritesCompleted, c.WritesCompleted, 1, secs, maxCountPerSec),
 			BusyPercent:      min(max(busyMsPerSec/1000*100, 0), 100),
+			QueueDepth:       float64(c.InFlight),
 		})
 	}
 	return net, disk

@@ -98,7 +98,7 @@ func TestParseDiskstats(t *testing.T) {
 		w18 = "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n"
 		w20 = "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n"
 	)
-	sda := DiskCounters{Name: "sda", ReadsCompleted: 1, SectorsRead: 3, WritesCompleted: 5, SectorsWritten: 7, IOTicksMs: 10}
+	sda := DiskCounters{Name: "sda", ReadsCompleted: 1, SectorsRead: 3, WritesCompleted: 5, SectorsWritten: 7, IOTicksMs: 10, InFlight: 9}
 	for _, tc := range []struct {
 		name string
 		in   string
@@ -902,5 +902,14 @@ func BenchmarkRates(b *testing.B) {
 		if len(net) != 2 || len(disk) != 2 {
 			b.Fatal(fmt.Sprint(net, disk))
 		}
+	}
+}
+
+// The queue depth is the later reading's in-flight count: a level, not a rate.
+func TestRatesQueueDepth(t *testing.T) {
+	prev := Counters{Time: t0, Disk: []DiskCounters{{Name: "sda", InFlight: 7}}}
+	cur := Counters{Time: t0.Add(time.Second), Disk: []DiskCounters{{Name: "sda", InFlight: 2}}}
+	if _, d := Rates(prev, cur); len(d) != 1 || d[0].QueueDepth != 2 {
+		t.Fatalf("%+v", d)
 	}
 }

@@ -163,6 +163,7 @@ func (s *Sim) Counters(ctx context.Context) (Counters, error) {
 			ReadsCompleted: uint64(read / 16384), SectorsRead: uint64(read / diskSectorBytes),
 			WritesCompleted: uint64(written / 8192), SectorsWritten: uint64(written / diskSectorBytes),
 			IOTicksMs: uint64(simIntegral(e, 20, 0.5, 120, 0.5)), // 20 ms/s = 2 % busy, following the writes
+			InFlight:  uint64(e) % 3,                             // 0..2 requests queued
 		}},
 	}, nil
 }
