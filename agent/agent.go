@@ -74,7 +74,7 @@ type Agent struct {
 	net       Network
 	appLog    *applog.Ring
 	unitCPU   unitCPU
-	cpu       cpuSampler
+	cpu       *cpuSampler // process readings shared by the process tools
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
