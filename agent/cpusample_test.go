@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func (f *fakeProcs) read(context.Context) (procs.Snapshot, error) {
 		return procs.Snapshot{}, err
 	}
 	up := 1000 + f.t.Sub(fakeEpoch).Seconds()
-	return procs.Snapshot{Uptime: up, CPUs: 2, Procs: []procs.Proc{{PID: 7, StartTicks: 100, UTime: uint64(up * 50)}}}, nil
+	return procs.Snapshot{Uptime: up, CPUs: 2, Procs: []procs.Proc{{PID: 7, StartTicks: 100, UTime: uint64(math.Round(up * 50))}}}, nil
 }
 
 func (f *fakeProcs) counts() (reads, waits int) {
@@ -116,14 +117,15 @@ func sampleAsync(ctx context.Context, s *cpuSampler, n int) <-chan sampled {
 // checkPair wants a pair over one real window in which PID 7 used half a core.
 func checkPair(t *testing.T, p *cpuPair, window time.Duration) {
 	t.Helper()
-	if p.window != window || p.cpu[7] != 50 {
+	if (p.window-window).Abs() > time.Microsecond || math.Abs(p.cpu[7]-50) > 1e-6 {
 		t.Fatalf("pair over %v with PID 7 at %v%%, want %v and 50%%", p.window, p.cpu[7], window)
 	}
 }
 
 // Fifty callers, half of them coming while the window is already open,
 // share one pair of readings and one wait: the window is neither queued per
-// caller nor restarted for a late one.
+// caller nor restarted for a late one. Later callers read once each and
+// never wait, until the kept readings grow too old.
 func TestCPUSamplerSharesOneWindow(t *testing.T) {
 	f, s := newFakeProcs()
 	ctx := context.Background()
@@ -153,20 +155,50 @@ func TestCPUSamplerSharesOneWindow(t *testing.T) {
 		t.Fatalf("50 callers took %d readings and waited %v, want 2 readings and one wait of %v", reads, f.waits, cpuMinWindow)
 	}
 
-	// Within one window of its closing reading, the pair is reused as is.
-	f.advance(cpuMinWindow - time.Millisecond)
-	if p, err := s.sample(ctx); err != nil || p != first {
-		t.Fatalf("a caller %v after the pair got %p, %v; want the same pair", cpuMinWindow-time.Millisecond, p, err)
-	}
-	// Later, the last closing reading is the baseline: one reading, no wait.
-	f.advance(time.Millisecond)
+	// A caller after the flight gets a fresh reading, diffed against the
+	// kept baseline that is a window old: one reading, no wait.
 	next, err := s.sample(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || next == first {
+		t.Fatalf("the next caller got %p, %v; want a new pair", next, err)
 	}
 	checkPair(t, next, cpuMinWindow)
 	if reads, waits := f.counts(); reads != 3 || waits != 1 {
 		t.Fatalf("the next pair took %d readings in all and %d waits, want 3 and 1", reads, waits)
+	}
+	// The baseline is the newest kept reading that is a window old.
+	for _, step := range []struct{ advance, window time.Duration }{
+		{200 * time.Millisecond, 700 * time.Millisecond}, // the first baseline; the one at 500 ms is 200 ms old
+		{400 * time.Millisecond, 600 * time.Millisecond}, // the flight's closing reading at 500 ms
+	} {
+		f.advance(step.advance)
+		p, err := s.sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPair(t, p, step.window)
+	}
+	// A stream of calls 20 ms apart: never a wait, never less than a
+	// window, and only a few tables kept. Once the readings kept before
+	// the stream (400 ms apart) have aged out, kept readings are a quarter
+	// window apart (rounded up to the 20 ms of the calls), so no window is
+	// longer than 1.25 windows plus one gap.
+	for i := range 200 {
+		f.advance(20 * time.Millisecond)
+		p, err := s.sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.window < cpuMinWindow-time.Microsecond || i >= 50 && p.window > cpuMinWindow*5/4+20*time.Millisecond {
+			t.Fatalf("call %d of the stream: window %v", i, p.window)
+		}
+		checkPair(t, p, p.window)
+		if s.mu.Lock(); len(s.kept) > 7 {
+			t.Fatalf("%d readings kept", len(s.kept))
+		}
+		s.mu.Unlock()
+	}
+	if reads, waits := f.counts(); reads != 205 || waits != 1 {
+		t.Fatalf("%d readings and %d waits after the stream, want 205 and 1", reads, waits)
 	}
 	// Too long after, a fresh baseline and one window's wait again.
 	f.advance(cpuMaxAge + time.Second)
@@ -174,14 +206,14 @@ func TestCPUSamplerSharesOneWindow(t *testing.T) {
 	waitFor(t, "a fresh flight's wait", time.Minute, func() bool { _, w := f.counts(); return w == 2 && callers(s) == 3 })
 	f.release()
 	for range 3 {
-		if r := <-res; r.err != nil || r.pair == next {
-			t.Fatalf("after %v: %p, %v; want a new pair", cpuMaxAge, r.pair, r.err)
+		if r := <-res; r.err != nil {
+			t.Fatal(r.err)
 		} else {
 			checkPair(t, r.pair, cpuMinWindow)
 		}
 	}
-	if reads, _ := f.counts(); reads != 5 || f.waits[1] != cpuMinWindow {
-		t.Fatalf("%d readings and waits %v, want 5 and a second wait of %v", reads, f.waits, cpuMinWindow)
+	if reads, _ := f.counts(); reads != 207 || f.waits[1] != cpuMinWindow {
+		t.Fatalf("%d readings and waits %v, want 207 and a second wait of %v", reads, f.waits, cpuMinWindow)
 	}
 }
 
