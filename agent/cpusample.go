@@ -11,13 +11,13 @@ import (
 )
 
 // Window bounds: a pair's two readings are at least cpuMinWindow apart, so
-// cpu_percent is use over a real window as top shows it; a closing reading
-// older than cpuMaxAge is too stale to be the next pair's baseline.
+// cpu_percent is use over a real window as top shows it; a kept reading
+// older than cpuMaxAge is too stale to diff against.
 const (
 	cpuMinWindow = 500 * time.Millisecond
 	cpuMaxAge    = 10 * time.Second
-	// cpuReadLimit bounds one flight's readings, so a reader that hangs
-	// cannot hold every later caller with it.
+	// cpuReadLimit ends the context a flight's reader is given: the flight
+	// is nobody's call, so no caller's context may end it.
 	cpuReadLimit = 30 * time.Second
 )
 
@@ -33,9 +33,9 @@ const (
 // kept reading is recent enough (the first call, or after maxAge of quiet)
 // does it take a baseline and wait out one window. So no caller waits more
 // than one window plus two readings however many there are, the window
-// never restarts for a newcomer, and every caller still sees a process
-// table read after it asked: a process that was just signalled does not
-// linger in a reused listing.
+// never restarts for a newcomer, and every caller sees a process table
+// read after it asked, or being read when it asked: a process that was
+// just signalled does not linger in a reused listing.
 type cpuSampler struct {
 	read   func(context.Context) (procs.Snapshot, error) // one reading of the process table
 	now    func() time.Time
