@@ -80,7 +80,7 @@ type Agent struct {
 	net       Network
 	appLog    *applog.Ring
 	unitCPU   unitCPU
-	cpu       cpuSampler
+	cpu       *cpuSampler // process readings shared by the process tools
 	witness   *witnesser
 
 	mu    sync.Mutex

@@ -10,7 +10,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -149,59 +148,12 @@ type SignalOut struct {
 	Plan         []string `json:"plan,omitempty"`
 }
 
-// cpuSampler keeps the last /proc reading so cpu_percent is use over a real
-// window, as top shows it, never the average since the process started.
-type cpuSampler struct {
-	mu     sync.Mutex
-	prev   *procs.Snapshot
-	at     time.Time
-	window time.Duration // least window; 0 means cpuMinWindow (benchmarks set it tiny)
-}
-
-// Window bounds: a listing older than maxAge is too stale to diff against;
-// a fresh one is waited on until minWindow has passed.
-const (
-	cpuMinWindow = 500 * time.Millisecond
-	cpuMaxAge    = 10 * time.Second
-	// processPageBytes keeps one page of processes far below a client's
-	// token budget whatever limit is asked for.
-	processPageBytes = 48 << 10
-)
-
-// sample returns a fresh snapshot and CPU percentages over the window since
-// the previous one, reading twice when there is no usable previous one.
-func (s *cpuSampler) sample(ctx context.Context, fsys fs.FS) (procs.Snapshot, map[int]float64, time.Duration, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev, at := s.prev, s.at
-	if prev == nil || time.Since(at) > cpuMaxAge {
-		p, err := procs.Read(fsys, procs.LiveOptions())
-		if err != nil {
-			return procs.Snapshot{}, nil, 0, err
-		}
-		prev, at = &p, time.Now()
-	}
-	minWindow := s.window
-	if minWindow <= 0 {
-		minWindow = cpuMinWindow
-	}
-	if wait := minWindow - time.Since(at); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return procs.Snapshot{}, nil, 0, ctx.Err()
-		}
-	}
-	cur, err := procs.Read(fsys, procs.LiveOptions())
-	if err != nil {
-		return procs.Snapshot{}, nil, 0, err
-	}
-	window := time.Duration((cur.Uptime - prev.Uptime) * float64(time.Second))
-	s.prev, s.at = &cur, time.Now()
-	return cur, procs.CPUPercent(*prev, cur, procs.LiveOptions()), window, nil
-}
+// processPageBytes keeps one page of processes far below a client's token
+// budget whatever limit is asked for.
+const processPageBytes = 48 << 10
 
 func (a *Agent) registerProcess() {
+	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return procs.Read(a.root, procs.LiveOptions()) })
 	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
@@ -315,10 +267,11 @@ func (a *Agent) listProcesses(ctx context.Context, _ *Call, in ProcessListIn) (P
 			return ProcessListOut{}, errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).with("parameter", "filter.name_pattern")
 		}
 	}
-	snap, cpu, window, err := a.cpu.sample(ctx, a.root)
+	pair, err := a.cpu.sample(ctx)
 	if err != nil {
 		return ProcessListOut{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
+	snap, cpu, window := pair.snap, pair.cpu, pair.window
 	match := make([]ProcessSummary, 0, len(snap.Procs))
 	for _, p := range snap.Procs {
 		s := a.summaryOfProc(p, cpu, snap.MemTotal)
@@ -390,10 +343,11 @@ func (a *Agent) noProcess(pid int) *ToolError {
 }
 
 func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessDetail, error) {
-	snap, cpu, _, err := a.cpu.sample(ctx, a.root)
+	pair, err := a.cpu.sample(ctx)
 	if err != nil {
 		return ProcessDetail{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
+	snap, cpu := pair.snap, pair.cpu
 	d, err := procs.ReadDetail(a.root, in.PID, procs.LiveOptions())
 	if errors.Is(err, fs.ErrNotExist) {
 		return ProcessDetail{}, a.noProcess(in.PID)

@@ -65,14 +65,19 @@ echo "warn line from j" >&2
 		}
 	}
 	started := time.Now()
-	// journald may lag behind the unit by a moment.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		res, err := Journalctl{}.Query(context.Background(), Query{Units: []string{vmUnit}, Priority: -1, Grep: "warn line from j"})
-		if err == nil && len(res.Entries) > 0 {
-			break
+	// journald may lag behind the unit, and systemd's own "Finished" line
+	// comes by another socket than the script's output: wait for the last
+	// line of each. The minute is only a hang guard.
+	for _, last := range []string{"warn line from j", "Finished " + vmUnit} {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+			res, err := Journalctl{}.Query(context.Background(), Query{Units: []string{vmUnit}, Priority: -1, Grep: last})
+			if err == nil && len(res.Entries) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%q not in the journal after a minute: %v", last, err)
+			}
 		}
-		time.Sleep(300 * time.Millisecond)
 	}
 	return started
 }

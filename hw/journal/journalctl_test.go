@@ -53,16 +53,17 @@ func TestJournalctlQuery(t *testing.T) {
 func TestJournalctlStopsEarly(t *testing.T) {
 	// An endless journal: Query must return once it has enough, killing the
 	// process instead of waiting for it.
+	// The journal never ends, so only stopping early returns without an
+	// error; the minute is only a hang guard.
 	bin, _ := fakeJournalctl(t, `while :; do cat "$FIXTURE"; done`)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	start := time.Now()
 	res, err := Journalctl{Path: bin}.Query(ctx, Query{Priority: -1, Grep: "publickey", Limit: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Entries) != 5 || time.Since(start) > 10*time.Second {
-		t.Errorf("%d entries after %v", len(res.Entries), time.Since(start))
+	if len(res.Entries) != 5 {
+		t.Errorf("%d entries, want 5", len(res.Entries))
 	}
 	// The scan limit bounds a grep that never matches.
 	res, err = Journalctl{Path: bin}.Query(ctx, Query{Priority: -1, Grep: "no such text", ScanLimit: 2000})
@@ -119,13 +120,19 @@ func TestJournalctlErrors(t *testing.T) {
 		}
 	})
 	t.Run("context", func(t *testing.T) {
-		bin, _ := fakeJournalctl(t, `exec sleep 30`)
+		// The journal would take ten minutes: only the deadline ends it.
+		bin, _ := fakeJournalctl(t, `exec sleep 600`)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		start := time.Now()
-		_, err := Journalctl{Path: bin}.Query(ctx, Query{})
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
-			t.Fatalf("error %v after %v", err, time.Since(start))
+		done := make(chan error, 1)
+		go func() { _, err := Journalctl{Path: bin}.Query(ctx, Query{}); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("error %v, want the deadline's", err)
+			}
+		case <-time.After(2 * time.Minute): // a hang guard
+			t.Fatal("Query outlived its context by two minutes")
 		}
 	})
 }

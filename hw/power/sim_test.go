@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// waitFor polls cond for up to 5 s; timers under -race can be slow.
+// waitFor polls cond; the minute is only a hang guard.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -71,13 +71,20 @@ func TestSimScheduleAndPerform(t *testing.T) {
 	if _, ok, err := s.Scheduled(ctx); ok || err != nil {
 		t.Fatalf("fresh Sim: Scheduled ok=%v err=%v", ok, err)
 	}
-	at := time.Now().Add(50 * time.Millisecond)
-	if err := s.Schedule(ctx, Reboot, at); err != nil {
+	// An hour ahead it is certainly still pending when asked, however
+	// slowly this runs.
+	later := time.Now().Add(time.Hour)
+	if err := s.Schedule(ctx, Reboot, later); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := s.Scheduled(ctx)
-	if err != nil || !ok || got.Action != Reboot || !got.At.Equal(at) {
+	if err != nil || !ok || got.Action != Reboot || !got.At.Equal(later) {
 		t.Fatalf("Scheduled = %+v, %v, %v", got, ok, err)
+	}
+	// Moved to 50 ms from now, it is performed, never before its time.
+	at := time.Now().Add(50 * time.Millisecond)
+	if err := s.Schedule(ctx, Reboot, at); err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, "the reboot to be performed", func() bool { return len(s.Performed()) == 1 })
 	if p := s.Performed()[0]; p.Action != Reboot || !p.At.Equal(at) {
@@ -86,7 +93,7 @@ func TestSimScheduleAndPerform(t *testing.T) {
 	if _, ok, _ := s.Scheduled(ctx); ok {
 		t.Fatal("still scheduled after being performed")
 	}
-	want := []string{"scheduled:reboot", "performed:reboot"}
+	want := []string{"scheduled:reboot", "scheduled:reboot", "performed:reboot"}
 	if k := kinds(s.Events()); !equal(k, want) {
 		t.Fatalf("Events = %v, want %v", k, want)
 	}
@@ -94,7 +101,7 @@ func TestSimScheduleAndPerform(t *testing.T) {
 	if k := kinds(logged); !equal(k, want) {
 		t.Fatalf("log = %v, want %v", k, want)
 	}
-	if !logged[0].At.Equal(at) || logged[1].Time.Before(at.Add(-time.Millisecond)) {
+	if !logged[0].At.Equal(later) || !logged[1].At.Equal(at) || logged[2].Time.Before(at.Add(-time.Millisecond)) {
 		t.Fatalf("log times wrong: %+v", logged)
 	}
 	if err := s.LogErr(); err != nil {
@@ -108,15 +115,22 @@ func TestSimCancelStopsTimer(t *testing.T) {
 	if _, ok, err := s.Cancel(ctx); ok || err != nil {
 		t.Fatalf("Cancel with nothing pending: ok=%v err=%v", ok, err)
 	}
-	at := time.Now().Add(30 * time.Millisecond)
+	// An hour ahead, so the cancel certainly comes first; the timer is
+	// then checked directly rather than by waiting to see nothing happen.
+	at := time.Now().Add(time.Hour)
 	if err := s.Schedule(ctx, Poweroff, at); err != nil {
 		t.Fatal(err)
 	}
+	p := pending(s)
 	c, ok, err := s.Cancel(ctx)
 	if err != nil || !ok || c.Action != Poweroff || !c.At.Equal(at) {
 		t.Fatalf("Cancel = %+v, %v, %v", c, ok, err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	if p.timer.Stop() {
+		t.Fatal("Cancel left the timer armed")
+	}
+	// A timer that fired while being cancelled finds nothing to perform.
+	s.perform(p)
 	if p := s.Performed(); len(p) != 0 {
 		t.Fatalf("cancelled action was performed: %+v", p)
 	}
@@ -133,21 +147,35 @@ func TestSimReplace(t *testing.T) {
 	ctx := context.Background()
 	s := NewSim("")
 	t.Cleanup(func() { s.Close() })
-	if err := s.Schedule(ctx, Poweroff, time.Now().Add(20*time.Millisecond)); err != nil {
+	// Both an hour ahead, so neither fires before the replacement is
+	// seen; then the replacing timer is made due at once.
+	if err := s.Schedule(ctx, Poweroff, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().Add(60 * time.Millisecond)
+	replaced := pending(s)
+	at := time.Now().Add(time.Hour)
 	if err := s.Schedule(ctx, Reboot, at); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, _ := s.Scheduled(ctx); !ok || got.Action != Reboot {
+	if got, ok, _ := s.Scheduled(ctx); !ok || got.Action != Reboot || !got.At.Equal(at) {
 		t.Fatalf("Scheduled after replace = %+v", got)
 	}
-	waitFor(t, "the replacement to be performed", func() bool { return len(s.Performed()) == 1 })
-	time.Sleep(50 * time.Millisecond)
+	if replaced.timer.Stop() {
+		t.Fatal("the replaced schedule's timer was left armed")
+	}
+	s.perform(replaced) // fired while being replaced: a no-op
+	pending(s).timer.Reset(0)
+	waitFor(t, "the replacement to be performed", func() bool { return len(s.Performed()) >= 1 })
 	if p := s.Performed(); len(p) != 1 || p[0].Action != Reboot {
 		t.Fatalf("Performed = %+v, want only the replacing reboot", p)
 	}
+}
+
+// pending is the Sim's armed schedule, for checking its timer.
+func pending(s *Sim) *simPending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending
 }
 
 func TestSimPastTimeFiresAtOnce(t *testing.T) {
@@ -202,11 +230,15 @@ func TestSimEventsIsACopy(t *testing.T) {
 
 func TestSimClose(t *testing.T) {
 	s := NewSim("")
-	_ = s.Schedule(context.Background(), Reboot, time.Now().Add(20*time.Millisecond))
+	_ = s.Schedule(context.Background(), Reboot, time.Now().Add(time.Hour))
+	p := pending(s)
 	s.Close()
-	time.Sleep(60 * time.Millisecond)
-	if len(s.Performed()) != 0 {
+	if p.timer.Stop() {
 		t.Fatal("Close did not disarm the timer")
+	}
+	s.perform(p) // fired while closing: a no-op
+	if len(s.Performed()) != 0 {
+		t.Fatal("performed after Close")
 	}
 	if _, ok, _ := s.Scheduled(context.Background()); ok {
 		t.Fatal("still scheduled after Close")
