@@ -170,12 +170,12 @@ const (
 
 // sample returns a fresh snapshot and CPU percentages over the window since
 // the previous one, reading twice when there is no usable previous one.
-func (s *cpuSampler) sample(ctx context.Context, fsys fs.FS) (procs.Snapshot, map[int]float64, time.Duration, error) {
+func (s *cpuSampler) sample(ctx context.Context, read func() (procs.Snapshot, error)) (procs.Snapshot, map[int]float64, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, at := s.prev, s.at
 	if prev == nil || time.Since(at) > cpuMaxAge {
-		p, err := procs.Read(fsys, procs.LiveOptions())
+		p, err := read()
 		if err != nil {
 			return procs.Snapshot{}, nil, 0, err
 		}
@@ -192,13 +192,26 @@ func (s *cpuSampler) sample(ctx context.Context, fsys fs.FS) (procs.Snapshot, ma
 			return procs.Snapshot{}, nil, 0, ctx.Err()
 		}
 	}
-	cur, err := procs.Read(fsys, procs.LiveOptions())
+	cur, err := read()
 	if err != nil {
 		return procs.Snapshot{}, nil, 0, err
 	}
 	window := time.Duration((cur.Uptime - prev.Uptime) * float64(time.Second))
 	s.prev, s.at = &cur, time.Now()
 	return cur, procs.CPUPercent(*prev, cur, procs.LiveOptions()), window, nil
+}
+
+// readProcs reads every process: this machine's, or the simulated
+// board's at one instant.
+func (a *Agent) readProcs() (procs.Snapshot, error) {
+	fsys := a.root
+	if a.simProcs != nil {
+		var err error
+		if fsys, err = a.simProcs.Snapshot(); err != nil {
+			return procs.Snapshot{}, err
+		}
+	}
+	return procs.Read(fsys, procs.LiveOptions())
 }
 
 func (a *Agent) registerProcess() {
@@ -315,7 +328,7 @@ func (a *Agent) listProcesses(ctx context.Context, _ *Call, in ProcessListIn) (P
 			return ProcessListOut{}, errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).with("parameter", "filter.name_pattern")
 		}
 	}
-	snap, cpu, window, err := a.cpu.sample(ctx, a.root)
+	snap, cpu, window, err := a.cpu.sample(ctx, a.readProcs)
 	if err != nil {
 		return ProcessListOut{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
@@ -390,7 +403,7 @@ func (a *Agent) noProcess(pid int) *ToolError {
 }
 
 func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessDetail, error) {
-	snap, cpu, _, err := a.cpu.sample(ctx, a.root)
+	snap, cpu, _, err := a.cpu.sample(ctx, a.readProcs)
 	if err != nil {
 		return ProcessDetail{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
@@ -460,14 +473,10 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 	never := func(why string) *ToolError {
 		return errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).with("pid", id.PID).with("name", id.Name)
 	}
-	helperPID := 0
-	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err == nil {
-		helperPID = st.PID
-	}
 	switch {
 	case id.PID == 1 || id.Kernel:
 		return id, user, never("is init or a kernel thread and is never signalled")
-	case id.PID == os.Getpid() || id.PID == helperPID:
+	case a.isSelf(ctx, id.PID):
 		return id, user, never("is raspi-mcp itself and is never signalled")
 	case slices.Contains(a.cfg.Process.ProtectedUsers, user):
 		return id, user, never(fmt.Sprintf("belongs to %s, a protected user on this device", user)).
@@ -475,6 +484,20 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 			hint("[process] protected_users in " + config.DefaultPath + " lists users whose processes are never signalled")
 	}
 	return id, user, nil
+}
+
+// isSelf reports whether pid is raspi-mcp: this process or the helper, or
+// on the simulated board the table's own raspi-mcp processes (its pids say
+// nothing about this machine's).
+func (a *Agent) isSelf(ctx context.Context, pid int) bool {
+	if a.simProcs != nil {
+		return a.simProcs.IsSelf(pid)
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
+	return err == nil && pid == st.PID
 }
 
 func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {

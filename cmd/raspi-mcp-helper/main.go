@@ -21,6 +21,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
@@ -42,6 +43,7 @@ func run() error {
 	sim := flag.Bool("sim", false, "simulated board: record power actions instead of performing them")
 	powerLog := flag.String("power-log", "", "with --sim: append power events as JSON lines to this file")
 	simUnits := flag.String("sim-units", "", "with --sim: the simulated systemd's state file (shared with the agent)")
+	simProcs := flag.String("sim-procs", "", "with --sim: the simulated process table's state file (shared with the agent); without it no process is signalled")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -86,7 +88,24 @@ func run() error {
 		return err
 	}
 	defer closeOps()
-	protected := protectedUIDs(cfg.Process.ProtectedUsers)
+	protected := protectedUIDs(cfg.Process.ProtectedUsers, lookupUser)
+	if *sim {
+		// The simulated board's processes, never the real ones; its
+		// protected users are its own accounts.
+		if *simProcs != "" {
+			sp, err := privhelper.NewSimProcesses(*simProcs)
+			if err != nil {
+				return err
+			}
+			ops.Processes = privhelper.SimProcessesFrom(sp)
+			protected = protectedUIDs(cfg.Process.ProtectedUsers, func(name string) (int, int, error) {
+				if uid, ok := procs.UserID(sp.FS(), name); ok {
+					return uid, uid, nil
+				}
+				return 0, 0, fmt.Errorf("no user %q on the simulated board", name)
+			})
+		}
+	}
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
 		return err
@@ -173,10 +192,11 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 }
 
 // operations opens systemd (over D-Bus, or the simulated one in the file the
-// agent shares) and the process signaller. Without a system bus the service
-// methods are not served; signals always are.
+// agent shares) and, on a device, the process signaller of the real /proc
+// (run adds the simulated table's under --sim). Without a system bus the
+// service methods are not served; signals on a device always are.
 func operations(sim bool, simUnits string, log *slog.Logger) (privhelper.Ops, func(), error) {
-	ops := privhelper.Ops{Processes: privhelper.ProcessesFrom("/")}
+	var ops privhelper.Ops
 	if sim {
 		if simUnits == "" {
 			return ops, func() {}, nil
@@ -188,6 +208,7 @@ func operations(sim bool, simUnits string, log *slog.Logger) (privhelper.Ops, fu
 		ops.Units = privhelper.UnitsFrom(u)
 		return ops, func() {}, nil
 	}
+	ops.Processes = privhelper.ProcessesFrom("/")
 	u, err := units.NewDBus(context.Background())
 	if err != nil {
 		log.Warn("systemd over D-Bus unavailable; service methods are off", "err", err)
@@ -197,12 +218,13 @@ func operations(sim bool, simUnits string, log *slog.Logger) (privhelper.Ops, fu
 	return ops, u.Close, nil
 }
 
-// protectedUIDs resolves [process] protected_users; a name with no account
-// protects nobody and is skipped, since there is no process of it either.
-func protectedUIDs(names []string) []int {
+// protectedUIDs resolves [process] protected_users with lookup; a name
+// with no account protects nobody and is skipped, since there is no
+// process of it either.
+func protectedUIDs(names []string, lookup func(string) (uid, gid int, err error)) []int {
 	var out []int
 	for _, n := range names {
-		if uid, _, err := lookupUser(n); err == nil {
+		if uid, _, err := lookup(n); err == nil {
 			out = append(out, uid)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
@@ -45,10 +46,12 @@ func cmdServe(args []string) error {
 	defer stop()
 
 	var (
-		cfg  config.Config
-		err  error
-		mode = "device"
-		sys  sysinfo.Source
+		cfg      config.Config
+		err      error
+		mode     = "device"
+		sys      sysinfo.Source
+		simProcs *procs.Sim
+		simSys   *sysinfo.Sim
 	)
 	if *sim {
 		mode = "sim"
@@ -61,7 +64,18 @@ func cmdServe(args []string) error {
 		if cfg, err = laptopConfig(base, *dir); err != nil {
 			return err
 		}
-		sys = sysinfo.NewSim(sysinfo.SimOptions{})
+		// The simulated board's processes, shared with the helper child
+		// through procs.json as its systemd is through units.json; the
+		// system's uptime counts from the same boot.
+		if simProcs, err = privhelper.NewSimProcesses(filepath.Join(filepath.Dir(cfg.Agent.Socket), "procs.json")); err != nil {
+			return err
+		}
+		boot, err := simProcs.BootTime()
+		if err != nil {
+			return err
+		}
+		simSys = sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
+		sys = simSys
 	} else {
 		if cfg, err = config.Load(*cfgPath); err != nil {
 			return err
@@ -83,7 +97,7 @@ func cmdServe(args []string) error {
 		helperLog := ring.Writer("helper", os.Stderr)
 		defer helperLog.Close()
 		sup := &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
-			"--sim-units", filepath.Join(dirPath, "units.json")}, log: log, output: helperLog}
+			"--sim-units", filepath.Join(dirPath, "units.json"), "--sim-procs", filepath.Join(dirPath, "procs.json")}, log: log, output: helperLog}
 		done := make(chan struct{})
 		go func() { sup.run(ctx); close(done) }()
 		defer func() { stop(); <-done }()
@@ -98,8 +112,11 @@ func cmdServe(args []string) error {
 	}
 	defer db.Close()
 	opts := agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Version: version, Build: commit, Mode: mode, Logger: log,
-		AppLog: ring, Root: os.DirFS("/"), Net: netinfo.Linux{Root: "/"}}
+		AppLog: ring}
 	if *sim {
+		// Nothing of this machine: processes, network and units are the
+		// simulated board's.
+		opts.SimProcs, opts.Net = simProcs, agent.SimNetwork(simSys)
 		u, err := units.NewSim(filepath.Join(filepath.Dir(cfg.Agent.Socket), "units.json"))
 		if err != nil {
 			return err
@@ -116,6 +133,7 @@ func cmdServe(args []string) error {
 			opts.Units = u
 		}
 		opts.Journal = journal.Journalctl{}
+		opts.Root, opts.Net = os.DirFS("/"), netinfo.Linux{Root: "/"}
 	}
 	a, err := agent.New(opts)
 	if err != nil {

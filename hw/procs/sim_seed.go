@@ -26,14 +26,16 @@ raspi-mcp:x:998:998:raspi-mcp agent:/var/lib/raspi-mcp:/usr/sbin/nologin
 pi:x:1000:1000:,,,:/home/pi:/bin/bash
 `
 
-// Socket inodes shared with netinfo.Sim's connections.
+// Socket inodes: netinfo.Sim lists its sockets with the same numbers, so
+// an owner resolves for a reader allowed to see the process's fd/ (the
+// agent's user sees only its own, as on a Pi).
 const (
-	SimInodeSSHListen4   = 18201
-	SimInodeSSHListen6   = 18203
-	SimInodeSSHSession   = 24117
-	SimInodeHTTPListen   = 18411
-	SimInodeMDNS         = 17020
-	SimInodeMQTT         = 20544
+	simInodeSSHListen4   = 18201
+	simInodeSSHListen6   = 18203
+	simInodeSSHSession   = 24117
+	simInodeHTTPListen   = 18411
+	simInodeMDNS         = 17020
+	simInodeMQTT         = 20544
 	simInodeAgentListen  = 19002
 	simInodeJournalOut   = 19001
 	simInodeHelperListen = 18900
@@ -67,18 +69,18 @@ func seedProcs(now time.Time, o SimOptions) *simState {
 			Exe: "/usr/bin/dbus-daemon", Cwd: "/", State: "S", Start: 4.6, Rate: 0.0003, RSS: 4_480, VMS: 8_930, Threads: 1, Daemon: true},
 		{PID: 405, PPID: 1, UID: 102, Comm: "avahi-daemon", Cmdline: []string{"avahi-daemon: running [raspberrypi.local]"}, Exe: "/usr/sbin/avahi-daemon", Cwd: "/etc/avahi",
 			State: "S", Start: 4.9, Rate: 0.0002, RSS: 3_520, VMS: 7_380, Threads: 1, Daemon: true,
-			FDs: append(std(simInodeJournalOut), simFD{12, socketName(SimInodeMDNS), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{12, socketName(simInodeMDNS), "rw"})},
 		{PID: 431, PPID: 1, Comm: "cron", Cmdline: []string{"/usr/sbin/cron", "-f"}, Exe: "/usr/sbin/cron", Cwd: "/var/spool/cron",
 			State: "S", Start: 5.2, Rate: 0.00005, RSS: 2_650, VMS: 6_720, Threads: 1, Daemon: true},
 		{PID: 452, PPID: 1, Comm: "sshd", Cmdline: []string{"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"}, Exe: "/usr/sbin/sshd", Cwd: "/",
 			State: "S", Start: 5.6, Rate: 0.00005, RSS: 7_700, VMS: 15_300, Threads: 1, Daemon: true,
-			FDs: append(std(simInodeJournalOut), simFD{3, socketName(SimInodeSSHListen4), "rw"}, simFD{4, socketName(SimInodeSSHListen6), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{3, socketName(simInodeSSHListen4), "rw"}, simFD{4, socketName(simInodeSSHListen6), "rw"})},
 		{PID: 470, PPID: 1, Comm: "nginx", Cmdline: []string{"nginx: master process /usr/sbin/nginx -g daemon on; master_process on;"}, Exe: "/usr/sbin/nginx", Cwd: "/",
 			State: "S", Start: 6.1, Rate: 0.00002, RSS: 1_620, VMS: 55_040, Threads: 1, Daemon: true,
-			FDs: append(std(simInodeJournalOut), simFD{6, socketName(SimInodeHTTPListen), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{6, socketName(simInodeHTTPListen), "rw"})},
 		{PID: 471, PPID: 470, UID: 33, Comm: "nginx", Cmdline: []string{"nginx: worker process"}, Exe: "/usr/sbin/nginx", Cwd: "/",
 			State: "S", Start: 6.1, Rate: 0.0001, RSS: 5_300, VMS: 55_800, Threads: 1, Daemon: true,
-			FDs: append(std(simInodeJournalOut), simFD{6, socketName(SimInodeHTTPListen), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{6, socketName(simInodeHTTPListen), "rw"})},
 		{PID: 508, PPID: 1, Comm: "raspi-mcp-helpe", Cmdline: []string{"/usr/local/bin/raspi-mcp-helper"}, Exe: "/usr/local/bin/raspi-mcp-helper", Cwd: "/",
 			State: "S", Start: 6.4, Rate: 0.0003, RSS: 14_200, VMS: 1_245_000, Threads: 7, Self: true,
 			FDs: append(std(simInodeJournalOut), simFD{3, socketName(simInodeHelperListen), "rw"})},
@@ -91,13 +93,13 @@ func seedProcs(now time.Time, o SimOptions) *simState {
 		{PID: 602, PPID: 1, UID: 1000, Comm: "python3", Cmdline: []string{"/usr/bin/python3", "/home/pi/sensor-logger/logger.py", "--interval", "10", "--out", "/home/pi/sensor-logger/data"},
 			Exe: "/usr/bin/python3.11", Cwd: "/home/pi/sensor-logger", Env: []string{"HOME=/home/pi", "USER=pi", "MQTT_HOST=192.168.1.10", "MQTT_PASSWORD=greenhouse-2024"},
 			State: "S", Start: 21.7, Rate: 0.012, RSS: 24_300, VMS: 38_900, Threads: 2,
-			FDs: append(std(simInodeJournalOut), simFD{3, "/dev/i2c-1", "rw"}, simFD{4, "/home/pi/sensor-logger/data/greenhouse.csv", "w"}, simFD{5, socketName(SimInodeMQTT), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{3, "/dev/i2c-1", "rw"}, simFD{4, "/home/pi/sensor-logger/data/greenhouse.csv", "w"}, simFD{5, socketName(simInodeMQTT), "rw"})},
 		{PID: 1287, PPID: 452, Comm: "sshd", Cmdline: []string{"sshd: pi [priv]"}, Exe: "/usr/sbin/sshd", Cwd: "/",
 			State: "S", Start: up - 600, Rate: 0.0001, RSS: 10_200, VMS: 16_900, Threads: 1, Daemon: true,
-			FDs: append(std(simInodeJournalOut), simFD{4, socketName(SimInodeSSHSession), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{4, socketName(simInodeSSHSession), "rw"})},
 		{PID: 1294, PPID: 1287, UID: 1000, Comm: "sshd", Cmdline: []string{"sshd: pi@pts/0"}, Exe: "/usr/sbin/sshd", Cwd: "/",
 			State: "S", Start: up - 599, Rate: 0.0004, RSS: 6_900, VMS: 17_100, Threads: 1, Daemon: true,
-			FDs: append(std(simInodeJournalOut), simFD{4, socketName(SimInodeSSHSession), "rw"})},
+			FDs: append(std(simInodeJournalOut), simFD{4, socketName(simInodeSSHSession), "rw"})},
 		{PID: 1295, PPID: 1294, UID: 1000, Comm: "bash", Cmdline: []string{"-bash"}, Exe: "/usr/bin/bash", Cwd: "/home/pi",
 			State: "S", Start: up - 599, Rate: 0.0001, RSS: 5_100, VMS: 8_800, Threads: 1, Daemon: true,
 			FDs: []simFD{{0, "/dev/pts/0", "rw"}, {1, "/dev/pts/0", "rw"}, {2, "/dev/pts/0", "rw"}, {255, "/dev/pts/0", "rw"}}},

@@ -92,7 +92,7 @@ func TestSimReadsThroughTheParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if owners[simInodeAgentListen] != agent.PID || owners[SimInodeSSHListen4] != 0 {
+	if owners[simInodeAgentListen] != agent.PID || owners[simInodeSSHListen4] != 0 {
 		t.Errorf("owners = %v; want only the agent's own sockets", owners)
 	}
 	if uid, ok := UserID(s.FS(), "pi"); !ok || uid != 1000 {
@@ -211,4 +211,29 @@ func TestSimRefusesABrokenFile(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "not json" {
 		t.Error("the broken file was overwritten")
 	}
+}
+
+func BenchmarkSimRead(b *testing.B) {
+	s, err := NewSim(filepath.Join(b.TempDir(), "procs.json"), SimOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("live", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Read(s.FS(), Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("snapshot", func(b *testing.B) {
+		for b.Loop() {
+			fsys, err := s.Snapshot()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Read(fsys, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

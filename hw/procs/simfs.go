@@ -15,9 +15,25 @@ import (
 // with the clock) and etc/passwd. It implements fs.ReadDirFS and
 // fs.ReadLinkFS, which [Read], [ReadDetail], [ReadIdentity] and
 // [InodeOwners] use.
-func (s *Sim) FS() fs.FS { return simFS{s} }
+func (s *Sim) FS() fs.FS { return simFS{s: s} }
 
-type simFS struct{ s *Sim }
+// Snapshot returns the table as it is now, frozen: every file of the tree
+// shows the same instant, as if the kernel stood still while [Read] walked
+// it. CPU percentages between two snapshots are then exact, where reading
+// the live [Sim.FS] would let the clock move between proc/uptime and the
+// last process's stat.
+func (s *Sim) Snapshot() (fs.FS, error) {
+	var snap simFS
+	err := s.view(func(st *simState) error { snap = simFS{s: s, st: st, at: s.now()}; return nil })
+	return snap, err
+}
+
+// simFS renders the live file (st nil) or one frozen state at one time.
+type simFS struct {
+	s  *Sim
+	st *simState
+	at time.Time
+}
 
 var (
 	_ fs.ReadDirFS  = simFS{}
@@ -44,7 +60,9 @@ func (f simFS) node(op, name string) (simNode, error) {
 	}
 	var n simNode
 	var err error
-	if verr := f.s.view(func(st *simState) error { n, err = st.render(name, f.s.now()); return nil }); verr != nil {
+	if f.st != nil {
+		n, err = f.st.render(name, f.at)
+	} else if verr := f.s.view(func(st *simState) error { n, err = st.render(name, f.s.now()); return nil }); verr != nil {
 		return simNode{}, &fs.PathError{Op: op, Path: name, Err: verr}
 	}
 	if err != nil {
