@@ -92,7 +92,7 @@ func seedProcs(now time.Time, o SimOptions) *simState {
 				simFD{5, "anon_inode:[eventfd]", "rw"}, simFD{6, socketName(simInodeAgentListen), "rw"})},
 		{PID: 602, PPID: 1, UID: 1000, Comm: "python3", Cmdline: []string{"/usr/bin/python3", "/home/pi/sensor-logger/logger.py", "--interval", "10", "--out", "/home/pi/sensor-logger/data"},
 			Exe: "/usr/bin/python3.11", Cwd: "/home/pi/sensor-logger", Env: []string{"HOME=/home/pi", "USER=pi", "MQTT_HOST=192.168.1.10", "MQTT_PASSWORD=greenhouse-2024"},
-			State: "S", Start: 21.7, Rate: 0.012, RSS: 24_300, VMS: 38_900, Threads: 2,
+			State: "S", Start: 21.7, Rate: 0.03, RSS: 24_300, VMS: 38_900, Threads: 2,
 			FDs: append(std(simInodeJournalOut), simFD{3, "/dev/i2c-1", "rw"}, simFD{4, "/home/pi/sensor-logger/data/greenhouse.csv", "w"}, simFD{5, socketName(simInodeMQTT), "rw"})},
 		{PID: 1287, PPID: 452, Comm: "sshd", Cmdline: []string{"sshd: pi [priv]"}, Exe: "/usr/sbin/sshd", Cwd: "/",
 			State: "S", Start: up - 600, Rate: 0.0001, RSS: 10_200, VMS: 16_900, Threads: 1, Daemon: true,
