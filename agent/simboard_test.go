@@ -272,3 +272,38 @@ func eth0Recv(t *testing.T, info map[string]any) float64 {
 	t.Fatal("no eth0")
 	return 0
 }
+
+// On a fresh board every running service's main pid is a process of the
+// table with the unit's program, started when the unit says it was.
+func TestSimBoardServicesAreItsProcesses(t *testing.T) {
+	r := newSimRig(t, nil)
+	_, list := r.as(admin, "service_list_services", map[string]any{"state": "active"})
+	listed := float64(time.Now().Unix())
+	services := list["services"].([]any)
+	if len(services) < 5 {
+		t.Fatalf("active services: %v", list)
+	}
+	for _, it := range services {
+		s := it.(map[string]any)
+		pid, _ := s["pid"].(float64)
+		if pid == 0 {
+			continue // a oneshot or socket-activated unit has no main process
+		}
+		res, d := r.as(admin, "process_get_process_details", map[string]any{"pid": pid})
+		if res.IsError {
+			t.Errorf("%v's main pid %v is not a process: %v", s["name"], pid, d)
+			continue
+		}
+		unit := strings.TrimSuffix(s["name"].(string), ".service")
+		name, cmd := d["name"].(string), fmt.Sprint(d["cmdline"])
+		if !strings.Contains(cmd, strings.TrimSuffix(unit, "-daemon")) && !strings.HasPrefix(unit, name) && !strings.Contains(cmd, name) {
+			t.Errorf("%v's main pid %v is %s %s", s["name"], pid, name, cmd)
+		}
+		if up, ok := s["uptime_seconds"].(float64); ok {
+			started := listed - up
+			if diff := math.Abs(d["create_time"].(float64) - started); diff > 3 {
+				t.Errorf("%v: unit up since %.0f, process created %.0f", s["name"], started, d["create_time"])
+			}
+		}
+	}
+}

@@ -100,7 +100,7 @@ func run(binDir string) error {
 		{"A pin the owner did not allow is refused", "gpio_write_pin", map[string]any{"pin": 5, "value": "high"}},
 		{"The greenhouse sensor, in units (BME280 on I2C bus 1)", "sensors_read", map[string]any{"name": "greenhouse"}},
 		{"What is using the CPU? (the simulated board's processes: laptop mode never lists or signals the laptop's)", "process_list_processes", map[string]any{"limit": 5}},
-		{"root's processes are protected: TERM to the board's sshd is refused", "process_send_signal", map[string]any{"pid": 452, "signal": "TERM", "confirm": true, "reason": "demo"}},
+		{"root's processes are protected: TERM to the board's sshd is refused", "process_send_signal", map[string]any{"pid": 496, "signal": "TERM", "confirm": true, "reason": "demo"}},
 		{"A reboot without confirm and reason is refused (high risk)", "system_reboot", map[string]any{"delay_seconds": 60}},
 		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
 		{"Confirmed, with a reason: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
