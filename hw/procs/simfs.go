@@ -295,13 +295,17 @@ func (p *simProc) render(file string, up float64, memTotal uint64) (simNode, err
 // stat renders /proc/PID/stat: 52 fields, those the parser reads filled.
 func (p *simProc) stat(up float64) string {
 	t := p.ticks(up)
+	// user 80 %, system the rest of the whole ticks, so that their sum
+	// grows by one tick at a time, as the kernel's does.
+	utime := uint64(t * 0.8)
+	stime := uint64(t) - utime
 	flags := 0x00400100
 	if p.Kernel {
 		flags = 0x00208040 // PF_KTHREAD and friends
 	}
 	return fmt.Sprintf("%d (%s) %s %d %d %d 0 -1 %d %d 0 %d 0 %d %d 0 0 %d %d %d 0 %d %d %d 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 17 %d 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
 		p.PID, p.Comm, p.State, p.PPID, p.PID, p.PID, flags, uint64(t*3), uint64(t/50),
-		uint64(t*0.8), uint64(t*0.2), 20+p.Nice, p.Nice, max(p.Threads, 1),
+		utime, stime, 20+p.Nice, p.Nice, max(p.Threads, 1),
 		uint64(p.Start*simHz), p.VMS*1024, p.RSS/4, p.PID%4)
 }
 
