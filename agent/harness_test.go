@@ -107,7 +107,7 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	opts := Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
 		Version: "test", Mode: "sim", Units: r.units, Journal: r.units.Journal(), Root: os.DirFS("/"), Net: fixtureNet{root: os.DirFS("../hw/netinfo/testdata/pi4")}}
 	if sim {
-		if r.simProcs, err = privhelper.NewSimProcesses(filepath.Join(dir, "procs.json")); err != nil {
+		if r.simProcs, err = privhelper.NewSimProcesses(filepath.Join(dir, "procs.json"), r.units); err != nil {
 			t.Fatal(err)
 		}
 		boot, err := r.simProcs.BootTime()
@@ -155,7 +155,7 @@ func (r *rig) startHelper() {
 	procsOps := privhelper.ProcessesFrom("/")
 	if r.simProcs != nil {
 		// The helper opens the table on its own, as the binary does.
-		sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"))
+		sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), helperUnits)
 		if err != nil {
 			r.t.Fatal(err)
 		}

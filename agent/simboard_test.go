@@ -307,3 +307,50 @@ func TestSimBoardServicesAreItsProcesses(t *testing.T) {
 		}
 	}
 }
+
+// The board's systemd owns its services' processes: a stopped unit's
+// processes are gone, a started one's appear at its main pid, and TERM to
+// a unit's main process stops the unit.
+func TestSimBoardServicesAndProcessesMove(t *testing.T) {
+	r := newSimRig(t, nil)
+	procsNamed := func(name string) []string {
+		t.Helper()
+		_, m := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": name}, "sort_by": "pid", "sort_order": "asc"})
+		return names(m, "processes", "pid")
+	}
+	if got := procsNamed("nginx"); len(got) != 2 {
+		t.Fatalf("nginx processes on a fresh board: %v", got)
+	}
+	guard := map[string]any{"confirm": true, "reason": "test"}
+	with := func(m map[string]any) map[string]any {
+		for k, v := range guard {
+			m[k] = v
+		}
+		return m
+	}
+	if res, sc := r.as(admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); res.IsError {
+		t.Fatal(sc)
+	}
+	if got := procsNamed("nginx"); len(got) != 0 {
+		t.Errorf("nginx processes after the unit stopped: %v", got)
+	}
+	res, sc := r.as(admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
+	if res.IsError {
+		t.Fatal(sc)
+	}
+	pid := sc["main_pid"].(float64)
+	if res, d := r.as(admin, "process_get_process_details", map[string]any{"pid": pid}); res.IsError || d["name"] != "motion" || d["username"] != "motion" {
+		t.Fatalf("motion's main pid %v: %v", pid, d)
+	}
+	dbus := procsNamed("dbus-daemon")
+	if len(dbus) != 1 {
+		t.Fatalf("dbus-daemon: %v", dbus)
+	}
+	n, _ := strconv.Atoi(dbus[0])
+	if res, sc := r.as(admin, "process_send_signal", with(map[string]any{"pid": n, "signal": "TERM"})); res.IsError || sc["still_running"] != false {
+		t.Fatalf("TERM dbus-daemon: %v", sc)
+	}
+	if _, st := r.as(admin, "service_get_status", map[string]any{"service_name": "dbus"}); st["status"] != "inactive" {
+		t.Errorf("dbus.service after its process got TERM: %v", st["status"])
+	}
+}

@@ -112,10 +112,38 @@ func (p simProcsAdapter) Signal(pid int, startTicks uint64, sig string) error {
 // file at path, which the agent and the helper share (as units.json): as
 // many CPUs and as much memory as the simulated system information
 // reports, so every tool counts the same board.
-func NewSimProcesses(path string) (*procs.Sim, error) {
+//
+// u, the simulated systemd (nil for none), owns the table's services: a
+// stopped unit's processes are gone, a restarted one's have its new main
+// PID, and a signal that ends a unit's main process stops, fails or
+// restarts the unit.
+func NewSimProcesses(path string, u *units.Sim) (*procs.Sim, error) {
 	b, err := sysinfo.NewSim(sysinfo.SimOptions{}).Basic(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	return procs.NewSim(path, procs.SimOptions{CPUs: b.CPUCores, MemTotal: b.MemoryTotalBytes})
+	o := procs.SimOptions{CPUs: b.CPUCores, MemTotal: b.MemoryTotalBytes}
+	if u != nil {
+		o.Systemd = simSystemd{u}
+	}
+	return procs.NewSim(path, o)
+}
+
+// simSystemd adapts the simulated systemd to the process table.
+type simSystemd struct{ u *units.Sim }
+
+func (s simSystemd) Services() ([]procs.SimService, error) {
+	mains, err := s.u.MainProcesses(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]procs.SimService, 0, len(mains))
+	for _, m := range mains {
+		out = append(out, procs.SimService{Unit: m.Unit, PID: m.PID, Since: m.Since, Exe: m.Exe, Args: m.Args, User: m.User, MemoryBytes: m.MemoryBytes})
+	}
+	return out, nil
+}
+
+func (s simSystemd) MainExited(unit string, pid int, sig string) error {
+	return s.u.MainExited(context.Background(), unit, pid, sig)
 }

@@ -24,7 +24,7 @@ func TestHelperSignalsOnlyTheSimulatedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = marker.Process.Kill(); _ = marker.Wait() })
-	sim, err := privhelper.NewSimProcesses(filepath.Join(t.TempDir(), "procs.json"))
+	sim, err := privhelper.NewSimProcesses(filepath.Join(t.TempDir(), "procs.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

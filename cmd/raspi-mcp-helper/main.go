@@ -83,28 +83,20 @@ func run() error {
 		hw.Camera = privhelper.CameraFrom(camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot}), agentUID)
 	}
 	defer closeHW()
-	ops, closeOps, err := operations(*sim, *simUnits, log)
+	ops, board, closeOps, err := operations(*sim, *simUnits, *simProcs, log)
 	if err != nil {
 		return err
 	}
 	defer closeOps()
 	protected := protectedUIDs(cfg.Process.ProtectedUsers, lookupUser)
-	if *sim {
-		// The simulated board's processes, never the real ones; its
-		// protected users are its own accounts.
-		if *simProcs != "" {
-			sp, err := privhelper.NewSimProcesses(*simProcs)
-			if err != nil {
-				return err
+	if board != nil {
+		// The simulated board's protected users are its own accounts.
+		protected = protectedUIDs(cfg.Process.ProtectedUsers, func(name string) (int, int, error) {
+			if uid, ok := procs.UserID(board.FS(), name); ok {
+				return uid, uid, nil
 			}
-			ops.Processes = privhelper.SimProcessesFrom(sp)
-			protected = protectedUIDs(cfg.Process.ProtectedUsers, func(name string) (int, int, error) {
-				if uid, ok := procs.UserID(sp.FS(), name); ok {
-					return uid, uid, nil
-				}
-				return 0, 0, fmt.Errorf("no user %q on the simulated board", name)
-			})
-		}
+			return 0, 0, fmt.Errorf("no user %q on the simulated board", name)
+		})
 	}
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
@@ -191,31 +183,37 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 	return hw, func() { g.Close(); ic.Close() }
 }
 
-// operations opens systemd (over D-Bus, or the simulated one in the file the
-// agent shares) and, on a device, the process signaller of the real /proc
-// (run adds the simulated table's under --sim). Without a system bus the
-// service methods are not served; signals on a device always are.
-func operations(sim bool, simUnits string, log *slog.Logger) (privhelper.Ops, func(), error) {
-	var ops privhelper.Ops
+// operations opens systemd and the process signaller: on a device, systemd
+// over D-Bus and the real /proc; under --sim, the simulated systemd and
+// process table in the files the agent shares (board, nil without
+// --sim-procs: then no process is signalled, and never a real one).
+// Without a system bus the service methods are not served; signals on a
+// device always are.
+func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops privhelper.Ops, board *procs.Sim, closeAll func(), err error) {
 	if sim {
-		if simUnits == "" {
-			return ops, func() {}, nil
+		var u *units.Sim
+		if simUnits != "" {
+			if u, err = units.NewSim(simUnits); err != nil {
+				return ops, nil, nil, err
+			}
+			ops.Units = privhelper.UnitsFrom(u)
 		}
-		u, err := units.NewSim(simUnits)
-		if err != nil {
-			return ops, nil, err
+		if simProcs != "" {
+			if board, err = privhelper.NewSimProcesses(simProcs, u); err != nil {
+				return ops, nil, nil, err
+			}
+			ops.Processes = privhelper.SimProcessesFrom(board)
 		}
-		ops.Units = privhelper.UnitsFrom(u)
-		return ops, func() {}, nil
+		return ops, board, func() {}, nil
 	}
 	ops.Processes = privhelper.ProcessesFrom("/")
-	u, err := units.NewDBus(context.Background())
+	d, err := units.NewDBus(context.Background())
 	if err != nil {
 		log.Warn("systemd over D-Bus unavailable; service methods are off", "err", err)
-		return ops, func() {}, nil
+		return ops, nil, func() {}, nil
 	}
-	ops.Units = privhelper.UnitsFrom(u)
-	return ops, u.Close, nil
+	ops.Units = privhelper.UnitsFrom(d)
+	return ops, nil, d.Close, nil
 }
 
 // protectedUIDs resolves [process] protected_users with lookup; a name

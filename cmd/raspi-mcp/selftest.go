@@ -266,7 +266,7 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	helperProcs, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"))
+	helperProcs, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), helperUnits)
 	if err != nil {
 		return "", err
 	}
@@ -310,7 +310,7 @@ func (r *selftestRig) startAgent(context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"))
+	sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), u)
 	if err != nil {
 		return "", err
 	}

@@ -52,6 +52,7 @@ func cmdServe(args []string) error {
 		sys      sysinfo.Source
 		simProcs *procs.Sim
 		simSys   *sysinfo.Sim
+		simUnits *units.Sim
 	)
 	if *sim {
 		mode = "sim"
@@ -64,10 +65,14 @@ func cmdServe(args []string) error {
 		if cfg, err = laptopConfig(base, *dir); err != nil {
 			return err
 		}
-		// The simulated board's processes, shared with the helper child
-		// through procs.json as its systemd is through units.json; the
-		// system's uptime counts from the same boot.
-		if simProcs, err = privhelper.NewSimProcesses(filepath.Join(filepath.Dir(cfg.Agent.Socket), "procs.json")); err != nil {
+		// The simulated board's systemd and processes, shared with the
+		// helper child through units.json and procs.json; the system's
+		// uptime counts from the same boot.
+		simDir := filepath.Dir(cfg.Agent.Socket)
+		if simUnits, err = units.NewSim(filepath.Join(simDir, "units.json")); err != nil {
+			return err
+		}
+		if simProcs, err = privhelper.NewSimProcesses(filepath.Join(simDir, "procs.json"), simUnits); err != nil {
 			return err
 		}
 		boot, err := simProcs.BootTime()
@@ -117,11 +122,7 @@ func cmdServe(args []string) error {
 		// Nothing of this machine: processes, network and units are the
 		// simulated board's.
 		opts.SimProcs, opts.Net = simProcs, agent.SimNetwork(simSys)
-		u, err := units.NewSim(filepath.Join(filepath.Dir(cfg.Agent.Socket), "units.json"))
-		if err != nil {
-			return err
-		}
-		opts.Units, opts.Journal = u, u.Journal()
+		opts.Units, opts.Journal = simUnits, simUnits.Journal()
 	} else {
 		u, err := units.NewDBus(ctx)
 		if err != nil {

@@ -33,8 +33,9 @@ import (
 // user (raspi-mcp) may read only its own processes' exe, cwd, environ,
 // fd/, io and smaps; the others are permission denied.
 type Sim struct {
-	path string
-	now  func() time.Time
+	path    string
+	now     func() time.Time
+	systemd SimSystemd // nil: the table's services run whatever systemd says
 }
 
 // SimOptions configures a new table file. CPUs and MemTotal must be the
@@ -43,6 +44,8 @@ type SimOptions struct {
 	CPUs     int              // default 4
 	MemTotal uint64           // bytes; default 4 GiB
 	Now      func() time.Time // default time.Now
+	// Systemd, when set, owns the table's services (see [SimSystemd]).
+	Systemd SimSystemd
 }
 
 // SimAgentUID is the uid of the agent's user on the simulated board: the
@@ -83,7 +86,9 @@ type simProc struct {
 	Threads int      `json:"threads"`        //
 	Nice    int      `json:"nice,omitempty"` //
 	FDs     []simFD  `json:"fds,omitempty"`
-	Kernel  bool     `json:"kernel,omitempty"`
+	// Unit is the systemd unit the process belongs to: see [SimSystemd].
+	Unit   string `json:"unit,omitempty"`
+	Kernel bool   `json:"kernel,omitempty"`
 	// Daemon processes catch HUP, USR1, USR2 and ALRM (reload, reopen
 	// logs); for the others those signals end the process, their default.
 	Daemon bool `json:"daemon,omitempty"`
@@ -103,7 +108,7 @@ type simFD struct {
 // (booted an hour ago) when it is missing or empty. A file that no longer
 // parses is reported, not overwritten.
 func NewSim(path string, o SimOptions) (*Sim, error) {
-	s := &Sim{path: path, now: o.Now}
+	s := &Sim{path: path, now: o.Now, systemd: o.Systemd}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -140,10 +145,14 @@ func (s *Sim) BootTime() (time.Time, error) {
 // IsSelf reports whether pid is raspi-mcp itself on the simulated board
 // (the agent or the helper), which is never signalled.
 func (s *Sim) IsSelf(pid int) bool {
+	svcs, err := s.services()
+	if err != nil {
+		return false
+	}
 	self := false
 	_ = s.view(func(st *simState) error {
-		if p := st.find(pid); p != nil {
-			self = p.Self
+		for _, p := range st.withServices(svcs) {
+			self = self || (p.PID == pid && p.Self)
 		}
 		return nil
 	})
@@ -159,7 +168,12 @@ func (s *Sim) IsSelf(pid int) bool {
 // when the pid is not in the table and [ErrReused] when it names another
 // process; nothing changes then.
 func (s *Sim) Signal(pid int, startTicks uint64, sig string) error {
+	svcs, err := s.services()
+	if err != nil {
+		return fmt.Errorf("procs: sim: %w", err)
+	}
 	return s.update(func(st *simState) error {
+		st.settle(svcs)
 		p := st.find(pid)
 		if p == nil {
 			return fmt.Errorf("procs: sim: pid %d: no such process: %w", pid, fs.ErrNotExist)
@@ -168,12 +182,13 @@ func (s *Sim) Signal(pid int, startTicks uint64, sig string) error {
 			return fmt.Errorf("procs: sim: pid %d started at tick %d, not %d: %w", pid, uint64(p.Start*simHz), startTicks, ErrReused)
 		}
 		up := st.uptime(s.now())
-		switch strings.TrimPrefix(strings.ToUpper(sig), "SIG") {
+		name := strings.TrimPrefix(strings.ToUpper(sig), "SIG")
+		switch name {
 		case "TERM", "INT", "QUIT", "KILL":
-			st.exit(p)
+			return s.exit(st, p, name)
 		case "HUP", "USR1", "USR2", "ALRM":
 			if !p.Daemon {
-				st.exit(p)
+				return s.exit(st, p, name)
 			}
 		case "STOP", "TSTP":
 			if p.State != "T" {
@@ -197,6 +212,20 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// exit ends p. When p was a unit's main process, systemd is told, and
+// the unit's other processes end with it (systemd stops what is left of
+// the unit's control group).
+func (s *Sim) exit(st *simState, p *simProc, sig string) error {
+	st.exit(p)
+	if s.systemd != nil && p.Unit != "" && p.PPID == 1 {
+		st.Procs = slices.DeleteFunc(st.Procs, func(q *simProc) bool { return q.Unit == p.Unit })
+		if err := s.systemd.MainExited(p.Unit, p.PID, sig); err != nil {
+			return fmt.Errorf("procs: sim: %s: %w", p.Unit, err)
+		}
+	}
+	return nil
 }
 
 // exit removes p; its children are reparented to init, as the kernel does.

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -236,4 +237,92 @@ func BenchmarkSimRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// fakeSystemd is a settable list of running units that records exits.
+type fakeSystemd struct {
+	svcs   []SimService
+	exited []string
+}
+
+func (f *fakeSystemd) Services() ([]SimService, error) { return slices.Clone(f.svcs), nil }
+func (f *fakeSystemd) MainExited(unit string, pid int, sig string) error {
+	f.exited = append(f.exited, fmt.Sprintf("%s %d %s", unit, pid, sig))
+	return nil
+}
+
+func TestSimServicesFollowTheirUnits(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_750_000_000, 0)}
+	sd := &fakeSystemd{}
+	s, err := NewSim(filepath.Join(t.TempDir(), "procs.json"), SimOptions{Now: clk.now, Systemd: sd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := s.BootTime()
+	sd.svcs = []SimService{
+		{Unit: "nginx.service", PID: 453, Since: boot.Add(4200 * time.Millisecond)},
+		{Unit: "ssh.service", PID: 496, Since: boot.Add(5400 * time.Millisecond)},
+		{Unit: "raspi-mcp.service", PID: 486}, {Unit: "raspi-mcp-helper.service", PID: 469},
+	}
+	pids := func() map[int]string {
+		t.Helper()
+		fsys, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := Read(fsys, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int]string{}
+		for _, p := range snap.Procs {
+			out[p.PID] = p.Name + "/" + p.Username
+		}
+		return out
+	}
+	got := pids()
+	if got[453] != "nginx/root" || got[454] != "nginx/www-data" || got[496] != "sshd/root" {
+		t.Fatalf("running units' processes: %v", got)
+	}
+	for _, pid := range []int{412, 429, 444} { // dbus, avahi, bluetooth: not running
+		if _, ok := got[pid]; ok {
+			t.Errorf("pid %d of a unit that does not run is listed: %s", pid, got[pid])
+		}
+	}
+	if got[602] != "python3/pi" || got[536] != "sshd/root" {
+		t.Errorf("processes of no unit: %v", got)
+	}
+
+	// nginx restarted at pid 520, motion started: the table follows.
+	clk.t = clk.t.Add(time.Minute)
+	sd.svcs[0] = SimService{Unit: "nginx.service", PID: 520, Since: clk.t}
+	sd.svcs = append(sd.svcs, SimService{Unit: "motion.service", PID: 531, Since: clk.t, Exe: "/usr/bin/motion", Args: []string{"/usr/bin/motion", "-n"}, User: "motion", MemoryBytes: 30 << 20})
+	got = pids()
+	if _, ok := got[453]; ok || got[520] != "nginx/root" || got[521] != "nginx/www-data" || got[531] != "motion/motion" {
+		t.Fatalf("after a restart and a start: %v", got)
+	}
+	id, err := ReadIdentity(s.FS(), 521)
+	if err != nil || id.PPID != 520 || id.StartTicks != uint64((clk.t.Unix()-boot.Unix())*100) {
+		t.Fatalf("the new worker: %+v %v", id, err)
+	}
+
+	// A worker's exit is the unit's own business; TERM to the master ends
+	// the unit's processes and systemd hears of it.
+	if err := s.Signal(521, id.StartTicks, "TERM"); err != nil {
+		t.Fatal(err)
+	}
+	if got = pids(); got[521] != "" || len(sd.exited) != 0 {
+		t.Fatalf("after TERM to the worker: %v, systemd heard %v", got, sd.exited)
+	}
+	master, _ := ReadIdentity(s.FS(), 520)
+	if err := s.Signal(520, master.StartTicks, "TERM"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sd.exited, []string{"nginx.service 520 TERM"}) {
+		t.Fatalf("systemd heard %v", sd.exited)
+	}
+	sd.svcs = slices.DeleteFunc(sd.svcs, func(v SimService) bool { return v.Unit == "nginx.service" })
+	if got = pids(); got[520] != "" || got[521] != "" || got[531] != "motion/motion" {
+		t.Fatalf("after TERM: %v", got)
+	}
 }

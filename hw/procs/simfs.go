@@ -23,8 +23,16 @@ func (s *Sim) FS() fs.FS { return simFS{s: s} }
 // the live [Sim.FS] would let the clock move between proc/uptime and the
 // last process's stat.
 func (s *Sim) Snapshot() (fs.FS, error) {
+	svcs, err := s.services()
+	if err != nil {
+		return nil, fmt.Errorf("procs: sim: %w", err)
+	}
 	var snap simFS
-	err := s.view(func(st *simState) error { snap = simFS{s: s, st: st, at: s.now()}; return nil })
+	err = s.view(func(st *simState) error {
+		st.Procs = st.withServices(svcs)
+		snap = simFS{s: s, st: st, at: s.now()}
+		return nil
+	})
 	return snap, err
 }
 
@@ -62,8 +70,18 @@ func (f simFS) node(op, name string) (simNode, error) {
 	var err error
 	if f.st != nil {
 		n, err = f.st.render(name, f.at)
-	} else if verr := f.s.view(func(st *simState) error { n, err = st.render(name, f.s.now()); return nil }); verr != nil {
-		return simNode{}, &fs.PathError{Op: op, Path: name, Err: verr}
+	} else {
+		svcs, verr := f.s.services()
+		if verr == nil {
+			verr = f.s.view(func(st *simState) error {
+				st.Procs = st.withServices(svcs)
+				n, err = st.render(name, f.s.now())
+				return nil
+			})
+		}
+		if verr != nil {
+			return simNode{}, &fs.PathError{Op: op, Path: name, Err: verr}
+		}
 	}
 	if err != nil {
 		return simNode{}, &fs.PathError{Op: op, Path: name, Err: err}
