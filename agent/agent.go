@@ -28,6 +28,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -53,7 +54,11 @@ type Options struct {
 	Journal journal.Reader // journalctl, or the simulated units' journal
 	Root    fs.FS          // the file system root /proc, /sys and /etc are read from
 	Net     Network        // interfaces, routes, sockets
-	AppLog  *applog.Ring   // the agent's (and in laptop mode the helper's) latest log records; may be nil
+	// SimProcs is laptop mode's simulated process table: processes are
+	// then read from its rendered /proc (not Root), and raspi-mcp itself
+	// is recognised in it rather than by this machine's pids.
+	SimProcs *procs.Sim
+	AppLog   *applog.Ring // the agent's (and in laptop mode the helper's) latest log records; may be nil
 }
 
 // Agent serves MCP on a Unix socket.
@@ -77,6 +82,7 @@ type Agent struct {
 	units     units.Units
 	journal   journal.Reader
 	root      fs.FS
+	simProcs  *procs.Sim
 	net       Network
 	appLog    *applog.Ring
 	unitCPU   unitCPU
@@ -94,7 +100,10 @@ func New(o Options) (*Agent, error) {
 	}
 	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
 		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{},
-		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog}
+		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog, simProcs: o.SimProcs}
+	if a.simProcs != nil {
+		a.root = a.simProcs.FS()
+	}
 	if a.root == nil {
 		a.root = os.DirFS("/")
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
@@ -56,6 +57,11 @@ type rig struct {
 	helper *client.Client
 
 	protectedUIDs []int // the helper's resolved [process] protected_users
+	// simProcs, when set (newSimRig), is the simulated board's process
+	// table, shared by the agent and the helper as in laptop mode; the
+	// network is then the simulated one too. Otherwise both read this
+	// machine's /proc, and the tests signal only their own children.
+	simProcs *procs.Sim
 
 	mu         sync.Mutex
 	stopHelper context.CancelFunc
@@ -73,6 +79,18 @@ func currentUser(t testing.TB) string {
 
 func newRig(t testing.TB, mod func(*config.Config)) *rig {
 	t.Helper()
+	return newRigOn(t, mod, false)
+}
+
+// newSimRig is newRig on the simulated board's processes and network,
+// exactly as `serve --sim` wires them: nothing of this machine is read.
+func newSimRig(t testing.TB, mod func(*config.Config)) *rig {
+	t.Helper()
+	return newRigOn(t, mod, true)
+}
+
+func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Laptop(dir, currentUser(t))
 	if mod != nil {
@@ -88,12 +106,31 @@ func newRig(t testing.TB, mod func(*config.Config)) *rig {
 	if r.units, err = units.NewSim(filepath.Join(dir, "units.json")); err != nil {
 		t.Fatal(err)
 	}
+	opts := Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
+		Version: "test", Mode: "sim", Units: r.units, Journal: r.units.Journal(), Root: os.DirFS("/"), Net: fixtureNet{root: os.DirFS("../hw/netinfo/testdata/pi4")}}
+	if sim {
+		if r.simProcs, err = privhelper.NewSimProcesses(filepath.Join(dir, "procs.json"), r.units); err != nil {
+			t.Fatal(err)
+		}
+		boot, err := r.simProcs.BootTime()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
+		opts.Root, opts.Sys, opts.SimProcs, opts.Net = nil, sys, r.simProcs, SimNetwork(sys)
+		// The helper resolves protected users through the board's accounts.
+		for _, name := range cfg.Process.ProtectedUsers {
+			if uid, ok := procs.UserID(r.simProcs.FS(), name); ok {
+				r.protectedUIDs = append(r.protectedUIDs, uid)
+			}
+		}
+	}
 	r.startHelper()
 	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test"})
 	r.appLog = applog.NewRing(100)
-	r.a, err = New(Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
-		Version: "test", Mode: "sim", Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent")),
-		Units: r.units, Journal: r.units.Journal(), Root: os.DirFS("/"), Net: fixtureNet{root: os.DirFS("../hw/netinfo/testdata/pi4")}, AppLog: r.appLog})
+	opts.Helper, opts.AppLog = r.helper, r.appLog
+	opts.Logger = slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent"))
+	r.a, err = New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +158,15 @@ func (r *rig) startHelper() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	procsOps := privhelper.ProcessesFrom("/")
+	if r.simProcs != nil {
+		// The helper opens the table on its own, as the binary does.
+		sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), helperUnits)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		procsOps = privhelper.SimProcessesFrom(sp)
+	}
 	srv := privhelper.NewServer(privhelper.Options{
 		Witness: wit,
 		Hardware: privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(r.pwm),
@@ -129,7 +175,7 @@ func (r *rig) startHelper() {
 		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
 		Policy:         privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
 		Power:          r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Ops:       privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.ProcessesFrom("/")},
+		Ops:       privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: procsOps},
 		OpsPolicy: privhelper.OpsPolicy{Service: r.cfg.Service, Process: r.cfg.Process, ProtectedUIDs: r.protectedUIDs, ProtectedNames: r.cfg.Process.ProtectedUsers},
 	})
 	_ = srv.ApplySafeStates(context.Background()) // as the helper binary does at start

@@ -152,8 +152,21 @@ type SignalOut struct {
 // budget whatever limit is asked for.
 const processPageBytes = 48 << 10
 
+// readProcs reads every process: this machine's, or the simulated
+// board's at one instant.
+func (a *Agent) readProcs() (procs.Snapshot, error) {
+	fsys := a.root
+	if a.simProcs != nil {
+		var err error
+		if fsys, err = a.simProcs.Snapshot(); err != nil {
+			return procs.Snapshot{}, err
+		}
+	}
+	return procs.Read(fsys, procs.LiveOptions())
+}
+
 func (a *Agent) registerProcess() {
-	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return procs.Read(a.root, procs.LiveOptions()) })
+	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
 	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
@@ -416,14 +429,10 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 			hint("a fixed rule, not a setting: choose another process").
 			next(SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process you meant by name or user"})
 	}
-	helperPID := 0
-	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err == nil {
-		helperPID = st.PID
-	}
 	switch {
 	case id.PID == 1 || id.Kernel:
 		return id, user, never("is init or a kernel thread and is never signalled")
-	case id.PID == os.Getpid() || id.PID == helperPID:
+	case a.isSelf(ctx, id.PID):
 		return id, user, never("is raspi-mcp itself and is never signalled")
 	case slices.Contains(a.cfg.Process.ProtectedUsers, user):
 		return id, user, never(fmt.Sprintf("belongs to %s, a protected user on this device", user)).
@@ -446,6 +455,20 @@ func signalNames() []any {
 		names = append(names, "SIG"+s)
 	}
 	return names
+}
+
+// isSelf reports whether pid is raspi-mcp: this process or the helper, or
+// on the simulated board the table's own raspi-mcp processes (its pids say
+// nothing about this machine's).
+func (a *Agent) isSelf(ctx context.Context, pid int) bool {
+	if a.simProcs != nil {
+		return a.simProcs.IsSelf(pid)
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
+	return err == nil && pid == st.PID
 }
 
 func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {

@@ -615,8 +615,8 @@ func LaptopFrom(base Config, dir, user string) Config {
 		Sensors: []Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}
 	c.Logs.Enabled, c.Manage.Enabled = true, true
 	c.Network.Enabled = true
-	// The simulated systemd's units and the laptop's own processes: the
-	// sim units may be changed; signals reach only the user's processes.
+	// The simulated systemd's units and the simulated board's processes
+	// (never the laptop's): both may be changed; root's are protected.
 	c.Service = Service{Enabled: true, Control: true, Allow: []string{"nginx.service", "motion.service", "backup.service", "dbus.service"}}
 	c.Process.Enabled, c.Process.Signals = true, true
 	c.Camera.Enabled, c.Camera.MediaRoot = true, filepath.Join(dir, "media")

@@ -99,6 +99,8 @@ func run(binDir string) error {
 		{"Switch the relay on for 2 seconds (a lease: it turns itself off)", "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 2000, "reason": "demo: water the plants"}},
 		{"A pin the owner did not allow is refused", "gpio_write_pin", map[string]any{"pin": 5, "value": "high"}},
 		{"The greenhouse sensor, in units (BME280 on I2C bus 1)", "sensors_read", map[string]any{"name": "greenhouse"}},
+		{"What is using the CPU? (the simulated board's processes: laptop mode never lists or signals the laptop's)", "process_list_processes", map[string]any{"limit": 5}},
+		{"root's processes are protected: TERM to the board's sshd is refused", "process_send_signal", map[string]any{"pid": 496, "signal": "TERM", "confirm": true, "reason": "demo"}},
 		{"A reboot without confirm and reason is refused (high risk)", "system_reboot", map[string]any{"delay_seconds": 60}},
 		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
 		{"Confirmed, with a reason: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
@@ -187,6 +189,12 @@ func show(tool string, res *mcp.CallToolResult) {
 				}
 			}
 			fmt.Printf("    %-8v enabled=%v, %d/%d tools available\n", dm["name"], dm["enabled"], avail, len(dm["tools"].([]any)))
+		}
+	case "process_list_processes":
+		fmt.Printf("    %6s %-10s %6s %6s  %s\n", "PID", "USER", "%CPU", "%MEM", "COMMAND")
+		for _, p := range m["processes"].([]any) {
+			pm := p.(map[string]any)
+			fmt.Printf("    %6v %-10v %6.1f %6.2f  %v\n", pm["pid"], pm["username"], pm["cpu_percent"], pm["memory_percent"], pm["name"])
 		}
 	case "gpio_list_pins":
 		for _, p := range m["pins"].([]any) {

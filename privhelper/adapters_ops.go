@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -78,4 +79,71 @@ func (p procsAdapter) Signal(pid int, startTicks uint64, sig string) error {
 		return proto.Errorf(proto.CodeInvalidArgument, "%v", err)
 	}
 	return procs.Signal(p.root, pid, startTicks, s)
+}
+
+// SimProcessesFrom adapts the simulated board's process table: identities
+// are read from its rendered /proc with the same parser as the real one,
+// and signals change the table, never a real process.
+func SimProcessesFrom(s *procs.Sim) Processes { return simProcsAdapter{s} }
+
+type simProcsAdapter struct{ s *procs.Sim }
+
+func (p simProcsAdapter) Identify(pid int) (ProcIdentity, error) {
+	id, err := procsAdapter{fsys: p.s.FS()}.Identify(pid)
+	if err != nil {
+		return id, err
+	}
+	id.Simulated, id.Self = true, p.s.IsSelf(pid)
+	return id, nil
+}
+
+func (p simProcsAdapter) Signal(pid int, startTicks uint64, sig string) error {
+	err := p.s.Signal(pid, startTicks, sig)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return proto.Errorf(proto.CodeNotFound, "privhelper: no process %d", pid).With("pid", pid)
+	case errors.Is(err, procs.ErrReused):
+		return proto.Errorf(proto.CodeFailedPrecondition, "privhelper: %v", err).With("pid", pid)
+	}
+	return err
+}
+
+// NewSimProcesses opens the simulated board's process table in the state
+// file at path, which the agent and the helper share (as units.json): as
+// many CPUs and as much memory as the simulated system information
+// reports, so every tool counts the same board.
+//
+// u, the simulated systemd (nil for none), owns the table's services: a
+// stopped unit's processes are gone, a restarted one's have its new main
+// PID, and a signal that ends a unit's main process stops, fails or
+// restarts the unit.
+func NewSimProcesses(path string, u *units.Sim) (*procs.Sim, error) {
+	b, err := sysinfo.NewSim(sysinfo.SimOptions{}).Basic(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	o := procs.SimOptions{CPUs: b.CPUCores, MemTotal: b.MemoryTotalBytes}
+	if u != nil {
+		o.Systemd = simSystemd{u}
+	}
+	return procs.NewSim(path, o)
+}
+
+// simSystemd adapts the simulated systemd to the process table.
+type simSystemd struct{ u *units.Sim }
+
+func (s simSystemd) Services() ([]procs.SimService, error) {
+	mains, err := s.u.MainProcesses(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]procs.SimService, 0, len(mains))
+	for _, m := range mains {
+		out = append(out, procs.SimService{Unit: m.Unit, PID: m.PID, Since: m.Since, Exe: m.Exe, Args: m.Args, User: m.User, MemoryBytes: m.MemoryBytes})
+	}
+	return out, nil
+}
+
+func (s simSystemd) MainExited(unit string, pid int, sig string) error {
+	return s.u.MainExited(context.Background(), unit, pid, sig)
 }

@@ -24,6 +24,10 @@ type ProcIdentity struct {
 	StartTicks     uint64
 	Kernel         bool
 	Name           string
+	// Simulated marks a process of the simulated board's table: its pid
+	// says nothing about the real processes, so Self, not a comparison
+	// with the helper's and the agent's real pids, tells raspi-mcp itself.
+	Simulated, Self bool
 }
 
 // Processes identifies and signals processes.
@@ -121,11 +125,14 @@ func (s *Server) processSignal(ctx context.Context, r proto.ProcessSignalReq) (p
 	if err != nil {
 		return proto.ProcessSignalResp{}, err
 	}
-	agent := peerFrom(ctx).PID
+	self := id.Self
+	if !id.Simulated {
+		self = id.PID == os.Getpid() || id.PID == peerFrom(ctx).PID
+	}
 	switch {
 	case id.PID == 1 || id.Kernel:
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) is init or a kernel thread and is never signalled", id.PID, id.Name).With("pid", id.PID)
-	case id.PID == os.Getpid() || id.PID == agent:
+	case self:
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) is raspi-mcp itself and is never signalled", id.PID, id.Name).With("pid", id.PID)
 	case slices.Contains(s.opsPolicy.ProtectedUIDs, id.UID):
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) belongs to a protected user (uid %d)", id.PID, id.Name, id.UID).

@@ -21,6 +21,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
@@ -43,6 +44,7 @@ func run() error {
 	sim := flag.Bool("sim", false, "simulated board: record power actions instead of performing them")
 	powerLog := flag.String("power-log", "", "with --sim: append power events as JSON lines to this file")
 	simUnits := flag.String("sim-units", "", "with --sim: the simulated systemd's state file (shared with the agent)")
+	simProcs := flag.String("sim-procs", "", "with --sim: the simulated process table's state file (shared with the agent); without it no process is signalled")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -82,7 +84,7 @@ func run() error {
 		hw.Camera = privhelper.CameraFrom(camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot}), agentUID)
 	}
 	defer closeHW()
-	ops, closeOps, err := operations(*sim, *simUnits, log)
+	ops, board, closeOps, err := operations(*sim, *simUnits, *simProcs, log)
 	if err != nil {
 		return err
 	}
@@ -91,7 +93,16 @@ func run() error {
 	if wit != nil {
 		defer wit.Close()
 	}
-	protected := protectedUIDs(cfg.Process.ProtectedUsers)
+	protected := protectedUIDs(cfg.Process.ProtectedUsers, lookupUser)
+	if board != nil {
+		// The simulated board's protected users are its own accounts.
+		protected = protectedUIDs(cfg.Process.ProtectedUsers, func(name string) (int, int, error) {
+			if uid, ok := procs.UserID(board.FS(), name); ok {
+				return uid, uid, nil
+			}
+			return 0, 0, fmt.Errorf("no user %q on the simulated board", name)
+		})
+	}
 	ln, err := privhelper.Listen(cfg.Helper.Socket)
 	if err != nil {
 		return err
@@ -206,37 +217,46 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 	return hw, func() { g.Close(); ic.Close() }
 }
 
-// operations opens systemd (over D-Bus, or the simulated one in the file the
-// agent shares) and the process signaller. Without a system bus the service
-// methods are not served; signals always are.
-func operations(sim bool, simUnits string, log *slog.Logger) (privhelper.Ops, func(), error) {
-	ops := privhelper.Ops{Processes: privhelper.ProcessesFrom("/")}
+// operations opens systemd and the process signaller: on a device, systemd
+// over D-Bus and the real /proc; under --sim, the simulated systemd and
+// process table in the files the agent shares (board, nil without
+// --sim-procs: then no process is signalled, and never a real one).
+// Without a system bus the service methods are not served; signals on a
+// device always are.
+func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops privhelper.Ops, board *procs.Sim, closeAll func(), err error) {
 	if sim {
-		if simUnits == "" {
-			return ops, func() {}, nil
+		var u *units.Sim
+		if simUnits != "" {
+			if u, err = units.NewSim(simUnits); err != nil {
+				return ops, nil, nil, err
+			}
+			ops.Units = privhelper.UnitsFrom(u)
 		}
-		u, err := units.NewSim(simUnits)
-		if err != nil {
-			return ops, nil, err
+		if simProcs != "" {
+			if board, err = privhelper.NewSimProcesses(simProcs, u); err != nil {
+				return ops, nil, nil, err
+			}
+			ops.Processes = privhelper.SimProcessesFrom(board)
 		}
-		ops.Units = privhelper.UnitsFrom(u)
-		return ops, func() {}, nil
+		return ops, board, func() {}, nil
 	}
-	u, err := units.NewDBus(context.Background())
+	ops.Processes = privhelper.ProcessesFrom("/")
+	d, err := units.NewDBus(context.Background())
 	if err != nil {
 		log.Warn("systemd over D-Bus unavailable; service methods are off", "err", err)
-		return ops, func() {}, nil
+		return ops, nil, func() {}, nil
 	}
-	ops.Units = privhelper.UnitsFrom(u)
-	return ops, u.Close, nil
+	ops.Units = privhelper.UnitsFrom(d)
+	return ops, nil, d.Close, nil
 }
 
-// protectedUIDs resolves [process] protected_users; a name with no account
-// protects nobody and is skipped, since there is no process of it either.
-func protectedUIDs(names []string) []int {
+// protectedUIDs resolves [process] protected_users with lookup; a name
+// with no account protects nobody and is skipped, since there is no
+// process of it either.
+func protectedUIDs(names []string, lookup func(string) (uid, gid int, err error)) []int {
 	var out []int
 	for _, n := range names {
-		if uid, _, err := lookupUser(n); err == nil {
+		if uid, _, err := lookup(n); err == nil {
 			out = append(out, uid)
 		}
 	}

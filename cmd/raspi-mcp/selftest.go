@@ -29,7 +29,6 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
-	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
@@ -271,6 +270,10 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	helperProcs, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), helperUnits)
+	if err != nil {
+		return "", err
+	}
 	log := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("source", "helper")
 	if r.witness, err = witness.Open(r.cfg.Helper.StateDir); err != nil {
 		return "", err
@@ -282,7 +285,7 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 		Power: r.power, Backend: "sim", Version: version, Logger: log,
 		Hardware:       hw,
 		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
-		Ops:            privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.ProcessesFrom("/")},
+		Ops:            privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.SimProcessesFrom(helperProcs)},
 		OpsPolicy:      privhelper.OpsPolicy{Service: r.cfg.Service, Process: r.cfg.Process, ProtectedNames: r.cfg.Process.ProtectedUsers},
 	})
 	if err := srv.ApplySafeStates(ctx); err != nil {
@@ -315,9 +318,18 @@ func (r *selftestRig) startAgent(context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	a, err := agent.New(agent.Options{Config: &r.cfg, Store: r.db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
+	sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), u)
+	if err != nil {
+		return "", err
+	}
+	boot, err := sp.BootTime()
+	if err != nil {
+		return "", err
+	}
+	sys := sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
+	a, err := agent.New(agent.Options{Config: &r.cfg, Store: r.db, Sys: sys, Helper: r.helper,
 		Version: version, Build: commit, Mode: "sim", Logger: log, AppLog: ring, Units: u, Journal: u.Journal(),
-		Root: os.DirFS("/"), Net: netinfo.Linux{Root: "/"}})
+		SimProcs: sp, Net: agent.SimNetwork(sys)})
 	if err != nil {
 		return "", err
 	}

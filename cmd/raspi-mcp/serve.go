@@ -25,6 +25,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
@@ -56,9 +57,12 @@ func cmdServe(args []string) error {
 	defer stop()
 
 	var (
-		cfg  config.Config
-		mode = "device"
-		sys  sysinfo.Source
+		cfg      config.Config
+		mode     = "device"
+		sys      sysinfo.Source
+		simProcs *procs.Sim
+		simSys   *sysinfo.Sim
+		simUnits *units.Sim
 	)
 	if *sim {
 		// A second laptop-mode agent in the same directory would take the
@@ -81,7 +85,22 @@ func cmdServe(args []string) error {
 		if cfg, err = laptopConfig(base, *dir); err != nil {
 			return err
 		}
-		sys = sysinfo.NewSim(sysinfo.SimOptions{})
+		// The simulated board's systemd and processes, shared with the
+		// helper child through units.json and procs.json; the system's
+		// uptime counts from the same boot.
+		simDir := filepath.Dir(cfg.Agent.Socket)
+		if simUnits, err = units.NewSim(filepath.Join(simDir, "units.json")); err != nil {
+			return err
+		}
+		if simProcs, err = privhelper.NewSimProcesses(filepath.Join(simDir, "procs.json"), simUnits); err != nil {
+			return err
+		}
+		boot, err := simProcs.BootTime()
+		if err != nil {
+			return err
+		}
+		simSys = sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
+		sys = simSys
 	} else {
 		if cfg, err = config.Load(*cfgPath); err != nil {
 			return err
@@ -107,7 +126,7 @@ func cmdServe(args []string) error {
 		helperLog := ring.Writer("helper", os.Stderr)
 		defer helperLog.Close()
 		sup := &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
-			"--sim-units", filepath.Join(dirPath, "units.json")}, log: log, output: helperLog}
+			"--sim-units", filepath.Join(dirPath, "units.json"), "--sim-procs", filepath.Join(dirPath, "procs.json")}, log: log, output: helperLog}
 		done := make(chan struct{})
 		go func() { sup.run(ctx); close(done) }()
 		defer func() { stop(); <-done }()
@@ -122,13 +141,12 @@ func cmdServe(args []string) error {
 	}
 	defer db.Close()
 	opts := agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Witness: witnessConn, Version: version, Build: commit, Mode: mode, Logger: log,
-		AppLog: ring, Root: os.DirFS("/"), Net: netinfo.Linux{Root: "/"}}
+		AppLog: ring}
 	if *sim {
-		u, err := units.NewSim(filepath.Join(filepath.Dir(cfg.Agent.Socket), "units.json"))
-		if err != nil {
-			return err
-		}
-		opts.Units, opts.Journal = u, u.Journal()
+		// Nothing of this machine: processes, network and units are the
+		// simulated board's.
+		opts.SimProcs, opts.Net = simProcs, agent.SimNetwork(simSys)
+		opts.Units, opts.Journal = simUnits, simUnits.Journal()
 	} else {
 		u, err := units.NewDBus(ctx)
 		if err != nil {
@@ -140,6 +158,7 @@ func cmdServe(args []string) error {
 			opts.Units = u
 		}
 		opts.Journal = journal.Journalctl{}
+		opts.Root, opts.Net = os.DirFS("/"), netinfo.Linux{Root: "/"}
 	}
 	a, err := agent.New(opts)
 	if err != nil {
