@@ -172,7 +172,7 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 	if ev := r.pw.Events(); len(ev) != 0 {
 		t.Fatalf("bad input changed the power state: %v", ev)
 	}
-	toks, _ := r.db.PruneTokens(time.Now().Add(time.Hour))
+	toks, _ := r.db.PruneChangeTokens(time.Now().Add(time.Hour))
 	if toks != 0 {
 		t.Fatalf("bad input created %d change tokens", toks)
 	}

@@ -125,16 +125,16 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 	if err != nil {
 		return PrepareOut{}, err
 	}
-	id, err := store.NewTokenID()
+	id, err := store.NewChangeTokenID()
 	if err != nil {
 		return PrepareOut{}, err
 	}
 	now := time.Now().UTC()
-	tok := store.Token{ID: id, Tool: t.id, Arguments: raw, PlanHash: h, Principal: c.Principal.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.Change.TokenTTL.D())}
-	if _, err := a.store.PruneTokens(now); err != nil {
+	tok := store.ChangeToken{ID: id, Tool: t.id, Arguments: raw, PlanHash: h, Principal: c.Principal.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.Change.TokenTTL.D())}
+	if _, err := a.store.PruneChangeTokens(now); err != nil {
 		return PrepareOut{}, err
 	}
-	if err := a.store.PutToken(tok); err != nil {
+	if err := a.store.PutChangeToken(tok); err != nil {
 		return PrepareOut{}, err
 	}
 	return PrepareOut{Token: id, Tool: t.name, ToolID: t.id, Risk: t.rule.Risk.String(), Arguments: args, Plan: plan, PlanHash: h,
@@ -142,12 +142,12 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 }
 
 func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, error) {
-	tok, err := a.store.ConsumeToken(in.Token, time.Now())
+	tok, err := a.store.ConsumeChangeToken(in.Token, time.Now())
 	switch {
-	case errors.Is(err, store.ErrTokenExpired):
+	case errors.Is(err, store.ErrChangeTokenExpired):
 		return CommitOut{}, errf(CodeFailedPrecondition, "the change token has expired").with("parameter", "token").
 			hint("prepare the change again with change_prepare")
-	case errors.Is(err, store.ErrTokenNotFound):
+	case errors.Is(err, store.ErrChangeTokenNotFound):
 		return CommitOut{}, errf(CodeNotFound, "no such change token (tokens work once)").with("parameter", "token").
 			hint("prepare the change again with change_prepare")
 	case err != nil:

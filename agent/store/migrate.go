@@ -221,7 +221,7 @@ func initSchema(bdb *bolt.DB, path string, found fileSchema, sc schema) error {
 				return fmt.Errorf("step %q (schema %d to %d): %w", m.Name, m.From, m.From+1, err)
 			}
 		}
-		for _, name := range []string{bucketSamples, bucketAudit, bucketJobs, bucketTokens, bucketMeta} {
+		for _, name := range []string{bucketSamples, bucketAudit, bucketJobs, bucketChangeTokens, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}

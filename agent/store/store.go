@@ -30,11 +30,11 @@ import (
 // rely on them existing. They are constants, not []byte vars, so no
 // package-level value can be mutated.
 const (
-	bucketSamples = "samples"
-	bucketAudit   = "audit"
-	bucketJobs    = "jobs"
-	bucketTokens  = "tokens"
-	bucketMeta    = "meta"
+	bucketSamples      = "samples"
+	bucketAudit        = "audit"
+	bucketJobs         = "jobs"
+	bucketChangeTokens = "tokens" // on-disk name kept from before HTTP tokens existed: old files must open
+	bucketMeta         = "meta"
 )
 
 // Meta keys owned by this package. PutMeta refuses them (and anything with the

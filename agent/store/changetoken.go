@@ -11,11 +11,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Token is a change token for a critical tool: prepare stores one describing
+// ChangeToken is a change token for a critical tool: prepare stores one describing
 // exactly what will be done, and commit consumes it. Tokens live in the file
 // rather than in memory so a prepare survives an agent restart with its TTL
 // and single use still enforced.
-type Token struct {
+type ChangeToken struct {
 	ID        string          `json:"id"` // random, 128 bits, URL-safe
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
@@ -26,28 +26,28 @@ type Token struct {
 }
 
 var (
-	// ErrTokenNotFound means the token is unknown or was already used.
-	ErrTokenNotFound = errors.New("store: change token not found or already used")
-	// ErrTokenExpired means the token existed but its TTL had passed; it has
-	// been deleted, so retrying gives ErrTokenNotFound.
-	ErrTokenExpired = errors.New("store: change token expired")
+	// ErrChangeTokenNotFound means the token is unknown or was already used.
+	ErrChangeTokenNotFound = errors.New("store: change token not found or already used")
+	// ErrChangeTokenExpired means the token existed but its TTL had passed; it has
+	// been deleted, so retrying gives ErrChangeTokenNotFound.
+	ErrChangeTokenExpired = errors.New("store: change token expired")
 )
 
-// tokenIDBytes is 128 bits: unguessable, and short enough to paste.
-const tokenIDBytes = 16
+// changeTokenIDBytes is 128 bits: unguessable, and short enough to paste.
+const changeTokenIDBytes = 16
 
-// NewTokenID returns 128 random bits, base64url without padding (22 chars).
-func NewTokenID() (string, error) {
-	var b [tokenIDBytes]byte
+// NewChangeTokenID returns 128 random bits, base64url without padding (22 chars).
+func NewChangeTokenID() (string, error) {
+	var b [changeTokenIDBytes]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("store: new token id: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// PutToken stores t durably. An ID already present is refused: a token is
+// PutChangeToken stores t durably. An ID already present is refused: a token is
 // single use, and silently replacing one would change what its holder commits.
-func (db *DB) PutToken(t Token) error {
+func (db *DB) PutChangeToken(t ChangeToken) error {
 	if t.ID == "" {
 		return fmt.Errorf("store: put token for tool %q: empty id", t.Tool)
 	}
@@ -63,7 +63,7 @@ func (db *DB) PutToken(t Token) error {
 		return fmt.Errorf("store: put token %s: %w", t.ID, err)
 	}
 	err = db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := writableBucket(tx, bucketTokens)
+		b, err := writableBucket(tx, bucketChangeTokens)
 		if err != nil {
 			return err
 		}
@@ -78,25 +78,25 @@ func (db *DB) PutToken(t Token) error {
 	return nil
 }
 
-// ConsumeToken deletes the token in the same write transaction that reads it
+// ConsumeChangeToken deletes the token in the same write transaction that reads it
 // and returns it. bbolt runs one writer at a time, so of any number of
 // concurrent commits exactly one gets the token; the rest get
-// ErrTokenNotFound. A token past ExpiresAt (expiry is at ExpiresAt, not after)
-// is deleted too and returned alongside ErrTokenExpired, so the caller can say
+// ErrChangeTokenNotFound. A token past ExpiresAt (expiry is at ExpiresAt, not after)
+// is deleted too and returned alongside ErrChangeTokenExpired, so the caller can say
 // which tool it was for.
 //
 // The caller still checks Principal, Tool and PlanHash against the commit
 // request; a token consumed by the wrong principal is gone, which fails safe.
-func (db *DB) ConsumeToken(id string, now time.Time) (Token, error) {
+func (db *DB) ConsumeChangeToken(id string, now time.Time) (ChangeToken, error) {
 	if id == "" {
-		return Token{}, fmt.Errorf("%w: empty id", ErrTokenNotFound)
+		return ChangeToken{}, fmt.Errorf("%w: empty id", ErrChangeTokenNotFound)
 	}
 	var (
-		t     Token
+		t     ChangeToken
 		found bool
 	)
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := writableBucket(tx, bucketTokens)
+		b, err := writableBucket(tx, bucketChangeTokens)
 		if err != nil {
 			return err
 		}
@@ -117,24 +117,24 @@ func (db *DB) ConsumeToken(id string, now time.Time) (Token, error) {
 		return nil
 	})
 	if err != nil {
-		return Token{}, fmt.Errorf("store: consume token %s: %w", id, err)
+		return ChangeToken{}, fmt.Errorf("store: consume token %s: %w", id, err)
 	}
 	if !found {
-		return Token{}, fmt.Errorf("%w: id %s", ErrTokenNotFound, id)
+		return ChangeToken{}, fmt.Errorf("%w: id %s", ErrChangeTokenNotFound, id)
 	}
 	if !now.Before(t.ExpiresAt) {
 		return t, fmt.Errorf("%w: id %s for %s expired at %s",
-			ErrTokenExpired, id, t.Tool, t.ExpiresAt.Format(time.RFC3339))
+			ErrChangeTokenExpired, id, t.Tool, t.ExpiresAt.Format(time.RFC3339))
 	}
 	return t, nil
 }
 
-// PruneTokens deletes tokens expired at now (and unreadable ones) and returns
+// PruneChangeTokens deletes tokens expired at now (and unreadable ones) and returns
 // how many it deleted, so abandoned prepares do not accumulate.
-func (db *DB) PruneTokens(now time.Time) (int, error) {
+func (db *DB) PruneChangeTokens(now time.Time) (int, error) {
 	n := 0
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := writableBucket(tx, bucketTokens)
+		b, err := writableBucket(tx, bucketChangeTokens)
 		if err != nil {
 			return err
 		}

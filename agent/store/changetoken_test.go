@@ -7,15 +7,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
-func newToken(t *testing.T, now time.Time, ttl time.Duration) Token {
+func newToken(t *testing.T, now time.Time, ttl time.Duration) ChangeToken {
 	t.Helper()
-	id, err := NewTokenID()
+	id, err := NewChangeTokenID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Token{
+	return ChangeToken{
 		ID:        id,
 		Tool:      "system.reboot",
 		Arguments: json.RawMessage(`{"delay_s":5}`),
@@ -29,7 +31,7 @@ func newToken(t *testing.T, now time.Time, ttl time.Duration) Token {
 func TestNewTokenID(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 1000; i++ {
-		id, err := NewTokenID()
+		id, err := NewChangeTokenID()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,13 +50,13 @@ func TestTokenSingleUse(t *testing.T) {
 	db := openTest(t)
 	now := time.Now()
 	tok := newToken(t, now, 5*time.Minute)
-	if err := db.PutToken(tok); err != nil {
+	if err := db.PutChangeToken(tok); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.PutToken(tok); err == nil {
+	if err := db.PutChangeToken(tok); err == nil {
 		t.Error("PutToken with an existing id succeeded")
 	}
-	got, err := db.ConsumeToken(tok.ID, now.Add(time.Minute))
+	got, err := db.ConsumeChangeToken(tok.ID, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +65,13 @@ func TestTokenSingleUse(t *testing.T) {
 		!got.CreatedAt.Equal(tok.CreatedAt) || !got.ExpiresAt.Equal(tok.ExpiresAt) {
 		t.Errorf("consumed %+v, stored %+v", got, tok)
 	}
-	if _, err := db.ConsumeToken(tok.ID, now.Add(time.Minute)); !errors.Is(err, ErrTokenNotFound) {
+	if _, err := db.ConsumeChangeToken(tok.ID, now.Add(time.Minute)); !errors.Is(err, ErrChangeTokenNotFound) {
 		t.Errorf("second consume: %v, want ErrTokenNotFound", err)
 	}
-	if _, err := db.ConsumeToken("never-issued", now); !errors.Is(err, ErrTokenNotFound) {
+	if _, err := db.ConsumeChangeToken("never-issued", now); !errors.Is(err, ErrChangeTokenNotFound) {
 		t.Errorf("unknown id: %v, want ErrTokenNotFound", err)
 	}
-	if _, err := db.ConsumeToken("", now); !errors.Is(err, ErrTokenNotFound) {
+	if _, err := db.ConsumeChangeToken("", now); !errors.Is(err, ErrChangeTokenNotFound) {
 		t.Errorf("empty id: %v, want ErrTokenNotFound", err)
 	}
 }
@@ -78,18 +80,18 @@ func TestTokenExpiry(t *testing.T) {
 	db := openTest(t)
 	now := time.Now()
 	tok := newToken(t, now, time.Minute)
-	if err := db.PutToken(tok); err != nil {
+	if err := db.PutChangeToken(tok); err != nil {
 		t.Fatal(err)
 	}
 	// Expiry is at ExpiresAt exactly.
-	got, err := db.ConsumeToken(tok.ID, tok.ExpiresAt)
-	if !errors.Is(err, ErrTokenExpired) {
+	got, err := db.ConsumeChangeToken(tok.ID, tok.ExpiresAt)
+	if !errors.Is(err, ErrChangeTokenExpired) {
 		t.Fatalf("consume at expiry: %v, want ErrTokenExpired", err)
 	}
 	if got.Tool != "system.reboot" {
 		t.Errorf("expired token not returned for the caller's message: %+v", got)
 	}
-	if _, err := db.ConsumeToken(tok.ID, now); !errors.Is(err, ErrTokenNotFound) {
+	if _, err := db.ConsumeChangeToken(tok.ID, now); !errors.Is(err, ErrChangeTokenNotFound) {
 		t.Errorf("expired token was not deleted: %v", err)
 	}
 }
@@ -98,7 +100,7 @@ func TestTokenConcurrentConsume(t *testing.T) {
 	db := openTest(t)
 	now := time.Now()
 	tok := newToken(t, now, time.Minute)
-	if err := db.PutToken(tok); err != nil {
+	if err := db.PutChangeToken(tok); err != nil {
 		t.Fatal(err)
 	}
 	const n = 20
@@ -114,13 +116,13 @@ func TestTokenConcurrentConsume(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := db.ConsumeToken(tok.ID, now)
+			_, err := db.ConsumeChangeToken(tok.ID, now)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				ok++
-			case errors.Is(err, ErrTokenNotFound):
+			case errors.Is(err, ErrChangeTokenNotFound):
 				notFound++
 			default:
 				t.Errorf("consume: %v", err)
@@ -137,25 +139,25 @@ func TestTokenConcurrentConsume(t *testing.T) {
 func TestPruneTokens(t *testing.T) {
 	db := openTest(t)
 	now := time.Now()
-	var live []Token
+	var live []ChangeToken
 	for i, ttl := range []time.Duration{-time.Minute, time.Minute, -time.Second, 0, time.Hour} {
 		tok := newToken(t, now, ttl)
-		if err := db.PutToken(tok); err != nil {
+		if err := db.PutChangeToken(tok); err != nil {
 			t.Fatalf("token %d: %v", i, err)
 		}
 		if ttl > 0 {
 			live = append(live, tok)
 		}
 	}
-	n, err := db.PruneTokens(now)
+	n, err := db.PruneChangeTokens(now)
 	if err != nil || n != 3 {
 		t.Fatalf("PruneTokens = %d, %v; want 3", n, err)
 	}
-	if n, _ := db.PruneTokens(now); n != 0 {
+	if n, _ := db.PruneChangeTokens(now); n != 0 {
 		t.Errorf("second prune removed %d", n)
 	}
 	for _, tok := range live {
-		if _, err := db.ConsumeToken(tok.ID, now); err != nil {
+		if _, err := db.ConsumeChangeToken(tok.ID, now); err != nil {
 			t.Errorf("live token %s: %v", tok.ID, err)
 		}
 	}
@@ -163,18 +165,37 @@ func TestPruneTokens(t *testing.T) {
 
 func TestPutTokenValidation(t *testing.T) {
 	db := openTest(t)
-	if err := db.PutToken(Token{ExpiresAt: time.Now()}); err == nil {
+	if err := db.PutChangeToken(ChangeToken{ExpiresAt: time.Now()}); err == nil {
 		t.Error("PutToken without id succeeded")
 	}
-	if err := db.PutToken(Token{ID: "x"}); err == nil {
+	if err := db.PutChangeToken(ChangeToken{ID: "x"}); err == nil {
 		t.Error("PutToken without expiry succeeded")
 	}
-	tok := Token{ID: "no-args", ExpiresAt: time.Now().Add(time.Minute)}
-	if err := db.PutToken(tok); err != nil {
+	tok := ChangeToken{ID: "no-args", ExpiresAt: time.Now().Add(time.Minute)}
+	if err := db.PutChangeToken(tok); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.ConsumeToken("no-args", time.Now())
+	got, err := db.ConsumeChangeToken("no-args", time.Now())
 	if err != nil || string(got.Arguments) != "null" {
 		t.Errorf("nil arguments round trip = %q, %v", got.Arguments, err)
+	}
+}
+
+// Change tokens keep the bucket name "tokens" that files written before the
+// rename use: a token a previous build stored (plain bbolt, its JSON) is
+// still consumed after an upgrade, and nothing else claims that name.
+func TestChangeTokenBucketName(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Second)
+	tok := newToken(t, now, time.Hour)
+	val, err := json.Marshal(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := tamper(t, openTest(t), func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("tokens")).Put([]byte(tok.ID), val)
+	})
+	got, err := db.ConsumeChangeToken(tok.ID, now)
+	if err != nil || got.Tool != tok.Tool || got.PlanHash != tok.PlanHash {
+		t.Fatalf("token stored under \"tokens\": %+v, %v", got, err)
 	}
 }
