@@ -191,9 +191,10 @@ type System struct {
 var roleNames = []string{"read", "operate", "admin"}
 
 // Default is the configuration of a fresh install: reads on, every write off,
-// members of group raspi-mcp may read.
+// members of group raspi-mcp may read. The switches take their defaults from
+// the switches table (switches.go).
 func Default() Config {
-	return Config{
+	c := Config{
 		Agent: Agent{
 			Socket:   "/run/raspi-mcp/mcp.sock",
 			State:    "/var/lib/raspi-mcp/state.db",
@@ -210,18 +211,20 @@ func Default() Config {
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
-		System: System{Enabled: true, MinPowerInterval: Duration(10 * time.Minute)},
-		GPIO:   GPIO{Enabled: true, Revert: "previous", Pins: []Pin{}},
+		System: System{MinPowerInterval: Duration(10 * time.Minute)},
+		GPIO:   GPIO{Revert: "previous", Pins: []Pin{}},
 		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
-		I2C:    I2C{Enabled: true, Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
-		Metrics: Metrics{Enabled: true, DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
+		I2C:    I2C{Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
+		Metrics: Metrics{DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(60 * time.Second), MaxJobs: 8},
-		Logs:    Logs{Enabled: true, JournalUnits: []string{"*"}},
-		Manage:  Domain{Enabled: true},
-		Network: Domain{Enabled: true},
-		Service: Service{Enabled: true, Allow: []string{}},
-		Process: Process{Enabled: true, AllowedSignals: []string{"TERM", "INT", "HUP", "USR1", "USR2"}, ProtectedUsers: []string{"root"}},
+		Logs:    Logs{JournalUnits: []string{"*"}},
+		Service: Service{Allow: []string{}},
+		Process: Process{AllowedSignals: []string{"TERM", "INT", "HUP", "USR1", "USR2"}, ProtectedUsers: []string{"root"}},
 	}
+	for _, s := range Switches() {
+		s.Set(&c, s.Default())
+	}
+	return c
 }
 
 // Load reads path over the defaults, then its drop-ins (see DropIns), and
@@ -621,28 +624,4 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.Process.Enabled, c.Process.Signals = true, true
 	c.Camera.Enabled, c.Camera.MediaRoot = true, filepath.Join(dir, "media")
 	return c
-}
-
-// WritesOn names the switches that let a caller change something, for a
-// person checking a file: "[gpio] writes", "[system] reboot", ...
-func (c Config) WritesOn() []string {
-	var on []string
-	for _, s := range []struct {
-		on   bool
-		name string
-	}{
-		{c.System.Enabled && c.System.Reboot, "[system] reboot"},
-		{c.System.Enabled && c.System.Shutdown, "[system] shutdown"},
-		{c.Metrics.Enabled && c.Metrics.Jobs, "[metrics] jobs"},
-		{c.Service.Enabled && c.Service.Control, "[service] control"},
-		{c.Process.Enabled && c.Process.Signals, "[process] signals"},
-		{c.GPIO.Enabled && c.GPIO.Writes, "[gpio] writes"},
-		{c.I2C.Enabled && c.I2C.Writes, "[i2c] writes"},
-		{c.Camera.Enabled, "[camera] enabled"},
-	} {
-		if s.on {
-			on = append(on, s.name)
-		}
-	}
-	return on
 }

@@ -83,16 +83,6 @@ var (
 	defaultUpstreamCritical = []string{"*admin*", "*delete*"}
 )
 
-// localNamespaces are the prefixes of the agent's own tools (the part before
-// the dot of every Spec ID in agent/*.go, plus "jobs", kept for a planned
-// namespace). config cannot import agent, so this list is kept by hand; the
-// agent should also call Config.CheckUpstreamNames with its registry's
-// prefixes so a namespace added later cannot be shadowed.
-var localNamespaces = []string{
-	"camera", "change", "gpio", "i2c", "jobs", "logs", "manage", "metrics",
-	"network", "process", "sensors", "service", "system",
-}
-
 // riskNames are the risk levels, lowest first.
 var riskNames = []string{"read", "low", "high", "critical"}
 
@@ -151,12 +141,13 @@ func validateUpstreams(ups []Upstream) error {
 		}
 		seen[u.Name] = true
 	}
-	return checkUpstreamNames(ups, localNamespaces)
+	return checkUpstreamNames(ups, LocalNamespaces())
 }
 
 // CheckUpstreamNames reports an upstream whose name is one of local, the
 // prefixes of the agent's own tools ("system", "gpio", ...). Validate checks
-// a built-in list; the agent calls this with its registry's real prefixes.
+// the namespaces of the switches table (LocalNamespaces); the agent calls
+// this with its registry's real prefixes.
 func (c Config) CheckUpstreamNames(local []string) error {
 	return checkUpstreamNames(c.Upstreams, local)
 }

@@ -124,7 +124,7 @@ func TestUpstreamNames(t *testing.T) {
 	if _, err := Parse([]byte(two)); err == nil || !strings.Contains(err.Error(), `upstream[1] "hs4": name: used by an earlier upstream`) {
 		t.Errorf("duplicate name: %v", err)
 	}
-	for _, ns := range localNamespaces {
+	for _, ns := range LocalNamespaces() {
 		if _, err := Parse(up("name = \"" + ns + "\"\ncommand = \"/bin/x\"")); err == nil {
 			t.Errorf("upstream named after local namespace %q accepted", ns)
 		}
