@@ -23,9 +23,9 @@ func TestDecideTable(t *testing.T) {
 	disabled := config.Laptop("/x", "a")
 	disabled.System.Enabled = false
 	reboot := Rule{Tool: "system.reboot", Domain: "system", MinRole: RoleOperate, Risk: RiskHigh,
-		Gate: func(c *config.Config) (bool, string) { return c.System.Reboot, "[system] reboot" }}
+		Gate: config.SwitchSystemReboot}
 	shutdown := Rule{Tool: "system.shutdown", Domain: "system", MinRole: RoleAdmin, Risk: RiskCritical,
-		Gate: func(c *config.Config) (bool, string) { return c.System.Shutdown, "[system] shutdown" }}
+		Gate: config.SwitchSystemShutdown}
 	read := Rule{Tool: "system.get_basic_info", Domain: "system", MinRole: RoleRead}
 	p := func(r Role) Principal { return Principal{Name: "u", Role: r} }
 	ok := Guard{Confirm: true, Reason: "why"}

@@ -259,11 +259,14 @@ func TestEveryErrorIsActionable(t *testing.T) {
 
 	// Namespaces off and writes off: every tool under a switch.
 	off := newRig(t, func(c *config.Config) {
-		c.System.Reboot, c.System.Shutdown, c.Metrics.Jobs, c.Service.Control = false, false, false, false
-		c.Process.Signals, c.GPIO.Writes, c.I2C.Writes = false, false, false
+		for _, s := range config.Switches() {
+			if s.Within().Valid() { // a write switch under a namespace's
+				s.Set(c, false)
+			}
+		}
 	})
 	for _, tl := range off.a.tools.all() {
-		if tl.rule.Gate != nil {
+		if tl.rule.Gate != config.NoSwitch {
 			c := errCase{kind: "writes off", tool: tl.name, p: admin, args: with(with(argsOf(tl), "confirm", true), "reason", "walk"), wantNext: true}
 			count(c, checkActionable(t, off, c))
 		}
@@ -315,28 +318,8 @@ func TestEveryErrorIsActionable(t *testing.T) {
 }
 
 func disableDomain(c *config.Config, d string) {
-	switch d {
-	case "system":
-		c.System.Enabled = false
-	case "metrics":
-		c.Metrics.Enabled = false
-	case "logs":
-		c.Logs.Enabled = false
-	case "manage":
-		c.Manage.Enabled = false
-	case "gpio":
-		c.GPIO.Enabled = false
-	case "camera":
-		c.Camera.Enabled = false
-	case "network":
-		c.Network.Enabled = false
-	case "service":
-		c.Service.Enabled = false
-	case "process":
-		c.Process.Enabled = false
-	case "i2c", "sensors":
-		c.I2C.Enabled = false
-	}
+	s, _ := config.NamespaceSwitch(d)
+	s.Set(c, false)
 }
 
 // SIGTERM and TERM name the same signal; the result and the audit say TERM.

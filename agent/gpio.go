@@ -94,7 +94,7 @@ type PWMOut struct {
 }
 
 func (a *Agent) registerGPIO() {
-	gate := func(c *config.Config) (bool, string) { return c.GPIO.Writes, "[gpio] writes" }
+	gate := config.SwitchGPIOWrites
 	pinProp := prop("pin", minimum(1), maximum(proto.MaxPin)) // spec 002 §5: pin minimum 1
 	add(a.tools, Spec[NoArgs, PinsOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",

@@ -154,7 +154,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[I2CWriteIn, I2CWriteOut]{
 		ID: "i2c.write", Title: "Write I2C",
 		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.I2C.Writes, "[i2c] writes" }},
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: config.SwitchI2CWrites},
 		Destructive: true,
 		Props: append(addr, prop("data", minItems(1), maxItems(proto.MaxI2CBytes)), prop("data", func(s *jsonschema.Schema) {
 			lo, hi := 0.0, 255.0

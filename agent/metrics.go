@@ -181,7 +181,7 @@ var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_
 func (a *Agent) registerMetrics() {
 	add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
-	jobsGate := func(c *config.Config) (bool, string) { return c.Metrics.Jobs, "[metrics] jobs" }
+	jobsGate := config.SwitchMetricsJobs
 	add(a.tools, Spec[StartJobIn, JobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",

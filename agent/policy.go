@@ -64,16 +64,13 @@ func (r Risk) String() string {
 	return [...]string{"read", "low", "high", "critical"}[r]
 }
 
-// Gate reads a write switch from config and names its key for the fix hint.
-type Gate func(c *config.Config) (on bool, key string)
-
 // Rule is what the policy knows about a tool.
 type Rule struct {
 	Tool    string // canonical id, "system.reboot"
 	Domain  string // "system"; filled from Tool unless the tool sits under another switch
 	MinRole Role
 	Risk    Risk
-	Gate    Gate // nil: no write switch beyond the domain's
+	Gate    config.Switch // config.NoSwitch: no write switch beyond the domain's
 }
 
 // Guard is the caller's guard arguments.
@@ -92,31 +89,13 @@ type Principal struct {
 	Role Role
 }
 
-// domainEnabled reports a namespace's enable switch and its config key.
+// domainEnabled reports a namespace's enable switch and its config key,
+// from config's switches table. change.* and the LAN domains have no switch
+// of their own: change follows the tool it acts on, an upstream has enabled
+// in its [[upstream]] entry.
 func domainEnabled(c *config.Config, domain string) (bool, string) {
-	switch domain {
-	case "system":
-		return c.System.Enabled, "[system] enabled"
-	case "metrics":
-		return c.Metrics.Enabled, "[metrics] enabled"
-	case "logs":
-		return c.Logs.Enabled, "[logs] enabled"
-	case "manage":
-		return c.Manage.Enabled, "[manage] enabled"
-	case "gpio":
-		return c.GPIO.Enabled, "[gpio] enabled"
-	case "camera":
-		return c.Camera.Enabled, "[camera] enabled"
-	case "network":
-		return c.Network.Enabled, "[network] enabled"
-	case "service":
-		return c.Service.Enabled, "[service] enabled"
-	case "process":
-		return c.Process.Enabled, "[process] enabled"
-	case "i2c", "sensors":
-		return c.I2C.Enabled, "[i2c] enabled"
-	}
-	return true, "" // change.* and other built-ins follow the tool they act on
+	s, _ := config.NamespaceSwitch(domain)
+	return s.On(c), s.Key()
 }
 
 // Decide is the policy decision for one call: nil means go ahead. It is a pure
@@ -140,12 +119,11 @@ func Decide(c *config.Config, p Principal, r Rule, g Guard, committed bool) *Too
 			with("domain", r.Domain).with("config_key", key).
 			hint("the owner enables it with " + key + " = true in " + config.DefaultPath)
 	}
-	if r.Gate != nil {
-		if on, key := r.Gate(c); !on {
-			return errf(CodePermissionDenied, "%s is switched off on this device (writes are off by default)", r.Tool).
-				with("tool", r.Tool).with("config_key", key).
-				hint("the owner allows it with " + key + " = true in " + config.DefaultPath + " and restarts raspi-mcp")
-		}
+	if !r.Gate.On(c) { // NoSwitch is always on
+		key := r.Gate.Key()
+		return errf(CodePermissionDenied, "%s is switched off on this device (writes are off by default)", r.Tool).
+			with("tool", r.Tool).with("config_key", key).
+			hint("the owner allows it with " + key + " = true in " + config.DefaultPath + " and restarts raspi-mcp")
 	}
 	if g.DryRun || committed {
 		return nil

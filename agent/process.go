@@ -200,7 +200,7 @@ func (a *Agent) registerProcess() {
 	add(a.tools, Spec[SignalIn, SignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.Process.Signals, "[process] signals" }},
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum(signalNames()...))},
 		Run:         a.sendSignal,

@@ -196,7 +196,7 @@ func (u *unitCPU) percents(now time.Time, list []units.Unit) map[string]float64 
 }
 
 func (a *Agent) registerService() {
-	gate := func(c *config.Config) (bool, string) { return c.Service.Control, "[service] control" }
+	gate := config.SwitchServiceControl
 	nameProp := prop("service_name", minLen(1), maxLen(proto.MaxUnitName))
 	add(a.tools, Spec[ServiceListIn, ServiceListOut]{
 		ID: "service.list_services", Title: "Services",

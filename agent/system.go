@@ -150,7 +150,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[PowerIn, PowerOut]{
 		ID: "system.reboot", Title: "Reboot",
 		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: func(c *config.Config) (bool, string) { return c.System.Reboot, "[system] reboot" }},
+		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
 		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
@@ -161,7 +161,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[ShutdownIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
 		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
-		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: func(c *config.Config) (bool, string) { return c.System.Shutdown, "[system] shutdown" }},
+		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, prop("force", def(false))),
 		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {

@@ -623,5 +623,9 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.Service = Service{Enabled: true, Control: true, Allow: []string{"nginx.service", "motion.service", "backup.service", "dbus.service"}}
 	c.Process.Enabled, c.Process.Signals = true, true
 	c.Camera.Enabled, c.Camera.MediaRoot = true, filepath.Join(dir, "media")
+	// Every switch of the table, so one added later is on here too.
+	for _, s := range Switches() {
+		s.Set(&c, true)
+	}
 	return c
 }

@@ -145,10 +145,17 @@ func LocalNamespaces() []string {
 
 // NamespaceSwitch finds a namespace's enabled switch; ok is false for a
 // name that is not a local namespace (an upstream's).
+// It walks the table rather than Namespaces, since every call the agent
+// decides asks it: no allocation.
 func NamespaceSwitch(name string) (s Switch, ok bool) {
-	for _, n := range Namespaces() {
+	for _, n := range bareNamespaces {
 		if n.Name == name {
 			return n.Switch, true
+		}
+	}
+	for s := NoSwitch + 1; s < numSwitches; s++ {
+		if slices.Contains(switches[s].namespaces, name) {
+			return s, true
 		}
 	}
 	return NoSwitch, false
@@ -225,6 +232,10 @@ func (s Switch) On(c *Config) bool {
 	return *switches[s].ptr(c)
 }
 
+// Effective reports whether s lets its tools run in c: its own key and, for
+// a write switch, its table's enabled switch.
+func (s Switch) Effective(c *Config) bool { return s.On(c) && s.Within().On(c) }
+
 // Set turns the switch on or off in c; it does nothing for NoSwitch.
 func (s Switch) Set(c *Config, on bool) {
 	if s.Valid() {
@@ -238,7 +249,7 @@ func (s Switch) Set(c *Config, on bool) {
 func (c Config) WritesOn() []string {
 	var on []string
 	for _, s := range Switches() {
-		if s.Write() && s.On(&c) && s.Within().On(&c) {
+		if s.Write() && s.Effective(&c) {
 			on = append(on, s.Key())
 		}
 	}

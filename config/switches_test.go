@@ -167,3 +167,17 @@ func TestWritesOnFollowsTable(t *testing.T) {
 		}
 	}
 }
+
+// Laptop mode switches every namespace and write on, whatever the base file says.
+func TestLaptopTurnsEverySwitchOn(t *testing.T) {
+	base := Default()
+	for _, s := range Switches() {
+		s.Set(&base, false)
+	}
+	c := LaptopFrom(base, t.TempDir(), "pi")
+	for _, s := range Switches() {
+		if !s.Effective(&c) {
+			t.Errorf("laptop mode: %s is off", s.Key())
+		}
+	}
+}
