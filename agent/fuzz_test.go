@@ -101,6 +101,13 @@ func FuzzToolCall(f *testing.F) {
 		if (tl.mutating || code != "") && total1 != total0+1 {
 			t.Fatalf("%s as %s with %q: %d audit records for one call", tl.id, p.Role, args, total1-total0)
 		}
+		// A tool whose write switch is off is refused, dry run or not,
+		// whatever the board shows (an I2C write leaves no trace on it).
+		if tl.rule.Gate != nil {
+			if on, _ := tl.rule.Gate(r.cfg); !on && code != CodePermissionDenied && code != CodeInvalidArgument {
+				t.Fatalf("%s as %s with %q: switched off, yet answered %q", tl.id, p.Role, args, code)
+			}
+		}
 		if before == after {
 			return
 		}
