@@ -13,12 +13,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,11 +250,11 @@ func TestSoak(t *testing.T) {
 		sessions, elapsed.Round(time.Second), len(results), float64(len(results))/elapsed.Seconds(),
 		pct(lats, 50), pct(lats, 99), pct(lats, 100))
 	fmt.Printf("%-16s %7s %10s %10s\n", "kind", "calls", "p50", "p99")
-	for _, k := range slices.Sorted(mapKeys(perKind)) {
+	for _, k := range slices.Sorted(maps.Keys(perKind)) {
 		fmt.Printf("%-16s %7d %10s %10s\n", k, len(perKind[k]), pct(perKind[k], 50), pct(perKind[k], 99))
 	}
 	fmt.Printf("outcomes:")
-	for _, c := range slices.Sorted(mapKeys(byCode)) {
+	for _, c := range slices.Sorted(maps.Keys(byCode)) {
 		fmt.Printf(" %s=%d", c, byCode[c])
 	}
 	fmt.Printf("\nhelper killed at +%.1fs, back after %.1fs, first write served %.1fs after the kill\n",
@@ -360,19 +360,9 @@ func pct(d []time.Duration, p int) time.Duration {
 		return 0
 	}
 	s := slices.Clone(d)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	slices.Sort(s)
 	i := min(len(s)-1, (len(s)*p)/100)
 	return s[i].Round(time.Millisecond)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // usage is what /proc says about a process.
