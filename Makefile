@@ -15,7 +15,7 @@ NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
 
-.PHONY: build demo test test-vm test-e2e test-arm vet fmt-check tools bench cross deb lint-deb clean
+.PHONY: build demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross deb lint-deb clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
@@ -97,6 +97,20 @@ bench:
 	$(GO) test -run XXX -bench ColdStart -benchtime 5x ./e2e
 	$(GO) test -run XXX -bench ProxiedCall -benchtime 300x ./e2e
 	$(GO) test -run XXX -bench DiskWritesPerDay -benchtime 1x -timeout 10m ./e2e
+
+# Every Go fuzz target (found by .ci/fuzz, not listed here) for FUZZTIME
+# each; prints the executions per target. A crasher is left in the
+# package's testdata/fuzz/<Target>/: fix it and commit it as a seed.
+FUZZTIME ?= 20s
+fuzz:
+	GO='$(GO)' FUZZTIME='$(FUZZTIME)' .ci/fuzz
+
+# Load on the simulated board: SOAK_SESSIONS concurrent sessions (default
+# 50), each through its own `raspi-mcp stdio`, for SOAK_DURATION (60s),
+# the helper SIGKILLed halfway; then SOAK_SETTLE (60s) idle before the leak
+# check. Fails on an unexpected error, a lost audit record or a leak.
+soak:
+	RASPI_MCP_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' ./e2e/soak
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:

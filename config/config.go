@@ -332,13 +332,25 @@ func fieldByTag(v reflect.Value, key string) reflect.Value {
 	return reflect.Value{}
 }
 
+// positioned is a parse error with the offending line quoted, or only its
+// message when the error's line is not one of data's: the decoder's
+// ErrorWithPosition indexes the lines by it and panics otherwise (a file
+// holding just `"\` reports line 0), which would crash the agent and the
+// helper at start instead of naming the bad file.
+func positioned(perr toml.ParseError, data []byte) string {
+	if l := perr.Position.Line; l < 1 || l > bytes.Count(data, []byte("\n"))+1 {
+		return perr.Error()
+	}
+	return strings.TrimSpace(perr.ErrorWithPosition())
+}
+
 // decode reads one TOML document over c, rejecting unknown keys.
 func decode(c *Config, data []byte) error {
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
 	if err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
-			return errors.New(strings.TrimSpace(perr.ErrorWithPosition()))
+			return errors.New(positioned(perr, data))
 		}
 		return err
 	}

@@ -1,0 +1,166 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"testing"
+)
+
+// requestTypes maps every wire name of the method table to a constructor of
+// its parameter type, so the fuzzer decodes params exactly as the helper
+// would. TestRequestTypesCoverTable keeps it in step with Names.
+var requestTypes = map[string]func() Validator{
+	Hello.Name:          func() Validator { return new(HelloReq) },
+	Status.Name:         func() Validator { return new(StatusReq) },
+	PowerSchedule.Name:  func() Validator { return new(PowerScheduleReq) },
+	PowerCancel.Name:    func() Validator { return new(PowerCancelReq) },
+	PowerState.Name:     func() Validator { return new(PowerStateReq) },
+	GPIOState.Name:      func() Validator { return new(GPIOStateReq) },
+	GPIOConfigure.Name:  func() Validator { return new(GPIOConfigureReq) },
+	GPIORead.Name:       func() Validator { return new(GPIOReadReq) },
+	GPIOWrite.Name:      func() Validator { return new(GPIOWriteReq) },
+	PWMSet.Name:         func() Validator { return new(PWMSetReq) },
+	I2CBuses.Name:       func() Validator { return new(I2CBusesReq) },
+	I2CScan.Name:        func() Validator { return new(I2CScanReq) },
+	I2CRead.Name:        func() Validator { return new(I2CReadReq) },
+	I2CWrite.Name:       func() Validator { return new(I2CWriteReq) },
+	SensorRead.Name:     func() Validator { return new(SensorReadReq) },
+	CameraCapture.Name:  func() Validator { return new(CameraCaptureReq) },
+	ServiceControl.Name: func() Validator { return new(ServiceControlReq) },
+	ServiceEnable.Name:  func() Validator { return new(ServiceEnableReq) },
+	ProcessSignal.Name:  func() Validator { return new(ProcessSignalReq) },
+}
+
+func TestRequestTypesCoverTable(t *testing.T) {
+	names := Names()
+	for _, n := range names {
+		if requestTypes[n] == nil {
+			t.Errorf("method %q has no entry in requestTypes: the fuzzer would not reach its Validate", n)
+		}
+	}
+	for n := range requestTypes {
+		if !slices.Contains(names, n) {
+			t.Errorf("requestTypes lists %q, which is not in the method table", n)
+		}
+	}
+}
+
+// FuzzFrame feeds arbitrary bytes to the helper's side of the wire: a frame
+// read as a Request, then its params decoded strictly into the method's
+// parameter type and validated, as the helper does before it acts. Nothing
+// may panic; every content error must wrap ErrMalformed (so the helper
+// answers invalid_argument and closes); every Validate error must be an
+// *Error with CodeInvalidArgument; and whatever decodes must survive a
+// write and a re-read unchanged, so the two sides can never disagree about
+// what a frame said.
+func FuzzFrame(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bytes.NewReader(data)
+		for i := 0; i < 4; i++ { // a stream may hold several frames
+			var req Request
+			err := ReadFrame(r, &req)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("ReadFrame error is neither malformed nor a short read: %v", err)
+				}
+				return
+			}
+			roundTrip(t, &req)
+			checkParams(t, req.Method, req.Params)
+		}
+	})
+}
+
+// FuzzParams decodes fuzzed params for every method in the table: the
+// method is picked by the first byte so one corpus reaches every Validate.
+func FuzzParams(f *testing.F) {
+	names := Names()
+	f.Fuzz(func(t *testing.T, method uint8, params []byte) {
+		checkParams(t, names[int(method)%len(names)], params)
+	})
+}
+
+func checkParams(t *testing.T, method string, params []byte) {
+	t.Helper()
+	mk := requestTypes[method]
+	if mk == nil {
+		return // the helper answers an unknown method with not_found
+	}
+	if p := bytes.TrimSpace(params); len(p) == 0 || bytes.Equal(p, []byte("null")) {
+		params = []byte("{}") // as the helper's decodeParams does
+	}
+	v := mk()
+	if err := Decode(params, v); err != nil {
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%s: Decode error does not wrap ErrMalformed: %v", method, err)
+		}
+		return
+	}
+	err := v.Validate()
+	if err == nil {
+		// What passed must pass again after a trip over the wire.
+		again := mk()
+		js, merr := json.Marshal(v)
+		if merr != nil {
+			t.Fatalf("%s: a valid request does not encode: %v", method, merr)
+		}
+		if derr := Decode(js, again); derr != nil {
+			t.Fatalf("%s: re-decoding %s: %v", method, js, derr)
+		}
+		if verr := again.Validate(); verr != nil {
+			t.Fatalf("%s: valid before encoding, invalid after (%s): %v", method, js, verr)
+		}
+		return
+	}
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != CodeInvalidArgument {
+		t.Fatalf("%s: Validate error is not invalid_argument: %#v", method, err)
+	}
+	if pe.Message == "" {
+		t.Fatalf("%s: Validate error has no message", method)
+	}
+	if _, jerr := json.Marshal(pe); jerr != nil {
+		t.Fatalf("%s: Validate error cannot cross the wire: %v", method, jerr)
+	}
+}
+
+// roundTrip writes req back as a frame and reads it again: the result must
+// be the same request.
+func roundTrip(t *testing.T, req *Request) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteFrame(&buf, req); err != nil {
+		// Re-encoding can grow a body past MaxMessage (json escapes <, >
+		// and & in strings); that is a refusal, not a disagreement.
+		return
+	}
+	var again Request
+	if err := ReadFrame(&buf, &again); err != nil {
+		t.Fatalf("a frame the helper accepted does not re-read: %v", err)
+	}
+	if again.ID != req.ID || again.Method != req.Method || !jsonEqual(again.Params, req.Params) {
+		t.Fatalf("round trip changed the request: %+v became %+v", req, again)
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 {
+		a = json.RawMessage("null") // an absent params is sent as null
+	}
+	if len(b) == 0 {
+		b = json.RawMessage("null")
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
