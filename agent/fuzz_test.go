@@ -103,10 +103,8 @@ func FuzzToolCall(f *testing.F) {
 		}
 		// A tool whose write switch is off is refused, dry run or not,
 		// whatever the board shows (an I2C write leaves no trace on it).
-		if tl.rule.Gate != nil {
-			if on, _ := tl.rule.Gate(r.cfg); !on && code != CodePermissionDenied && code != CodeInvalidArgument {
-				t.Fatalf("%s as %s with %q: switched off, yet answered %q", tl.id, p.Role, args, code)
-			}
+		if !tl.rule.Gate.On(r.cfg) && code != CodePermissionDenied && code != CodeInvalidArgument {
+			t.Fatalf("%s as %s with %q: switched off, yet answered %q", tl.id, p.Role, args, code)
 		}
 		if before == after {
 			return
