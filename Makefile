@@ -15,10 +15,18 @@ NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
 
-.PHONY: build demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross deb lint-deb clean
+.PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross deb lint-deb clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+
+# Both binaries on PATH for laptop mode (the agent looks for the helper beside
+# itself). `sudo make install PREFIX=/usr/local` installs them for all users.
+PREFIX ?= $(HOME)/.local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 bin/raspi-mcp bin/raspi-mcp-helper $(DESTDIR)$(PREFIX)/bin/
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "add $(PREFIX)/bin to your PATH" ;; esac
 
 # Start the agent and helper on the simulated board, run a scripted MCP
 # session through `raspi-mcp stdio`, print it, stop.
