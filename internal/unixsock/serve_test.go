@@ -65,7 +65,9 @@ func connPair(t *testing.T) (server, client *net.UnixConn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
-func accepted(err error) error { return &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", err)} }
+func accepted(err error) error {
+	return &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", err)}
+}
 
 // TestServeBacksOffOnShortage: running out of descriptors pauses the loop,
 // longer each time, and the next connection is still served; a success
