@@ -21,7 +21,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sys/unix"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
@@ -31,6 +30,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
@@ -88,9 +88,6 @@ type Agent struct {
 	unitCPU   unitCPU
 	cpu       *cpuSampler // process readings shared by the process tools
 	witness   *witnesser
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -99,7 +96,7 @@ func New(o Options) (*Agent, error) {
 		o.Logger = slog.Default()
 	}
 	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
-		mode: o.Mode, log: o.Logger, started: time.Now(), conns: map[net.Conn]struct{}{},
+		mode: o.Mode, log: o.Logger, started: time.Now(),
 		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog, simProcs: o.SimProcs}
 	if a.simProcs != nil {
 		a.root = a.simProcs.FS()
@@ -184,51 +181,14 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 			a.log.Error("final sample flush", "err", err)
 		}
 	}()
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-		a.mu.Lock()
-		for c := range a.conns {
-			c.Close()
-		}
-		a.mu.Unlock()
-	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		conn, err := ln.AcceptUnix()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("agent: accept: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.serveConn(ctx, conn)
-		}()
+	if err := unixsock.Serve(ctx, ln, a.log, a.serveConn); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
+	return nil
 }
 
-func (a *Agent) track(c net.Conn, on bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if on {
-		a.conns[c] = struct{}{}
-	} else {
-		delete(a.conns, c)
-	}
-}
-
+// serveConn runs one MCP session; unixsock.Serve closes conn after it.
 func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
-	a.track(conn, true)
-	defer a.track(conn, false)
-	defer conn.Close()
 	p, err := a.principalOf(conn)
 	if err != nil {
 		a.log.Warn("cannot read peer credentials; connection refused", "err", err)
@@ -251,21 +211,11 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 // principalOf maps the socket peer to a principal and role: uid 0 is admin,
 // then the user's own mapping, then the highest role of any of its groups.
 func (a *Agent) principalOf(conn *net.UnixConn) (Principal, error) {
-	raw, err := conn.SyscallConn()
+	peer, err := unixsock.PeerOf(conn)
 	if err != nil {
 		return Principal{}, err
 	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return Principal{}, err
-	}
-	if cerr != nil {
-		return Principal{}, cerr
-	}
-	return ResolvePrincipal(a.cfg, int(cred.Uid), int(cred.Gid), int(cred.Pid)), nil
+	return ResolvePrincipal(a.cfg, peer.UID, peer.GID, peer.PID), nil
 }
 
 // ResolvePrincipal applies the [roles] table to a uid.

@@ -34,6 +34,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
@@ -145,7 +146,7 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 
 func (r *rig) startHelper() {
 	r.t.Helper()
-	ln, err := privhelper.Listen(r.cfg.Helper.Socket)
+	ln, err := unixsock.Listen(r.cfg.Helper.Socket, privhelper.SocketMode, -1, -1)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func (r *rig) serve() *mcp.ClientSession { return r.serveWith(nil) }
 // serveWith is serve with the client's options (notification handlers).
 func (r *rig) serveWith(opts *mcp.ClientOptions) *mcp.ClientSession {
 	r.t.Helper()
-	ln, err := privhelper.Listen(r.cfg.Agent.Socket)
+	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/bridge"
-	"github.com/raspi-mcp/raspi-mcp/privhelper"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 )
 
 // listen starts the agent on its socket and returns the path; the cleanup
 // stops it and waits for Serve to return.
 func (r *rig) listen() string {
 	r.t.Helper()
-	ln, err := privhelper.Listen(r.cfg.Agent.Socket)
+	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
 	if err != nil {
 		r.t.Fatal(err)
 	}

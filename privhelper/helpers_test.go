@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -129,7 +130,7 @@ func startHelperWith(t testing.TB, sock string, o privhelper.Options) *helper {
 	if o.Version == "" {
 		o.Version = "0.1.0"
 	}
-	ln, err := privhelper.Listen(sock)
+	ln, err := unixsock.Listen(sock, privhelper.SocketMode, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

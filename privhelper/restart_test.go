@@ -95,7 +95,7 @@ func TestStaleSocketFile(t *testing.T) {
 	ln.Close()
 	c := newClient(t, sock)
 	expectUnavailable(t, c, sock)
-	// And the helper's Listen replaces it.
+	// And the helper's socket replaces it (unixsock.Listen).
 	startHelper(t, sock, defaultPolicy())
 	expectStatus(t, c)
 }

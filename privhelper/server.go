@@ -2,7 +2,7 @@
 // that alone touches hardware, systemd units and power on behalf of the
 // unprivileged raspi-mcp agent.
 //
-// Trust is decided once per connection from the kernel's SO_PEERCRED (only
+// Trust is decided once per connection from the kernel's peer credentials (only
 // root and the configured agent uid get in), then every request is decoded
 // strictly, validated by its proto type and checked against the helper's own
 // Policy before a backend is called. The helper never trusts the agent's
@@ -23,13 +23,18 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
+
+// SocketMode is the mode of the helper's socket: owner (the agent's user,
+// chowned by the binary) and root's group. It is defence in depth; the peer
+// credentials checked on every connection are the gate.
+const SocketMode = 0o660
 
 // Timeouts and limits of the server. They are constants, not options,
 // because nothing legitimate comes near them.
@@ -139,81 +144,29 @@ func NewServer(o Options) *Server {
 }
 
 // Serve accepts connections on ln until ctx is done, then closes ln and every
-// open connection, waits for their goroutines and returns nil. It returns an
-// error only if accepting fails for a reason other than shutdown.
+// open connection, waits for their goroutines and returns nil. Running out of
+// file descriptors pauses accepting rather than ending the helper (see
+// unixsock.Serve); any other accept failure is returned.
 func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns = make(map[*net.UnixConn]struct{})
-	)
-	defer wg.Wait() // runs after cancel below has started the sweep
-	defer cancel()
-	context.AfterFunc(ctx, func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for c := range conns {
-			c.Close()
-		}
-	})
-
-	backoff := time.Duration(0)
-	for {
-		conn, err := ln.AcceptUnix()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("privhelper: listener %s closed: %w", ln.Addr(), err)
-			}
-			// EMFILE and friends: back off as net/http does rather than spin.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Error("privhelper: accept failed; retrying", "err", err, "backoff", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
-		}
-		backoff = 0
-		mu.Lock()
-		if ctx.Err() != nil { // the sweep has run or is waiting for mu
-			mu.Unlock()
-			conn.Close()
-			return nil
-		}
-		conns[conn] = struct{}{}
-		mu.Unlock()
-		wg.Go(func() {
-			defer func() {
-				mu.Lock()
-				delete(conns, conn)
-				mu.Unlock()
-				conn.Close()
-			}()
-			s.serveConn(ctx, conn)
-		})
+	if err := unixsock.Serve(ctx, ln, s.log, s.serveConn); err != nil {
+		return fmt.Errorf("privhelper: %w", err)
 	}
+	return nil
 }
-
-// peer is the kernel's word on who is at the other end of a connection.
-type peer struct{ UID, GID, PID int }
 
 type peerKey struct{}
 
-func peerFrom(ctx context.Context) peer {
-	p, _ := ctx.Value(peerKey{}).(peer)
+// peerFrom is the kernel's word on who is at the other end of the request's
+// connection.
+func peerFrom(ctx context.Context) unixsock.Peer {
+	p, _ := ctx.Value(peerKey{}).(unixsock.Peer)
 	return p
 }
 
 // serveConn runs one connection: credentials, hello, then requests until
 // EOF, a bad frame or shutdown. The caller closes conn.
 func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
-	p, err := peerCred(conn)
+	p, err := unixsock.PeerOf(conn)
 	if err != nil {
 		s.log.Warn("privhelper: refused connection: no peer credentials", "err", err)
 		s.writeResponse(conn, proto.Response{Error: proto.Errorf(proto.CodePermissionDenied,

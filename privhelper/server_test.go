@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -67,7 +68,7 @@ func TestHelloAndStatus(t *testing.T) {
 
 func TestNoPowerBackend(t *testing.T) {
 	sock := sockIn(t)
-	ln, err := privhelper.Listen(sock)
+	ln, err := unixsock.Listen(sock, privhelper.SocketMode, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

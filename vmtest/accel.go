@@ -129,7 +129,7 @@ func probeBoot(ctx context.Context, im *Image, accel string, timeout time.Durati
 	defer qlog.Close()
 	cmd.Stdout, cmd.Stderr = qlog, qlog
 	qemuSaid := func() string { b, _ := os.ReadFile(qlog.Name()); return firstLine(string(b)) }
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = qemuAttr()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return false, "starting qemu: " + err.Error()

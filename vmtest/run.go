@@ -362,11 +362,7 @@ func (v *vm) run(ctx context.Context, log io.Writer, args []string, opts RunOpti
 	cmd.Stdin = nil
 	cmd.Stdout = ql
 	cmd.Stderr = ql
-	// Own process group: killing it takes every qemu thread and helper with
-	// it, even when qemu hangs paused after a KVM internal error.
-	// Pdeathsig: a vmtest killed with SIGKILL takes qemu along instead of
-	// leaving a guest running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = qemuAttr()
 	fmt.Fprintf(log, "vmtest: $ qemu-system-x86_64 %s\n", strings.Join(args, " "))
 	qemuStart := time.Now()
 	if err := cmd.Start(); err != nil {

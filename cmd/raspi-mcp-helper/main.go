@@ -24,6 +24,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 	"github.com/raspi-mcp/raspi-mcp/sdnotify"
@@ -103,16 +104,15 @@ func run() error {
 			return 0, 0, fmt.Errorf("no user %q on the simulated board", name)
 		})
 	}
-	ln, err := privhelper.Listen(cfg.Helper.Socket)
-	if err != nil {
-		return err
-	}
 	// The agent runs as its own user: it must own the socket to connect. The
 	// group stays root's: the agent's group is the one SSH users are put in.
+	owner := -1
 	if os.Geteuid() == 0 && agentUID != 0 {
-		if err := os.Chown(cfg.Helper.Socket, agentUID, -1); err != nil {
-			return fmt.Errorf("chown %s: %w", cfg.Helper.Socket, err)
-		}
+		owner = agentUID
+	}
+	ln, err := unixsock.Listen(cfg.Helper.Socket, privhelper.SocketMode, owner, -1)
+	if err != nil {
+		return err
 	}
 	srv := privhelper.NewServer(privhelper.Options{
 		Policy: privhelper.Policy{
@@ -130,6 +130,9 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *sim {
+		go stopWithParent(ctx, os.Getppid(), stop, log)
+	}
 	log.Info("raspi-mcp-helper ready", "version", version, "socket", cfg.Helper.Socket, "agent_uid", agentUID, "backend", backend)
 	sdnotify.Ready("serving " + cfg.Helper.Socket)
 	go sdnotify.Watchdog(ctx, nil)

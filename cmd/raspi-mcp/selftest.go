@@ -32,6 +32,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -291,7 +292,7 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 	if err := srv.ApplySafeStates(ctx); err != nil {
 		return "", fmt.Errorf("safe states: %w", err)
 	}
-	ln, err := privhelper.Listen(r.cfg.Helper.Socket)
+	ln, err := unixsock.Listen(r.cfg.Helper.Socket, privhelper.SocketMode, -1, -1)
 	if err != nil {
 		return "", err
 	}
@@ -333,7 +334,7 @@ func (r *selftestRig) startAgent(context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ln, err := privhelper.Listen(r.cfg.Agent.Socket)
+	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
 	if err != nil {
 		return "", err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -167,19 +168,19 @@ func cmdServe(args []string) error {
 	if err := os.MkdirAll(filepath.Dir(cfg.Agent.Socket), 0o755); err != nil {
 		return err
 	}
-	ln, err := privhelper.Listen(cfg.Agent.Socket)
-	if err != nil {
-		return err
-	}
+	// Members of agent.socket_group may connect; what they may do is their
+	// role's business, decided from their peer credentials.
+	gid := -1
 	if cfg.Agent.SocketGroup != "" {
 		g, err := user.LookupGroup(cfg.Agent.SocketGroup)
 		if err != nil {
 			return fmt.Errorf("agent.socket_group: %w", err)
 		}
-		gid, _ := strconv.Atoi(g.Gid)
-		if err := os.Chown(cfg.Agent.Socket, -1, gid); err != nil {
-			return fmt.Errorf("agent.socket_group: chown %s: %w", cfg.Agent.Socket, err)
-		}
+		gid, _ = strconv.Atoi(g.Gid)
+	}
+	ln, err := unixsock.Listen(cfg.Agent.Socket, 0o660, -1, gid)
+	if err != nil {
+		return fmt.Errorf("agent.socket: %w", err)
 	}
 	log.Info("raspi-mcp ready", "version", version, "mode", mode, "socket", cfg.Agent.Socket, "state", cfg.Agent.State)
 	sdnotify.Ready("serving " + cfg.Agent.Socket)
@@ -282,9 +283,7 @@ func (s *supervisor) run(ctx context.Context) {
 		// The child is not the unit's main process: it must not tell systemd
 		// it is ready or feed the agent's watchdog.
 		cmd.Env = withoutEnv(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
-		// Own process group: a terminal's ^C reaches only the agent, which
-		// then stops the helper in order. Pdeathsig covers a killed agent.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		cmd.SysProcAttr = helperAttr()
 		if err := cmd.Start(); err != nil {
 			s.log.Error("cannot start helper", "bin", s.bin, "err", err)
 		} else {
