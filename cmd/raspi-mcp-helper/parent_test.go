@@ -53,7 +53,7 @@ func TestStopWithParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.SetReadDeadline(time.Now().Add(60 * time.Second)) // hang guard
-	lines := bufio.NewScanner(out) // the child inherits the shell's stdout
+	lines := bufio.NewScanner(out)                        // the child inherits the shell's stdout
 	var said []string
 	for lines.Scan() {
 		said = append(said, lines.Text())
