@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +28,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
@@ -194,7 +193,7 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 		a.log.Warn("cannot read peer credentials; connection refused", "err", err)
 		return
 	}
-	if p.Role == RoleNone {
+	if p.Role == identity.RoleNone {
 		a.refuse(conn, p)
 		return
 	}
@@ -208,53 +207,22 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 	_ = ss.Wait()
 }
 
-// principalOf maps the socket peer to a principal and role: uid 0 is admin,
-// then the user's own mapping, then the highest role of any of its groups.
-func (a *Agent) principalOf(conn *net.UnixConn) (Principal, error) {
+// principalOf asks the kernel who connected and maps it to a principal with
+// the [roles] table (identity.FromUnix).
+func (a *Agent) principalOf(conn *net.UnixConn) (identity.Principal, error) {
 	peer, err := unixsock.PeerOf(conn)
 	if err != nil {
-		return Principal{}, err
+		return identity.Principal{}, err
 	}
-	return ResolvePrincipal(a.cfg, peer.UID, peer.GID, peer.PID), nil
-}
-
-// ResolvePrincipal applies the [roles] table to a uid.
-func ResolvePrincipal(c *config.Config, uid, gid, pid int) Principal {
-	p := Principal{Name: "uid:" + strconv.Itoa(uid), UID: uid, PID: pid}
-	if uid == 0 {
-		p.Name, p.Role = "root", RoleAdmin
-		return p
-	}
-	u, err := user.LookupId(strconv.Itoa(uid))
-	gids := []string{strconv.Itoa(gid)}
-	if err == nil {
-		p.Name = u.Username
-		if g, err := u.GroupIds(); err == nil {
-			gids = append(gids, g...)
-		}
-	}
-	if r, ok := c.Roles.Users[p.Name]; ok {
-		p.Role = parseRole(r)
-		return p
-	}
-	for _, id := range gids {
-		g, err := user.LookupGroupId(id)
-		if err != nil {
-			continue
-		}
-		if r, ok := c.Roles.Groups[g.Name]; ok && parseRole(r) > p.Role {
-			p.Role = parseRole(r)
-		}
-	}
-	return p
+	return identity.FromUnix(a.cfg.Roles, peer), nil
 }
 
 // refuse answers the first request of an unmapped principal with a JSON-RPC
 // error that says why, audits the refusal, and closes: a client then shows a
 // reason instead of "connection closed".
-func (a *Agent) refuse(conn *net.UnixConn, p Principal) {
+func (a *Agent) refuse(conn *net.UnixConn, p identity.Principal) {
 	a.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID)
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: RoleNone.String(),
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: identity.RoleNone.String(),
 		Tool: "connect", Decision: "deny", ErrorCode: CodePermissionDenied, Message: "principal has no role"}
 	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID})
 	if _, err := a.appendAudit(rec); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/camera"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -76,7 +77,7 @@ func (a *Agent) registerCamera() {
 	add(a.tools, Spec[TakePhotoIn, PhotoOut]{
 		ID: "camera.take_photo", Title: "Take a photo",
 		Description: "Take a photo with the camera module and save it on the device under the media root.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Props:       []Prop{prop("resolution", enum("640x480", "1280x720", "1920x1080"), def("1280x720")), prop("format", enum("jpeg", "png"), def("jpeg"))},
 		Run: func(ctx context.Context, c *Call, in TakePhotoIn) (PhotoOut, error) {
 			var w, h int
@@ -88,7 +89,7 @@ func (a *Agent) registerCamera() {
 	add(a.tools, Spec[CaptureIn, CaptureOut]{
 		ID: "camera.capture", Title: "Capture an image",
 		Description: "Take a photo and return it as an image (size-capped by config), also saved under the media root.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Props: []Prop{prop("width", enum(640, 1280, 1920)), prop("height", enum(480, 720, 1080)),
 			prop("format", enum("jpeg", "png"), def("jpeg")), prop("quality", minimum(1), maximum(100), def(85))},
 		Run:     a.capture,

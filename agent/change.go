@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // Critical tools run in two steps. change_prepare checks policy, runs the
@@ -53,7 +54,7 @@ func (a *Agent) registerChange() {
 	add(a.tools, Spec[PrepareIn, PrepareOut]{
 		ID: "change.prepare", Title: "Prepare a change",
 		Description: "Stage a call to a critical tool: checks policy, returns its dry-run plan and a single-use token for change_commit that expires soon.",
-		Rule:        Rule{MinRole: RoleRead, Risk: RiskLow},
+		Rule:        Rule{MinRole: identity.RoleRead, Risk: RiskLow},
 		Props:       []Prop{prop("tool", minLen(1), maxLen(100))},
 		OutProps:    []Prop{prop("expires_at", format("date-time"))},
 		Run:         a.prepare,
@@ -64,7 +65,7 @@ func (a *Agent) registerChange() {
 	add(a.tools, Spec[CommitIn, CommitOut]{
 		ID: "change.commit", Title: "Commit a change",
 		Description: "Run the call a change_prepare token stands for, after re-checking policy. The token works once.",
-		Rule:        Rule{MinRole: RoleRead, Risk: RiskLow},
+		Rule:        Rule{MinRole: identity.RoleRead, Risk: RiskLow},
 		Destructive: true,
 		Props:       []Prop{prop("token", minLen(8), maxLen(64))},
 		Run:         a.commit,

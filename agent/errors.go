@@ -15,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
@@ -139,7 +140,7 @@ func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) 
 			}
 		case CodePermissionDenied:
 			// Someone with no role at all can call nothing, capabilities included.
-			if t.id != "system.get_capabilities" && c.Principal.Role != RoleNone {
+			if t.id != "system.get_capabilities" && c.Principal.Role != identity.RoleNone {
 				e.next(SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "see your role, the namespaces that are on and the tools you may use now"})
 			}
 		case CodeFailedPrecondition:

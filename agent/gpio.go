@@ -11,6 +11,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -99,14 +100,14 @@ func (a *Agent) registerGPIO() {
 	add(a.tools, Spec[NoArgs, PinsOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
 		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
 		Summary:     func(_ NoArgs, o PinsOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
 	})
 	add(a.tools, Spec[PinIn, GpioPinInfo]{
 		ID: "gpio.read_pin", Title: "Read a GPIO pin",
 		Description: "Read an allowed pin's level (high or low).",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{pinProp},
 		Run: func(ctx context.Context, _ *Call, in PinIn) (GpioPinInfo, error) {
 			if _, err := a.allowedPin(in.Pin); err != nil {
@@ -123,7 +124,7 @@ func (a *Agent) registerGPIO() {
 	add(a.tools, Spec[ConfigureIn, GpioPinInfo]{
 		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
 		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []Prop{pinProp, prop("mode", enum("input", "output")), prop("pull", enum("none", "up", "down"), def("none"))},
 		Run:         a.configurePin,
@@ -134,7 +135,7 @@ func (a *Agent) registerGPIO() {
 	add(a.tools, Spec[WriteIn, WriteOut]{
 		ID: "gpio.write_pin", Title: "Write a GPIO pin",
 		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
 		Props:       []Prop{pinProp, prop("value", enum("high", "low")), prop("duration_ms", minimum(1), maximum(600000))},
 		Spelling:    levelSpelling,
 		Run:         a.writePin,
@@ -152,7 +153,7 @@ func (a *Agent) registerGPIO() {
 	add(a.tools, Spec[PWMIn, PWMOut]{
 		ID: "gpio.set_pwm", Title: "Hardware PWM",
 		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: gate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []Prop{pinProp, prop("frequency_hz", minimum(1), maximum(proto.MaxPWMHz)), prop("duty_cycle_percent", minimum(0), maximum(100))},
 		Run:         a.setPWM,

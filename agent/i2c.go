@@ -6,6 +6,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -99,7 +100,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[NoArgs, BusesOut]{
 		ID: "i2c.list_buses", Title: "I2C buses",
 		Description: "The I2C buses (adapters) of this device.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run: func(ctx context.Context, _ *Call, _ NoArgs) (BusesOut, error) {
 			r, err := client.Call(ctx, a.helper, proto.I2CBuses, proto.I2CBusesReq{})
 			if err != nil {
@@ -116,7 +117,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[ScanIn, ScanOut]{
 		ID: "i2c.scan_bus", Title: "Scan an I2C bus",
 		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
 		Run: func(ctx context.Context, _ *Call, in ScanIn) (ScanOut, error) {
 			if err := a.allowedI2C(a.cfg.I2C.Read, "read", in.Bus, -1); err != nil {
@@ -135,7 +136,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[I2CReadIn, I2CReadOut]{
 		ID: "i2c.read", Title: "Read I2C",
 		Description: "Read 1..32 bytes from a device, from a register when given.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       append(addr, prop("length", minimum(1), maximum(proto.MaxI2CBytes))),
 		Run: func(ctx context.Context, _ *Call, in I2CReadIn) (I2CReadOut, error) {
 			if err := a.allowedI2C(a.cfg.I2C.Read, "read", in.Bus, in.Address); err != nil {
@@ -154,7 +155,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[I2CWriteIn, I2CWriteOut]{
 		ID: "i2c.write", Title: "Write I2C",
 		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: config.SwitchI2CWrites},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchI2CWrites},
 		Destructive: true,
 		Props: append(addr, prop("data", minItems(1), maxItems(proto.MaxI2CBytes)), prop("data", func(s *jsonschema.Schema) {
 			lo, hi := 0.0, 255.0
@@ -183,7 +184,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[NoArgs, SensorsOut]{
 		ID: "sensors.list", Title: "Sensors",
 		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run: func(context.Context, *Call, NoArgs) (SensorsOut, error) {
 			out := SensorsOut{Sensors: []SensorInfo{}}
 			for _, s := range a.cfg.I2C.Sensors {
@@ -196,7 +197,7 @@ func (a *Agent) registerI2C() {
 	add(a.tools, Spec[SensorIn, SensorOut]{
 		ID: "sensors.read", Title: "Read a sensor",
 		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{prop("name", minLen(1), maxLen(64))},
 		Run: func(ctx context.Context, _ *Call, in SensorIn) (SensorOut, error) {
 			found := false

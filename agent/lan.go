@@ -17,6 +17,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // The LAN's other MCP servers ([[upstream]]) are mounted as namespaces: each
@@ -177,7 +178,8 @@ func lanWireName(prefix, name string) string {
 func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 	readOnlyHint := ut.Annotations != nil && ut.Annotations.ReadOnlyHint
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
-	role, risk := parseRole(roleName), parseRisk(riskName)
+	role, _ := identity.ParseRole(roleName) // config.Validate has vetted it; a bad name would be identity.RoleNone, refused
+	risk := parseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
 	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
 		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead, lan: true}
@@ -498,10 +500,10 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do func(context.Context) (any, error)) (any, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
-		p = Principal{Name: "unknown", UID: -1}
+		p = identity.Principal{Name: "unknown", UID: -1}
 	}
 	start := time.Now()
-	rule := Rule{Tool: id, Domain: d.cfg.Name, MinRole: RoleRead, Risk: RiskRead}
+	rule := Rule{Tool: id, Domain: d.cfg.Name, MinRole: identity.RoleRead, Risk: RiskRead}
 	decision := "allow"
 	var out any
 	var terr *ToolError

@@ -13,6 +13,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
@@ -102,7 +103,7 @@ func (a *Agent) registerLogs() {
 	add(a.tools, Spec[AuditLogsIn, AuditLogsOut]{
 		ID: "logs.get_recent_audit_logs", Title: "Audit trail",
 		Description: "The hash-chained audit trail of this device: every change, denial and failure, newest first, filtered and paginated.",
-		Rule:        Rule{MinRole: RoleOperate},
+		Rule:        Rule{MinRole: identity.RoleOperate},
 		Props: []Prop{
 			prop("limit", minimum(1), maximum(1000), def(50)), prop("offset", minimum(0)),
 			prop("since", format("date-time")), prop("until", format("date-time")),
@@ -116,7 +117,7 @@ func (a *Agent) registerLogs() {
 	add(a.tools, Spec[NoArgs, AuditVerifyOut]{
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
 		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run:         func(context.Context, *Call, NoArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
 		Summary: func(_ NoArgs, o AuditVerifyOut) string {
 			if o.OK {
@@ -128,7 +129,7 @@ func (a *Agent) registerLogs() {
 	add(a.tools, Spec[AppLogsIn, AppLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
 		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("limit", minimum(1), maximum(500), def(50)), prop("offset", minimum(0), maximum(100000), def(0)),
 			prop("since", format("date-time")), prop("until", format("date-time")),
 			prop("min_level", enum("debug", "info", "warn", "error"), def("info")), prop("source", enum("all", "agent", "helper"), def("all"))},
@@ -140,7 +141,7 @@ func (a *Agent) registerLogs() {
 	add(a.tools, Spec[JournalIn, JournalOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
 		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("units", maxItems(16)), prop("unit", maxLen(proto.MaxUnitName)),
 			prop("priority", enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
 			prop("since", maxLen(40)), prop("until", maxLen(40)), prop("grep", maxLen(200)),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -92,7 +93,7 @@ func (a *Agent) registerManage() {
 	add(a.tools, Spec[NoArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
 		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		OutProps:    []Prop{prop("started_at", format("date-time"))},
 		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ServerStatus, error) { return a.Status(ctx, c.Principal) },
 		Summary: func(_ NoArgs, s ServerStatus) string {
@@ -111,7 +112,7 @@ func (a *Agent) registerManage() {
 }
 
 // Status gathers the server status.
-func (a *Agent) Status(ctx context.Context, p Principal) (ServerStatus, error) {
+func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
 	s := ServerStatus{
 		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
 		UptimeSeconds: int64(time.Since(a.started).Seconds()),
@@ -219,7 +220,7 @@ func (a *Agent) registerJobs() {
 	add(a.tools, Spec[NoArgs, JobsOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (JobsOut, error) { return a.queuedJobs() },
 		Summary: func(_ NoArgs, o JobsOut) string {
 			s := fmt.Sprintf("%d jobs", o.TotalCount)
@@ -234,7 +235,7 @@ func (a *Agent) registerJobs() {
 	add(a.tools, Spec[CancelJobIn, CancelJobOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
 		Run:         a.cancelJob,
 		Summary: func(_ CancelJobIn, o CancelJobOut) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/series"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // Answers stay far below the 25,000-token budget of MCP clients.
@@ -185,7 +186,7 @@ func (a *Agent) registerMetrics() {
 	add(a.tools, Spec[StartJobIn, JobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: jobsGate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: jobsGate},
 		Props:       []Prop{prop("interval_seconds", minimum(5), maximum(3600)), prop("retention_hours", minimum(1), maximum(168), def(24))},
 		Run:         a.startJob,
 		Summary: func(_ StartJobIn, o JobStatus) string {
@@ -195,7 +196,7 @@ func (a *Agent) registerMetrics() {
 	add(a.tools, Spec[StopJobIn, JobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
 		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow, Gate: jobsGate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: jobsGate},
 		Idempotent:  true,
 		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
 		Run:         a.stopJob,
@@ -204,7 +205,7 @@ func (a *Agent) registerMetrics() {
 	add(a.tools, Spec[NoArgs, JobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run:         func(context.Context, *Call, NoArgs) (JobList, error) { return a.listJobs() },
 		Summary: func(_ NoArgs, l JobList) string {
 			run := 0
@@ -219,7 +220,7 @@ func (a *Agent) registerMetrics() {
 	add(a.tools, Spec[SamplesIn, SamplesOut]{
 		ID: "metrics.get_samples", Title: "Raw samples",
 		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("limit", minimum(1), maximum(1000), def(100)), prop("since", format("date-time")), prop("until", format("date-time")),
 			prop("job_id", maxLen(64)), prop("cursor", maxLen(64))},
 		Run: a.getSamples,
@@ -230,7 +231,7 @@ func (a *Agent) registerMetrics() {
 	add(a.tools, Spec[HistoryIn, HistoryOut]{
 		ID: "metrics.query_history", Title: "Metric history",
 		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time")), prop("resolution", def("1m"), maxLen(8)),
 			prop("aggregation", enum("avg", "min", "max", "last"), def("avg")), prop("job_id", maxLen(64)), prop("metric_names", minItems(1), maxItems(maxQueryMetrics))},
 		OutProps: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time"))},
@@ -251,7 +252,7 @@ func (a *Agent) registerMetrics() {
 	add(a.tools, Spec[SummaryIn, SummaryOut]{
 		ID: "metrics.get_summary", Title: "Metrics summary",
 		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{prop("window", def("1h"), maxLen(8)), prop("job_id", maxLen(64))},
 		Run:         a.summary,
 		Summary:     summaryLine,

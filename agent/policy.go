@@ -4,35 +4,8 @@ import (
 	"fmt"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
-
-// Role orders what a principal may do: read < operate < admin.
-type Role int
-
-// Roles, lowest first. RoleNone is an unmapped principal, refused everything.
-const (
-	RoleNone Role = iota
-	RoleRead
-	RoleOperate
-	RoleAdmin
-)
-
-func (r Role) String() string {
-	return [...]string{"none", "read", "operate", "admin"}[r]
-}
-
-// parseRole reads a role name from config; config.Validate has vetted it.
-func parseRole(s string) Role {
-	switch s {
-	case "read":
-		return RoleRead
-	case "operate":
-		return RoleOperate
-	case "admin":
-		return RoleAdmin
-	}
-	return RoleNone
-}
 
 // parseRisk reads a risk name from config; config.Validate has vetted it.
 func parseRisk(s string) Risk {
@@ -68,7 +41,7 @@ func (r Risk) String() string {
 type Rule struct {
 	Tool    string // canonical id, "system.reboot"
 	Domain  string // "system"; filled from Tool unless the tool sits under another switch
-	MinRole Role
+	MinRole identity.Role
 	Risk    Risk
 	Gate    config.Switch // config.NoSwitch: no write switch beyond the domain's
 }
@@ -79,14 +52,6 @@ type Guard struct {
 	Confirm bool
 	Reason  string
 	Intent  string // the caller's larger goal: audited, never decides anything
-}
-
-// Principal is who is calling, learned from the socket's peer credentials.
-type Principal struct {
-	Name string // user name, or "uid:N" without a passwd entry
-	UID  int
-	PID  int
-	Role Role
 }
 
 // domainEnabled reports a namespace's enable switch and its config key,
@@ -103,8 +68,8 @@ func domainEnabled(c *config.Config, domain string) (bool, string) {
 // committed is true when the call comes through change_commit with a valid
 // token. A dry run passes the same role and switch checks as the real call (so
 // a passing dry run means the real one would pass) but needs no confirm or token.
-func Decide(c *config.Config, p Principal, r Rule, g Guard, committed bool) *ToolError {
-	if p.Role == RoleNone {
+func Decide(c *config.Config, p identity.Principal, r Rule, g Guard, committed bool) *ToolError {
+	if p.Role == identity.RoleNone {
 		return errf(CodePermissionDenied, "%s has no role on this device", p.Name).
 			with("principal", p.Name).
 			hint(fmt.Sprintf("an admin maps the user in %s: [roles] users = { %s = \"read\" }", config.DefaultPath, p.Name))

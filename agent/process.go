@@ -14,6 +14,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -170,7 +171,7 @@ func (a *Agent) registerProcess() {
 	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("filter.status", itemsEnum(processStatuses...)), prop("filter.name_pattern", maxLen(256)), prop("filter.username", maxLen(64)),
 			prop("filter.min_cpu_percent", minimum(0)), prop("filter.min_memory_mb", minimum(0)),
 			prop("sort_by", enum("cpu_percent", "memory_percent", "memory_rss", "pid", "name", "create_time", "num_threads"), def("cpu_percent")),
@@ -190,7 +191,7 @@ func (a *Agent) registerProcess() {
 	add(a.tools, Spec[PIDIn, ProcessDetail]{
 		ID: "process.get_process_details", Title: "Process details",
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{prop("pid", minimum(1), maximum(1<<22))},
 		Run:         a.processDetails,
 		Summary: func(_ PIDIn, d ProcessDetail) string {
@@ -200,7 +201,7 @@ func (a *Agent) registerProcess() {
 	add(a.tools, Spec[SignalIn, SignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: config.SwitchProcessSignals},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum(signalNames()...))},
 		Run:         a.sendSignal,

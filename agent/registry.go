@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // registry holds the tools in registration order, by wire name and by id.
@@ -90,8 +91,8 @@ func (r *registry) remove(drop func(*tool) bool) []*tool {
 
 type principalKey struct{}
 
-func principalFrom(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
+func principalFrom(ctx context.Context) (identity.Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(identity.Principal)
 	return p, ok
 }
 
@@ -101,7 +102,7 @@ func (a *Agent) handler(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p, ok := principalFrom(ctx)
 		if !ok {
-			p = Principal{Name: "unknown", UID: -1}
+			p = identity.Principal{Name: "unknown", UID: -1}
 		}
 		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken()}
 		return a.invoke(ctx, t, c, req.Params.Arguments), nil

@@ -14,6 +14,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -201,7 +202,7 @@ func (a *Agent) registerService() {
 	add(a.tools, Spec[ServiceListIn, ServiceListOut]{
 		ID: "service.list_services", Title: "Services",
 		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("state", enum(serviceStatuses...)), prop("pattern", maxLen(256)),
 			prop("limit", minimum(1), maximum(1000), def(100)), prop("offset", minimum(0), maximum(100000), def(0))},
 		OutProps: []Prop{prop("services.status", enum(serviceStatuses...))},
@@ -217,7 +218,7 @@ func (a *Agent) registerService() {
 	add(a.tools, Spec[ServiceStatusIn, ServiceDetail]{
 		ID: "service.get_status", Title: "Service status",
 		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{nameProp, prop("log_lines", minimum(0), maximum(50), def(10))},
 		OutProps:    []Prop{prop("status", enum(serviceStatuses...))},
 		Run:         a.serviceStatus,
@@ -235,7 +236,7 @@ func (a *Agent) registerService() {
 	add(a.tools, Spec[ServiceControlIn, ServiceControlOut]{
 		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
 		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: gate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: gate},
 		Destructive: true,
 		Props:       []Prop{nameProp, prop("action", enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
 		OutProps:    []Prop{prop("timestamp", format("date-time"))},
@@ -250,7 +251,7 @@ func (a *Agent) registerService() {
 	add(a.tools, Spec[ServiceEnableIn, ServiceEnableOut]{
 		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
 		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: gate},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: gate},
 		Idempotent:  true,
 		Destructive: true, // disabling stops a service from coming back after a reboot
 		Props:       []Prop{nameProp},
@@ -265,7 +266,7 @@ func (a *Agent) registerService() {
 	add(a.tools, Spec[ServiceNameIn, ValidationOut]{
 		ID: "service.validate_unit_file", Title: "Validate a unit file",
 		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{nameProp},
 		Run: func(ctx context.Context, _ *Call, in ServiceNameIn) (ValidationOut, error) {
 			name, err := a.unitName(in.ServiceName)
@@ -477,7 +478,7 @@ func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn
 			return out, errf(CodeFailedPrecondition, "cannot stop %s because %d active services depend on it", name, len(deps)).
 				with("dependent_services", deps).with("suggestion", "Stop dependent services first, or use force=true to override").
 				hint("stop the dependent services first; an admin may pass force: true and confirm_breaking_dependencies: true")
-		case c.Principal.Role < RoleAdmin:
+		case c.Principal.Role < identity.RoleAdmin:
 			return out, errf(CodePermissionDenied, "stopping %s while %d active services depend on it needs role admin; %s has role %s",
 				name, len(deps), c.Principal.Name, c.Principal.Role).with("dependent_services", deps).with("required_role", "admin")
 		case !in.ConfirmBreakingDependencies:

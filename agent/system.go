@@ -9,6 +9,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -120,7 +121,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[NoArgs, BasicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
 		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		OutProps:    []Prop{prop("cpu_cores", minimum(1))},
 		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
 		Summary: func(_ NoArgs, b BasicInfo) string {
@@ -132,7 +133,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[NoArgs, Capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
-		Rule:        Rule{MinRole: RoleRead},
+		Rule:        Rule{MinRole: identity.RoleRead},
 		Run:         func(ctx context.Context, c *Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
 		Summary: func(_ NoArgs, cp Capabilities) string {
 			n := 0
@@ -150,7 +151,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[PowerIn, PowerOut]{
 		ID: "system.reboot", Title: "Reboot",
 		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskHigh, Gate: config.SwitchSystemReboot},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
 		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
@@ -161,7 +162,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[ShutdownIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
 		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
-		Rule:        Rule{MinRole: RoleAdmin, Risk: RiskCritical, Gate: config.SwitchSystemShutdown},
+		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, prop("force", def(false))),
 		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {
@@ -175,7 +176,7 @@ func (a *Agent) registerSystem() {
 	add(a.tools, Spec[CancelIn, CancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
 		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
-		Rule:        Rule{MinRole: RoleOperate, Risk: RiskLow},
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Idempotent:  true,
 		Run:         func(ctx context.Context, c *Call, _ CancelIn) (CancelPowerOut, error) { return a.cancelPower(ctx, c) },
 		Summary: func(_ CancelIn, o CancelPowerOut) string {
@@ -194,7 +195,7 @@ func (a *Agent) registerSystem() {
 func (a *Agent) healthSpec(id, title, desc string) Spec[NoArgs, HealthSnapshot] {
 	return Spec[NoArgs, HealthSnapshot]{
 		ID: id, Title: title, Description: desc,
-		Rule:     Rule{MinRole: RoleRead},
+		Rule:     Rule{MinRole: identity.RoleRead},
 		OutProps: healthProps,
 		Run:      func(ctx context.Context, _ *Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
 		Summary:  func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },

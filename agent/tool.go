@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // A tool is registered once at start-up from a typed spec. Everything a call
@@ -48,7 +50,7 @@ type tool struct {
 
 // Call is what a handler knows about the call it serves.
 type Call struct {
-	Principal     Principal
+	Principal     identity.Principal
 	CorrelationID string
 	Guard
 	Session       *mcp.ServerSession
