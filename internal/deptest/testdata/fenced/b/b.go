@@ -1,0 +1,4 @@
+// Package b links net/http.
+package b
+
+import _ "net/http"

@@ -1,0 +1,4 @@
+// Package c uses the standard library only.
+package c
+
+import _ "strings"

@@ -1,0 +1,3 @@
+module example.com/fenced
+
+go 1.25
