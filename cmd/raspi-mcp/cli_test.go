@@ -115,6 +115,7 @@ func TestClosestToolNames(t *testing.T) {
 // agent says what is actually wrong instead of repeating what the user did.
 func TestFindsLaptopModeAndHintsHonestly(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("HOME", t.TempDir()) // macOS keeps laptop mode under HOME
 	w := where{cfg: filepath.Join(t.TempDir(), "none.toml")}
 	if _, err := os.Stat(w.fileConfig().Agent.Socket); err == nil {
 		t.Skip("this machine runs a real agent")

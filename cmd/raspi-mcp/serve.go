@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,9 +225,18 @@ func laptopConfig(base config.Config, dir string) (config.Config, error) {
 }
 
 // simDir is the laptop-mode directory, shared with the client commands' --dir.
+// By default it must be the same for `serve --sim` in a terminal and for
+// `raspi-mcp stdio` started by an MCP client, which may pass only a few
+// variables (HOME, PATH, USER) on. On macOS TMPDIR is a per-user folder a
+// terminal has and such a child lacks, so the folder there hangs off HOME.
 func simDir(dir string) string {
 	if dir != "" {
 		return dir
+	}
+	if runtime.GOOS == "darwin" {
+		if c, err := os.UserCacheDir(); err == nil {
+			return filepath.Join(c, "raspi-mcp")
+		}
 	}
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
 		return filepath.Join(x, "raspi-mcp")
