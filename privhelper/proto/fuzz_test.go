@@ -32,6 +32,7 @@ var requestTypes = map[string]func() Validator{
 	ServiceControl.Name: func() Validator { return new(ServiceControlReq) },
 	ServiceEnable.Name:  func() Validator { return new(ServiceEnableReq) },
 	ProcessSignal.Name:  func() Validator { return new(ProcessSignalReq) },
+	AuditWitness.Name:   func() Validator { return new(AuditWitnessReq) },
 }
 
 func TestRequestTypesCoverTable(t *testing.T) {
