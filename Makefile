@@ -15,7 +15,7 @@ NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
 
-.PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross deb lint-deb clean
+.PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
@@ -126,6 +126,17 @@ cross:
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv7/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
 	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
 	@ls -l dist/*/
+
+# macOS laptop mode (darwin/arm64 and darwin/amd64): the binaries build, the
+# whole tree vets, and every package's test binary compiles and links
+# (-exec=true runs none of them), so nothing Linux-only creeps back in.
+cross-darwin:
+	GOOS=darwin GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/darwin-arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	GOOS=darwin GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/darwin-amd64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) test -exec=true -vet=off -count=1 ./...
+	GOOS=darwin GOARCH=amd64 $(GO) test -exec=true -vet=off -count=1 ./...
 
 # Debian packages for Raspberry Pi OS 32-bit (armhf, built for armv6 so it
 # also runs on a Pi Zero/1), 64-bit (arm64), and amd64 (the e2e VM).
