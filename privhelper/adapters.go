@@ -282,14 +282,3 @@ func (a cameraAdapter) Capture(ctx context.Context, r proto.CameraCaptureReq) (p
 	}
 	return proto.CameraPhoto{Path: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Taken: p.Taken}, nil
 }
-
-// NewSimBoard is the simulated board of laptop mode and `raspi-mcp
-// selftest`: 28 GPIO lines, hardware PWM, and I2C bus 1 with a BME280 at
-// 0x76 and a TMP102 at 0x48. The GPIO sim is returned too, for a caller that
-// checks what a write did; closeAll releases the lines and the bus.
-func NewSimBoard() (hw Hardware, pins *gpio.Sim, closeAll func()) {
-	pins = gpio.NewSim(28)
-	bus := hwi2c.NewSimBus(hwi2c.NewBME280(0x76), hwi2c.NewTMP102(0x48))
-	ic := I2CFrom(hwi2c.NewSimOpener(map[int]*hwi2c.SimBus{1: bus}), "/nonexistent")
-	return Hardware{GPIO: GPIOFrom(pins), PWM: PWMFrom(pwm.NewSim()), I2C: ic}, pins, func() { pins.Close(); ic.Close() }
-}

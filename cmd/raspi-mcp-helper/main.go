@@ -6,14 +6,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"os/user"
-	"strconv"
 	"syscall"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -57,10 +54,6 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}))
-	agentUID, _, err := lookupUser(cfg.Helper.AgentUser)
-	if err != nil {
-		return fmt.Errorf("helper.agent_user: %w", err)
-	}
 	var pw power.Power
 	backend := "linux"
 	if *sim {
@@ -79,12 +72,13 @@ func run() error {
 		}
 	}
 	hw, closeHW := hardware(*sim, log)
-	if *sim {
-		hw.Camera = privhelper.CameraFrom(camera.NewSim(cfg.Camera.MediaRoot), agentUID)
-	} else {
-		hw.Camera = privhelper.CameraFrom(camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot}), agentUID)
-	}
 	defer closeHW()
+	var cam camera.Camera
+	if *sim {
+		cam = camera.NewSim(cfg.Camera.MediaRoot)
+	} else {
+		cam = camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot})
+	}
 	ops, board, closeOps, err := operations(*sim, *simUnits, *simProcs, log)
 	if err != nil {
 		return err
@@ -94,16 +88,17 @@ func run() error {
 	if wit != nil {
 		defer wit.Close()
 	}
-	protected := protectedUIDs(cfg.Process.ProtectedUsers, lookupUser)
+	b := privhelper.Backends{Power: pw, Hardware: hw, Camera: cam, Ops: ops, Witness: wit,
+		Backend: backend, Version: version, Logger: log}
 	if board != nil {
 		// The simulated board's protected users are its own accounts.
-		protected = protectedUIDs(cfg.Process.ProtectedUsers, func(name string) (int, int, error) {
-			if uid, ok := procs.UserID(board.FS(), name); ok {
-				return uid, uid, nil
-			}
-			return 0, 0, fmt.Errorf("no user %q on the simulated board", name)
-		})
+		b.Accounts = func(name string) (int, bool) { return procs.UserID(board.FS(), name) }
 	}
+	opts, err := privhelper.OptionsFromConfig(&cfg, b)
+	if err != nil {
+		return err
+	}
+	agentUID := opts.Policy.AgentUID
 	// The agent runs as its own user: it must own the socket to connect. The
 	// group stays root's: the agent's group is the one SSH users are put in.
 	owner := -1
@@ -114,16 +109,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := privhelper.NewServer(privhelper.Options{
-		Policy: privhelper.Policy{
-			AgentUID: agentUID,
-			Reboot:   cfg.System.Enabled && cfg.System.Reboot,
-			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
-		},
-		Power: pw, Backend: backend, Version: version, Logger: log, Witness: wit,
-		Hardware: hw, HardwarePolicy: privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera},
-		Ops: ops, OpsPolicy: privhelper.OpsPolicy{Service: cfg.Service, Process: cfg.Process, ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers},
-	})
+	srv := privhelper.NewServer(opts)
 	// Relays off, inputs pulled as the owner said, before anyone may ask.
 	if err := srv.ApplySafeStates(context.Background()); err != nil {
 		log.Warn("some pins could not be put in their safe state", "err", err)
@@ -170,31 +156,6 @@ func openWitness(dir string, log *slog.Logger) *witness.Log {
 	return w
 }
 
-// lookupUser accepts a user name or a numeric uid.
-func lookupUser(name string) (uid, gid int, err error) {
-	if n, err := strconv.Atoi(name); err == nil {
-		if n < 0 {
-			return 0, 0, fmt.Errorf("invalid uid %d", n)
-		}
-		if u, err := user.LookupId(name); err == nil {
-			g, _ := strconv.Atoi(u.Gid)
-			return n, g, nil
-		}
-		return n, n, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		var unknown user.UnknownUserError
-		if errors.As(err, &unknown) {
-			return 0, 0, fmt.Errorf("no user %q on this system", name)
-		}
-		return 0, 0, err
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, nil
-}
-
 func level(s string) slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(s))
@@ -206,8 +167,8 @@ func level(s string) slog.Level {
 // (no gpiochip on this machine) is left out and its methods are not served.
 func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 	if sim {
-		hw, _, closeAll := privhelper.NewSimBoard()
-		return hw, closeAll
+		b := privhelper.NewSimBoard()
+		return b.Hardware(), b.Close
 	}
 	ic := privhelper.I2CFrom(i2c.NewLinux("/"), "/")
 	hw := privhelper.Hardware{PWM: privhelper.PWMFrom(pwm.NewSysfs("/")), I2C: ic}
@@ -251,17 +212,4 @@ func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops priv
 	}
 	ops.Units = privhelper.UnitsFrom(d)
 	return ops, nil, d.Close, nil
-}
-
-// protectedUIDs resolves [process] protected_users with lookup; a name
-// with no account protects nobody and is skipped, since there is no
-// process of it either.
-func protectedUIDs(names []string, lookup func(string) (uid, gid int, err error)) []int {
-	var out []int
-	for _, n := range names {
-		if uid, _, err := lookup(n); err == nil {
-			out = append(out, uid)
-		}
-	}
-	return out
 }

@@ -264,8 +264,9 @@ func (r *selftestRig) openStore(context.Context) (string, error) {
 // power.log, never performed.
 func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 	r.power = power.NewSim(filepath.Join(r.dir, "power.log"))
-	var hw privhelper.Hardware
-	hw, r.gpio, r.closeBoard = privhelper.NewSimBoard()
+	board := privhelper.NewSimBoard()
+	hw := board.Hardware()
+	r.gpio, r.closeBoard = board.GPIO, board.Close
 	// The helper opens the simulated systemd on its own, as the binary does.
 	helperUnits, err := units.NewSim(filepath.Join(r.dir, "units.json"))
 	if err != nil {
