@@ -13,10 +13,8 @@ import (
 	"net/netip"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,49 +23,42 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
-	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
-	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
-	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
-// rig is an agent on the simulated board with a real helper server, a real
-// bbolt file and real sockets: only the power backend records instead of acting.
+// rig is an agent on the simulated board (internal/simrig) with a real
+// helper server, a real bbolt file and real sockets: only the power
+// backend records instead of acting. The fields name the rig's parts the
+// tests reach for.
 type rig struct {
 	t      testing.TB
+	sim    *simrig.Rig
 	dir    string
 	cfg    *config.Config
 	db     *store.DB
 	pw     *power.Sim
 	gpio   *gpio.Sim // survives helper restarts, like the pins of a real board
 	pwm    *pwm.Sim
-	bus    *i2c.SimBus // bus 1: BME280 at 0x76, TMP102 at 0x48, plain registers at 0x50
-	bme    *i2c.BME280
-	units  *units.Sim // shared with the helper through its file, as in laptop mode
+	bme    *i2c.BME280 // on bus 1 at 0x76, beside a TMP102 at 0x48 and plain registers at 0x50
+	units  *units.Sim  // shared with the helper through its file, as in laptop mode
 	appLog *applog.Ring
 	a      *Agent
 	helper *client.Client
 
-	protectedUIDs []int // the helper's resolved [process] protected_users
 	// simProcs, when set (newSimRig), is the simulated board's process
 	// table, shared by the agent and the helper as in laptop mode; the
 	// network is then the simulated one too. Otherwise both read this
 	// machine's /proc, and the tests signal only their own children.
 	simProcs *procs.Sim
-
-	mu         sync.Mutex
-	stopHelper context.CancelFunc
-	helperDone chan struct{}
-	witness    *witness.Log // the helper's audit witness, reopened with each helper start
 }
 
 func currentUser(t testing.TB) string {
@@ -97,108 +88,41 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	db, err := store.Open(cfg.Agent.State, store.Options{})
+	s, err := simrig.Start(simrig.Options{Dir: dir, Config: cfg, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, dir: dir, cfg: &cfg, db: db, pw: power.NewSim(""), gpio: gpio.NewSim(28), pwm: pwm.NewSim()}
-	r.bme = i2c.NewBME280(0x76)
-	r.bus = i2c.NewSimBus(r.bme, i2c.NewTMP102(0x48), i2c.NewMemChip(0x50))
-	if r.units, err = units.NewSim(filepath.Join(dir, "units.json")); err != nil {
-		t.Fatal(err)
-	}
-	opts := Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
-		Version: "test", Mode: "sim", Units: r.units, Journal: r.units.Journal(), Root: os.DirFS("/"), Net: fixtureNet{root: os.DirFS("../hw/netinfo/testdata/pi4")}}
+	t.Cleanup(func() { s.Close() })
+	r := &rig{t: t, sim: s, dir: dir, cfg: s.Config, db: s.Store, pw: s.Power, gpio: s.Board.GPIO, pwm: s.Board.PWM,
+		bme: s.Board.BME280, units: s.Agent.Units, simProcs: s.Agent.Procs, helper: s.Helper, appLog: applog.NewRing(100)}
+	opts := Options{Config: r.cfg, Store: r.db, Sys: s.Agent.Sys, Helper: r.helper, Version: "test", Mode: "sim",
+		Units: r.units, Journal: r.units.Journal(), AppLog: r.appLog,
+		Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent"))}
 	if sim {
-		if r.simProcs, err = privhelper.NewSimProcesses(filepath.Join(dir, "procs.json"), r.units); err != nil {
-			t.Fatal(err)
-		}
-		boot, err := r.simProcs.BootTime()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys := sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
-		opts.Root, opts.Sys, opts.SimProcs, opts.Net = nil, sys, r.simProcs, SimNetwork(sys)
-		// The helper resolves protected users through the board's accounts.
-		for _, name := range cfg.Process.ProtectedUsers {
-			if uid, ok := procs.UserID(r.simProcs.FS(), name); ok {
-				r.protectedUIDs = append(r.protectedUIDs, uid)
-			}
-		}
+		opts.SimProcs, opts.Net = s.Agent.Procs, s.Agent.Net
+	} else {
+		opts.Root, opts.Net = os.DirFS("/"), fixtureNet{root: os.DirFS("../hw/netinfo/testdata/pi4")}
 	}
-	r.startHelper()
-	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test"})
-	r.appLog = applog.NewRing(100)
-	opts.Helper, opts.AppLog = r.helper, r.appLog
-	opts.Logger = slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent"))
-	r.a, err = New(opts)
-	if err != nil {
+	if r.a, err = New(opts); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		r.killHelper()
-		r.helper.Close()
-		r.pw.Close()
-		db.Close()
-	})
 	return r
 }
 
+// startHelper starts the helper server again after killHelper, as systemd
+// restarts a crashed helper.
 func (r *rig) startHelper() {
 	r.t.Helper()
-	ln, err := unixsock.Listen(r.cfg.Helper.Socket, privhelper.SocketMode, -1, -1)
-	if err != nil {
+	if err := r.sim.StartHelper(); err != nil {
 		r.t.Fatal(err)
 	}
-	// The helper opens the simulated systemd on its own, as the binary does.
-	helperUnits, err := units.NewSim(filepath.Join(r.dir, "units.json"))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	wit, err := witness.Open(r.cfg.Helper.StateDir)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	procsOps := privhelper.ProcessesFrom("/")
-	if r.simProcs != nil {
-		// The helper opens the table on its own, as the binary does.
-		sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), helperUnits)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		procsOps = privhelper.SimProcessesFrom(sp)
-	}
-	srv := privhelper.NewServer(privhelper.Options{
-		Witness: wit,
-		Hardware: privhelper.Hardware{GPIO: privhelper.GPIOFrom(r.gpio), PWM: privhelper.PWMFrom(r.pwm),
-			I2C:    privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir),
-			Camera: privhelper.CameraFrom(camera.NewSim(r.cfg.Camera.MediaRoot), os.Getuid())},
-		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
-		Policy:         privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
-		Power:          r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Ops:       privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: procsOps},
-		OpsPolicy: privhelper.OpsPolicy{Service: r.cfg.Service, Process: r.cfg.Process, ProtectedUIDs: r.protectedUIDs, ProtectedNames: r.cfg.Process.ProtectedUsers},
-	})
-	_ = srv.ApplySafeStates(context.Background()) // as the helper binary does at start
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = srv.Serve(ctx, ln); close(done) }()
-	r.mu.Lock()
-	r.stopHelper, r.helperDone, r.witness = cancel, done, wit
-	r.mu.Unlock()
 }
 
+// killHelper ends the helper server; the board keeps its state.
 func (r *rig) killHelper() {
-	r.mu.Lock()
-	stop, done, wit := r.stopHelper, r.helperDone, r.witness
-	r.stopHelper, r.witness = nil, nil
-	r.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
-	}
-	if wit != nil {
-		wit.Close()
+	r.t.Helper()
+	if err := r.sim.StopHelper(); err != nil {
+		r.t.Error(err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
-	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
@@ -21,24 +20,6 @@ type Network interface {
 	DNSServers(ctx context.Context) ([]string, error)
 	Connections(ctx context.Context, protos []string) ([]netinfo.Conn, error)
 	Neighbors(ctx context.Context) ([]netinfo.Neighbor, error)
-}
-
-// SimNetwork is laptop mode's network: the simulated board's interfaces,
-// routes and sockets, with the traffic counters of sys (the simulated
-// system information) so the network tools and the metrics agree.
-func SimNetwork(sys sysinfo.CounterSource) netinfo.Sim {
-	return netinfo.Sim{Stats: func(ctx context.Context) (map[string]netinfo.Stats, error) {
-		c, err := sys.Counters(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[string]netinfo.Stats, len(c.Net))
-		for _, n := range c.Net {
-			out[n.Name] = netinfo.Stats{BytesSent: n.TxBytes, BytesRecv: n.RxBytes, PacketsSent: n.TxPackets, PacketsRecv: n.RxPackets,
-				ErrorsIn: n.RxErrors, ErrorsOut: n.TxErrors, DropsIn: n.RxDrops, DropsOut: n.TxDrops}
-		}
-		return out, nil
-	}}
 }
 
 // IPv4Address is addendum §1.1.

@@ -204,9 +204,6 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 		me = c.Helper.AgentUser
 		c.Process.ProtectedUsers = []string{me}
 	})
-	r.protectedUIDs = []int{os.Getuid()}
-	r.killHelper()
-	r.startHelper()
 	target := child(t, nil, "sleep", "300")
 	res, sc := r.as(admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
 	if errCode(res, sc) != CodePermissionDenied {

@@ -28,12 +28,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
-	"github.com/raspi-mcp/raspi-mcp/hw/power"
-	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
-	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
-	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
@@ -174,22 +170,18 @@ func runtimeInfo() string {
 	return fmt.Sprintf("%s, %d %s", s, runtime.NumCPU(), cpus)
 }
 
-// selftestRig is what the steps share: the laptop-mode device, built as the
-// agent tests' rig builds it, with the helper server in this process.
+// selftestRig is what the steps share: the simulated device of
+// internal/simrig, as the agent tests build it, with the helper server in
+// this process.
 type selftestRig struct {
-	dir        string
-	tempDir    bool // created here, removed by close
-	log        io.Writer
-	cfg        config.Config
-	db         *store.DB
-	power      *power.Sim
-	gpio       *gpio.Sim // the sim board's lines, to see what a write did
-	closeBoard func()
-	witness    *witness.Log // the helper's audit witness, in the selftest dir
-	helper     *client.Client
-	session    *mcp.ClientSession
+	dir     string
+	tempDir bool // created here, removed by close
+	log     io.Writer
+	cfg     config.Config
+	rig     *simrig.Rig // nil before the store step
+	session *mcp.ClientSession
 
-	stopHelper, stopAgent func() error // nil when not running
+	stopAgent func() error // nil when not running
 
 	pin, deniedPin int    // an allowed output pin, and a pin not in the allowlist
 	audited        int    // audit records seen by audit_chain, checked after reopening
@@ -246,13 +238,22 @@ func (r *selftestRig) config(context.Context) (string, error) {
 	return fmt.Sprintf("%s, user %s, %d GPIO pins, %d sensors", r.dir, name, len(r.cfg.GPIO.Pins), len(r.cfg.I2C.Sensors)), nil
 }
 
+// openStore builds the simulated device around the config and opens its
+// bbolt file.
 func (r *selftestRig) openStore(context.Context) (string, error) {
-	db, err := store.Open(r.cfg.Agent.State, store.Options{})
+	rig, err := simrig.New(simrig.Options{Dir: r.dir, Config: r.cfg, Version: version,
+		HelperLog: slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("source", "helper"),
+		PowerLog:  filepath.Join(r.dir, "power.log"),
+		// Generous timeouts: under qemu-user every call is many times slower.
+		HelperTimeout: 30 * time.Second, DialTimeout: 10 * time.Second})
 	if err != nil {
 		return "", err
 	}
-	r.db = db
-	size, err := db.Size()
+	r.rig = rig
+	if err := rig.OpenStore(); err != nil {
+		return "", err
+	}
+	size, err := rig.Store.Size()
 	if err != nil {
 		return "", err
 	}
@@ -263,45 +264,13 @@ func (r *selftestRig) openStore(context.Context) (string, error) {
 // simulated board of `raspi-mcp-helper --sim`; power actions are recorded in
 // power.log, never performed.
 func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
-	r.power = power.NewSim(filepath.Join(r.dir, "power.log"))
-	board := privhelper.NewSimBoard()
-	hw := board.Hardware()
-	r.gpio, r.closeBoard = board.GPIO, board.Close
-	// The helper opens the simulated systemd on its own, as the binary does.
-	helperUnits, err := units.NewSim(filepath.Join(r.dir, "units.json"))
-	if err != nil {
+	if err := r.rig.StartHelper(); err != nil {
 		return "", err
 	}
-	helperProcs, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), helperUnits)
-	if err != nil {
-		return "", err
+	if r.rig.SafeStates != nil {
+		return "", fmt.Errorf("safe states: %w", r.rig.SafeStates)
 	}
-	log := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("source", "helper")
-	if r.witness, err = witness.Open(r.cfg.Helper.StateDir); err != nil {
-		return "", err
-	}
-	srv := privhelper.NewServer(privhelper.Options{
-		Witness: r.witness,
-		Policy: privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Enabled && r.cfg.System.Reboot,
-			Poweroff: r.cfg.System.Enabled && r.cfg.System.Shutdown},
-		Power: r.power, Backend: "sim", Version: version, Logger: log,
-		Hardware:       hw,
-		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
-		Ops:            privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.SimProcessesFrom(helperProcs)},
-		OpsPolicy:      privhelper.OpsPolicy{Service: r.cfg.Service, Process: r.cfg.Process, ProtectedNames: r.cfg.Process.ProtectedUsers},
-	})
-	if err := srv.ApplySafeStates(ctx); err != nil {
-		return "", fmt.Errorf("safe states: %w", err)
-	}
-	ln, err := unixsock.Listen(r.cfg.Helper.Socket, privhelper.SocketMode, -1, -1)
-	if err != nil {
-		return "", err
-	}
-	r.stopHelper = serveUntilStopped(func(ctx context.Context) error { return srv.Serve(ctx, ln) })
-	// Generous timeouts: under qemu-user every call is many times slower.
-	r.helper = client.New(client.Options{Socket: r.cfg.Helper.Socket, ClientName: "raspi-mcp/" + version,
-		Timeout: 30 * time.Second, DialTimeout: 10 * time.Second})
-	st, err := client.Call(ctx, r.helper, proto.Status, proto.StatusReq{})
+	st, err := client.Call(ctx, r.rig.Helper, proto.Status, proto.StatusReq{})
 	if err != nil {
 		return "", fmt.Errorf("helper status: %w", err)
 	}
@@ -316,22 +285,10 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 func (r *selftestRig) startAgent(context.Context) (string, error) {
 	ring := applog.NewRing(200)
 	log := slog.New(ring.Handler(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn}), "agent"))
-	u, err := units.NewSim(filepath.Join(r.dir, "units.json"))
-	if err != nil {
-		return "", err
-	}
-	sp, err := privhelper.NewSimProcesses(filepath.Join(r.dir, "procs.json"), u)
-	if err != nil {
-		return "", err
-	}
-	boot, err := sp.BootTime()
-	if err != nil {
-		return "", err
-	}
-	sys := sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
-	a, err := agent.New(agent.Options{Config: &r.cfg, Store: r.db, Sys: sys, Helper: r.helper,
-		Version: version, Build: commit, Mode: "sim", Logger: log, AppLog: ring, Units: u, Journal: u.Journal(),
-		SimProcs: sp, Net: agent.SimNetwork(sys)})
+	b := r.rig.Agent
+	a, err := agent.New(agent.Options{Config: r.rig.Config, Store: r.rig.Store, Sys: b.Sys, Helper: r.rig.Helper,
+		Version: version, Build: commit, Mode: "sim", Logger: log, AppLog: ring, Units: b.Units, Journal: b.Units.Journal(),
+		SimProcs: b.Procs, Net: b.Net})
 	if err != nil {
 		return "", err
 	}
@@ -432,7 +389,7 @@ func (r *selftestRig) gpioWrite(ctx context.Context) (string, error) {
 		if w.Value != v || p.Value != v {
 			return "", fmt.Errorf("GPIO%d: wrote %s, write says %q, read says %q", r.pin, v, w.Value, p.Value)
 		}
-		line, err := r.gpio.Read(ctx, r.pin)
+		line, err := r.rig.Board.GPIO.Read(ctx, r.pin)
 		if err != nil {
 			return "", err
 		}
@@ -486,10 +443,10 @@ func (r *selftestRig) denied(ctx context.Context) (string, error) {
 		}
 		got = append(got, c.tool+" → "+code)
 	}
-	if line, err := r.gpio.Read(ctx, r.deniedPin); err == nil && line != 0 {
+	if line, err := r.rig.Board.GPIO.Read(ctx, r.deniedPin); err == nil && line != 0 {
 		return "", fmt.Errorf("GPIO%d is high after a denied write", r.deniedPin)
 	}
-	if ev := r.power.Events(); len(ev) != 0 {
+	if ev := r.rig.Power.Events(); len(ev) != 0 {
 		return "", fmt.Errorf("power events after a refused reboot: %v", ev)
 	}
 	return fmt.Sprintf("GPIO%d: %s", r.deniedPin, strings.Join(got, ", ")), nil
@@ -503,7 +460,7 @@ func (r *selftestRig) rebootDryRun(ctx context.Context) (string, error) {
 	if !o.DryRun || o.Scheduled || len(o.Plan) == 0 {
 		return "", fmt.Errorf("dry run: dry_run %v, scheduled %v, %d plan steps", o.DryRun, o.Scheduled, len(o.Plan))
 	}
-	if ev := r.power.Events(); len(ev) != 0 {
+	if ev := r.rig.Power.Events(); len(ev) != 0 {
 		return "", fmt.Errorf("the sim power log has %d events after a dry run", len(ev))
 	}
 	if fi, err := os.Stat(filepath.Join(r.dir, "power.log")); err == nil && fi.Size() > 0 {
@@ -520,7 +477,7 @@ func (r *selftestRig) auditChain(ctx context.Context) (string, error) {
 	if !v.OK {
 		return "", fmt.Errorf("audit chain broken: %+v", v.Problems)
 	}
-	total, denied, _, _, err := r.db.AuditCounts()
+	total, denied, _, _, err := r.rig.Store.AuditCounts()
 	if err != nil {
 		return "", err
 	}
@@ -540,10 +497,10 @@ func (r *selftestRig) metricsStore(context.Context) (string, error) {
 		DiskTotal: 16 << 30, DiskUsed: 3 << 30, HasThrottle: true, Throttle: 1<<16 | 1<<2,
 		Net:  []store.NetRate{{Name: "wlan0", RxBytesPerSec: 1024, TxBytesPerSec: 512}},
 		Disk: []store.DiskRate{{Name: "mmcblk0", ReadBytesPerSec: 4096, BusyPercent: 1.5}}}
-	if err := r.db.AppendSamples(r.sampleJob, []store.Sample{r.sample}); err != nil {
+	if err := r.rig.Store.AppendSamples(r.sampleJob, []store.Sample{r.sample}); err != nil {
 		return "", err
 	}
-	if err := r.checkSample(r.db); err != nil {
+	if err := r.checkSample(r.rig.Store); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("1 sample written to job %q and read back equal", r.sampleJob), nil
@@ -583,13 +540,8 @@ func (r *selftestRig) shutdown(context.Context) (string, error) {
 		errs = append(errs, wrapErr("agent", r.stopAgent()))
 		r.stopAgent = nil
 	}
-	if r.stopHelper != nil {
-		errs = append(errs, wrapErr("helper", r.stopHelper()))
-		r.stopHelper = nil
-	}
-	if r.db != nil {
-		errs = append(errs, wrapErr("store", r.db.Close()))
-		r.db = nil
+	if r.rig != nil {
+		errs = append(errs, r.rig.StopHelper(), wrapErr("store", r.rig.CloseStore()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return "", err
@@ -667,17 +619,8 @@ func firstLine(s string) string {
 // close releases whatever the steps left open and removes a temporary dir.
 func (r *selftestRig) close() error {
 	_, err := r.shutdown(context.Background())
-	if r.helper != nil {
-		r.helper.Close()
-	}
-	if r.closeBoard != nil {
-		r.closeBoard()
-	}
-	if r.witness != nil {
-		err = errors.Join(err, r.witness.Close())
-	}
-	if r.power != nil {
-		err = errors.Join(err, r.power.Close())
+	if r.rig != nil {
+		err = errors.Join(err, r.rig.Close())
 	}
 	if r.tempDir {
 		err = errors.Join(err, os.RemoveAll(r.dir))

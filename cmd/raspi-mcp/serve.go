@@ -26,11 +26,10 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
-	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
-	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"github.com/raspi-mcp/raspi-mcp/sdnotify"
@@ -59,12 +58,10 @@ func cmdServe(args []string) error {
 	defer stop()
 
 	var (
-		cfg      config.Config
-		mode     = "device"
-		sys      sysinfo.Source
-		simProcs *procs.Sim
-		simSys   *sysinfo.Sim
-		simUnits *units.Sim
+		cfg   config.Config
+		mode  = "device"
+		sys   sysinfo.Source
+		board simrig.AgentSide
 	)
 	if *sim {
 		// A second laptop-mode agent in the same directory would take the
@@ -90,19 +87,10 @@ func cmdServe(args []string) error {
 		// The simulated board's systemd and processes, shared with the
 		// helper child through units.json and procs.json; the system's
 		// uptime counts from the same boot.
-		simDir := filepath.Dir(cfg.Agent.Socket)
-		if simUnits, err = units.NewSim(filepath.Join(simDir, "units.json")); err != nil {
+		if board, err = simrig.OpenAgentSide(filepath.Dir(cfg.Agent.Socket)); err != nil {
 			return err
 		}
-		if simProcs, err = privhelper.NewSimProcesses(filepath.Join(simDir, "procs.json"), simUnits); err != nil {
-			return err
-		}
-		boot, err := simProcs.BootTime()
-		if err != nil {
-			return err
-		}
-		simSys = sysinfo.NewSim(sysinfo.SimOptions{Start: boot})
-		sys = simSys
+		sys = board.Sys
 	} else {
 		if cfg, err = config.Load(*cfgPath); err != nil {
 			return err
@@ -147,8 +135,8 @@ func cmdServe(args []string) error {
 	if *sim {
 		// Nothing of this machine: processes, network and units are the
 		// simulated board's.
-		opts.SimProcs, opts.Net = simProcs, agent.SimNetwork(simSys)
-		opts.Units, opts.Journal = simUnits, simUnits.Journal()
+		opts.SimProcs, opts.Net = board.Procs, board.Net
+		opts.Units, opts.Journal = board.Units, board.Units.Journal()
 	} else {
 		u, err := units.NewDBus(ctx)
 		if err != nil {

@@ -1,0 +1,74 @@
+package simrig
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/privhelper"
+)
+
+// The simulated board's state files, shared by the agent and the helper
+// (in laptop mode, two processes) in the device's directory.
+const (
+	unitsFile = "units.json"
+	procsFile = "procs.json"
+)
+
+// AgentSide is what the agent reads of the simulated board: laptop mode's
+// values of agent.Options' Units, Journal (Units.Journal()), SimProcs, Sys
+// and Net, so nothing of the host machine is read.
+type AgentSide struct {
+	Units *units.Sim
+	Procs *procs.Sim // nil when the processes are the host's
+	Sys   *sysinfo.Sim
+	Net   netinfo.Sim
+}
+
+// OpenAgentSide opens the board's systemd and process table in dir, which
+// the helper opens too, with the system's uptime counted from the
+// table's boot and the network's counters from the system's.
+func OpenAgentSide(dir string) (AgentSide, error) { return openAgentSide(dir, false) }
+
+func openAgentSide(dir string, hostProcs bool) (AgentSide, error) {
+	var a AgentSide
+	var err error
+	if a.Units, err = unitsIn(dir); err != nil {
+		return a, err
+	}
+	var so sysinfo.SimOptions
+	if !hostProcs {
+		if a.Procs, err = privhelper.NewSimProcesses(filepath.Join(dir, procsFile), a.Units); err != nil {
+			return a, err
+		}
+		if so.Start, err = a.Procs.BootTime(); err != nil {
+			return a, err
+		}
+	}
+	a.Sys = sysinfo.NewSim(so)
+	a.Net = Network(a.Sys)
+	return a, nil
+}
+
+func unitsIn(dir string) (*units.Sim, error) { return units.NewSim(filepath.Join(dir, unitsFile)) }
+
+// Network is laptop mode's network: the simulated board's interfaces,
+// routes and sockets, with the traffic counters of sys (the simulated
+// system information) so the network tools and the metrics agree.
+func Network(sys sysinfo.CounterSource) netinfo.Sim {
+	return netinfo.Sim{Stats: func(ctx context.Context) (map[string]netinfo.Stats, error) {
+		c, err := sys.Counters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]netinfo.Stats, len(c.Net))
+		for _, n := range c.Net {
+			out[n.Name] = netinfo.Stats{BytesSent: n.TxBytes, BytesRecv: n.RxBytes, PacketsSent: n.TxPackets, PacketsRecv: n.RxPackets,
+				ErrorsIn: n.RxErrors, ErrorsOut: n.TxErrors, DropsIn: n.RxDrops, DropsOut: n.TxDrops}
+		}
+		return out, nil
+	}}
+}
