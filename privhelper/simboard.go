@@ -3,7 +3,9 @@ package privhelper
 import (
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	hwi2c "github.com/raspi-mcp/raspi-mcp/hw/i2c"
+	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 )
 
 // SimBoard is the simulated board's hardware, one definition for laptop
@@ -39,4 +41,30 @@ func (b *SimBoard) Hardware() Hardware {
 func (b *SimBoard) Close() {
 	b.GPIO.Close()
 	b.i2c.Close()
+}
+
+// OpenSimOps opens the helper's own handles on the simulated board's
+// systemd and process table, in the state files it shares with the agent
+// (`raspi-mcp-helper --sim --sim-units --sim-procs`). An empty path leaves
+// that backend out: then no unit is controlled, or no process signalled,
+// and never one of this machine. accounts resolves protected users among
+// the board's own accounts, which its processes run as; it is nil without
+// a process table.
+func OpenSimOps(unitsPath, procsPath string) (ops Ops, accounts func(name string) (uid int, ok bool), err error) {
+	var u *units.Sim
+	if unitsPath != "" {
+		if u, err = units.NewSim(unitsPath); err != nil {
+			return Ops{}, nil, err
+		}
+		ops.Units = UnitsFrom(u)
+	}
+	if procsPath != "" {
+		sp, err := NewSimProcesses(procsPath, u)
+		if err != nil {
+			return Ops{}, nil, err
+		}
+		ops.Processes = SimProcessesFrom(sp)
+		accounts = func(name string) (int, bool) { return procs.UserID(sp.FS(), name) }
+	}
+	return ops, accounts, nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
-	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
@@ -79,7 +78,7 @@ func run() error {
 	} else {
 		cam = camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot})
 	}
-	ops, board, closeOps, err := operations(*sim, *simUnits, *simProcs, log)
+	ops, accounts, closeOps, err := operations(*sim, *simUnits, *simProcs, log)
 	if err != nil {
 		return err
 	}
@@ -88,13 +87,8 @@ func run() error {
 	if wit != nil {
 		defer wit.Close()
 	}
-	b := privhelper.Backends{Power: pw, Hardware: hw, Camera: cam, Ops: ops, Witness: wit,
-		Backend: backend, Version: version, Logger: log}
-	if board != nil {
-		// The simulated board's protected users are its own accounts.
-		b.Accounts = func(name string) (int, bool) { return procs.UserID(board.FS(), name) }
-	}
-	opts, err := privhelper.OptionsFromConfig(&cfg, b)
+	opts, err := privhelper.OptionsFromConfig(&cfg, privhelper.Backends{Power: pw, Hardware: hw, Camera: cam, Ops: ops,
+		Witness: wit, Backend: backend, Version: version, Logger: log, Accounts: accounts})
 	if err != nil {
 		return err
 	}
@@ -183,26 +177,14 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 
 // operations opens systemd and the process signaller: on a device, systemd
 // over D-Bus and the real /proc; under --sim, the simulated systemd and
-// process table in the files the agent shares (board, nil without
-// --sim-procs: then no process is signalled, and never a real one).
-// Without a system bus the service methods are not served; signals on a
-// device always are.
-func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops privhelper.Ops, board *procs.Sim, closeAll func(), err error) {
+// process table in the files the agent shares, with the board's accounts
+// for protected users (nil without --sim-procs: then no process is
+// signalled, and never a real one). Without a system bus the service
+// methods are not served; signals on a device always are.
+func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops privhelper.Ops, accounts func(string) (int, bool), closeAll func(), err error) {
 	if sim {
-		var u *units.Sim
-		if simUnits != "" {
-			if u, err = units.NewSim(simUnits); err != nil {
-				return ops, nil, nil, err
-			}
-			ops.Units = privhelper.UnitsFrom(u)
-		}
-		if simProcs != "" {
-			if board, err = privhelper.NewSimProcesses(simProcs, u); err != nil {
-				return ops, nil, nil, err
-			}
-			ops.Processes = privhelper.SimProcessesFrom(board)
-		}
-		return ops, board, func() {}, nil
+		ops, accounts, err = privhelper.OpenSimOps(simUnits, simProcs)
+		return ops, accounts, func() {}, err
 	}
 	ops.Processes = privhelper.ProcessesFrom("/")
 	d, err := units.NewDBus(context.Background())

@@ -24,7 +24,6 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	hwi2c "github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
-	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -179,22 +178,17 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 // helperOps opens the helper's own handles on the simulated systemd and
 // process table, as the binary does with --sim-units and --sim-procs.
 func (r *Rig) helperOps(b privhelper.Backends) (privhelper.Backends, error) {
-	u, err := unitsIn(r.o.Dir)
-	if err != nil {
+	procsPath := filepath.Join(r.o.Dir, procsFile)
+	if r.o.HostProcesses {
+		procsPath = ""
+	}
+	var err error
+	if b.Ops, b.Accounts, err = privhelper.OpenSimOps(filepath.Join(r.o.Dir, unitsFile), procsPath); err != nil {
 		return b, err
 	}
-	b.Ops.Units = privhelper.UnitsFrom(u)
 	if r.o.HostProcesses {
 		b.Ops.Processes = privhelper.ProcessesFrom("/")
-		return b, nil
 	}
-	sp, err := privhelper.NewSimProcesses(filepath.Join(r.o.Dir, procsFile), u)
-	if err != nil {
-		return b, err
-	}
-	b.Ops.Processes = privhelper.SimProcessesFrom(sp)
-	// The board's processes run as the board's own accounts.
-	b.Accounts = func(name string) (int, bool) { return procs.UserID(sp.FS(), name) }
 	return b, nil
 }
 
