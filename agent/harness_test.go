@@ -87,7 +87,8 @@ func newRig(t testing.TB, mod func(*config.Config)) *rig {
 		t.Fatal(err)
 	}
 	r.startHelper()
-	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test"})
+	// A busy machine must not turn a slow hello into "helper unavailable".
+	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test", DialTimeout: hangGuard / 2})
 	r.appLog = applog.NewRing(100)
 	r.a, err = New(Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
 		Version: "test", Mode: "sim", Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent")),
@@ -235,12 +236,21 @@ func (r *rig) serveWith(opts *mcp.ClientOptions) *mcp.ClientSession {
 	return s
 }
 
+// hangGuard is how long a test waits for something that must happen before
+// it gives up. It only keeps a broken build from hanging: on a busy shared
+// machine a wait that usually takes milliseconds can take seconds, so no
+// verdict may depend on how quickly a condition becomes true.
+const hangGuard = 60 * time.Second
+
+// waitFor polls ok until it holds. limit is what the wait normally needs;
+// the test fails only once neither it nor hangGuard is left.
 func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 	t.Helper()
+	limit = max(limit, hangGuard)
 	deadline := time.Now().Add(limit)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
