@@ -81,7 +81,7 @@ func startEverything(t testing.TB, port int) *everything {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.kill)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
@@ -120,7 +120,7 @@ func withUpstream(t testing.TB, port int) *sim {
 
 func waitTools(t testing.TB, cs *mcp.ClientSession, name string) []string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		res, err := cs.ListTools(context.Background(), nil)
 		if err != nil {
@@ -245,7 +245,7 @@ func TestServerEverythingMounted(t *testing.T) {
 
 	// Back on the same port: the same session works again.
 	startEverything(t, port)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		res, _ := call(t, cs, "everything_echo", map[string]any{"message": "back"})
 		if !res.IsError && strings.Contains(textOf(res), "back") {
