@@ -87,8 +87,8 @@ func newRig(t testing.TB, mod func(*config.Config)) *rig {
 		t.Fatal(err)
 	}
 	r.startHelper()
-	// A busy machine must not turn a slow hello into "helper unavailable".
-	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test", DialTimeout: hangGuard / 2})
+	// A busy machine must not turn a slow hello or call into "helper unavailable".
+	r.helper = client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/test", DialTimeout: hangGuard / 2, Timeout: hangGuard / 2})
 	r.appLog = applog.NewRing(100)
 	r.a, err = New(Options{Config: &cfg, Store: db, Sys: sysinfo.NewSim(sysinfo.SimOptions{}), Helper: r.helper,
 		Version: "test", Mode: "sim", Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent")),
@@ -121,6 +121,7 @@ func (r *rig) startHelper() {
 			I2C:    privhelper.I2CFrom(i2c.NewSimOpener(map[int]*i2c.SimBus{1: r.bus}), r.dir),
 			Camera: privhelper.CameraFrom(camera.NewSim(r.cfg.Camera.MediaRoot), os.Getuid())},
 		HardwarePolicy: privhelper.HardwarePolicy{GPIO: r.cfg.GPIO, I2C: r.cfg.I2C, Camera: r.cfg.Camera},
+		HandlerTimeout: hangGuard / 2, // a busy machine can take seconds to encode a sim photo
 		Policy:         privhelper.Policy{AgentUID: os.Getuid(), Reboot: r.cfg.System.Reboot, Poweroff: r.cfg.System.Shutdown},
 		Power:          r.pw, Backend: "sim", Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Ops:       privhelper.Ops{Units: privhelper.UnitsFrom(helperUnits), Processes: privhelper.ProcessesFrom("/")},
