@@ -127,9 +127,27 @@ func lanRigWith(t *testing.T, f *fakeLAN, timeout time.Duration, opts *mcp.Clien
 		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://" + f.addr + "/mcp", Deny: []string{"hidden*"}, Timeout: config.Duration(timeout)}}
 	})
 	cs := r.serveWith(opts)
+	// Tools are mounted one at a time: wait until our client lists every
+	// one the upstream exposes, not just the first to appear.
+	d := r.a.lan[0]
 	waitFor(t, "the upstream's tools", hangGuard, func() bool {
-		_, ok := r.a.tools.lookup("hs4_devices_get_level")
-		return ok
+		want := 0
+		for _, ut := range d.client.Tools() {
+			if d.cfg.Exposes(ut.Name) {
+				want++
+			}
+		}
+		lt, err := cs.ListTools(context.Background(), nil)
+		if err != nil || want == 0 {
+			return false
+		}
+		n := 0
+		for _, tl := range lt.Tools {
+			if strings.HasPrefix(tl.Name, "hs4_") {
+				n++
+			}
+		}
+		return n == want
 	})
 	return r, cs
 }
