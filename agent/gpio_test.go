@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -100,13 +101,15 @@ func TestGPIOWritesOffAndBusyLine(t *testing.T) {
 // A timed write is a lease: the pin comes back by itself, audited.
 func TestGPIOLeaseReverts(t *testing.T) {
 	r := newRig(t, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.a.reverter.run(ctx)
 	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 300})
 	if res.IsError || sc["revert_to"] != "low" || sc["revert_at"] == nil || level17(t, r) != 1 {
 		t.Fatalf("%v", sc)
 	}
+	// The reverter starts only now, so a slow machine cannot end the lease
+	// before the check above; it ends it when due (at once if overdue).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.a.reverter.run(ctx)
 	waitFor(t, "revert and its audit record", 5*time.Second, func() bool { return level17(t, r) == 0 && r.auditCount() == 2 })
 	recs, _, _ := r.db.QueryAudit(store.AuditQuery{Limit: 1})
 	if recs[0].Tool != "gpio.write_pin" || recs[0].Reason != "lease ended: revert" || recs[0].Principal != "op" {
@@ -139,7 +142,15 @@ func TestGPIOLeaseSurvivesRestartAndHelperOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.a.reverter.run(ctx) // the agent restarts
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "two failed revert attempts", hangGuard, func() bool {
+		n := 0
+		for _, e := range r.appLog.Entries(slog.LevelWarn, "agent", 100) {
+			if strings.Contains(e.Message, "gpio revert failed") {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	if level17(t, r) != 1 {
 		t.Fatal("reverted without a helper?")
 	}

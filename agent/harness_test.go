@@ -88,7 +88,9 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := simrig.Start(simrig.Options{Dir: dir, Config: cfg, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim})
+	s, err := simrig.Start(simrig.Options{Dir: dir, Config: cfg, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim,
+		// A busy machine must not turn a slow hello, call or sim photo into "helper unavailable".
+		HelperTimeout: hangGuard / 2, DialTimeout: hangGuard / 2, HandlerTimeout: hangGuard / 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,12 +218,21 @@ func (r *rig) serveWith(opts *mcp.ClientOptions) *mcp.ClientSession {
 	return s
 }
 
+// hangGuard is how long a test waits for something that must happen before
+// it gives up. It only keeps a broken build from hanging: on a busy shared
+// machine a wait that usually takes milliseconds can take seconds, so no
+// verdict may depend on how quickly a condition becomes true.
+const hangGuard = 60 * time.Second
+
+// waitFor polls ok until it holds. limit is what the wait normally needs;
+// the test fails only once neither it nor hangGuard is left.
 func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 	t.Helper()
+	limit = max(limit, hangGuard)
 	deadline := time.Now().Add(limit)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -113,18 +113,41 @@ func (f *fakeLAN) start(t *testing.T, addr string) {
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 }
 
+// lanRig mounts f with a per-call timeout that is only a hang guard: its
+// calls must be answered however busy the machine is.
 func lanRig(t *testing.T, f *fakeLAN) (*rig, *mcp.ClientSession) {
-	return lanRigWith(t, f, nil)
+	return lanRigWith(t, f, hangGuard/2, nil)
 }
 
-func lanRigWith(t *testing.T, f *fakeLAN, opts *mcp.ClientOptions) (*rig, *mcp.ClientSession) {
+// lanRigWith mounts f with the given per-call timeout. A short one also
+// bounds the health ping that follows a timed-out call, so keep it well above
+// a loopback round trip on a busy machine.
+func lanRigWith(t *testing.T, f *fakeLAN, timeout time.Duration, opts *mcp.ClientOptions) (*rig, *mcp.ClientSession) {
 	r := newRig(t, func(c *config.Config) {
-		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://" + f.addr + "/mcp", Deny: []string{"hidden*"}, Timeout: config.Duration(time.Second)}}
+		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://" + f.addr + "/mcp", Deny: []string{"hidden*"}, Timeout: config.Duration(timeout)}}
 	})
 	cs := r.serveWith(opts)
-	waitFor(t, "the upstream's tools", 10*time.Second, func() bool {
-		_, ok := r.a.tools.lookup("hs4_devices_get_level")
-		return ok
+	// Tools are mounted one at a time: wait until our client lists every
+	// one the upstream exposes, not just the first to appear.
+	d := r.a.lan[0]
+	waitFor(t, "the upstream's tools", hangGuard, func() bool {
+		want := 0
+		for _, ut := range d.client.Tools() {
+			if d.cfg.Exposes(ut.Name) {
+				want++
+			}
+		}
+		lt, err := cs.ListTools(context.Background(), nil)
+		if err != nil || want == 0 {
+			return false
+		}
+		n := 0
+		for _, tl := range lt.Tools {
+			if strings.HasPrefix(tl.Name, "hs4_") {
+				n++
+			}
+		}
+		return n == want
 	})
 	return r, cs
 }
@@ -225,7 +248,7 @@ func TestLANDryRunPassThroughTimeoutProgressListChanged(t *testing.T) {
 	f := newFakeLAN(t)
 	var progress atomic.Int64
 	changed := make(chan struct{}, 8)
-	r, cs := lanRigWith(t, f, &mcp.ClientOptions{
+	r, cs := lanRigWith(t, f, 2*time.Second, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -249,7 +272,7 @@ func TestLANDryRunPassThroughTimeoutProgressListChanged(t *testing.T) {
 	}
 	waitFor(t, "progress forwarded", 5*time.Second, func() bool { return progress.Load() >= 1 })
 
-	// Hangs past the 1 s timeout: unavailable, and the upstream's handler is cancelled.
+	// Hangs past the 2 s timeout: unavailable, and the upstream's handler is cancelled.
 	res, sc = r.as(admin, "hs4_slow_report", map[string]any{"hang": true})
 	if errCode(res, sc) != CodeUnavailable {
 		t.Fatalf("hanging call: %v", sc)
@@ -266,7 +289,7 @@ func TestLANDryRunPassThroughTimeoutProgressListChanged(t *testing.T) {
 		})
 	select {
 	case <-changed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("no tools/list_changed reached our client")
 	}
 	waitFor(t, "hs4_new_thing listed", 5*time.Second, func() bool {

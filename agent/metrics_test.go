@@ -67,7 +67,19 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	_, l := r.as(admin, "metrics_list_sampling_jobs", nil)
 	j := l["jobs"].([]any)[0].(map[string]any)
 	n1 := j["samples"].(float64)
-	time.Sleep(150 * time.Millisecond)
+	// Once the job's goroutine is gone and the buffer is written, the count
+	// is what it was when the stop returned: a reading still in flight at
+	// the stop was dropped.
+	gone := make(chan struct{})
+	go func() { r.a.sampler.wg.Wait(); close(gone) }()
+	select {
+	case <-gone:
+	case <-time.After(hangGuard):
+		t.Fatal("the stopped job's goroutine is still running")
+	}
+	if err := r.a.sampler.flush(); err != nil {
+		t.Fatal(err)
+	}
 	_, l = r.as(admin, "metrics_list_sampling_jobs", nil)
 	if n2 := l["jobs"].([]any)[0].(map[string]any)["samples"].(float64); n2 != n1 {
 		t.Fatalf("a stopped job kept sampling: %v -> %v", n1, n2)

@@ -28,6 +28,9 @@ type Sampler struct {
 	now  func() time.Time
 	unit time.Duration // length of one "second" of a job interval; tests shrink it
 
+	// flushing is held while a flush hands the buffer to the store, so
+	// Jobs never counts a batch in neither place, or in both.
+	flushing  sync.Mutex
 	mu        sync.Mutex
 	running   map[string]context.CancelFunc
 	buf       map[string][]store.Sample
@@ -109,6 +112,8 @@ func (s *Sampler) flusher(ctx context.Context) {
 
 // flush writes the buffer, one transaction per job, then applies retention.
 func (s *Sampler) flush() error {
+	s.flushing.Lock()
+	defer s.flushing.Unlock()
 	s.mu.Lock()
 	buf := s.buf
 	s.buf = map[string][]store.Sample{}
@@ -346,14 +351,17 @@ func (s *Sampler) Jobs() ([]JobInfo, error) {
 	}
 	out := make([]JobInfo, 0, len(jobs))
 	for _, j := range jobs {
+		s.flushing.Lock()
 		st, err := s.db.SampleStats(j.ID)
 		if err != nil {
+			s.flushing.Unlock()
 			return nil, err
 		}
 		s.mu.Lock()
 		pend := s.buf[j.ID]
 		last := s.last[j.ID]
 		s.mu.Unlock()
+		s.flushing.Unlock()
 		ji := JobInfo{Job: j, Samples: st.Count + len(pend), First: st.First, Last: last, Buffered: len(pend)}
 		if ji.First.IsZero() && len(pend) > 0 {
 			ji.First = pend[0].Time

@@ -28,6 +28,11 @@ import (
 // the client side as another uid.
 var bin string
 
+// hangGuard bounds waits for what must happen (the agent ready, a lease
+// reverted, a restart). It only keeps a broken build from hanging: on a busy
+// shared machine these take seconds, so no verdict may depend on speed.
+const hangGuard = time.Minute
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "raspi-mcp-e2e-bin-")
 	if err != nil {
@@ -85,10 +90,10 @@ func startSimIn(t testing.TB, dir string, args ...string) *sim {
 			t.Logf("agent log:\n%s", s.log)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for exec.Command(raspi(), "status", "--dir", dir).Run() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready after 20 s:\n%s", s.log)
+			t.Fatalf("not ready after %v:\n%s", hangGuard, s.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -219,7 +224,7 @@ func TestTourThroughStdio(t *testing.T) {
 	if res, m := call(t, cs, "sensors_read", map[string]any{"name": "greenhouse"}); res.IsError || m["humidity_percent"] == nil {
 		t.Fatalf("sensor: %v", m)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		if _, m := call(t, cs, "gpio_read_pin", map[string]any{"pin": 17}); m["value"] == "low" {
 			break
@@ -294,28 +299,39 @@ func TestAuditVerifyCatchesAnEditedRecord(t *testing.T) {
 func TestHelperKilledAndRestarted(t *testing.T) {
 	s := startSim(t)
 	cs := s.session(t)
-	agentPID, helperPID := statusPIDs(t, s.dir)
+	agentPID, _ := statusPIDs(t, s.dir)
 	args := map[string]any{"confirm": true, "reason": "e2e", "delay_seconds": 600}
 	if res, m := call(t, cs, "system_reboot", args); res.IsError {
 		t.Fatalf("before: %v", m)
 	}
-	if err := syscall.Kill(helperPID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	// The supervisor restarts the helper 2 s after it dies. A machine busy
+	// enough to take longer than that between the kill and the checks has
+	// only missed the window (a new helper answers): kill that one too.
+	for attempt := 1; ; attempt++ {
+		_, helperPID := statusPIDs(t, s.dir)
+		if helperPID <= 0 {
+			t.Fatalf("status names no helper pid (%d)", helperPID)
+		}
+		if err := syscall.Kill(helperPID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_, m := call(t, cs, "system_reboot", args)
+		_, rc := s.cli(t, "status")
+		if code(m) == "unavailable" && rc == 2 {
+			// At once: the socket says the helper is gone (reset,
+			// refused); nobody waits out the helper client's timeout.
+			e := m["error"].(map[string]any)
+			if msg := fmt.Sprint(e["message"]); e["retryable"] != true || strings.Contains(msg, "timeout") {
+				t.Fatalf("helper down: %v", m)
+			}
+			break
+		}
+		if _, now := statusPIDs(t, s.dir); now <= 0 || now == helperPID || attempt == 5 {
+			t.Fatalf("helper %d killed: call %v, status exit %d (want unavailable and 2)", helperPID, m, rc)
+		}
+		t.Logf("the helper was back before the checks (attempt %d); again", attempt)
 	}
-	start := time.Now()
-	_, m := call(t, cs, "system_reboot", args)
-	took := time.Since(start)
-	if code(m) != "unavailable" || m["error"].(map[string]any)["retryable"] != true {
-		t.Fatalf("helper down: %v", m)
-	}
-	if took > time.Second {
-		t.Fatalf("unavailable took %s", took)
-	}
-	t.Logf("unavailable after helper kill answered in %s", took)
-	if _, rc := s.cli(t, "status"); rc != 2 {
-		t.Fatalf("status with the helper down should exit 2, got %d", rc)
-	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		res, m := call(t, cs, "system_reboot", args)
 		if !res.IsError {
@@ -405,7 +421,7 @@ func TestStdioIsProtocolOnly(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %s", err, stderr.String())
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(hangGuard):
 		_ = cmd.Process.Kill()
 		t.Fatal("stdio did not exit after stdin closed")
 	}
@@ -438,7 +454,7 @@ func TestSystemdReadiness(t *testing.T) {
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 	var got []string
 	buf := make([]byte, 4096)
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(hangGuard))
 	n, err := c.Read(buf)
 	if err != nil {
 		t.Fatalf("no READY: %v", err)
@@ -450,6 +466,8 @@ func TestSystemdReadiness(t *testing.T) {
 	if exec.Command(raspi(), "status", "--dir", dir).Run() != nil {
 		t.Fatal("READY sent before status succeeds")
 	}
+	// status succeeding means the helper child is up too, past the point
+	// where it would have notified: anything it sent is already queued.
 	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if n, err := c.Read(buf); err == nil {
 		t.Fatalf("a second process notified: %q", buf[:n])

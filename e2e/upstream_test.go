@@ -81,7 +81,7 @@ func startEverything(t testing.TB, port int) *everything {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.kill)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
@@ -118,9 +118,12 @@ func withUpstream(t testing.TB, port int) *sim {
 	return startSimIn(t, dir, "--config", conf)
 }
 
-func waitTools(t testing.TB, cs *mcp.ClientSession, name string) []string {
+// waitTools waits until every wanted tool is listed: the agent mounts an
+// upstream's tools one at a time, so the first to appear says nothing of
+// the rest.
+func waitTools(t testing.TB, cs *mcp.ClientSession, want ...string) []string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		res, err := cs.ListTools(context.Background(), nil)
 		if err != nil {
@@ -130,12 +133,12 @@ func waitTools(t testing.TB, cs *mcp.ClientSession, name string) []string {
 		for _, tl := range res.Tools {
 			names = append(names, tl.Name)
 		}
-		if slices.Contains(names, name) {
+		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(names, w) }) {
 			sort.Strings(names)
 			return names
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never listed: %v", name, names)
+			t.Fatalf("%v never all listed: %v", want, names)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -161,7 +164,7 @@ func TestServerEverythingMounted(t *testing.T) {
 	ev := startEverything(t, port)
 	s := withUpstream(t, port)
 	cs := s.session(t)
-	names := waitTools(t, cs, "everything_echo")
+	names := waitTools(t, cs, "everything_echo", "everything_get_sum", "everything_toggle_simulated_logging")
 	for _, want := range []string{"everything_get_sum", "everything_toggle_simulated_logging", "system_get_health_snapshot"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("%s not listed: %v", want, names)
@@ -245,7 +248,7 @@ func TestServerEverythingMounted(t *testing.T) {
 
 	// Back on the same port: the same session works again.
 	startEverything(t, port)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		res, _ := call(t, cs, "everything_echo", map[string]any{"message": "back"})
 		if !res.IsError && strings.Contains(textOf(res), "back") {

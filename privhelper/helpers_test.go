@@ -155,14 +155,21 @@ func (h *helper) stop(t testing.TB) {
 		if err != nil {
 			t.Errorf("Serve returned %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("Serve did not return after cancel")
 	}
 }
 
+// hangGuard bounds waits for what must happen (an answer, a shutdown). It
+// only keeps a broken build from hanging: a busy machine can stretch a
+// millisecond's work to seconds, so no verdict may depend on speed.
+const hangGuard = time.Minute
+
+// newClient connects with hang-guard timeouts: a busy machine must not turn a
+// slow hello into "unavailable". Tests of the client's own timeouts set theirs.
 func newClient(t testing.TB, sock string) *client.Client {
 	t.Helper()
-	c := client.New(client.Options{Socket: sock, ClientName: "raspi-mcp/0.1.0-test"})
+	c := client.New(client.Options{Socket: sock, ClientName: "raspi-mcp/0.1.0-test", DialTimeout: hangGuard / 2, Timeout: hangGuard / 2})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -189,11 +196,11 @@ type raw struct {
 
 func dialRaw(t testing.TB, sock string) *raw {
 	t.Helper()
-	conn, err := net.DialTimeout("unix", sock, time.Second)
+	conn, err := net.DialTimeout("unix", sock, hangGuard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	conn.SetDeadline(time.Now().Add(hangGuard))
 	t.Cleanup(func() { conn.Close() })
 	return &raw{t: t, conn: conn}
 }
@@ -246,8 +253,12 @@ func (r *raw) hello() {
 func (r *raw) expectClosed() {
 	r.t.Helper()
 	var resp proto.Response
-	if err := proto.ReadFrame(r.conn, &resp); err == nil {
+	err := proto.ReadFrame(r.conn, &resp)
+	if err == nil {
 		r.t.Fatalf("connection still open; got %+v", resp)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		r.t.Fatalf("connection still open after %v: %v", hangGuard, err)
 	}
 }
 

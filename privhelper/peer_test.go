@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -31,7 +30,7 @@ func TestHelperProcessForeignUID(t *testing.T) {
 	if sock == "" {
 		t.Skip("child process of the uid tests; runs only when re-executed by them")
 	}
-	c := client.New(client.Options{Socket: sock, ClientName: "raspi-mcp/foreign-test", Timeout: 5 * time.Second})
+	c := client.New(client.Options{Socket: sock, ClientName: "raspi-mcp/foreign-test", Timeout: hangGuard / 2, DialTimeout: hangGuard / 2})
 	defer c.Close()
 	_, err := client.Call(context.Background(), c, proto.Status, proto.StatusReq{})
 	code := "ok"

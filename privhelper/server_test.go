@@ -179,7 +179,7 @@ func TestPowerScheduleImmediateIsPerformedBySim(t *testing.T) {
 	if _, err := client.Call(context.Background(), c, proto.PowerSchedule, proto.PowerScheduleReq{Action: "reboot"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for len(h.sim.Performed()) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("delay 0 reboot never performed by the Sim")
@@ -405,11 +405,11 @@ func TestHandlerTimeoutPanicAndBackendError(t *testing.T) {
 
 	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Power: slowPower{}, HandlerTimeout: 50 * time.Millisecond})
 	c := newClient(t, h.sock)
-	start := time.Now()
+	// slowPower never returns by itself: only the handler timeout ends it.
 	_, err := client.Call(ctx, c, proto.PowerSchedule, proto.PowerScheduleReq{Action: "reboot"})
 	e := protoErr(t, err, proto.CodeUnavailable)
-	if !e.Retryable || !strings.Contains(e.Message, "did not finish within 50ms") || time.Since(start) > 2*time.Second {
-		t.Fatalf("timeout error = %+v after %v", e, time.Since(start))
+	if !e.Retryable || !strings.Contains(e.Message, "did not finish within 50ms") {
+		t.Fatalf("timeout error = %+v", e)
 	}
 	_, err = client.Call(ctx, c, proto.PowerState, proto.PowerStateReq{})
 	e = protoErr(t, err, proto.CodeInternal)

@@ -47,12 +47,13 @@ func TestWriterParsesTheHelpersTextLines(t *testing.T) {
 	io.WriteString(w, `time=2026-11-22T10:00:00.000Z level=WARN msg="privhelper: refused peer" uid=65534 pid=12`+"\n")
 	io.WriteString(w, "panic: something not slog\n")
 	w.Close()
+	// The lines are parsed on the writer's goroutine: wait for them, with a
+	// deadline that only guards against a hang (a busy machine is slow).
 	var got []Entry
-	for range 100 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if got = r.Entries(slog.LevelDebug, "helper", 10); len(got) == 2 {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	if len(got) != 2 {
 		t.Fatalf("entries = %+v", got)

@@ -180,12 +180,13 @@ func (f *fake) shutdown() {
 // httpFake serves a fake over HTTP on a fixed loopback address, so it can be
 // stopped and started again "after a restart" at the same address.
 type httpFake struct {
-	t        testing.TB
-	mode     string // "streamable", "stateless" or "sse"
-	cfg      fakeConfig
-	addr     string
-	requests atomic.Int64
-	failNext atomic.Int64 // answer this many tools/call POSTs with 503
+	t         testing.TB
+	mode      string // "streamable", "stateless" or "sse"
+	cfg       fakeConfig
+	addr      string
+	requests  atomic.Int64
+	toolCalls atomic.Int64 // tools/call POSTs received, refused or not
+	failNext  atomic.Int64 // answer this many tools/call POSTs with 503
 
 	mu sync.Mutex
 	f  *fake
@@ -234,19 +235,22 @@ func (h *httpFake) start() {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		if r.Method == http.MethodPost && h.failNext.Load() > 0 {
+		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			if bytes.Contains(body, []byte(`"tools/call"`)) && h.failNext.Add(-1) >= 0 {
-				http.Error(w, "busy", http.StatusServiceUnavailable)
-				return
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				h.toolCalls.Add(1)
+				if h.failNext.Load() > 0 && h.failNext.Add(-1) >= 0 {
+					http.Error(w, "busy", http.StatusServiceUnavailable)
+					return
+				}
 			}
 		}
 		mh.ServeHTTP(w, r)
 	})
 	var l net.Listener
 	var err error
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		l, err = net.Listen("tcp", h.addr)
 		if err == nil || time.Now().After(deadline) {
@@ -298,7 +302,7 @@ func leakCheck(t testing.TB) {
 	t.Helper()
 	base := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(hangGuard)
 		for {
 			n := runtime.NumGoroutine()
 			if n <= base {
@@ -315,13 +319,20 @@ func leakCheck(t testing.TB) {
 	})
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+// hangGuard is how long a test waits for something that must happen before
+// it gives up. It only keeps a broken build from hanging: on a busy shared
+// machine a wait that usually takes milliseconds can take seconds, so no
+// verdict may depend on how quickly a condition becomes true.
+const hangGuard = 60 * time.Second
+
+// eventually polls cond until it holds; it fails the test only after
+// hangGuard.
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(hangGuard)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			t.Fatalf("timed out after %v waiting for %s", hangGuard, what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -340,7 +351,7 @@ func runClient(t testing.TB, c *Client) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(hangGuard):
 			t.Error("Run did not return after its context was cancelled")
 		}
 	})
@@ -348,7 +359,7 @@ func runClient(t testing.TB, c *Client) {
 
 func waitUp(t testing.TB, c *Client) {
 	t.Helper()
-	eventually(t, 5*time.Second, "upstream up", func() bool { return c.Status().State == StateUp })
+	eventually(t, "upstream up", func() bool { return c.Status().State == StateUp })
 }
 
 // syncBuffer is a goroutine-safe log sink.

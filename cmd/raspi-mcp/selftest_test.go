@@ -15,7 +15,8 @@ import (
 
 func runSelftest(t *testing.T, o selftestOptions) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// The command's own default: a hang guard, not a speed requirement.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
 	o.Out, o.Log = &out, &log

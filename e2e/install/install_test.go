@@ -352,8 +352,13 @@ func (l *lab) mustPi(what, script string) string {
 	return out
 }
 
+// guestGuard bounds each wait on the guest. Under software emulation on a
+// busy host an ssh login or an agent start can take tens of seconds, so it
+// is long; the waits end as soon as the guest answers.
+const guestGuard = 5 * time.Minute
+
 func (l *lab) waitSSH() {
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(guestGuard)
 	for {
 		out, err := l.sshOut("pi", "id -un")
 		if err == nil && strings.TrimSpace(out) == "pi" {
@@ -373,7 +378,7 @@ func (l *lab) connect(host string, command ...string) (*mcp.ClientSession, error
 	var stderr bytes.Buffer
 	cmd.Env, cmd.Stderr = l.env, &stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-install", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), guestGuard/2)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -385,7 +390,7 @@ func (l *lab) connect(host string, command ...string) (*mcp.ClientSession, error
 // waitMCP connects and asks for health until the agent answers.
 func (l *lab) waitMCP(host string, command ...string) *mcp.ClientSession {
 	l.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(guestGuard)
 	for {
 		cs, err := l.connect(host, command...)
 		if err == nil {
@@ -565,7 +570,7 @@ func (l *lab) samples() [2]string {
 	cs := l.waitMCP("pi-mcp")
 	defer cs.Close()
 	// Enough history to compare: wait for a few samples (every 10 s).
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(guestGuard)
 	for {
 		_, m := call(l.t, cs, "metrics_list_sampling_jobs", nil)
 		jobs, _ := m["jobs"].([]any)

@@ -145,7 +145,7 @@ default_job = false
 		groups = append(groups, uint32(n))
 	}
 	daemon(&syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, "raspi-mcp", "serve", "--config", r.cfg)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).Run() != nil {
 		if time.Now().After(deadline) {
 			out, _ := exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).CombinedOutput()
@@ -163,13 +163,17 @@ default_job = false
 	return r
 }
 
+// hangGuard bounds waits for what must happen. Under software emulation
+// (TCG) on a busy host the guest runs many times slower than real hardware,
+// so it is long, and no verdict may depend on how fast something happens.
+const hangGuard = 3 * time.Minute
+
 func waitFile(t *testing.T, p string) {
 	t.Helper()
-	for i := 0; i < 300; i++ {
+	for deadline := time.Now().Add(hangGuard); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(p); err == nil {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s never appeared", p)
 }
@@ -185,7 +189,7 @@ func errCode(m map[string]any) string { return mcpcall.Code(m) }
 // helperDirect bypasses the agent: root may talk to the helper, whose own
 // allowlists must still refuse.
 func (r *rig) helperDirect() *client.Client {
-	return client.New(client.Options{Socket: filepath.Join(r.dir, "helper.sock"), ClientName: "vmtest/bypass"})
+	return client.New(client.Options{Socket: filepath.Join(r.dir, "helper.sock"), ClientName: "vmtest/bypass", DialTimeout: hangGuard / 2})
 }
 
 func TestGPIOOnGPIOSim(t *testing.T) {
@@ -200,11 +204,16 @@ func TestGPIOOnGPIOSim(t *testing.T) {
 	if v := simValue(t, sysfs, 17); v != "1" {
 		t.Fatalf("the kernel sees GPIO17 = %s after writing high", v)
 	}
-	// Lease: high for 500 ms, then back by itself.
-	if isErr, m := r.call(t, "gpio_write_pin", map[string]any{"pin": 27, "value": "high", "duration_ms": 500}); isErr || simValue(t, sysfs, 27) != "1" {
+	// Lease: high, then back by itself. A long lease first, so the check
+	// that the kernel sees high cannot race the revert on a slow guest;
+	// renewing it to 500 ms keeps its original revert value.
+	if isErr, m := r.call(t, "gpio_write_pin", map[string]any{"pin": 27, "value": "high", "duration_ms": 600000}); isErr || simValue(t, sysfs, 27) != "1" {
 		t.Fatalf("lease write: %v", m)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	if isErr, m := r.call(t, "gpio_write_pin", map[string]any{"pin": 27, "value": "high", "duration_ms": 500}); isErr || m["revert_to"] != "low" {
+		t.Fatalf("lease renewal: %v", m)
+	}
+	deadline := time.Now().Add(hangGuard)
 	for simValue(t, sysfs, 27) != "0" {
 		if time.Now().After(deadline) {
 			t.Fatal("lease did not revert in the kernel")

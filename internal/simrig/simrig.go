@@ -55,6 +55,9 @@ type Options struct {
 	HostProcesses bool
 	// HelperTimeout and DialTimeout are the client's; 0 means its defaults.
 	HelperTimeout, DialTimeout time.Duration
+	// HandlerTimeout bounds each helper request; 0 means the server's
+	// default. Tests on a busy machine raise it (a sim photo can take seconds).
+	HandlerTimeout time.Duration
 }
 
 // Rig is one simulated device. Its devices outlive helper restarts, as a
@@ -172,6 +175,7 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 		b.Witness.Close()
 		return privhelper.Options{}, nil, err
 	}
+	opts.HandlerTimeout = r.o.HandlerTimeout
 	return opts, b.Witness, nil
 }
 

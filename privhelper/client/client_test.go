@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,18 +122,46 @@ func TestHelperErrorReturnedAsIs(t *testing.T) {
 	}
 }
 
-func TestCallTimeout(t *testing.T) {
-	f := startFake(t, func(net.Conn, proto.Request) bool {
-		time.Sleep(time.Second)
+// hangGuard bounds a wait for something that must happen; it only keeps a
+// broken build from hanging, so it is far longer than a busy machine needs.
+const hangGuard = time.Minute
+
+// silent is a helper that takes requests and never answers until the test
+// ends: only the client's own timeout, context or Close can end a call.
+func silent(t *testing.T) (serve func(net.Conn, proto.Request) bool, arrived <-chan struct{}) {
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	got := make(chan struct{}, 16)
+	return func(net.Conn, proto.Request) bool {
+		got <- struct{}{}
+		<-block
 		return false
-	})
+	}, got
+}
+
+// within runs call and returns its error, failing the test if it hangs.
+func within(t *testing.T, what string, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(hangGuard):
+		t.Fatalf("%s still running after %v", what, hangGuard)
+		return nil
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	serve, _ := silent(t)
+	f := startFake(t, serve)
 	c := client.New(client.Options{Socket: f.sock, Timeout: 100 * time.Millisecond})
 	defer c.Close()
-	start := time.Now()
-	err := status(c)
+	err := within(t, "a call to a silent helper", func() error { return status(c) })
 	var e *proto.Error
-	if !errors.As(err, &e) || e.Code != proto.CodeUnavailable || !e.Retryable || time.Since(start) > 900*time.Millisecond {
-		t.Fatalf("err = %v after %v", err, time.Since(start))
+	if !errors.As(err, &e) || e.Code != proto.CodeUnavailable || !e.Retryable || !strings.Contains(e.Message, "i/o timeout") {
+		t.Fatalf("err = %v; want unavailable by the call timeout", err)
 	}
 	if c.Connected() {
 		t.Fatal("a timed-out connection was kept; its next response would be out of step")
@@ -140,24 +169,31 @@ func TestCallTimeout(t *testing.T) {
 }
 
 func TestContextCancelAndDeadline(t *testing.T) {
-	f := startFake(t, func(net.Conn, proto.Request) bool {
-		time.Sleep(2 * time.Second)
-		return false
-	})
-	c := client.New(client.Options{Socket: f.sock})
+	serve, arrived := silent(t)
+	f := startFake(t, serve)
+	c := client.New(client.Options{Socket: f.sock, Timeout: hangGuard})
 	defer c.Close()
 
+	// Cancelled once the helper has the request: only the cancellation
+	// can end the call.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
-	start := time.Now()
-	_, err := client.Call(ctx, c, proto.Status, proto.StatusReq{})
-	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
-		t.Fatalf("cancelled call: %v after %v", err, time.Since(start))
+	go func() { <-arrived; cancel() }()
+	err := within(t, "a cancelled call", func() error {
+		_, err := client.Call(ctx, c, proto.Status, proto.StatusReq{})
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
 	}
 
 	ctx, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel2()
-	_, err = client.Call(ctx, c, proto.Status, proto.StatusReq{})
+	err = within(t, "a call past its deadline", func() error {
+		_, err := client.Call(ctx, c, proto.Status, proto.StatusReq{})
+		return err
+	})
+	// The helper never answers and the call timeout is the hang guard:
+	// only the context's deadline can have ended the call.
 	if proto.CodeOf(err) != proto.CodeUnavailable {
 		t.Fatalf("call past its deadline: %v", err)
 	}
@@ -166,21 +202,29 @@ func TestContextCancelAndDeadline(t *testing.T) {
 // A call waiting for its turn behind a slow one still honours its context.
 func TestWaitingForTurnHonoursContext(t *testing.T) {
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 2)
+	var served atomic.Int32
 	f := startFake(t, func(conn net.Conn, req proto.Request) bool {
+		served.Add(1)
+		arrived <- struct{}{}
 		<-release
 		return reply(conn, req.ID, proto.StatusResp{})
 	})
-	c := client.New(client.Options{Socket: f.sock})
+	c := client.New(client.Options{Socket: f.sock, Timeout: hangGuard})
 	defer c.Close()
 	first := make(chan error)
 	go func() { first <- status(c) }()
-	time.Sleep(50 * time.Millisecond) // let it take the turn
+	<-arrived // the first call holds the turn until release
 
+	// The queued call ends by its own deadline; release comes only after.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	if _, err := client.Call(ctx, c, proto.Status, proto.StatusReq{}); err == nil || time.Since(start) > 500*time.Millisecond {
-		t.Fatalf("queued call: %v after %v", err, time.Since(start))
+	err := within(t, "a call queued behind a slow one", func() error {
+		_, err := client.Call(ctx, c, proto.Status, proto.StatusReq{})
+		return err
+	})
+	if err == nil || served.Load() != 1 {
+		t.Fatalf("queued call: %v, helper saw %d requests", err, served.Load())
 	}
 	close(release)
 	if err := <-first; err != nil {
@@ -213,10 +257,12 @@ func TestBadResultIsInternal(t *testing.T) {
 // Bytes arriving between calls mean the stream is out of step: the client
 // must not read them as the next answer, but redial.
 func TestUnsolicitedDataCausesRedial(t *testing.T) {
+	strayed := make(chan struct{}, 2)
 	f := startFake(t, func(conn net.Conn, req proto.Request) bool {
 		if !reply(conn, req.ID, proto.StatusResp{}) {
 			return false
 		}
+		defer func() { strayed <- struct{}{} }()
 		return reply(conn, req.ID+1, proto.StatusResp{Helper: "stray"})
 	})
 	c := client.New(client.Options{Socket: f.sock})
@@ -224,7 +270,8 @@ func TestUnsolicitedDataCausesRedial(t *testing.T) {
 	if err := status(c); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // let the stray frame arrive
+	// A written frame is in our socket's receive queue at once.
+	<-strayed
 	if err := status(c); err != nil {
 		t.Fatal(err)
 	}
@@ -254,21 +301,19 @@ func TestClose(t *testing.T) {
 }
 
 func TestCloseInterruptsCall(t *testing.T) {
-	f := startFake(t, func(net.Conn, proto.Request) bool {
-		time.Sleep(2 * time.Second)
-		return false
-	})
-	c := client.New(client.Options{Socket: f.sock})
+	serve, arrived := silent(t)
+	f := startFake(t, serve)
+	c := client.New(client.Options{Socket: f.sock, Timeout: hangGuard})
 	done := make(chan error)
 	go func() { done <- status(c) }()
-	time.Sleep(50 * time.Millisecond)
+	<-arrived // the call is waiting for its answer
 	c.Close()
 	select {
 	case err := <-done:
 		if proto.CodeOf(err) != proto.CodeFailedPrecondition {
 			t.Fatalf("interrupted call: %v", err)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("Close did not interrupt the call")
 	}
 }
