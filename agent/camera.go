@@ -18,14 +18,17 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// TakePhotoIn is spec 002 §7.1.
+// TakePhotoIn is camera.take_photo: a resolution and format from fixed lists,
+// never a path, so the server alone decides where the file goes (tool
+// catalog, spec 002 §7.1).
 type TakePhotoIn struct {
 	Resolution string `json:"resolution,omitempty"`
 	Format     string `json:"format,omitempty"`
 	GuardArgs
 }
 
-// PhotoOut is spec 002 §7.1's result with additive fields.
+// PhotoOut is camera.take_photo's result: the file the server wrote and, when
+// configured, its public URL (tool catalog, spec 002 §7.1), with additive fields.
 type PhotoOut struct {
 	FilePath  string `json:"file_path" jsonschema:"made by the server, under the configured media root"`
 	Width     int    `json:"width"`
@@ -37,7 +40,8 @@ type PhotoOut struct {
 	DryRun    bool   `json:"dry_run,omitempty"`
 }
 
-// CaptureIn is spec 002 §2.6.5's camera.capture.
+// CaptureIn is camera.capture: width, height, format and JPEG quality, as the
+// tool catalog's example request asks for a photo (spec 002 §2.6.5).
 type CaptureIn struct {
 	Width   int    `json:"width"`
 	Height  int    `json:"height"`
@@ -47,7 +51,8 @@ type CaptureIn struct {
 }
 
 // CaptureOut describes the photo and carries it twice: base64 in image_data,
-// as spec 002 §2.6.5 returns it to programs, and as an MCP image block, where
+// as the tool catalog's example answer returns it to programs (spec 002
+// §2.6.5), and as an MCP image block, where
 // clients show pictures to the model.
 type CaptureOut struct {
 	PhotoOut

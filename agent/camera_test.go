@@ -32,7 +32,7 @@ func TestCameraOnTheSimBoard(t *testing.T) {
 	if err != nil || cfg.Width != 640 || cfg.Height != 480 {
 		t.Fatalf("image: %+v %v", cfg, err)
 	}
-	// The same bytes, base64, in image_data (spec 002's result); the text
+	// The same bytes, base64, in image_data (the tool catalog's result); the text
 	// block leaves them out, as the image block already carries them.
 	if b, err := base64.StdEncoding.DecodeString(sc["image_data"].(string)); err != nil || !bytes.Equal(b, img.Data) {
 		t.Fatalf("image_data does not match the image block: %v", err)

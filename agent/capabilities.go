@@ -8,8 +8,10 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// Capabilities is system.get_capabilities: the capability matrix of spec 002
-// §3.4 and §9.2, so a model can adapt before it tries anything.
+// Capabilities is system.get_capabilities: the modules, tools, hardware and
+// each tool's stability (alpha, beta, stable) on this device, the capability
+// matrix of the tool catalog (spec 002 §3.4, §9.2), so a model can adapt
+// before it tries anything.
 type Capabilities struct {
 	ServerVersion string       `json:"server_version"`
 	APIVersion    string       `json:"api_version"`
@@ -19,9 +21,9 @@ type Capabilities struct {
 	Helper        HelperBrief  `json:"helper"`
 	Caller        Caller       `json:"caller"`
 	Domains       []DomainCaps `json:"domains"`
-	// ToolNamespaces and Features are the version negotiation of spec 002's
-	// addendum: each namespace's interface versions, and which optional
-	// features this device and configuration offer.
+	// ToolNamespaces and Features are how the tool catalog lets a client
+	// negotiate versions (spec 002 addendum §3.1): each namespace's interface
+	// versions, and which optional features this device and configuration offer.
 	ToolNamespaces map[string]NamespaceVersions `json:"tool_namespaces" jsonschema:"per namespace: the interface versions served and the default"`
 	Features       map[string]bool              `json:"capabilities" jsonschema:"optional features by name (gpio.pwm, camera.still_capture, gpio.event_detection...): true when this device offers them now"`
 }
@@ -152,8 +154,8 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 }
 
 // features is the capabilities map: what the hardware has and the owner's
-// configuration allows, plus the spec's named features this server does not
-// implement (false, so a client need not guess).
+// configuration allows, plus the features the tool catalog names that this
+// server does not implement (false, so a client need not guess).
 func (a *Agent) features(hw HardwareCaps) map[string]bool {
 	return map[string]bool{
 		"gpio.control":              len(hw.GPIOChips) > 0 && a.cfg.GPIO.Enabled,

@@ -22,8 +22,8 @@ func TestCapabilitiesStabilityNamespacesFeatures(t *testing.T) {
 	}
 	for id, want := range map[string]string{
 		"gpio.write_pin": "stable", "system.reboot": "stable", "metrics.get_samples": "stable",
-		"process.send_signal": "beta", "system.get_detailed_network_info": "beta", "service.validate_unit_file": "beta", // spec phase 2+
-		"metrics.get_summary": "beta", "change.prepare": "beta", // beyond the spec's catalog
+		"process.send_signal": "beta", "system.get_detailed_network_info": "beta", "service.validate_unit_file": "beta", // planned for a later phase in the tool catalog
+		"metrics.get_summary": "beta", "change.prepare": "beta", // not in the tool catalog
 	} {
 		if stability[id] != want {
 			t.Errorf("%s: stability %q, want %q", id, stability[id], want)

@@ -21,16 +21,18 @@ import (
 )
 
 // The contract test compares every tool with spec 002, the tool catalog this
-// server implements, as extracted into testdata/spec002 by
-// internal/spec002gen: each spec parameter must be accepted with the spec's
-// type and bounds, each spec result field must be declared and present with
-// the spec's type, and each spec example request must succeed on the
-// simulated board. What differs on purpose is in spec002.Differences, with
+// server implements (its main part and the addendum of detailed network,
+// service and process schemas; see package spec002), as extracted into
+// testdata/spec002 by internal/spec002gen: each spec parameter must be
+// accepted with the spec's type and bounds, each spec result field must be
+// declared and present with the spec's type, and each spec example request
+// must succeed on the simulated board. What differs on purpose is in spec002.Differences, with
 // its reason; anything else that differs fails the test, and so does a row
 // that no longer matches a difference.
 
 // specDefinitions says which tool's result (or which list in it) each of the
-// addendum's shared schemas describes.
+// addendum's shared schemas (service and process summaries and details)
+// describes.
 var specDefinitions = map[string]struct{ tool, list string }{
 	"ServiceSummary": {"service.list_services", "services"},
 	"ServiceDetail":  {"service.get_status", ""},

@@ -19,8 +19,9 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// Error codes of spec 002 §9.1, the whole vocabulary a model sees. They are
-// the helper protocol's codes, so helper errors pass through unchanged.
+// Error codes, the whole vocabulary a model sees: the symbolic codes of the
+// tool catalog (spec 002 §9.1), whose meaning must stay stable. They are the
+// helper protocol's codes, so helper errors pass through unchanged.
 const (
 	CodeInvalidArgument    = proto.CodeInvalidArgument
 	CodePermissionDenied   = proto.CodePermissionDenied

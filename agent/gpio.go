@@ -16,7 +16,9 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// GpioPinInfo is spec 002 §5.1's GpioPinInfo, with additive fields.
+// GpioPinInfo is one pin as the GPIO tools report it: number, mode, level and
+// whether this device lets a model use it (the tool catalog's GpioPinInfo,
+// spec 002 §5.1), with additive fields.
 type GpioPinInfo struct {
 	Pin      int    `json:"pin"`
 	Mode     string `json:"mode" jsonschema:"input, output, alt or unknown"`
@@ -39,7 +41,8 @@ type PinIn struct {
 	Pin int `json:"pin" jsonschema:"BCM number"`
 }
 
-// ConfigureIn is spec 002 §5.2.
+// ConfigureIn is gpio.configure_pin: a pin's mode (input or output) and pull
+// (tool catalog, spec 002 §5.2).
 type ConfigureIn struct {
 	Pin  int    `json:"pin" jsonschema:"BCM number"`
 	Mode string `json:"mode"`
@@ -47,7 +50,8 @@ type ConfigureIn struct {
 	GuardArgs
 }
 
-// WriteIn is spec 002 §5.3.
+// WriteIn is gpio.write_pin: the level and, optionally, how long to hold it
+// before it reverts (tool catalog, spec 002 §5.3).
 type WriteIn struct {
 	Pin        int    `json:"pin" jsonschema:"BCM number"`
 	Value      string `json:"value" jsonschema:"high or low (1 and 0 are accepted too)"`
@@ -55,8 +59,9 @@ type WriteIn struct {
 	GuardArgs
 }
 
-// levelSpelling takes 1 and 0 for "high" and "low", as the request example of
-// spec 002 writes a pin, while the schema keeps the one string enum.
+// levelSpelling takes 1 and 0 for "high" and "low", as the tool catalog's
+// example request writes a pin ("value": 1, spec 002 §2.6.2), while the schema
+// keeps the one string enum.
 func levelSpelling(args map[string]any) {
 	switch args["value"] {
 	case 1.0, "1":
@@ -75,7 +80,8 @@ type WriteOut struct {
 	DryRun   bool   `json:"dry_run,omitempty"`
 }
 
-// PWMIn is spec 002 §5.4.
+// PWMIn is gpio.set_pwm: a frequency in Hz and a duty cycle in percent (tool
+// catalog, spec 002 §5.4).
 type PWMIn struct {
 	Pin              int     `json:"pin" jsonschema:"BCM number"`
 	FrequencyHz      float64 `json:"frequency_hz"`
@@ -96,7 +102,7 @@ type PWMOut struct {
 
 func (a *Agent) registerGPIO() {
 	gate := config.SwitchGPIOWrites
-	pinProp := prop("pin", minimum(1), maximum(proto.MaxPin)) // spec 002 §5: pin minimum 1
+	pinProp := prop("pin", minimum(1), maximum(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
 	add(a.tools, Spec[NoArgs, PinsOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
 		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",

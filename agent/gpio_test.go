@@ -209,7 +209,7 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 	}
 }
 
-// Spec 002's request example writes a pin with "value": 1.
+// The tool catalog's example request writes a pin with "value": 1.
 func TestGPIOWriteOneAndZero(t *testing.T) {
 	r := newRig(t, nil)
 	for _, tc := range []struct {

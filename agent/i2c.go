@@ -11,7 +11,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// BusesOut is spec 002 §6.1's I2cBusInfo list.
+// BusesOut is i2c.list_buses: the I2C adapters, each with its number and
+// description (the tool catalog's I2cBusInfo list, spec 002 §6.1).
 type BusesOut struct {
 	Buses []BusInfo `json:"buses"`
 }
@@ -22,19 +23,21 @@ type BusInfo struct {
 	Description string `json:"description,omitempty"`
 }
 
-// ScanIn is spec 002 §6.1.
+// ScanIn is i2c.scan_bus: the bus to probe (tool catalog, spec 002 §6.1).
 type ScanIn struct {
 	Bus int `json:"bus"`
 }
 
-// ScanOut is spec 002 §6.1 plus addresses held by kernel drivers.
+// ScanOut is the addresses that answered on the bus (tool catalog, spec 002
+// §6.1), plus addresses held by kernel drivers.
 type ScanOut struct {
 	Bus       int   `json:"bus"`
 	Addresses []int `json:"addresses"`
 	InUse     []int `json:"in_use" jsonschema:"addresses bound to a kernel driver, not probed (UU in i2cdetect)"`
 }
 
-// I2CReadIn is spec 002 §6.2.
+// I2CReadIn is i2c.read: bus, 7-bit address, optional register and up to 32
+// bytes to read (tool catalog, spec 002 §6.2).
 type I2CReadIn struct {
 	Bus      int  `json:"bus"`
 	Address  int  `json:"address"`
@@ -42,7 +45,8 @@ type I2CReadIn struct {
 	Length   int  `json:"length"`
 }
 
-// I2CReadOut is spec 002 §6.2.
+// I2CReadOut is the bytes read, with where they were read from (tool catalog,
+// spec 002 §6.2).
 type I2CReadOut struct {
 	Bus      int   `json:"bus"`
 	Address  int   `json:"address"`
@@ -50,7 +54,8 @@ type I2CReadOut struct {
 	Data     []int `json:"data"`
 }
 
-// I2CWriteIn is spec 002 §6.2.
+// I2CWriteIn is i2c.write: bus, 7-bit address, optional register and 1 to 32
+// bytes to write (tool catalog, spec 002 §6.2).
 type I2CWriteIn struct {
 	Bus      int   `json:"bus"`
 	Address  int   `json:"address"`
@@ -59,7 +64,9 @@ type I2CWriteIn struct {
 	GuardArgs
 }
 
-// I2CWriteOut confirms the write (spec 002 §6.2's second form).
+// I2CWriteOut confirms the write with bus, address and bytes written, the
+// second of the two results the tool catalog allows (an empty object is the
+// first; spec 002 §6.2).
 type I2CWriteOut struct {
 	Bus          int  `json:"bus"`
 	Address      int  `json:"address"`

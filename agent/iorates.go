@@ -74,7 +74,9 @@ func (m *ioMeter) rates(ctx context.Context, src sysinfo.Source) (net []sysinfo.
 	return net, disk, secs, secs > 0, nil
 }
 
-// NetworkBlock is the addendum's network block of the health snapshot.
+// NetworkBlock is the health snapshot's network block: each interface's byte,
+// packet, error and drop rates and the total bandwidth up and down (tool
+// catalog, spec 002 addendum §4.1).
 type NetworkBlock struct {
 	Interfaces         map[string]NetIfaceRates `json:"interfaces" jsonschema:"per interface (loopback excluded)"`
 	TotalBandwidthMbps UpDown                   `json:"total_bandwidth_mbps" jsonschema:"all interfaces together, megabits per second"`
@@ -98,7 +100,9 @@ type UpDown struct {
 	Down float64 `json:"down"`
 }
 
-// DiskIOBlock is the addendum's disk_io block of the health snapshot.
+// DiskIOBlock is the health snapshot's disk_io block: each disk's read and
+// write rates, IOPS, busy time and queue depth, and the totals (tool
+// catalog, spec 002 addendum §4.2).
 type DiskIOBlock struct {
 	Devices         map[string]DiskDevRates `json:"devices" jsonschema:"per whole disk (partitions and virtual devices excluded)"`
 	Total           DiskTotal               `json:"total"`

@@ -8,7 +8,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
 
-// The snapshot carries the addendum's network and disk_io blocks with its
+// The snapshot carries the network and disk_io blocks with the tool catalog's
 // names, in system_get_health_snapshot and metrics_get_realtime_metrics alike.
 func TestSnapshotNetworkAndDiskIO(t *testing.T) {
 	r := newRig(t, nil)

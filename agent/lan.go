@@ -386,7 +386,7 @@ func lanToolError(up, tool string, res *mcp.CallToolResult) *ToolError {
 	return errf(code, "%s %s: %s", up, tool, msg).with("upstream", up).with("upstream_tool", tool)
 }
 
-// errorCodes is the vocabulary of spec 002 §9.1.
+// errorCodes is the whole vocabulary of error codes, the Code constants of errors.go.
 func errorCodes() []string {
 	return []string{CodeInvalidArgument, CodePermissionDenied, CodeUnauthenticated, CodeNotFound,
 		CodeFailedPrecondition, CodeResourceExhausted, CodeUnavailable, CodeInternal}

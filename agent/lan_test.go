@@ -152,7 +152,7 @@ func lanRigWith(t *testing.T, f *fakeLAN, timeout time.Duration, opts *mcp.Clien
 	return r, cs
 }
 
-// The whole path with a fake HS4: tools mounted under the prefix
+// A LAN upstream's whole path with a fake HS4 home controller: tools mounted under the prefix
 // with names clients accept, read calls pass through, writes need the
 // guards, dry runs never reach the upstream, critical tools need a change
 // token, everything is audited, and an upstream error keeps our shape.

@@ -14,7 +14,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// ServerStatus is manage.get_server_status (spec 002 §8.1) with what
+// ServerStatus is manage.get_server_status: version, build and start time
+// (tool catalog, spec 002 §8.1), with what
 // `raspi-mcp status` shows a person: helper, audit, database, recent trouble.
 type ServerStatus struct {
 	Version       string           `json:"version"`

@@ -23,20 +23,22 @@ const (
 	maxQuerySpan    = 8 * 24 * time.Hour
 )
 
-// StartJobIn is spec 002 §4.2.
+// StartJobIn is metrics.start_sampling_job: how often to sample and how long
+// to keep the samples (tool catalog, spec 002 §4.2).
 type StartJobIn struct {
 	IntervalSeconds int `json:"interval_seconds" jsonschema:"seconds between samples"`
 	RetentionHours  int `json:"retention_hours,omitempty" jsonschema:"how long samples are kept"`
 	GuardArgs
 }
 
-// StopJobIn is spec 002 §4.2.
+// StopJobIn is metrics.stop_sampling_job: the job to stop (tool catalog, spec 002 §4.2).
 type StopJobIn struct {
 	JobID string `json:"job_id"`
 	GuardArgs
 }
 
-// JobStatus is SamplingJobStatus of spec 002 §4.2.
+// JobStatus is a sampling job's id, interval, retention and state, the result
+// of starting or stopping one (the tool catalog's SamplingJobStatus, spec 002 §4.2).
 type JobStatus struct {
 	JobID           string `json:"job_id"`
 	IntervalSeconds int    `json:"interval_seconds,omitempty"`
@@ -66,7 +68,8 @@ type JobEntry struct {
 	UnflushedSamples  int     `json:"unflushed_samples"`
 }
 
-// SamplesIn is spec 002 §4.3 plus a cursor.
+// SamplesIn is metrics.get_samples: a job, a time range and a limit (tool
+// catalog, spec 002 §4.3), plus a cursor.
 type SamplesIn struct {
 	JobID  string `json:"job_id,omitempty" jsonschema:"default: the default job"`
 	Since  string `json:"since,omitempty" jsonschema:"RFC 3339, inclusive; default one hour before until"`
@@ -75,7 +78,8 @@ type SamplesIn struct {
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
 }
 
-// SampleOut is one sample of spec 002 §4.3, with additive fields.
+// SampleOut is one stored sample: time, CPU, memory, disk and temperature
+// (tool catalog, spec 002 §4.3), with additive fields.
 type SampleOut struct {
 	Timestamp       string   `json:"timestamp"`
 	CPUUsagePercent float64  `json:"cpu_usage_percent"`
@@ -98,8 +102,10 @@ type SamplesOut struct {
 	Truncated     bool        `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
 }
 
-// HistoryIn is spec 002 §2.6.3's metrics.query_history. The names of its
-// first release (metrics, start, end) are still accepted: historySpelling.
+// HistoryIn is metrics.query_history: metric names, a time range and a
+// bucket size, as the tool catalog's example request spells them (spec 002
+// §2.6.3). The names of its first release (metrics, start, end) are still
+// accepted: historySpelling.
 type HistoryIn struct {
 	MetricNames []string `json:"metric_names" jsonschema:"names such as cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.bytes_recv_per_sec, disk.mmcblk0.write_bytes_per_sec, disk_io.total.write_mb_per_sec"`
 	StartTime   string   `json:"start_time,omitempty" jsonschema:"RFC 3339; default one hour before end_time"`
@@ -109,10 +115,13 @@ type HistoryIn struct {
 	JobID       string   `json:"job_id,omitempty"`
 }
 
-// historySpelling maps the first release's parameter names to the spec's.
+// historySpelling maps the first release's parameter names to the tool
+// catalog's (metric_names, start_time, end_time).
 var historySpelling = renames(map[string]string{"metrics": "metric_names", "start": "start_time", "end": "end_time"})
 
-// HistoryOut is spec 002 §2.6.3's answer, with how it was computed.
+// HistoryOut is metrics.query_history's answer, each metric's points by time
+// and the range and resolution (the tool catalog's example, spec 002 §2.6.3),
+// with how it was computed.
 type HistoryOut struct {
 	Metrics             map[string][]HistoryPoint `json:"metrics" jsonschema:"per metric name, its points oldest first; a bucket without samples has no point"`
 	StartTime           string                    `json:"start_time"`

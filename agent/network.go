@@ -22,7 +22,8 @@ type Network interface {
 	Neighbors(ctx context.Context) ([]netinfo.Neighbor, error)
 }
 
-// IPv4Address is addendum §1.1.
+// IPv4Address is one IPv4 address of an interface (system.get_network_info,
+// spec 002 addendum §1.1).
 type IPv4Address struct {
 	Address   string `json:"address"`
 	Netmask   string `json:"netmask,omitempty"`
@@ -30,14 +31,16 @@ type IPv4Address struct {
 	PrefixLen int    `json:"prefix_length"`
 }
 
-// IPv6Address is addendum §1.1.
+// IPv6Address is one IPv6 address of an interface with its prefix and scope
+// (system.get_network_info, spec 002 addendum §1.1).
 type IPv6Address struct {
 	Address   string `json:"address"`
 	PrefixLen int    `json:"prefix_length"`
 	Scope     string `json:"scope,omitempty"`
 }
 
-// IfStats is addendum §1.1 statistics.
+// IfStats are an interface's byte, packet, error and drop counters since boot
+// (system.get_network_info's statistics, spec 002 addendum §1.1).
 type IfStats struct {
 	BytesSent   uint64 `json:"bytes_sent"`
 	BytesRecv   uint64 `json:"bytes_recv"`
@@ -58,7 +61,8 @@ type WiFi struct {
 	BitrateMbps  float64 `json:"bitrate_mbps,omitempty"`
 }
 
-// NetInterface is addendum §1.1's interface.
+// NetInterface is one network interface: name, MAC, MTU, state, addresses and
+// counters (system.get_network_info, spec 002 addendum §1.1).
 type NetInterface struct {
 	Name          string        `json:"name"`
 	MACAddress    string        `json:"mac_address"`
@@ -72,21 +76,24 @@ type NetInterface struct {
 	Wireless      *WiFi         `json:"wireless,omitempty"`
 }
 
-// GatewayInfo is addendum §1.1's default_gateway.
+// GatewayInfo is the default gateway for IPv4 and IPv6 and its interface
+// (system.get_network_info's default_gateway, spec 002 addendum §1.1).
 type GatewayInfo struct {
 	IPv4      string `json:"ipv4,omitempty"`
 	IPv6      string `json:"ipv6,omitempty"`
 	Interface string `json:"interface,omitempty"`
 }
 
-// NetworkInfo is system.get_network_info (addendum §1.1).
+// NetworkInfo is system.get_network_info: the interfaces, the default gateway
+// and the DNS servers (spec 002 addendum §1.1).
 type NetworkInfo struct {
 	Interfaces     []NetInterface `json:"interfaces"`
 	DefaultGateway GatewayInfo    `json:"default_gateway"`
 	DNSServers     []string       `json:"dns_servers"`
 }
 
-// DetailedNetworkIn is addendum §1.2's parameters.
+// DetailedNetworkIn is system.get_detailed_network_info: whether to add the
+// routing table and the connections, filtered by state (spec 002 addendum §1.2).
 type DetailedNetworkIn struct {
 	IncludeRoutingTable   bool     `json:"include_routing_table,omitempty"`
 	IncludeConnections    bool     `json:"include_connections,omitempty"`
@@ -94,7 +101,8 @@ type DetailedNetworkIn struct {
 	MaxConnections        int      `json:"max_connections,omitempty" jsonschema:"at most this many connections (listening sockets first)"`
 }
 
-// RouteEntry is addendum §1.2's routing_table item.
+// RouteEntry is one route of the routing table (system.get_detailed_network_info,
+// spec 002 addendum §1.2).
 type RouteEntry struct {
 	Destination string `json:"destination"`
 	PrefixLen   int    `json:"prefix_length"`
@@ -106,7 +114,8 @@ type RouteEntry struct {
 	Family      string `json:"family" jsonschema:"ipv4 or ipv6"`
 }
 
-// Connection is addendum §1.2's connections item.
+// Connection is one socket of the device with its owning process, where the
+// agent may see it (system.get_detailed_network_info, spec 002 addendum §1.2).
 type Connection struct {
 	Protocol      string `json:"protocol"`
 	LocalAddress  string `json:"local_address"`
@@ -119,7 +128,8 @@ type Connection struct {
 	Username      string `json:"username,omitempty"`
 }
 
-// DetailedNetworkInfo is addendum §1.2's result.
+// DetailedNetworkInfo is system.get_detailed_network_info's result: the
+// network info plus routes and connections (spec 002 addendum §1.2).
 type DetailedNetworkInfo struct {
 	NetworkInfo
 	RoutingTable     []RouteEntry `json:"routing_table,omitempty"`
@@ -138,7 +148,7 @@ type NetStatusIface struct {
 	SignalDBm *int     `json:"signal_dbm,omitempty"`
 }
 
-// NetStatus is network.get_status (spec 002 §2.2): interfaces, addresses and
+// NetStatus is network.get_status (tool catalog, spec 002 §2.2): interfaces, addresses and
 // basic connectivity judged from the kernel's tables, without sending a packet.
 type NetStatus struct {
 	Interfaces       []NetStatusIface `json:"interfaces"`

@@ -94,8 +94,8 @@ func TestNetworkNamespaceOff(t *testing.T) {
 	}
 }
 
-// Every tool of this issue is refused when its namespace is switched off,
-// reads included.
+// Every process, logs, job and power-cancel tool, and service_set_enabled, is
+// refused when its namespace is switched off, reads included.
 func TestOpsToolsRefusedWithTheirNamespaceOff(t *testing.T) {
 	calls := map[string]struct {
 		off  func(*config.Config)

@@ -9,8 +9,9 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
-// A null for an optional parameter means "not given", as spec 002 lets
-// clients send it; a null for a required one is still refused by name.
+// A null for an optional parameter means "not given", as the tool catalog's
+// nullable parameters let clients send it; a null for a required one is still
+// refused by name.
 func TestNullMeansNotGiven(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
 	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Second)

@@ -19,7 +19,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// ProcessSummary is spec 002 addendum §2.3.
+// ProcessSummary is one process as process.list_processes lists it: pid,
+// name, command line, state, user, CPU and memory (spec 002 addendum §2.3).
 type ProcessSummary struct {
 	PID           int      `json:"pid"`
 	Name          string   `json:"name"`
@@ -40,7 +41,8 @@ type ProcessSummary struct {
 
 var processStatuses = []any{"running", "sleeping", "disk-sleep", "stopped", "zombie", "idle"}
 
-// ProcessFilter is addendum §5.1.
+// ProcessFilter narrows process.list_processes: by user, name glob, CPU,
+// memory and state (the tool catalog's filter examples, spec 002 addendum §5.1).
 type ProcessFilter struct {
 	Username      string   `json:"username,omitempty"`
 	NamePattern   string   `json:"name_pattern,omitempty" jsonschema:"glob on the process name or executable, e.g. python*"`
@@ -50,7 +52,8 @@ type ProcessFilter struct {
 	KernelThreads bool     `json:"include_kernel_threads,omitempty" jsonschema:"also list kernel threads (hidden by default)"`
 }
 
-// ProcessListIn is process.list_processes (addendum §5).
+// ProcessListIn is process.list_processes: a filter, a sort and a page by
+// limit and offset (spec 002 addendum §5).
 type ProcessListIn struct {
 	Filter    ProcessFilter `json:"filter,omitzero"`
 	SortBy    string        `json:"sort_by,omitempty"`
@@ -59,7 +62,8 @@ type ProcessListIn struct {
 	Offset    int           `json:"offset,omitempty"`
 }
 
-// ProcessListOut is one page (addendum §5.2).
+// ProcessListOut is one page, with the total matching and whether more follow
+// (spec 002 addendum §5.2).
 type ProcessListOut struct {
 	Processes      []ProcessSummary `json:"processes"`
 	TotalCount     int              `json:"total_count" jsonschema:"processes matching the filter"`
@@ -76,7 +80,8 @@ type PIDIn struct {
 	PID int `json:"pid"`
 }
 
-// IOCounters is addendum §2.4 io_counters.
+// IOCounters are a process's read and write calls and bytes
+// (process.get_process_details' io_counters, spec 002 addendum §2.4).
 type IOCounters struct {
 	ReadCount  uint64 `json:"read_count"`
 	WriteCount uint64 `json:"write_count"`
@@ -111,13 +116,15 @@ type MemoryMap struct {
 	Perms string `json:"perms,omitempty"`
 }
 
-// CPUTimes is addendum §2.4 cpu_times.
+// CPUTimes is a process's CPU seconds in user and system mode
+// (process.get_process_details' cpu_times, spec 002 addendum §2.4).
 type CPUTimes struct {
 	User   float64 `json:"user"`
 	System float64 `json:"system"`
 }
 
-// ProcessDetail is addendum §2.4.
+// ProcessDetail is process.get_process_details: the summary plus I/O, open
+// files, sockets, memory maps, environment and CPU times (spec 002 addendum §2.4).
 type ProcessDetail struct {
 	ProcessSummary
 	IOCounters  *IOCounters       `json:"io_counters,omitempty"`

@@ -47,7 +47,7 @@ func quantile(sorted []time.Duration, q float64) float64 {
 	return float64(sorted[i]) / float64(time.Millisecond)
 }
 
-// BenchmarkProcessListConcurrent is the issue's attack: 50 sessions making
+// BenchmarkProcessListConcurrent is a crowd of callers: 50 sessions making
 // two process_list_processes calls each, from an agent that has no reading
 // yet (the worst case: the first calls must wait out a whole CPU window).
 // A caller must wait at most about one window (500 ms), however many come.
@@ -73,10 +73,11 @@ func BenchmarkProcessListConcurrent(b *testing.B) {
 	b.ReportMetric(float64(reads.Load())/float64(b.N), "proc_reads/100calls")
 }
 
-// BenchmarkProcessList20Ratio is the Done-when of issue 12: 20 concurrent
-// process_list_processes calls against one call. "cold" times both from an
-// agent with no reading yet, so each includes the 500 ms CPU window (the
-// issue's case: 20 calls took 10 s, 20 windows end to end); "warm" times
+// BenchmarkProcessList20Ratio compares 20 concurrent process_list_processes
+// calls with one call: concurrent callers must share one CPU window rather
+// than queue for one each. "cold" times both from an agent with no reading
+// yet, so each includes the 500 ms CPU window (once, 20 calls took 10 s: 20
+// windows end to end); "warm" times
 // them with kept readings, where no call waits and what is left is the
 // per-call work of building and checking 20 results on this machine's cores.
 func BenchmarkProcessList20Ratio(b *testing.B) {

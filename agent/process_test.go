@@ -97,7 +97,7 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 	if past["returned_count"].(float64) != 0 || past["has_more"] != false {
 		t.Fatalf("offset past the end: %v", past)
 	}
-	// The addendum's own example: a list of statuses.
+	// The tool catalog's own filter example: a list of statuses.
 	res, sc = r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"running", "sleeping"}}, "limit": 1000})
 	if res.IsError || sc["returned_count"].(float64) == 0 {
 		t.Fatalf("status filter: %v", sc)

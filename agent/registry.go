@@ -189,10 +189,13 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	return o
 }
 
-// result shapes an outcome per DESIGN.md: structuredContent is the result
-// object, the text block holds a one-line summary then the same JSON, and
-// _meta carries correlation id, duration and audit ref. An error is
-// {"error": {...}} in the text block and in _meta.error.
+// result shapes an outcome the same way for every tool of ours (a LAN
+// upstream's answer passes through as it came): structuredContent is the
+// result object, checked against the output schema, the text block holds a
+// one-line summary then the same JSON (without a photo's base64, which an
+// image block carries), and _meta carries correlation id, duration and audit
+// ref. An error is {"error": {...}} in the text block and
+// in _meta.error.
 func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	meta := mcp.Meta{"correlation_id": c.CorrelationID, "duration_ms": ms(o.dur)}
 	if o.auditRef != "" {

@@ -19,8 +19,9 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// ServiceSummary is spec 002 addendum §2.1, plus whether this device lets
-// the caller change the unit.
+// ServiceSummary is one systemd service as service.list_services lists it:
+// name, state, sub-state, enablement, main pid and resource use (spec 002
+// addendum §2.1), plus whether this device lets the caller change the unit.
 type ServiceSummary struct {
 	Name          string   `json:"name"`
 	DisplayName   string   `json:"display_name,omitempty"`
@@ -73,7 +74,8 @@ type ServiceStatusIn struct {
 	LogLines    int    `json:"log_lines,omitempty" jsonschema:"how many of the unit's latest journal lines to include"`
 }
 
-// Dependencies of a unit (addendum §2.2).
+// Dependencies of a unit: what it requires, wants and orders itself against,
+// and what requires or wants it (service.get_status, spec 002 addendum §2.2).
 type Dependencies struct {
 	Requires   []string `json:"requires"`
 	Wants      []string `json:"wants"`
@@ -90,7 +92,9 @@ type LogLine struct {
 	Message   string `json:"message"`
 }
 
-// ServiceDetail is addendum §2.2.
+// ServiceDetail is service.get_status: the summary plus the unit file,
+// commands, user, environment, restart policy, dependencies and recent logs
+// (spec 002 addendum §2.2).
 type ServiceDetail struct {
 	ServiceSummary
 	UnitFilePath     string            `json:"unit_file_path,omitempty"`
@@ -108,7 +112,9 @@ type ServiceDetail struct {
 	LogsNote         string            `json:"logs_note,omitempty"`
 }
 
-// ServiceControlIn is service.control_service (spec 002 §2.6.4, addendum §6.1).
+// ServiceControlIn is service.control_service: a unit and an action (the tool
+// catalog's start example, spec 002 §2.6.4), and force to stop a unit that
+// active units depend on (spec 002 addendum §6.1).
 type ServiceControlIn struct {
 	ServiceName                 string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 	Action                      string `json:"action"`
@@ -117,7 +123,9 @@ type ServiceControlIn struct {
 	GuardArgs
 }
 
-// ServiceControlOut is the spec's answer with sub-states and systemd's job result.
+// ServiceControlOut is the unit's state after the action and before it (the
+// tool catalog's example answer, spec 002 §2.6.4), with sub-states and
+// systemd's job result.
 type ServiceControlOut struct {
 	ServiceName       string   `json:"service_name"`
 	Action            string   `json:"action"`
@@ -159,7 +167,8 @@ type ServiceEnableOut struct {
 	Plan                  []string     `json:"plan,omitempty"`
 }
 
-// ValidationOut is service.validate_unit_file (addendum §6.2).
+// ValidationOut is service.validate_unit_file: whether the unit file is valid,
+// its warnings and errors, and whether it can be enabled (spec 002 addendum §6.2).
 type ValidationOut struct {
 	ServiceName  string   `json:"service_name"`
 	Valid        bool     `json:"valid"`
@@ -317,7 +326,8 @@ func (a *Agent) unitErr(name string, err error) error {
 	return errf(CodeUnavailable, "systemd: %v", err).retry()
 }
 
-// status maps systemd's ActiveState onto the spec's five values.
+// status maps systemd's ActiveState onto the tool catalog's five values:
+// active, inactive, activating, deactivating and failed.
 func status(active string) string {
 	switch active {
 	case "active", "reloading", "refreshing":

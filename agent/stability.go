@@ -4,9 +4,11 @@ package agent
 // system_get_capabilities reports it so a client knows what it may rely on.
 // It is decided here, in one table, rather than tool by tool:
 //
-//   - stable: the tools of spec 002's v1 catalog, whose parameter and result
-//     schemas the contract test compares with the spec's;
-//   - beta: the tools that spec marks as planned for phase 2 or later, and
+//   - stable: the tools the tool catalog lists for the first release (spec
+//     002 §2.2, and system.get_network_info of its addendum's phase 1),
+//     whose parameter and result schemas the contract test compares with
+//     the catalog's;
+//   - beta: the tools the catalog plans for a later phase ("Phase 2+"), and
 //     the tools this project adds beyond the catalog (history queries,
 //     summaries, the journal, sensors, change tokens, job queue): their
 //     shape may still change.

@@ -17,7 +17,8 @@ import (
 // NoArgs is the input of tools without parameters.
 type NoArgs struct{}
 
-// BasicInfo is spec 002 §3.1, plus serial and board revision.
+// BasicInfo is system.get_basic_info: host name, model, CPU, memory, OS,
+// kernel and uptime (tool catalog, spec 002 §3.1), plus serial and board revision.
 type BasicInfo struct {
 	Hostname         string `json:"hostname"`
 	Model            string `json:"model"`
@@ -32,7 +33,8 @@ type BasicInfo struct {
 	Revision         string `json:"revision,omitempty" jsonschema:"Raspberry Pi board revision code"`
 }
 
-// ThrottlingFlags is spec 002 §3.2: what the firmware reports right now.
+// ThrottlingFlags are the health snapshot's under-voltage, frequency-capped
+// and throttled flags (tool catalog, spec 002 §3.2): what the firmware reports right now.
 type ThrottlingFlags struct {
 	UnderVoltage bool `json:"under_voltage"`
 	FreqCapped   bool `json:"freq_capped"`
@@ -50,7 +52,9 @@ type ThrottlingHistory struct {
 	Source                string `json:"source" jsonschema:"sysfs or vcgencmd"`
 }
 
-// HealthSnapshot is spec 002 §3.2 (HealthSnapshot), with additive fields.
+// HealthSnapshot is system.get_health_snapshot's one-shot reading of CPU,
+// memory, disk, temperature and throttling (the tool catalog's HealthSnapshot,
+// spec 002 §3.2), with additive fields.
 type HealthSnapshot struct {
 	Timestamp             string             `json:"timestamp"`
 	CPUUsagePercent       float64            `json:"cpu_usage_percent"`
@@ -68,8 +72,8 @@ type HealthSnapshot struct {
 	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
 	UptimeSeconds         uint64             `json:"uptime_seconds"`
 	ThrottlingHistory     *ThrottlingHistory `json:"throttling_history,omitempty"`
-	Network               *NetworkBlock      `json:"network,omitempty" jsonschema:"network rates now (spec 002 addendum); absent when the counters cannot be read"`
-	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now (spec 002 addendum); absent when the counters cannot be read"`
+	Network               *NetworkBlock      `json:"network,omitempty" jsonschema:"network rates now, per interface and in total; absent when the counters cannot be read"`
+	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
 }
 
 var healthProps = []Prop{
@@ -77,21 +81,23 @@ var healthProps = []Prop{
 	prop("cpu_usage_percent", minimum(0), maximum(100)),
 }
 
-// PowerIn is the input of system.reboot (spec 002 §3.3) and system.shutdown.
+// PowerIn is the input of system.reboot and system.shutdown: a delay (the tool
+// catalog's delay_seconds, spec 002 §3.3) or a time, and the guard arguments.
 type PowerIn struct {
 	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
 	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
 	GuardArgs
 }
 
-// ShutdownIn is system.shutdown: the reboot's parameters plus spec 002's
-// force flag.
+// ShutdownIn is system.shutdown: the reboot's parameters plus the force flag
+// the tool catalog foresees for it (spec 002 §3.4).
 type ShutdownIn struct {
 	PowerIn
 	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off; without it a pending reboot is kept and the call refused. Services always stop cleanly: there is no unclean power-off"`
 }
 
-// PowerOut is spec 002 §3.3's result with additive fields.
+// PowerOut is the reboot's result, whether it is scheduled and in how many
+// seconds (tool catalog, spec 002 §3.3), with additive fields.
 type PowerOut struct {
 	Scheduled             bool     `json:"scheduled"`
 	EffectiveAfterSeconds int      `json:"effective_after_seconds"`
@@ -191,7 +197,8 @@ func (a *Agent) registerSystem() {
 	})
 }
 
-// healthSpec is the snapshot tool; system and metrics both expose it (spec 002 §3.2, §4.1).
+// healthSpec is the snapshot tool; system and metrics both expose it, since the
+// tool catalog gives metrics.get_realtime_metrics the same result (spec 002 §3.2, §4.1).
 func (a *Agent) healthSpec(id, title, desc string) Spec[NoArgs, HealthSnapshot] {
 	return Spec[NoArgs, HealthSnapshot]{
 		ID: id, Title: title, Description: desc,

@@ -31,7 +31,7 @@ type tool struct {
 	rule     Rule
 	mutating bool
 	lan      bool   // fronts a LAN upstream's tool: every call is audited
-	stable   string // alpha, beta, stable (spec §9.2)
+	stable   string // alpha, beta or stable: how settled its contract is (stability.go)
 	mcp      *mcp.Tool
 	in       *jsonschema.Schema
 	inRes    *jsonschema.Resolved
@@ -80,7 +80,7 @@ type Spec[In, Out any] struct {
 	Stability   string
 	Idempotent  bool
 	Destructive bool
-	Props       []Prop // bounds, enums and defaults of the spec's schemas
+	Props       []Prop // bounds, enums and defaults of the tool catalog's schemas
 	OutProps    []Prop
 	// Spelling, when set, rewrites accepted alternative spellings of the
 	// arguments (another name for a parameter, 1 for "high") into the ones
@@ -296,7 +296,8 @@ func tighten(s *jsonschema.Schema, props []Prop) error {
 
 // validate checks raw arguments against the tool's schema and returns them with
 // defaults applied. Errors name the parameter, what was expected and what came,
-// as spec §2.6.7 shows, instead of the SDK's plain-text validation message.
+// as the tool catalog's invalid-request example does (parameter, expected_type,
+// actual_type; spec 002 §2.6.7), instead of the SDK's plain-text validation message.
 func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
@@ -416,8 +417,9 @@ func (t *tool) paramNames() []string {
 	return n
 }
 
-// problem says in plain words why v does not fit s, as spec §2.6.7 shows
-// ("must be an integer, got string"); the library's message is the fallback.
+// problem says in plain words why v does not fit s, in the words of the tool
+// catalog's invalid-request example ("must be an integer, got string", spec 002
+// §2.6.7); the library's message is the fallback.
 func problem(s *jsonschema.Schema, v any, err error) string {
 	want, got := schemaType(s), goJSONType(v)
 	switch {

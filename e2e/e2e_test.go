@@ -159,7 +159,7 @@ func auditTotal(t testing.TB, cs *mcp.ClientSession) int {
 
 var wireName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
-// The issue's tour: tools listed with portable names, health, capabilities,
+// A tour of the contract: tools listed with portable names, health, capabilities,
 // then a denied call, a dry run and an executed reboot each leave exactly one
 // audit record, and the chain verifies.
 func TestTourThroughStdio(t *testing.T) {

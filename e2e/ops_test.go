@@ -59,7 +59,7 @@ func TestOperationsInLaptopMode(t *testing.T) {
 	}
 }
 
-// The check for laptop mode: a marker process started on this
+// Laptop mode stays on its simulated board: a marker process started on this
 // machine is invisible to every --sim tool and cannot be signalled through
 // them, nor can the real agent and helper; the counts of the board agree
 // between tools; the network tools show the board's LAN.

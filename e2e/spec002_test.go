@@ -7,7 +7,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/internal/spec002"
 )
 
-// Spec 002's example requests (main catalog §2.6 and the addendum) succeed
+// The tool catalog's example requests (spec 002 §2.6 and the addendum) succeed
 // through `raspi-mcp stdio` on the simulated board, as a client that read the
 // spec sends them; the invalid one is refused as invalid. Where the spec and
 // this server differ on purpose (spec002.Differences) the example is retried

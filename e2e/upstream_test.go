@@ -154,7 +154,7 @@ func textOf(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-// The issue's acceptance: the MCP project's reference server, from npm,
+// A LAN upstream end to end: the MCP project's reference server, from npm,
 // mounted in laptop mode and used through `raspi-mcp stdio`: prefixed tools,
 // calls, a guard refusal on a tool that is not read-only, every call in the
 // audit trail; killed, only its tools answer unavailable; back, they work

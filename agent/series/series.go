@@ -72,7 +72,8 @@ var aliases = map[string]string{
 }
 
 // netFields are named as the health snapshot's network block names them
-// (spec 002's addendum); the first release's rx_/tx_ names stay as aliases.
+// (bytes_sent_per_sec, error_rate_percent, ...; spec 002 addendum §4.1); the
+// first release's rx_/tx_ names stay as aliases.
 var netFields = map[string]func(r store.NetRate) float64{
 	"bytes_recv_per_sec":   func(r store.NetRate) float64 { return float64(r.RxBytesPerSec) },
 	"bytes_sent_per_sec":   func(r store.NetRate) float64 { return float64(r.TxBytesPerSec) },
@@ -82,7 +83,8 @@ var netFields = map[string]func(r store.NetRate) float64{
 	"tx_errors_per_sec":    func(r store.NetRate) float64 { return float64(r.TxErrorsPerSec) },
 	"rx_drops_per_sec":     func(r store.NetRate) float64 { return float64(r.RxDropsPerSec) },
 	"tx_drops_per_sec":     func(r store.NetRate) float64 { return float64(r.TxDropsPerSec) },
-	// error_rate_percent and drop_rate_percent are per packet, as the addendum's §4.1.
+	// error_rate_percent and drop_rate_percent are errors and drops per packet,
+	// both directions, in percent, as the snapshot reports them.
 	"error_rate_percent": func(r store.NetRate) float64 {
 		return ratio(r.RxErrorsPerSec+r.TxErrorsPerSec, r.RxPacketsPerSec+r.TxPacketsPerSec)
 	},

@@ -75,7 +75,7 @@ func TestLookupDeviceMetrics(t *testing.T) {
 		"net.eth0.drop_rate_percent":       2,
 		"disk.mmcblk0.write_bytes_per_sec": 4096,
 		"disk.mmcblk0.busy_percent":        12.5,
-		// The snapshot's names and paths (spec 002's addendum).
+		// The health snapshot's names and paths (network.interfaces.*, disk_io.devices.*).
 		"net.eth0.bytes_recv_per_sec":                 1000,
 		"net.eth0.packets_sent_per_sec":               10,
 		"network.interfaces.eth0.bytes_recv_per_sec":  1000,

@@ -26,7 +26,8 @@ type Sample struct {
 	Disk []DiskRate // one per block device seen in both readings, sorted by name
 }
 
-// NetRate is one interface's rates over the sample interval (spec addendum §4.1).
+// NetRate is one interface's rates over the sample interval, from which the
+// health snapshot's network block is computed (spec 002 addendum §4.1).
 type NetRate struct {
 	Name            string
 	RxBytesPerSec   float32
@@ -39,7 +40,8 @@ type NetRate struct {
 	TxDropsPerSec   float32
 }
 
-// DiskRate is one block device's rates over the sample interval (spec addendum §4.2).
+// DiskRate is one block device's rates over the sample interval, from which
+// the health snapshot's disk_io block is computed (spec 002 addendum §4.2).
 type DiskRate struct {
 	Name             string
 	ReadBytesPerSec  float32

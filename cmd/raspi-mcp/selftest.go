@@ -334,7 +334,8 @@ func (r *selftestRig) initialize(ctx context.Context) (string, error) {
 	return fmt.Sprintf("server %s %s, protocol %s", ir.ServerInfo.Name, ir.ServerInfo.Version, ir.ProtocolVersion), nil
 }
 
-// wireName is the rule every exported tool name must follow (DESIGN.md).
+// wireName is the rule every exported tool name must follow: snake case of
+// at most 48 characters, which every MCP client accepts (several reject dots).
 var wireName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
 func (r *selftestRig) toolsList(ctx context.Context) (string, error) {

@@ -480,7 +480,7 @@ func (l *lab) simValue(pin int) string {
 	return strings.TrimSpace(l.mustPi("gpio-sim value", fmt.Sprintf("cat %s/sim_gpio%d/value", l.gpioSys, pin)))
 }
 
-// tour is the issue's: health, capabilities, a GPIO write on gpio-sim, a
+// tour is the installed package's tour: health, capabilities, a GPIO write on gpio-sim, a
 // denied call, a dry-run reboot and the audit trail, with the MCP-only key.
 // It returns the audit seq of the GPIO write, to find it after the upgrade.
 func (l *lab) tour(version string) float64 {

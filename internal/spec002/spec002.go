@@ -4,6 +4,16 @@
 // agent/testdata/spec002, and the one table of deliberate differences from
 // it. The agent's contract test compares every tool with the spec; the e2e
 // test replays the examples through `raspi-mcp stdio`.
+//
+// Comments across the repository point into the catalog as "spec 002 §N" and
+// "spec 002 addendum §N", always beside their own account of what the section
+// says. The main part (§2 to §9) names the namespaces and tools (§2.2), gives
+// full JSON-RPC examples (§2.6), one section per namespace with its parameter
+// and result schemas (§3 system to §8 manage), the error codes (§9.1) and the
+// stability levels (§9.2). The addendum, numbered from §1 again, details
+// the network info tools (§1), the service and process schemas (§2),
+// versioning (§3), network and disk rates in the health snapshot (§4),
+// process filters and pages (§5) and service dependency checks (§6).
 package spec002
 
 import (

@@ -1,5 +1,7 @@
 // Package proto is the wire protocol between the unprivileged raspi-mcp agent
-// and the root helper (raspi-mcp-helper).
+// and the root helper (raspi-mcp-helper). Laptop mode, the self-test and the
+// tests speak it too, to the same helper server on a simulated board
+// (internal/simrig), so there is one protocol and no test-only shortcut.
 //
 // It is deliberately stdlib-only and small: both sides import the same typed
 // method table, so a method's wire name, its parameter type and its result type
@@ -34,8 +36,11 @@ type Method[Req, Resp any] struct{ Name string }
 // String returns the wire name.
 func (m Method[Req, Resp]) String() string { return m.Name }
 
-// The method table. New methods are added here, and only here, so client and
-// server cannot disagree about names or types.
+// The method table's core; its hardware, operations and audit-witness parts
+// are in hardware.go, ops.go and witness.go. A method is declared only in this
+// package and listed in Names, so client and server cannot disagree about names
+// or types: the helper's tests check that it serves exactly Names, and the
+// fuzz tests that every name has a parameter type.
 var (
 	Hello         = Method[HelloReq, HelloResp]{"hello"}
 	Status        = Method[StatusReq, StatusResp]{"status"}
