@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +58,25 @@ func raspi() string { return filepath.Join(bin, "raspi-mcp") }
 type sim struct {
 	dir string
 	cmd *exec.Cmd
-	log *bytes.Buffer
+	log *syncBuffer
+}
+
+// syncBuffer is the agent's output: exec's copier writes it while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startSim runs `raspi-mcp serve --sim --dir DIR` in a fresh directory and
@@ -75,7 +94,7 @@ func startSim(t testing.TB) *sim {
 // startSimIn is startSim in an existing directory, with extra serve flags.
 func startSimIn(t testing.TB, dir string, args ...string) *sim {
 	t.Helper()
-	s := &sim{dir: dir, log: &bytes.Buffer{}}
+	s := &sim{dir: dir, log: &syncBuffer{}}
 	s.cmd = exec.Command(raspi(), append([]string{"serve", "--sim", "--dir", dir}, args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
