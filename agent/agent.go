@@ -133,6 +133,7 @@ func New(o Options) (*Agent, error) {
 	a.registerProcess()
 	a.registerNetwork()
 	a.registerJobs()
+	a.registerSelftest()
 	if a.tools.err != nil {
 		return nil, a.tools.err
 	}
