@@ -206,10 +206,11 @@ func textOf(res *mcp.CallToolResult) string {
 }
 
 func cmdStatus(args []string) error {
-	c := newCommand("status", "[--dir DIR] [--json]", "agent, helper, audit and recent problems; exit 0 when all is up, 1 agent down, 2 helper down")
+	c := newCommand("status", "[--dir DIR] [--json] [--check]", "agent, helper, audit and recent problems; exit 0 when all is up, 1 agent down, 2 helper down (with --check: a check failed)")
 	var w where
 	w.flags(c.fs)
 	asJSON := c.fs.Bool("json", false, "machine-readable output")
+	check := c.fs.Bool("check", false, "run the live device's self-test (selftest_run): pass/warn/fail per check, with the fix for each failure")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -217,7 +218,7 @@ func cmdStatus(args []string) error {
 	if len(pos) != 0 {
 		return c.wrongArgs("status takes no arguments")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // --check waits for every check's own bound
 	defer cancel()
 	socket := w.agentSocket()
 	s, err := session(ctx, &w)
@@ -230,6 +231,9 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	defer s.Close()
+	if *check {
+		return statusCheck(ctx, s, os.Stdout, *asJSON)
+	}
 	var st agent.ServerStatus
 	if _, err := callTool(ctx, s, "manage_get_server_status", nil, &st); err != nil {
 		return err
