@@ -96,15 +96,15 @@ func (a *Agent) registerSelftest() {
 // Selftest runs every check; `raspi-mcp status --check` shows the same.
 func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 	out := SelftestOut{Mode: a.mode, Version: a.version, Checks: []SelftestCheck{}}
-	add := func(c SelftestCheck) { out.Checks = append(out.Checks, c) }
+	record := func(c SelftestCheck) { out.Checks = append(out.Checks, c) }
 	pass := func(name, f string, args ...any) {
-		add(SelftestCheck{Name: name, Status: CheckPass, Detail: fmt.Sprintf(f, args...)})
+		record(SelftestCheck{Name: name, Status: CheckPass, Detail: fmt.Sprintf(f, args...)})
 	}
 	warn := func(name, hint, f string, args ...any) {
-		add(SelftestCheck{Name: name, Status: CheckWarn, Detail: fmt.Sprintf(f, args...), FixHint: hint})
+		record(SelftestCheck{Name: name, Status: CheckWarn, Detail: fmt.Sprintf(f, args...), FixHint: hint})
 	}
 	fail := func(name, hint, f string, args ...any) {
-		add(SelftestCheck{Name: name, Status: CheckFail, Detail: fmt.Sprintf(f, args...), FixHint: hint})
+		record(SelftestCheck{Name: name, Status: CheckFail, Detail: fmt.Sprintf(f, args...), FixHint: hint})
 	}
 	bounded := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, checkTimeout) }
 	restartHelper := "sudo systemctl restart raspi-mcp-helper; journalctl -u raspi-mcp-helper says why it stopped"
@@ -130,7 +130,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 		warn(name, restartHelper, "not checked: the root helper is unreachable")
 	}
 
-	a.checkSockets(add)
+	a.checkSockets(record)
 
 	// The database and the audit trail.
 	if size, err := a.store.Size(); err != nil {
@@ -309,7 +309,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 // checkSockets checks both sockets' modes and owners: the agent's is for
 // the agent's user and [agent] socket_group, the helper's for the agent's
 // user only. Neither may be open to everyone.
-func (a *Agent) checkSockets(add func(SelftestCheck)) {
+func (a *Agent) checkSockets(record func(SelftestCheck)) {
 	me := os.Getuid()
 	for _, s := range []struct{ name, path, group string }{
 		{"agent_socket", a.cfg.Agent.Socket, a.cfg.Agent.SocketGroup},
@@ -320,7 +320,7 @@ func (a *Agent) checkSockets(add func(SelftestCheck)) {
 		if err != nil {
 			c.Status, c.Detail = CheckFail, err.Error()
 			c.FixHint = "restart raspi-mcp (sudo systemctl restart raspi-mcp raspi-mcp-helper): each creates its socket"
-			add(c)
+			record(c)
 			continue
 		}
 		mode := fi.Mode().Perm()
@@ -340,7 +340,7 @@ func (a *Agent) checkSockets(add func(SelftestCheck)) {
 			c.Status = CheckWarn
 			c.FixHint = fmt.Sprintf("its group is not [agent] socket_group %q: restart raspi-mcp so it sets the group again", s.group)
 		}
-		add(c)
+		record(c)
 	}
 }
 
