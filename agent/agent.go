@@ -133,13 +133,14 @@ func New(o Options) (*Agent, error) {
 	a.registerProcess()
 	a.registerNetwork()
 	a.registerJobs()
+	a.registerSelftest()
 	if a.tools.err != nil {
 		return nil, a.tools.err
 	}
 	if err := a.newLAN(); err != nil {
 		return nil, err
 	}
-	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: "Raspberry Pi", Version: o.Version}, &mcp.ServerOptions{
+	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),
 		HasTools:     true,
@@ -155,9 +156,12 @@ func New(o Options) (*Agent, error) {
 	return a, nil
 }
 
-const instructions = `raspi-mcp operates a Raspberry Pi. Start with system_get_capabilities to see what this device has and what you may do.
-Every change takes guard arguments: dry_run (plan only), reason (audited); high-risk tools also need confirm: true;
-critical tools need change_prepare then change_commit. Errors carry code, fix_hint and suggested_next_tool_calls.`
+// instructions reach the model at the start of every session. Some clients
+// (Codex) keep only the first line, so that line is the one rule a model
+// must not miss on its own; the rest is short and points to the contract.
+const instructions = `raspi-mcp acts on a real Raspberry Pi: before any change, call the tool with dry_run: true, show the plan to the person, and pass confirm: true or a change token only after they agree.
+Start with system_get_capabilities. Errors carry code, fix_hint and suggested_next_tool_calls: follow them.
+How to work with this server (which tools need confirm, reason or a change token, what never to do): resource raspi://agent/contract.`
 
 // Serve accepts MCP connections until ctx ends. Each connection's peer
 // credentials are read once and decide the principal for its whole life.

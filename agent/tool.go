@@ -252,6 +252,10 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	}
 	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: in, OutputSchema: out, Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
+	if l, ok := toolLook(s.ID); ok {
+		t.mcp.Icons = l.icons()
+		t.mcp.Meta["namespace_title"] = l.title
+	}
 	run, summary := s.Run, s.Summary
 	t.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
 		var v In

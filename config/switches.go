@@ -110,6 +110,9 @@ type Namespace struct {
 // the others come from the switches table.
 var bareNamespaces = [...]Namespace{
 	{Name: "change"},
+	// selftest.run has no switch: it is what a person runs when something
+	// is wrong, whatever is turned off, and it only reads.
+	{Name: "selftest"},
 	{Name: "jobs", Reserved: "kept for a planned jobs namespace, so no upstream takes the name first"},
 }
 

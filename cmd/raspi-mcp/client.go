@@ -82,14 +82,24 @@ func (w *where) agentSocket() string {
 
 // dial connects to the agent, or says why not and what to do about it.
 func (w *where) dial() (*net.UnixConn, error) {
+	conn, reason, hint := w.dialOrWhy()
+	if conn != nil {
+		return conn, nil
+	}
+	return nil, &exitError{code: 1, msg: fmt.Sprintf("%s.\n  %s", reason, hint)}
+}
+
+// dialOrWhy connects to the agent, or returns why it cannot (reason) and
+// what to do about it (hint): the CLI prints them, and `raspi-mcp stdio`
+// hands them to the MCP client.
+func (w *where) dialOrWhy() (conn *net.UnixConn, reason, hint string) {
 	socket := w.agentSocket()
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
 	if err == nil {
-		return conn, nil
+		return conn, "", ""
 	}
 	dir, laptop := w.laptop()
 	_, statErr := os.Stat(socket)
-	var hint string
 	switch {
 	case errors.Is(err, os.ErrPermission):
 		hint = fmt.Sprintf("you may not connect to %s: members of group raspi-mcp may (sudo usermod -aG raspi-mcp $USER, then log in again)", socket)
@@ -104,7 +114,7 @@ func (w *where) dial() (*net.UnixConn, error) {
 	default:
 		hint = "on a Pi: sudo systemctl start raspi-mcp; on a laptop: raspi-mcp serve --sim (then every command finds it)"
 	}
-	return nil, &exitError{code: 1, msg: fmt.Sprintf("the agent is not running (%s: %v).\n  %s", socket, unwrapSyscall(err), hint)}
+	return nil, fmt.Sprintf("the agent is not running (%s: %v)", socket, unwrapSyscall(err)), hint
 }
 
 // unwrapSyscall is the errno of a dial error, without the "dial unix" prefix.
@@ -134,9 +144,16 @@ func cmdStdio(args []string) error {
 	if len(pos) != 0 {
 		return c.wrongArgs("stdio takes no arguments")
 	}
-	conn, err := w.dial()
-	if err != nil {
-		return err
+	conn, reason, hint := w.dialOrWhy()
+	if conn == nil {
+		// The client shows neither our exit nor our stderr: it learns why
+		// from an MCP server that can only say so. stderr still tells a
+		// person who runs stdio by hand.
+		fmt.Fprintf(os.Stderr, "raspi-mcp: %s.\n  %s\n", reason, hint)
+		if err := bridge.Unavailable(os.Stdin, os.Stdout, bridge.Down{Reason: reason, FixHint: hint, Version: version}); err != nil {
+			return err
+		}
+		return &exitError{code: 1} // the reason is on stderr already
 	}
 	defer conn.Close()
 	return bridge.Run(os.Stdin, os.Stdout, conn, 10*time.Second)
@@ -189,10 +206,11 @@ func textOf(res *mcp.CallToolResult) string {
 }
 
 func cmdStatus(args []string) error {
-	c := newCommand("status", "[--dir DIR] [--json]", "agent, helper, audit and recent problems; exit 0 when all is up, 1 agent down, 2 helper down")
+	c := newCommand("status", "[--dir DIR] [--json] [--check]", "agent, helper, audit and recent problems; exit 0 when all is up, 1 agent down, 2 helper down (with --check: a check failed)")
 	var w where
 	w.flags(c.fs)
 	asJSON := c.fs.Bool("json", false, "machine-readable output")
+	check := c.fs.Bool("check", false, "run the live device's self-test (selftest_run): pass/warn/fail per check, with the fix for each failure")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -200,7 +218,7 @@ func cmdStatus(args []string) error {
 	if len(pos) != 0 {
 		return c.wrongArgs("status takes no arguments")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // --check waits for every check's own bound
 	defer cancel()
 	socket := w.agentSocket()
 	s, err := session(ctx, &w)
@@ -213,6 +231,9 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	defer s.Close()
+	if *check {
+		return statusCheck(ctx, s, os.Stdout, *asJSON)
+	}
 	var st agent.ServerStatus
 	if _, err := callTool(ctx, s, "manage_get_server_status", nil, &st); err != nil {
 		return err

@@ -22,7 +22,9 @@ usage:
   raspi-mcp serve [--config FILE]               run the agent (systemd runs this on a Pi)
   raspi-mcp serve --sim [--dir DIR]             laptop mode: agent + helper on a simulated board
   raspi-mcp stdio [--dir DIR]                   MCP over stdin/stdout, for: ssh -T pi raspi-mcp stdio
-  raspi-mcp status [--dir DIR] [--json]         agent, helper, audit and recent problems
+  raspi-mcp status [--dir DIR] [--json] [--check]
+                                                agent, helper, audit and recent problems;
+                                                --check: the live device's self-test
   raspi-mcp tools [--dir DIR] [--json] [NAME]   the tools with risk and role, or one tool's parameters
   raspi-mcp call [--dir DIR] [--json] TOOL [JSON | KEY=VALUE...]
                                                 call one tool: raspi-mcp call gpio_read_pin pin=17
