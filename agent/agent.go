@@ -87,6 +87,7 @@ type Agent struct {
 	unitCPU   unitCPU
 	cpu       *cpuSampler // process readings shared by the process tools
 	witness   *witnesser
+	asks      *asks // confirmations awaiting the client's second round (elicit.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -118,6 +119,7 @@ func New(o Options) (*Agent, error) {
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
 	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
+	a.asks = newAsks()
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)

@@ -107,7 +107,7 @@ func (a *Agent) registerLogs() {
 		Props: []Prop{
 			prop("limit", minimum(1), maximum(1000), def(50)), prop("offset", minimum(0)),
 			prop("since", format("date-time")), prop("until", format("date-time")),
-			prop("decision", enum("allow", "deny")), prop("tool", maxLen(100)), prop("principal", maxLen(100)),
+			prop("decision", enum("allow", "deny", store.DecisionDeclined)), prop("tool", maxLen(100)), prop("principal", maxLen(100)),
 		},
 		Run: a.auditLogs,
 		Summary: func(_ AuditLogsIn, o AuditLogsOut) string {

@@ -56,6 +56,9 @@ type Call struct {
 	Session       *mcp.ServerSession
 	ProgressToken any  // the client's, to forward an upstream's progress
 	committed     bool // arrived through change_commit with a valid token
+	// req is the client's request, for its capabilities, protocol era and
+	// answers to our input requests; nil for calls made inside the agent.
+	req *mcp.CallToolRequest
 }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
