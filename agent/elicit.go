@@ -275,16 +275,16 @@ func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte) *mc
 
 // plan is the tool's dry run in one line, when it has one.
 func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) string {
-	if _, ok := t.in.Properties["dry_run"]; !ok && !t.lan {
+	// A LAN tool plans with the upstream's own dry run, or says what would
+	// be sent; a local one has dry_run when it changes anything.
+	if !t.lan && (t.in == nil || t.in.Properties["dry_run"] == nil) {
 		return ""
 	}
 	var m map[string]any
 	if json.Unmarshal(args, &m) != nil {
 		return ""
 	}
-	if _, ok := t.in.Properties["dry_run"]; ok {
-		m["dry_run"] = true
-	}
+	m["dry_run"] = true
 	dry, _ := json.Marshal(m)
 	g := c.Guard
 	g.DryRun = true

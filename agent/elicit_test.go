@@ -259,3 +259,37 @@ func TestElicitClientThatCannotAsk(t *testing.T) {
 		})
 	}
 }
+
+// Through change_commit the person is still asked in the 2025-11-25 era; in
+// the 2026-07-28 era, whose answer needs a second round of the same call,
+// change_commit points at the direct call and keeps the token.
+func TestElicitThroughChangeCommit(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			r := newRig(t, nil)
+			asked := 0
+			s := r.serveMany()(&mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked++
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+			}}, era)
+			res, sc := r.asSession(s, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": shutdownArgs})
+			if res.IsError || asked != 0 {
+				t.Fatalf("prepare: %v, asked %d", sc, asked)
+			}
+			tok := sc["token"].(string)
+			res, sc = r.asSession(s, "change_commit", map[string]any{"token": tok})
+			if era < "2026-07-28" {
+				if res.IsError || asked != 1 || len(r.pw.Events()) == 0 {
+					t.Fatalf("commit: %v, asked %d", sc, asked)
+				}
+				return
+			}
+			if errCode(res, sc) != CodeFailedPrecondition || asked != 0 || len(r.pw.Events()) != 0 {
+				t.Fatalf("commit in rounds: %v, asked %d", sc, asked)
+			}
+			if _, err := r.db.ConsumeChangeToken(tok, time.Now()); err != nil {
+				t.Fatalf("the token was lost: %v", err)
+			}
+		})
+	}
+}

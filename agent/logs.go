@@ -146,7 +146,8 @@ func (a *Agent) registerLogs() {
 			prop("priority", enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
 			prop("since", maxLen(40)), prop("until", maxLen(40)), prop("grep", maxLen(200)),
 			prop("limit", minimum(1), maximum(1000), def(100)), prop("max_bytes", minimum(1024), maximum(65536), def(32768))},
-		Run: a.queryJournal,
+		Slow: true,
+		Run:  a.queryJournal,
 		Summary: func(in JournalIn, o JournalOut) string {
 			s := fmt.Sprintf("%d journal entries", o.ReturnedCount)
 			if o.Truncated {

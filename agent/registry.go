@@ -164,7 +164,9 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 			decision, o.err, elicited = pa.decision, pa.err, pa.answer
 		} else {
 			elicited = pa.answer
+			stop := a.progress(ctx, t, c)
 			out, sum, err := t.run(ctx, c, args)
+			stop()
 			if err != nil {
 				te, internal := toToolError(err)
 				if internal {
@@ -184,6 +186,9 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	if o.err != nil {
 		t.failures.Add(1)
 		a.actionable(t, c, raw, o.err)
+		if decision != "allow" {
+			a.tellDenied(ctx, t, c, decision, o.err)
+		}
 	}
 	o.dur = time.Since(start)
 	// A call to a LAN upstream leaves the Pi: it is recorded even as a read.
