@@ -87,6 +87,8 @@ type Agent struct {
 	unitCPU   unitCPU
 	cpu       *cpuSampler // process readings shared by the process tools
 	witness   *witnesser
+	asks      *asks  // confirmations awaiting the client's second round (elicit.go)
+	watch     *watch // helper and upstream state, for notifications (notify.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -118,6 +120,8 @@ func New(o Options) (*Agent, error) {
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
 	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
+	a.asks = newAsks()
+	a.watch = newWatch()
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
@@ -174,6 +178,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	go a.reverter.run(rctx)
 	go a.witness.retry(rctx)
 	go a.powerJobs.run(rctx)
+	go a.watchEvents(rctx)
 	// The LAN clients stop with the reverts, before Serve returns.
 	var lanWG sync.WaitGroup
 	defer func() { stopReverts(); lanWG.Wait() }()

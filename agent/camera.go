@@ -97,6 +97,7 @@ func (a *Agent) registerCamera() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Props: []Prop{prop("width", enum(640, 1280, 1920)), prop("height", enum(480, 720, 1080)),
 			prop("format", enum("jpeg", "png"), def("jpeg")), prop("quality", minimum(1), maximum(100), def(85))},
+		Slow:    true,
 		Run:     a.capture,
 		Summary: func(_ CaptureIn, o CaptureOut) string { return photoLine(o.PhotoOut) },
 	})

@@ -168,6 +168,15 @@ func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, er
 	if h, err := planHash(t.id, args, c.Principal.Name); err != nil || h != tok.PlanHash {
 		return CommitOut{}, errf(CodeFailedPrecondition, "the token's plan hash does not match its call; prepare again")
 	}
+	if ask := a.askingOf(c); ask.rounds && t.rule.Risk >= RiskHigh {
+		// In the 2026-07-28 era the person's answer comes back in a second
+		// call, which change_commit cannot carry; the token stays usable.
+		if err := a.store.PutChangeToken(tok); err != nil {
+			return CommitOut{}, err
+		}
+		return CommitOut{}, errf(CodeFailedPrecondition, "your client asks the person to confirm %s: call it directly, the person's answer stands in for the change token", t.name).
+			with("tool", t.id).next(SuggestedCall{Tool: t.name, Arguments: args, Why: "the client puts the question to the person"})
+	}
 	o := a.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session, committed: true}, tok.Arguments)
 	if o.err != nil {
 		return CommitOut{}, o.err

@@ -25,10 +25,11 @@ type AuditEntry struct {
 	Principal     string `json:"principal"`
 	Role          string `json:"role"`
 	Tool          string `json:"tool"`
-	Decision      string `json:"decision" jsonschema:"allow or deny"`
+	Decision      string `json:"decision" jsonschema:"allow, deny or declined_by_user (the person at the client said no)"`
 	DryRun        bool   `json:"dry_run"`
 	Reason        string `json:"reason,omitempty"`
 	Intent        string `json:"intent,omitempty"`
+	Elicitation   string `json:"elicitation,omitempty" jsonschema:"the person's answer when the client asked them to confirm"`
 	ErrorCode     string `json:"error_code,omitempty"`
 	Message       string `json:"message,omitempty"`
 	DurationMS    int64  `json:"duration_ms"`
@@ -42,7 +43,7 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	for _, r := range recs {
 		out = append(out, AuditEntry{Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano), CorrelationID: r.CorrelationID,
 			Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
-			ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
+			Elicitation: r.Elicitation, ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
 	}
 	return out
 }
@@ -107,7 +108,7 @@ func (a *Agent) registerLogs() {
 		Props: []Prop{
 			prop("limit", minimum(1), maximum(1000), def(50)), prop("offset", minimum(0)),
 			prop("since", format("date-time")), prop("until", format("date-time")),
-			prop("decision", enum("allow", "deny")), prop("tool", maxLen(100)), prop("principal", maxLen(100)),
+			prop("decision", enum("allow", "deny", store.DecisionDeclined)), prop("tool", maxLen(100)), prop("principal", maxLen(100)),
 		},
 		Run: a.auditLogs,
 		Summary: func(_ AuditLogsIn, o AuditLogsOut) string {
@@ -146,7 +147,8 @@ func (a *Agent) registerLogs() {
 			prop("priority", enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
 			prop("since", maxLen(40)), prop("until", maxLen(40)), prop("grep", maxLen(200)),
 			prop("limit", minimum(1), maximum(1000), def(100)), prop("max_bytes", minimum(1024), maximum(65536), def(32768))},
-		Run: a.queryJournal,
+		Slow: true,
+		Run:  a.queryJournal,
 		Summary: func(in JournalIn, o JournalOut) string {
 			s := fmt.Sprintf("%d journal entries", o.ReturnedCount)
 			if o.Truncated {

@@ -104,7 +104,7 @@ func (a *Agent) handler(t *tool) mcp.ToolHandler {
 		if !ok {
 			p = identity.Principal{Name: "unknown", UID: -1}
 		}
-		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken()}
+		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken(), req: req}
 		return a.invoke(ctx, t, c, req.Params.Arguments), nil
 	}
 }
@@ -116,12 +116,18 @@ type outcome struct {
 	err      *ToolError
 	auditRef string
 	dur      time.Duration
+	// input, in the 2026-07-28 era, is the question for the person the
+	// call is answered with first; the call is audited when answered.
+	input *mcp.CallToolResult
 }
 
 // invoke runs the whole pipeline for one call: validate, decide, run, audit.
 // It never returns a Go error: every failure is a ToolError a model can act on.
 func (a *Agent) invoke(ctx context.Context, t *tool, c *Call, raw json.RawMessage) *mcp.CallToolResult {
 	o := a.execute(ctx, t, c, raw)
+	if o.input != nil {
+		return o.input
+	}
 	return a.result(t, c, o)
 }
 
@@ -129,7 +135,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	start := time.Now()
 	t.calls.Add(1)
 	var o outcome
-	decision := "allow"
+	decision, elicited := "allow", ""
 	args, verr := t.check(raw)
 	if verr != nil {
 		decision, o.err = "deny", verr
@@ -139,7 +145,12 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		var g GuardArgs
 		_ = json.Unmarshal(args, &g)
 		c.Guard = g.guard()
-		if derr := Decide(a.cfg, c.Principal, t.rule, c.Guard, c.committed); derr != nil {
+		ask := a.askingOf(c)
+		standIn, gerr := a.personGate(t, c, ask)
+		var pa personAnswer
+		if gerr != nil {
+			decision, o.err = "deny", gerr
+		} else if derr := Decide(a.cfg, c.Principal, t.rule, c.Guard, c.committed || standIn); derr != nil {
 			decision, o.err = "deny", derr
 			if t.rule.Risk == RiskCritical && derr.Code == CodeFailedPrecondition {
 				var m map[string]any
@@ -147,8 +158,15 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 				derr.next(SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": m},
 					Why: "get a single-use change token for exactly this call"})
 			}
+		} else if pa = a.askPerson(ctx, t, c, ask, args); pa.input != nil {
+			return outcome{input: pa.input}
+		} else if pa.err != nil {
+			decision, o.err, elicited = pa.decision, pa.err, pa.answer
 		} else {
+			elicited = pa.answer
+			stop := a.progress(ctx, t, c)
 			out, sum, err := t.run(ctx, c, args)
+			stop()
 			if err != nil {
 				te, internal := toToolError(err)
 				if internal {
@@ -168,6 +186,9 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	if o.err != nil {
 		t.failures.Add(1)
 		a.actionable(t, c, raw, o.err)
+		if decision != "allow" {
+			a.tellDenied(ctx, t, c, decision, o.err)
+		}
 	}
 	o.dur = time.Since(start)
 	// A call to a LAN upstream leaves the Pi: it is recorded even as a read.
@@ -175,6 +196,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		rec := store.AuditRecord{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
+			Elicitation: elicited,
 		}
 		ref, err := a.record(rec, rawOrEmpty(raw), o.out, o.err)
 		if err != nil {

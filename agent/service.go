@@ -249,6 +249,7 @@ func (a *Agent) registerService() {
 		Destructive: true,
 		Props:       []Prop{nameProp, prop("action", enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
 		OutProps:    []Prop{prop("timestamp", format("date-time"))},
+		Slow:        true, // waits for systemd's job
 		Run:         a.controlService,
 		Summary: func(in ServiceControlIn, o ServiceControlOut) string {
 			if o.DryRun {
@@ -264,6 +265,7 @@ func (a *Agent) registerService() {
 		Idempotent:  true,
 		Destructive: true, // disabling stops a service from coming back after a reboot
 		Props:       []Prop{nameProp},
+		Slow:        true, // validates the unit file and reloads systemd
 		Run:         a.setEnabled,
 		Summary: func(in ServiceEnableIn, o ServiceEnableOut) string {
 			if o.DryRun {

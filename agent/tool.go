@@ -31,6 +31,7 @@ type tool struct {
 	rule     Rule
 	mutating bool
 	lan      bool   // fronts a LAN upstream's tool: every call is audited
+	slow     bool   // may take more than a second: reports progress (notify.go)
 	stable   string // alpha, beta or stable: how settled its contract is (stability.go)
 	mcp      *mcp.Tool
 	in       *jsonschema.Schema
@@ -56,6 +57,9 @@ type Call struct {
 	Session       *mcp.ServerSession
 	ProgressToken any  // the client's, to forward an upstream's progress
 	committed     bool // arrived through change_commit with a valid token
+	// req is the client's request, for its capabilities, protocol era and
+	// answers to our input requests; nil for calls made inside the agent.
+	req *mcp.CallToolRequest
 }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
@@ -88,6 +92,10 @@ type Spec[In, Out any] struct {
 	Spelling func(args map[string]any)
 	Run      func(ctx context.Context, c *Call, in In) (Out, error)
 	Summary  func(in In, out Out) string
+	// Slow marks a tool that can take more than a second (waits for a
+	// systemd job, a camera, the journal): it reports progress to a client
+	// that sent a progress token.
+	Slow bool
 }
 
 // Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
@@ -217,7 +225,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling}
+	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling, slow: s.Slow}
 	t.check = t.validate
 	if t.stable == "" {
 		t.stable = stabilityOf(s.ID)

@@ -35,6 +35,7 @@ type Config struct {
 	Roles   Roles   `toml:"roles"`
 	Audit   Audit   `toml:"audit"`
 	Change  Change  `toml:"change"`
+	Guard   Guard   `toml:"guard"`
 	System  System  `toml:"system"`
 	Metrics Metrics `toml:"metrics"`
 	Logs    Logs    `toml:"logs"`
@@ -135,6 +136,27 @@ type Change struct {
 	TokenTTL Duration `toml:"token_ttl"`
 }
 
+// Guard says when the person at the client confirms a high or critical
+// call. No tool changes it: a model must never be able to turn off the
+// question that is put to the person.
+type Guard struct {
+	// Elicitation: "preferred" asks the person when the client can ask
+	// (MCP elicitation) and falls back to confirm/reason and change tokens
+	// when it cannot; "required" refuses high and critical calls from
+	// clients that cannot ask; "off" never asks.
+	Elicitation string `toml:"elicitation"`
+	// ElicitationTimeout is how long the person has to answer; no answer
+	// in time counts as a decline.
+	ElicitationTimeout Duration `toml:"elicitation_timeout"`
+}
+
+// Elicitation modes of [guard] elicitation.
+const (
+	ElicitPreferred = "preferred"
+	ElicitRequired  = "required"
+	ElicitOff       = "off"
+)
+
 // Domain is the switch every tool namespace has.
 type Domain struct {
 	Enabled bool `toml:"enabled"`
@@ -211,6 +233,7 @@ func Default() Config {
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
+		Guard:  Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second)},
 		System: System{MinPowerInterval: Duration(10 * time.Minute)},
 		GPIO:   GPIO{Revert: "previous", Pins: []Pin{}},
 		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
@@ -390,6 +413,14 @@ func (c Config) Validate() error {
 	}
 	if c.Change.TokenTTL.D() < time.Second || c.Change.TokenTTL.D() > time.Hour {
 		return fmt.Errorf("change.token_ttl: want 1s..1h, got %s", c.Change.TokenTTL.D())
+	}
+	switch c.Guard.Elicitation {
+	case ElicitPreferred, ElicitRequired, ElicitOff:
+	default:
+		return fmt.Errorf("guard.elicitation: want %q, %q or %q, got %q", ElicitPreferred, ElicitRequired, ElicitOff, c.Guard.Elicitation)
+	}
+	if d := c.Guard.ElicitationTimeout.D(); d < time.Second || d > time.Hour {
+		return fmt.Errorf("guard.elicitation_timeout: want 1s..1h, got %s", d)
 	}
 	if d := c.Metrics.DefaultInterval.D(); d < 5*time.Second || d > time.Hour {
 		return fmt.Errorf("metrics.default_interval: want 5s..1h, got %s", d)

@@ -61,6 +61,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"[agent]\nsocket = \"relative.sock\"\n", "agent.socket: want an absolute path"},
 		{"[change]\ntoken_ttl = \"forever\"\n", "token_ttl"},
 		{"[change]\ntoken_ttl = \"2h\"\n", "change.token_ttl: want 1s..1h"},
+		{"[guard]\nelicitation = \"sometimes\"\n", "guard.elicitation: want \"preferred\", \"required\" or \"off\""},
+		{"[guard]\nelicitation_timeout = \"0s\"\n", "guard.elicitation_timeout: want 1s..1h"},
 		{"[agent]\nlog_level = \"loud\"\n", "agent.log_level"},
 		{"[helper]\ntimeout = \"0s\"\n", "helper.timeout"},
 		{"[system\n", "line 2"},
@@ -159,5 +161,16 @@ func TestOpsSettings(t *testing.T) {
 	}
 	if d := Default(); d.Service.Control || d.Process.Signals || len(d.Service.Allow) != 0 || d.System.MinPowerInterval.D() != 10*time.Minute {
 		t.Fatalf("defaults allow too much: %+v %+v", d.Service, d.Process)
+	}
+}
+
+// [guard] defaults to asking when the client can, within two minutes.
+func TestGuardDefaultsAndModes(t *testing.T) {
+	if g := Default().Guard; g.Elicitation != ElicitPreferred || g.ElicitationTimeout.D() != 120*time.Second {
+		t.Fatalf("default guard %+v", g)
+	}
+	c, err := Parse([]byte("[guard]\nelicitation = \"required\"\nelicitation_timeout = \"30s\"\n"))
+	if err != nil || c.Guard.Elicitation != ElicitRequired || c.Guard.ElicitationTimeout.D() != 30*time.Second {
+		t.Fatalf("parsed %+v, %v", c.Guard, err)
 	}
 }

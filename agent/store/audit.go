@@ -22,7 +22,7 @@ type AuditRecord struct {
 	Principal     string    `json:"principal"`      // "pi", "uid:1001", "root"
 	Role          string    `json:"role"`           // read|operate|admin|none
 	Tool          string    `json:"tool"`           // canonical dotted id, "system.reboot"
-	Decision      string    `json:"decision"`       // "allow" or "deny"
+	Decision      string    `json:"decision"`       // "allow", "deny" or "declined_by_user"
 	DryRun        bool      `json:"dry_run"`
 	Reason        string    `json:"reason,omitempty"` // the caller's guard reason
 	Intent        string    `json:"intent,omitempty"` // the caller's stated larger goal; omitted when empty, so older records hash as before
@@ -32,8 +32,12 @@ type AuditRecord struct {
 	ErrorCode     string    `json:"error_code,omitempty"`
 	Message       string    `json:"message,omitempty"` // short, e.g. the denial reason
 	Upstream      string    `json:"upstream,omitempty"`
-	PrevHash      string    `json:"prev_hash"`
-	Hash          string    `json:"hash"`
+	// Elicitation is the person's answer when the client asked them to
+	// confirm the call (action and form content, as JSON); omitted when
+	// nobody was asked, so older records hash as before.
+	Elicitation string `json:"elicitation,omitempty"`
+	PrevHash    string `json:"prev_hash"`
+	Hash        string `json:"hash"`
 }
 
 // Decision values. AppendAudit refuses anything else because counts and the
@@ -41,6 +45,10 @@ type AuditRecord struct {
 const (
 	DecisionAllow = "allow"
 	DecisionDeny  = "deny"
+	// DecisionDeclined is a call the policy allowed but the person, asked
+	// by their client, declined (or did not answer in time). It counts as
+	// a denial.
+	DecisionDeclined = "declined_by_user"
 )
 
 // ErrAuditNotFound is returned by GetAudit for a sequence number not stored
@@ -95,7 +103,7 @@ type auditStats struct {
 
 func (s *auditStats) add(r *AuditRecord, n int) {
 	s.Total += n
-	if r.Decision == DecisionDeny {
+	if r.Decision == DecisionDeny || r.Decision == DecisionDeclined {
 		s.Denied += n
 	}
 	if r.ErrorCode != "" {
@@ -227,7 +235,7 @@ func chainTip(audit, meta *bolt.Bucket, after WitnessPoint) chainPoint {
 // answers, so a crash can never leave an action without its record.
 //
 // A zero Time is set to now; any Time is stored in UTC. Decision must be
-// "allow" or "deny". The stored record is returned.
+// "allow", "deny" or "declined_by_user". The stored record is returned.
 func (db *DB) AppendAudit(r AuditRecord) (AuditRecord, error) {
 	return db.AppendAuditAfter(r, WitnessPoint{})
 }
@@ -237,9 +245,9 @@ func (db *DB) AppendAudit(r AuditRecord) (AuditRecord, error) {
 // or behind the chain's tip and nothing changes; when it is ahead or
 // disagrees, the new record follows the witnessed head (see chainTip).
 func (db *DB) AppendAuditAfter(r AuditRecord, after WitnessPoint) (AuditRecord, error) {
-	if r.Decision != DecisionAllow && r.Decision != DecisionDeny {
-		return AuditRecord{}, fmt.Errorf("store: append audit for tool %q: decision %q: want %q or %q",
-			r.Tool, r.Decision, DecisionAllow, DecisionDeny)
+	if r.Decision != DecisionAllow && r.Decision != DecisionDeny && r.Decision != DecisionDeclined {
+		return AuditRecord{}, fmt.Errorf("store: append audit for tool %q: decision %q: want %q, %q or %q",
+			r.Tool, r.Decision, DecisionAllow, DecisionDeny, DecisionDeclined)
 	}
 	if r.Time.IsZero() {
 		r.Time = time.Now()

@@ -639,3 +639,33 @@ func TestPruneEmptyAndSingle(t *testing.T) {
 	}
 	requireOK(t, db)
 }
+
+// A declined call is stored, verifies, counts as denied and is found by the
+// errors filter; its elicitation answer is kept, and a record without one
+// encodes without the field, so records from before it hash as they did.
+func TestDeclinedByUserRecord(t *testing.T) {
+	db := openTest(t)
+	r := sampleRecord(1)
+	r.Decision, r.ErrorCode, r.Elicitation = DecisionDeclined, "permission_denied", `{"action":"decline"}`
+	got, err := db.AppendAudit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := db.GetAudit(got.Seq); err != nil || back.Elicitation != r.Elicitation || back.Decision != DecisionDeclined {
+		t.Fatalf("stored %+v, %v", back, err)
+	}
+	if _, denied, _, _, err := db.AuditCounts(); err != nil || denied != 1 {
+		t.Fatalf("denied = %d, %v", denied, err)
+	}
+	if recs, _, err := db.QueryAudit(AuditQuery{OnlyErrors: true, Limit: 5}); err != nil || len(recs) != 1 {
+		t.Fatalf("errors filter: %d records, %v", len(recs), err)
+	}
+	if v, err := db.VerifyAudit(); err != nil || !v.OK {
+		t.Fatalf("verify: %+v, %v", v, err)
+	}
+	r2 := sampleRecord(2)
+	plain, err := encodeRecord(&r2)
+	if err != nil || strings.Contains(string(plain), "elicitation") {
+		t.Fatalf("a record without an answer encodes %s (%v)", plain, err)
+	}
+}

@@ -69,7 +69,7 @@ func (q *AuditQuery) match(f *auditFilterFields) bool {
 	if q.ErrorCode != "" && f.ErrorCode != q.ErrorCode {
 		return false
 	}
-	if q.OnlyErrors && f.Decision != DecisionDeny && f.ErrorCode == "" {
+	if q.OnlyErrors && f.Decision == DecisionAllow && f.ErrorCode == "" {
 		return false
 	}
 	return true
