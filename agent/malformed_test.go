@@ -128,7 +128,7 @@ func TestMalformedInputOnTheAgentSocket(t *testing.T) {
 				}
 				w.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			}
-			answers, closed := w.outcome(tc.input)
+			answers, closed := w.outcome(tc.input, len(tc.answers))
 			if closed != tc.closed {
 				t.Errorf("closed = %v, want %v (answers %.300q)", closed, tc.closed, answers)
 			}
@@ -187,13 +187,17 @@ func TestMalformedInputOnTheAgentSocket(t *testing.T) {
 
 // outcome sends input, then a ping as a probe, and returns the lines that
 // came before the probe's answer and whether the agent closed instead.
-func (w *wire) outcome(input string) (answers []string, closed bool) {
+// The agent serves requests concurrently, so the probe's answer may overtake
+// the input's: reading goes on until the probe and at least want answers
+// have come, or the connection ends (a missing answer fails by hangGuard).
+func (w *wire) outcome(input string, want int) (answers []string, closed bool) {
 	_ = w.conn.SetWriteDeadline(time.Now().Add(60 * time.Second))
 	if _, err := w.conn.Write([]byte(input)); err != nil {
 		closed = true // it closed while we were still writing
 	} else if _, err := w.conn.Write([]byte(`{"jsonrpc":"2.0","id":"probe","method":"ping"}` + "\n")); err != nil {
 		closed = true
 	}
+	probed := false
 	for {
 		s, err := w.recv()
 		if err != nil {
@@ -203,8 +207,12 @@ func (w *wire) outcome(input string) (answers []string, closed bool) {
 			w.t.Fatalf("reading answers: %v", err)
 		}
 		if strings.Contains(s, `"id":"probe"`) {
+			probed = true
+		} else {
+			answers = append(answers, s)
+		}
+		if probed && len(answers) >= want {
 			return answers, closed
 		}
-		answers = append(answers, s)
 	}
 }
