@@ -349,7 +349,7 @@ func TestExpiredToken(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	_, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"parameter": "token"})
-	if e != nil && !strings.Contains(e.Message, "expired") {
+	if !strings.Contains(e.Message, "expired") {
 		t.Fatalf("message does not say the token expired: %+v", e)
 	}
 }
@@ -363,7 +363,7 @@ func TestHelperDownAnswersUnavailableThenRecovers(t *testing.T) {
 	r.killHelper()
 	_, e := callAs[PowerOut](t, r, admin, "system_reboot", args)
 	wantErr(t, e, CodeUnavailable, map[string]any{"socket": r.cfg.Helper.Socket})
-	if e != nil && !e.Retryable {
+	if !e.Retryable {
 		t.Fatalf("helper down is not retryable: %+v", e)
 	}
 	// The socket says the helper is gone (refused, reset, closed): the call
@@ -381,29 +381,17 @@ func TestHelperDownAnswersUnavailableThenRecovers(t *testing.T) {
 	}
 }
 
-// readAs decodes tool's result, called with no arguments, into its Out.
-func readAs[Out any](tool string) func(*testing.T, *rig) *mcp.CallToolResult {
-	return func(t *testing.T, r *rig) *mcp.CallToolResult {
-		res := r.call(t, admin, tool, nil)
-		if _, e := decodeResult[Out](t, res); e != nil {
-			t.Errorf("%s: %+v", tool, e)
-		}
-		return res
-	}
-}
-
 func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 	r := newRig(t, nil)
-	for name, read := range map[string]func(*testing.T, *rig) *mcp.CallToolResult{
-		"system_get_basic_info":        readAs[BasicInfo]("system_get_basic_info"),
-		"system_get_health_snapshot":   readAs[HealthSnapshot]("system_get_health_snapshot"),
-		"metrics_get_realtime_metrics": readAs[HealthSnapshot]("metrics_get_realtime_metrics"),
-		"system_get_capabilities":      readAs[Capabilities]("system_get_capabilities"),
-		"manage_get_server_status":     readAs[ServerStatus]("manage_get_server_status"),
-		"logs_get_recent_audit_logs":   readAs[AuditLogsOut]("logs_get_recent_audit_logs"),
-		"logs_verify_audit_chain":      readAs[AuditVerifyOut]("logs_verify_audit_chain"),
-	} {
-		res := read(t, r)
+	for name, out := range map[string]any{"system_get_basic_info": &BasicInfo{}, "system_get_health_snapshot": &HealthSnapshot{},
+		"metrics_get_realtime_metrics": &HealthSnapshot{}, "system_get_capabilities": &Capabilities{}, "manage_get_server_status": &ServerStatus{},
+		"logs_get_recent_audit_logs": &AuditLogsOut{}, "logs_verify_audit_chain": &AuditVerifyOut{}} {
+		res := r.call(t, admin, name, nil)
+		if res.IsError {
+			t.Errorf("%s: %+v", name, resultError(t, res))
+			continue
+		}
+		strictDecode(t, name, res.StructuredContent, out)
 		text := res.Content[0].(*mcp.TextContent).Text
 		line, rest, _ := strings.Cut(text, "\n")
 		if line == "" || !json.Valid([]byte(rest)) {

@@ -187,9 +187,10 @@ var (
 // It runs over in-memory transports, so the principal is given here where
 // the socket would take it from the peer's credentials; everything after
 // that (the SDK's framing, the agent's middleware, its handlers) is what a
-// client on the socket meets. The rig keeps one session per principal.
-func (r *rig) session(p Principal) *mcp.ClientSession {
-	r.t.Helper()
+// client on the socket meets. The rig keeps one session per principal for
+// its whole life; t is the test that asks.
+func (r *rig) session(t testing.TB, p Principal) *mcp.ClientSession {
+	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.sessions[p]; ok {
@@ -199,11 +200,11 @@ func (r *rig) session(p Principal) *mcp.ClientSession {
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := r.a.server.Connect(context.WithValue(ctx, principalKey{}, p), st, nil)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	r.t.Cleanup(func() { cs.Close(); ss.Wait() })
 	if r.sessions == nil {
@@ -214,9 +215,12 @@ func (r *rig) session(p Principal) *mcp.ClientSession {
 }
 
 // call is one tools/call as p over its session; a protocol error fails t.
+// The timeout only guards against a hang.
 func (r *rig) call(t testing.TB, p Principal, name string, args any) *mcp.CallToolResult {
 	t.Helper()
-	res, err := r.session(p).CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := r.session(t, p).CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -278,15 +282,16 @@ func diff(t testing.TB, what string, want, got any, opts ...cmp.Option) {
 	}
 }
 
-// wantErr fails t unless e is an error with code and, when details is not
-// nil, exactly those details (numbers as JSON decodes them: float64).
+// wantErr stops t unless e is an error with code, and fails it unless,
+// when details is not nil, e has exactly those details (numbers as JSON
+// decodes them: float64).
 func wantErr(t testing.TB, e *ToolError, code string, details map[string]any) {
 	t.Helper()
 	switch {
 	case e == nil:
-		t.Errorf("succeeded, want %s", code)
+		t.Fatalf("succeeded, want %s", code)
 	case e.Code != code:
-		t.Errorf("got %s (%s), want %s", e.Code, e.Message, code)
+		t.Fatalf("got %s (%s), want %s", e.Code, e.Message, code)
 	case details != nil:
 		if d := cmp.Diff(details, e.Details); d != "" {
 			t.Errorf("%s details (-want +got):\n%s", code, d)

@@ -88,14 +88,12 @@ func TestPowerRateLimit(t *testing.T) {
 	_, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"confirm": true, "reason": "again"})
 	// How long is left depends on the clock: at least 400 of the 480 seconds.
 	wantErr(t, e, CodeResourceExhausted, nil)
-	if e != nil {
-		if left, _ := e.Details["retry_after_seconds"].(float64); !e.Retryable || left < 400 {
-			t.Fatalf("rate-limit error: %+v", e)
-		}
-		diff(t, "rate-limit details", map[string]any{"config_key": "[system] min_power_interval", "earliest": earliest,
-			"last_power_action": last.UTC().Format(time.RFC3339)}, e.Details,
-			cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "retry_after_seconds" }))
+	if left, _ := e.Details["retry_after_seconds"].(float64); !e.Retryable || left < 400 {
+		t.Fatalf("rate-limit error: %+v", e)
 	}
+	diff(t, "rate-limit details", map[string]any{"config_key": "[system] min_power_interval", "earliest": earliest,
+		"last_power_action": last.UTC().Format(time.RFC3339)}, e.Details,
+		cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "retry_after_seconds" }))
 	if _, ok, _ := r.pw.Scheduled(context.Background()); ok {
 		t.Fatal("a refused reboot was scheduled")
 	}
