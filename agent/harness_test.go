@@ -218,7 +218,7 @@ func (r *rig) session(t testing.TB, p Principal) *mcp.ClientSession {
 // The timeout only guards against a hang.
 func (r *rig) call(t testing.TB, p Principal, name string, args any) *mcp.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	res, err := r.session(t, p).CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
