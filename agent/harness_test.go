@@ -187,8 +187,11 @@ var (
 // It runs over in-memory transports, so the principal is given here where
 // the socket would take it from the peer's credentials; everything after
 // that (the SDK's framing, the agent's middleware, its handlers) is what a
-// client on the socket meets. The rig keeps one session per principal for
-// its whole life; t is the test that asks.
+// client on the socket meets. The client offers no elicitation, so high and
+// critical calls stand on their guard arguments alone, as with a client
+// that cannot ask a person (elicit_test.go covers the person's answer). The
+// rig keeps one session per principal for its whole life; t is the test
+// that asks.
 func (r *rig) session(t testing.TB, p Principal) *mcp.ClientSession {
 	t.Helper()
 	r.mu.Lock()
