@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -155,14 +155,13 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 		sort.Strings(names)
 		for _, n := range names {
 			before := r.auditCount()
-			res, sc := r.as(admin, tl.name, cases[n])
-			if got := errCode(res, sc); got != CodeInvalidArgument {
-				t.Errorf("%s %s: got %q (%v), want invalid_argument", tl.name, n, got, sc)
+			_, e := callAs[any](t, r, admin, tl.name, cases[n])
+			if e == nil || e.Code != CodeInvalidArgument {
+				t.Errorf("%s %s: got %+v, want invalid_argument", tl.name, n, e)
 				continue
 			}
-			details := sc["error"].(map[string]any)["details"].(map[string]any)
-			if _, ok := details["parameter"]; !ok {
-				t.Errorf("%s %s: error does not name the parameter: %v", tl.name, n, sc)
+			if _, ok := e.Details["parameter"]; !ok {
+				t.Errorf("%s %s: error does not name the parameter: %+v", tl.name, n, e)
 			}
 			if got := r.auditCount() - before; got != 1 {
 				t.Errorf("%s %s: %d audit records, want 1", tl.name, n, got)
@@ -178,42 +177,60 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 	}
 }
 
+// Arguments that are not a JSON object never reach a client session (its
+// SDK would refuse to send them), so they go to the pipeline directly.
 func TestArgumentsMustBeAnObject(t *testing.T) {
 	r := newRig(t, nil)
 	tl, _ := r.a.tools.lookup("system_reboot")
 	for _, raw := range []string{`[]`, `"x"`, `12`, `{"delay_seconds":1`} {
 		res := r.a.invoke(context.Background(), tl, &Call{Principal: admin, CorrelationID: "c"}, json.RawMessage(raw))
-		sc := structured(t, res)
-		if errCode(res, sc) != CodeInvalidArgument {
-			t.Errorf("%s: %v", raw, sc)
+		if e := resultError(t, res); e.Code != CodeInvalidArgument {
+			t.Errorf("%s: %+v", raw, e)
 		}
 	}
 }
 
+// powerOut compares a scheduled power action without the values that
+// depend on the clock or are drawn at random, after checking they are set.
+func powerOut(t *testing.T, what string, want, got PowerOut) {
+	t.Helper()
+	if got.Scheduled {
+		if _, err := time.Parse(time.RFC3339, got.ScheduledFor); err != nil || !strings.HasPrefix(got.JobID, "job-") {
+			t.Errorf("%s: scheduled_for %q, job_id %q", what, got.ScheduledFor, got.JobID)
+		}
+	}
+	if got.DryRun && len(got.Plan) == 0 {
+		t.Errorf("%s: a dry run without a plan", what)
+	}
+	diff(t, what, want, got, cmpopts.IgnoreFields(PowerOut{}, "ScheduledFor", "JobID", "Plan"))
+}
+
 func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 	r := newRig(t, nil)
-	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
-
 	n := r.auditCount()
-	res, sc := r.as(reader, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
-	if errCode(res, sc) != CodePermissionDenied || r.auditCount() != n+1 {
-		t.Fatalf("read role: %v", sc)
+	_, e := callAs[PowerOut](t, r, reader, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"required_role": "operate", "role": "read", "tool": "system.reboot"})
+	if r.auditCount() != n+1 {
+		t.Fatal("read role: denial not audited")
 	}
-	res, sc = r.as(admin, "system_reboot", map[string]any{})
-	if errCode(res, sc) != CodeFailedPrecondition || r.auditCount() != n+2 {
-		t.Fatalf("no confirm: %v", sc)
+	_, e = callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{})
+	wantErr(t, e, CodeFailedPrecondition, map[string]any{"missing": []any{"confirm", "reason"}, "risk": "high", "tool": "system.reboot"})
+	diff(t, "no confirm: next call", []SuggestedCall{{Tool: "system_reboot", Arguments: map[string]any{"dry_run": true},
+		Why: "see what it would do; then call again with confirm: true and a reason"}}, e.Next)
+	if r.auditCount() != n+2 {
+		t.Fatal("no confirm: refusal not audited")
 	}
-	res, sc = r.as(admin, "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 30})
-	if res.IsError || sc["dry_run"] != true || sc["scheduled"] != false || r.auditCount() != n+3 {
-		t.Fatalf("dry run: %v", sc)
+	dry, _ := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 30})
+	powerOut(t, "dry run", PowerOut{EffectiveAfterSeconds: 30, Action: "reboot", DryRun: true}, dry)
+	if r.auditCount() != n+3 {
+		t.Fatal("dry run not audited")
 	}
 	if len(r.pw.Events()) != 0 {
 		t.Fatal("dry run scheduled something")
 	}
-	res, sc = r.as(admin, "system_reboot", map[string]any{"confirm": true, "reason": "kernel update", "delay_seconds": 30})
-	if res.IsError || sc["scheduled"] != true {
-		t.Fatalf("reboot: %v", sc)
-	}
+	res := r.call(t, admin, "system_reboot", map[string]any{"confirm": true, "reason": "kernel update", "delay_seconds": 30})
+	out, _ := decodeResult[PowerOut](t, res)
+	powerOut(t, "reboot", PowerOut{Scheduled: true, EffectiveAfterSeconds: 30, Action: "reboot"}, out)
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || s.Action != "reboot" || time.Until(s.At) < 25*time.Second {
 		t.Fatalf("sim power: %+v %v", s, ok)
 	}
@@ -232,10 +249,10 @@ func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 
 func TestWritesOffByDefault(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.System.Reboot, c.System.Shutdown = false, false })
-	res, sc := r.as(admin, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
-	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "[system] reboot") {
-		t.Fatalf("%v", sc)
-	}
+	// The switch is named in the text a model reads (resultError checks it
+	// carries the same object as _meta.error).
+	_, e := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[system] reboot", "tool": "system.reboot"})
 	// And the helper refuses on its own even if the agent is bypassed.
 	_, err := callHelperReboot(r)
 	if err == nil || !strings.Contains(err.Error(), "disabled") {
@@ -246,71 +263,81 @@ func TestWritesOffByDefault(t *testing.T) {
 	}
 }
 
+// prepare is change_prepare of tool with args as p; it fails t unless the
+// token is issued.
+func prepare(t *testing.T, r *rig, p Principal, tool string, args map[string]any) PrepareOut {
+	t.Helper()
+	out, e := callAs[PrepareOut](t, r, p, "change_prepare", map[string]any{"tool": tool, "arguments": args})
+	if e != nil {
+		t.Fatalf("prepare %s %v: %+v", tool, args, e)
+	}
+	return out
+}
+
 func TestShutdownNeedsChangeToken(t *testing.T) {
 	r := newRig(t, nil)
-	res, sc := r.as(admin, "system_shutdown", map[string]any{"confirm": true, "reason": "move"})
-	if errCode(res, sc) != CodeFailedPrecondition {
-		t.Fatalf("direct: %v", sc)
+	_, e := callAs[PowerOut](t, r, admin, "system_shutdown", map[string]any{"confirm": true, "reason": "move"})
+	wantErr(t, e, CodeFailedPrecondition, map[string]any{"risk": "critical", "tool": "system.shutdown"})
+	diff(t, "direct: next call", []SuggestedCall{{Tool: "change_prepare",
+		Arguments: map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"confirm": true, "delay_seconds": 5.0, "force": false, "reason": "move"}},
+		Why:       "get a single-use change token for exactly this call"}}, e.Next)
+
+	for name, tc := range map[string]struct {
+		p    Principal
+		args map[string]any
+		code string
+	}{
+		"operator":       {operator, map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move"}}, CodePermissionDenied},
+		"dry_run inside": {admin, map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move", "dry_run": true}}, CodeInvalidArgument},
+		"bad arguments":  {admin, map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"delay_seconds": 9999}}, CodeInvalidArgument},
+		"a read tool":    {admin, map[string]any{"tool": "system_get_basic_info"}, CodeInvalidArgument},
+	} {
+		_, e := callAs[PrepareOut](t, r, tc.p, "change_prepare", tc.args)
+		if e == nil || e.Code != tc.code {
+			t.Fatalf("%s: got %+v, want %s", name, e, tc.code)
+		}
 	}
-	next := sc["error"].(map[string]any)["suggested_next_tool_calls"].([]any)
-	if len(next) != 1 || next[0].(map[string]any)["tool"] != "change_prepare" {
-		t.Fatalf("no suggestion: %v", sc)
-	}
-	operator := Principal{Name: "op", UID: 1002, Role: RoleOperate}
-	res, sc = r.as(operator, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move"}})
-	if errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("operator prepared a shutdown: %v", sc)
-	}
-	res, sc = r.as(admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move", "dry_run": true}})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("dry_run inside prepare: %v", sc)
-	}
-	res, sc = r.as(admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"delay_seconds": 9999}})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad arguments prepared: %v", sc)
-	}
-	res, sc = r.as(admin, "change_prepare", map[string]any{"tool": "system_get_basic_info"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("read tool prepared: %v", sc)
-	}
-	res, sc = r.as(admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move", "delay_seconds": 60}})
-	if res.IsError {
-		t.Fatalf("prepare: %v", sc)
-	}
-	token := sc["token"].(string)
+
+	args := map[string]any{"reason": "move", "delay_seconds": 60}
+	p := prepare(t, r, admin, "system_shutdown", args)
 	if len(r.pw.Events()) != 0 {
 		t.Fatal("prepare acted")
 	}
-	res, sc = r.as(Principal{Name: "eve", UID: 1003, Role: RoleAdmin}, "change_commit", map[string]any{"token": token})
-	if errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("another principal committed: %v", sc)
+	if _, err := time.Parse(time.RFC3339, p.ExpiresAt); err != nil || p.Token == "" || !strings.HasPrefix(p.PlanHash, "sha256:") {
+		t.Fatalf("prepare: token %q, plan_hash %q, expires_at %q", p.Token, p.PlanHash, p.ExpiresAt)
 	}
+	diff(t, "prepare", PrepareOut{Tool: "system_shutdown", ToolID: "system.shutdown", Risk: "critical",
+		Arguments: map[string]any{"reason": "move", "delay_seconds": 60.0}}, p,
+		cmpopts.IgnoreFields(PrepareOut{}, "Token", "PlanHash", "ExpiresAt", "Plan"))
+	diff(t, "the plan is the dry run", map[string]any{"action": "poweroff", "dry_run": true, "effective_after_seconds": 60.0, "scheduled": false},
+		p.Plan, cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "plan" }))
+
+	_, e = callAs[CommitOut](t, r, Principal{Name: "eve", UID: 1003, Role: RoleAdmin}, "change_commit", map[string]any{"token": p.Token})
+	wantErr(t, e, CodePermissionDenied, map[string]any{}) // another principal's token
 	// That attempt burnt the token: it fails safe.
-	res, sc = r.as(admin, "change_commit", map[string]any{"token": token})
-	if errCode(res, sc) != CodeNotFound {
-		t.Fatalf("burnt token: %v", sc)
+	_, e = callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "token"})
+
+	p = prepare(t, r, admin, "system.shutdown", args)
+	c, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	if e != nil || !strings.HasPrefix(c.ToolAuditRef, "audit:") {
+		t.Fatalf("commit: %+v %+v", c, e)
 	}
-	_, sc = r.as(admin, "change_prepare", map[string]any{"tool": "system.shutdown", "arguments": map[string]any{"reason": "move", "delay_seconds": 60}})
-	token = sc["token"].(string)
-	res, sc = r.as(admin, "change_commit", map[string]any{"token": token})
-	if res.IsError || sc["result"].(map[string]any)["scheduled"] != true {
-		t.Fatalf("commit: %v", sc)
-	}
+	diff(t, "commit", CommitOut{Tool: "system_shutdown", ToolID: "system.shutdown", PlanHash: p.PlanHash,
+		Result: map[string]any{"action": "poweroff", "effective_after_seconds": 60.0, "scheduled": true}}, c,
+		cmpopts.IgnoreFields(CommitOut{}, "ToolAuditRef"),
+		cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "job_id" || k == "scheduled_for" }))
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || s.Action != "poweroff" {
 		t.Fatalf("not scheduled: %+v", s)
 	}
-	res, sc = r.as(admin, "change_commit", map[string]any{"token": token})
-	if errCode(res, sc) != CodeNotFound {
-		t.Fatalf("token reused: %v", sc)
-	}
+	_, e = callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "token"}) // reused
+
 	// Policy is re-checked at commit: switched off between prepare and commit.
-	_, sc = r.as(admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "again"}})
-	token = sc["token"].(string)
+	p = prepare(t, r, admin, "system_shutdown", map[string]any{"reason": "again"})
 	r.cfg.System.Shutdown = false
-	res, sc = r.as(admin, "change_commit", map[string]any{"token": token})
-	if errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("commit ignored a policy change: %v", sc)
-	}
+	_, e = callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	wantErr(t, e, CodePermissionDenied, nil)
 	if v, _ := r.a.VerifyAudit(); !v.OK {
 		t.Fatalf("verify: %+v", v)
 	}
@@ -318,93 +345,95 @@ func TestShutdownNeedsChangeToken(t *testing.T) {
 
 func TestExpiredToken(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Change.TokenTTL = config.Duration(time.Second) })
-	_, sc := r.as(admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "x"}})
+	p := prepare(t, r, admin, "system_shutdown", map[string]any{"reason": "x"})
 	time.Sleep(1100 * time.Millisecond)
-	res, sc := r.as(admin, "change_commit", map[string]any{"token": sc["token"]})
-	if errCode(res, sc) != CodeFailedPrecondition || !strings.Contains(fmt.Sprint(sc), "expired") {
-		t.Fatalf("%v", sc)
+	_, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	wantErr(t, e, CodeFailedPrecondition, map[string]any{"parameter": "token"})
+	if !strings.Contains(e.Message, "expired") {
+		t.Fatalf("message does not say the token expired: %+v", e)
 	}
 }
 
 func TestHelperDownAnswersUnavailableThenRecovers(t *testing.T) {
 	r := newRig(t, nil)
 	args := map[string]any{"confirm": true, "reason": "x", "delay_seconds": 300}
-	if res, sc := r.as(admin, "system_reboot", args); res.IsError {
-		t.Fatalf("%v", sc)
+	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", args); e != nil {
+		t.Fatal(e)
 	}
 	r.killHelper()
-	res, sc := r.as(admin, "system_reboot", args)
-	if errCode(res, sc) != CodeUnavailable || sc["error"].(map[string]any)["retryable"] != true {
-		t.Fatalf("helper down: %v", sc)
+	_, e := callAs[PowerOut](t, r, admin, "system_reboot", args)
+	wantErr(t, e, CodeUnavailable, map[string]any{"socket": r.cfg.Helper.Socket})
+	if !e.Retryable {
+		t.Fatalf("helper down is not retryable: %+v", e)
 	}
 	// The socket says the helper is gone (refused, reset, closed): the call
 	// did not wait out the helper client's timeout.
-	if msg := fmt.Sprint(sc["error"].(map[string]any)["message"]); strings.Contains(msg, "timeout") {
-		t.Fatalf("helper down, found out by a timeout: %s", msg)
+	if strings.Contains(e.Message, "timeout") {
+		t.Fatalf("helper down, found out by a timeout: %s", e.Message)
 	}
 	// Reads that need no root keep working.
-	if res, sc := r.as(admin, "system_get_health_snapshot", nil); res.IsError {
-		t.Fatalf("%v", sc)
+	if _, e := callAs[HealthSnapshot](t, r, admin, "system_get_health_snapshot", nil); e != nil {
+		t.Fatal(e)
 	}
 	r.startHelper()
-	if res, sc := r.as(admin, "system_reboot", args); res.IsError {
-		t.Fatalf("after restart: %v", sc)
+	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", args); e != nil {
+		t.Fatalf("after restart: %+v", e)
 	}
 }
 
 func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 	r := newRig(t, nil)
-	for _, name := range []string{"system_get_basic_info", "system_get_health_snapshot", "metrics_get_realtime_metrics",
-		"system_get_capabilities", "manage_get_server_status", "logs_get_recent_audit_logs", "logs_verify_audit_chain"} {
-		res, sc := r.as(admin, name, nil)
+	for name, out := range map[string]any{"system_get_basic_info": &BasicInfo{}, "system_get_health_snapshot": &HealthSnapshot{},
+		"metrics_get_realtime_metrics": &HealthSnapshot{}, "system_get_capabilities": &Capabilities{}, "manage_get_server_status": &ServerStatus{},
+		"logs_get_recent_audit_logs": &AuditLogsOut{}, "logs_verify_audit_chain": &AuditVerifyOut{}} {
+		res := r.call(t, admin, name, nil)
 		if res.IsError {
-			t.Errorf("%s: %v", name, sc)
+			t.Errorf("%s: %+v", name, resultError(t, res))
 			continue
 		}
+		strictDecode(t, name, res.StructuredContent, out)
 		text := res.Content[0].(*mcp.TextContent).Text
 		line, rest, _ := strings.Cut(text, "\n")
 		if line == "" || !json.Valid([]byte(rest)) {
 			t.Errorf("%s: text is not summary line + JSON: %q", name, text)
 		}
 	}
-	_, sc := r.as(Principal{Name: "bob", Role: RoleRead}, "system_get_capabilities", nil)
-	found := false
-	for _, d := range sc["domains"].([]any) {
-		for _, tl := range d.(map[string]any)["tools"].([]any) {
-			m := tl.(map[string]any)
-			if m["name"] == "system_reboot" {
-				found = true
-				if m["available"] != false || !strings.Contains(m["unavailable_reason"].(string), "operate") {
-					t.Errorf("reboot for a reader: %v", m)
-				}
+	caps, _ := callAs[Capabilities](t, r, reader, "system_get_capabilities", nil)
+	var reboot []ToolCaps
+	for _, d := range caps.Domains {
+		for _, tl := range d.Tools {
+			if tl.Name == "system_reboot" {
+				reboot = append(reboot, tl)
 			}
 		}
 	}
-	if !found {
-		t.Fatal("capabilities lack system_reboot")
+	if len(reboot) != 1 {
+		t.Fatalf("capabilities list system_reboot %d times", len(reboot))
 	}
+	diff(t, "reboot for a reader", ToolCaps{Name: "system_reboot", ID: "system.reboot", Title: "Reboot", Risk: "high", MinRole: "operate",
+		Stability: "stable", Unavailable: "system.reboot needs role operate; bob has role read"}, reboot[0])
 }
 
 func TestAuditLogFilters(t *testing.T) {
 	r := newRig(t, nil)
-	r.as(admin, "system_reboot", map[string]any{"dry_run": true})
-	r.as(Principal{Name: "bob", Role: RoleRead}, "system_reboot", map[string]any{"dry_run": true})
-	_, sc := r.as(admin, "logs_get_recent_audit_logs", map[string]any{"decision": "deny"})
-	if sc["total_count"].(float64) != 1 {
-		t.Fatalf("%v", sc)
+	callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"dry_run": true})
+	callAs[PowerOut](t, r, reader, "system_reboot", map[string]any{"dry_run": true})
+	page := func(args map[string]any) AuditLogsOut {
+		t.Helper()
+		out, e := callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", args)
+		if e != nil {
+			t.Fatalf("%v: %+v", args, e)
+		}
+		out.Entries = nil // the records themselves are TestIntentIsAudited's and store's
+		return out
 	}
-	_, sc = r.as(admin, "logs_get_recent_audit_logs", map[string]any{"tool": "system_reboot", "limit": 1})
-	if sc["total_count"].(float64) != 2 || sc["returned_count"].(float64) != 1 || sc["has_more"] != true {
-		t.Fatalf("%v", sc)
-	}
-	res, sc := r.as(admin, "logs_get_recent_audit_logs", map[string]any{"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("inverted range: %v", sc)
-	}
-	res, sc = r.as(admin, "logs_get_recent_audit_logs", map[string]any{"since": "yesterday"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad time: %v", sc)
-	}
+	diff(t, "denials", AuditLogsOut{TotalCount: 1, ReturnedCount: 1}, page(map[string]any{"decision": "deny"}))
+	diff(t, "one of two reboots", AuditLogsOut{TotalCount: 2, ReturnedCount: 1, HasMore: true, NextOffset: 1},
+		page(map[string]any{"tool": "system_reboot", "limit": 1}))
+	_, e := callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", map[string]any{"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"})
+	wantErr(t, e, CodeInvalidArgument, nil) // inverted range
+	_, e = callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", map[string]any{"since": "yesterday"})
+	wantErr(t, e, CodeInvalidArgument, nil) // not a time
 }
 
 // Over the socket, with the SDK client: protocol errors carry data.error_code
@@ -423,14 +452,12 @@ func TestOverTheSocket(t *testing.T) {
 		t.Fatalf("unknown tool: %v", err)
 	}
 	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "manage_get_server_status"})
-	if err != nil || res.IsError {
-		t.Fatalf("status: %v %v", err, res)
+	if err != nil {
+		t.Fatalf("status: %v", err)
 	}
-	var st ServerStatus
-	b, _ := json.Marshal(res.StructuredContent)
-	_ = json.Unmarshal(b, &st)
-	if st.Caller.Role != "admin" || !st.Helper.Reachable {
-		t.Fatalf("status: %+v", st)
+	st, e := decodeResult[ServerStatus](t, res)
+	if e != nil || st.Caller.Role != "admin" || !st.Helper.Reachable {
+		t.Fatalf("status: %+v %+v", st, e)
 	}
 	// Every write switch that is on, not only the power ones.
 	if w, _ := st.ConfigSummary["writes"].(map[string]any); w["[gpio] writes"] != true || w["[system] reboot"] != true {

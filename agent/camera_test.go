@@ -8,21 +8,42 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
+// saved checks what a saved photo's result says about the file (in the
+// media root, not empty, taken at a time), then clears the fields that
+// depend on the clock, the random name and the encoder, so the rest
+// compares whole.
+func saved(t *testing.T, r *rig, p PhotoOut) PhotoOut {
+	t.Helper()
+	if filepath.Dir(p.FilePath) != r.cfg.Camera.MediaRoot || p.SizeBytes <= 0 {
+		t.Fatalf("photo not saved under the media root: %+v", p)
+	}
+	if _, err := time.Parse(time.RFC3339, p.Timestamp); err != nil {
+		t.Fatalf("timestamp: %v", err)
+	}
+	p.FilePath, p.SizeBytes, p.Timestamp = "", 0, ""
+	return p
+}
+
 func TestCameraOnTheSimBoard(t *testing.T) {
 	r := newRig(t, nil)
-	res, sc := r.as(operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
-	if res.IsError || filepath.Dir(sc["file_path"].(string)) != r.cfg.Camera.MediaRoot || sc["size_bytes"].(float64) <= 0 {
-		t.Fatalf("take_photo: %v", sc)
-	}
-	res, sc = r.as(operator, "camera_capture", map[string]any{"width": 640, "height": 480})
-	if res.IsError || sc["inline"] != true || len(res.Content) != 2 {
-		t.Fatalf("capture: %v", sc)
+	photo, _ := callAs[PhotoOut](t, r, operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
+	diff(t, "take_photo", PhotoOut{Width: 640, Height: 480, Format: "jpeg"}, saved(t, r, photo))
+
+	res := r.call(t, operator, "camera_capture", map[string]any{"width": 640, "height": 480})
+	capture, _ := decodeResult[CaptureOut](t, res)
+	capture.PhotoOut = saved(t, r, capture.PhotoOut)
+	diff(t, "capture", CaptureOut{PhotoOut: PhotoOut{Width: 640, Height: 480, Format: "jpeg"}, Inline: true}, capture,
+		cmpopts.IgnoreFields(CaptureOut{}, "ImageData"), cmpopts.IgnoreUnexported(CaptureOut{}))
+	if len(res.Content) != 2 {
+		t.Fatalf("capture: %d content blocks, want text and image", len(res.Content))
 	}
 	img, ok := res.Content[1].(*mcp.ImageContent)
 	if !ok || img.MIMEType != "image/jpeg" {
@@ -34,44 +55,46 @@ func TestCameraOnTheSimBoard(t *testing.T) {
 	}
 	// The same bytes, base64, in image_data (the tool catalog's result); the text
 	// block leaves them out, as the image block already carries them.
-	if b, err := base64.StdEncoding.DecodeString(sc["image_data"].(string)); err != nil || !bytes.Equal(b, img.Data) {
+	if b, err := base64.StdEncoding.DecodeString(capture.ImageData); err != nil || !bytes.Equal(b, img.Data) {
 		t.Fatalf("image_data does not match the image block: %v", err)
 	}
 	if txt := res.Content[0].(*mcp.TextContent).Text; strings.Contains(txt, "image_data") || !strings.Contains(txt, `"inline":true`) {
 		t.Fatalf("text block: %.300s", txt)
 	}
-	if res, sc := r.as(Principal{Name: "bob", Role: RoleRead}, "camera_take_photo", nil); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("reader took a photo: %v", sc)
-	}
-	if res, sc := r.as(operator, "camera_capture", map[string]any{"width": 640, "height": 720}); errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("640x720: %v", sc)
-	}
-	if res, sc := r.as(operator, "camera_take_photo", map[string]any{"dry_run": true}); res.IsError || sc["file_path"] != "" {
-		t.Fatalf("dry run: %v", sc)
-	}
+	_, e := callAs[PhotoOut](t, r, reader, "camera_take_photo", nil)
+	wantErr(t, e, CodePermissionDenied, nil)
+	_, e = callAs[CaptureOut](t, r, operator, "camera_capture", map[string]any{"width": 640, "height": 720})
+	wantErr(t, e, CodeInvalidArgument, nil)
+	dry, _ := callAs[PhotoOut](t, r, operator, "camera_take_photo", map[string]any{"dry_run": true})
+	diff(t, "dry run", PhotoOut{Width: 1280, Height: 720, Format: "jpeg", DryRun: true}, dry)
 }
 
 func TestCameraOffByDefaultAndSizeCap(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Camera.Enabled = false })
-	if res, sc := r.as(admin, "camera_take_photo", nil); errCode(res, sc) != CodePermissionDenied || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "[camera] enabled") {
-		t.Fatalf("%v", sc)
-	}
+	_, e := callAs[PhotoOut](t, r, admin, "camera_take_photo", nil)
+	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[camera] enabled", "domain": "camera"})
+
 	r2 := newRig(t, func(c *config.Config) { c.Camera.MaxImageBytes = 1024 })
-	res, sc := r2.as(admin, "camera_capture", map[string]any{"width": 1920, "height": 1080, "format": "png"})
-	if res.IsError || sc["inline"] != false || !strings.Contains(sc["note"].(string), "max_image_bytes") || len(res.Content) != 1 || sc["image_data"] != nil {
-		t.Fatalf("cap: %v", sc)
+	res := r2.call(t, admin, "camera_capture", map[string]any{"width": 1920, "height": 1080, "format": "png"})
+	capture, _ := decodeResult[CaptureOut](t, res)
+	capture.PhotoOut = saved(t, r2, capture.PhotoOut)
+	if !strings.Contains(capture.Note, "max_image_bytes") || len(res.Content) != 1 {
+		t.Fatalf("cap: note %q, %d content blocks", capture.Note, len(res.Content))
 	}
+	diff(t, "cap", CaptureOut{PhotoOut: PhotoOut{Width: 1920, Height: 1080, Format: "png"}}, capture,
+		cmpopts.IgnoreFields(CaptureOut{}, "Note"), cmpopts.IgnoreUnexported(CaptureOut{}))
 }
 
 func TestPhotoPublicURL(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Camera.PublicURL = "http://pi.local/media/" })
-	res, sc := r.as(operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
-	want := "http://pi.local/media/" + filepath.Base(sc["file_path"].(string))
-	if res.IsError || sc["public_url"] != want {
-		t.Fatalf("public_url: %v, want %s", sc, want)
+	photo, _ := callAs[PhotoOut](t, r, operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
+	if want := "http://pi.local/media/" + filepath.Base(photo.FilePath); photo.PublicURL != want {
+		t.Fatalf("public_url: %+v, want %s", photo, want)
 	}
-	if _, sc := newRig(t, nil).as(operator, "camera_take_photo", nil); sc["public_url"] != nil {
-		t.Fatalf("public_url without configuration: %v", sc)
+	r2 := newRig(t, nil)
+	photo, _ = callAs[PhotoOut](t, r2, operator, "camera_take_photo", nil)
+	if photo.PublicURL != "" {
+		t.Fatalf("public_url without configuration: %+v", photo)
 	}
 	if publicURL("https://x/m", "/media", "/etc/passwd") != "" || publicURL("https://x/m", "/media", "/media/a b.jpg") != "https://x/m/a%20b.jpg" {
 		t.Fatal("publicURL outside the root or unescaped")

@@ -4,20 +4,17 @@ import "testing"
 
 func TestCapabilitiesStabilityNamespacesFeatures(t *testing.T) {
 	r := newRig(t, nil)
-	res, sc := r.as(admin, "system_get_capabilities", nil)
-	if res.IsError {
-		t.Fatal(sc)
+	caps, e := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	if e != nil {
+		t.Fatal(e)
 	}
 	stability := map[string]string{}
-	for _, d := range sc["domains"].([]any) {
-		dm := d.(map[string]any)
-		ns, ok := sc["tool_namespaces"].(map[string]any)[dm["name"].(string)].(map[string]any)
-		if !ok || ns["default"] != "1" {
-			t.Errorf("namespace %v: %v", dm["name"], ns)
+	for _, d := range caps.Domains {
+		if ns, ok := caps.ToolNamespaces[d.Name]; !ok || ns.Default != "1" {
+			t.Errorf("namespace %s: %+v", d.Name, ns)
 		}
-		for _, tl := range dm["tools"].([]any) {
-			tm := tl.(map[string]any)
-			stability[tm["id"].(string)] = tm["stability"].(string)
+		for _, tl := range d.Tools {
+			stability[tl.ID] = tl.Stability
 		}
 	}
 	for id, want := range map[string]string{
@@ -29,19 +26,20 @@ func TestCapabilitiesStabilityNamespacesFeatures(t *testing.T) {
 			t.Errorf("%s: stability %q, want %q", id, stability[id], want)
 		}
 	}
-	f := sc["capabilities"].(map[string]any)
-	if f["gpio.event_detection"] != false || f["camera.video_recording"] != false || f["gpio.control"] != true || f["i2c.bus_access"] != true {
-		t.Errorf("features: %v", f)
+	for feature, want := range map[string]bool{"gpio.event_detection": false, "camera.video_recording": false, "gpio.control": true, "i2c.bus_access": true} {
+		if got, ok := caps.Features[feature]; !ok || got != want {
+			t.Errorf("feature %s: %v (listed %v), want %v", feature, got, ok, want)
+		}
 	}
 }
 
 // The board is named by one function: both tools agree, on the sim board too.
 func TestServerStatusAgreesWithCapabilitiesOnTheBoard(t *testing.T) {
 	r := newRig(t, nil)
-	_, caps := r.as(admin, "system_get_capabilities", nil)
-	_, st := r.as(admin, "manage_get_server_status", nil)
-	c, s := caps["device"].(map[string]any), st["device"].(map[string]any)
-	if c["is_raspberry_pi"] != true || s["is_raspberry_pi"] != c["is_raspberry_pi"] || s["model"] != c["model"] {
-		t.Fatalf("capabilities %v, server status %v", c, s)
+	caps, _ := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	st, _ := callAs[ServerStatus](t, r, admin, "manage_get_server_status", nil)
+	if !caps.Device.IsRaspberryPi {
+		t.Fatalf("the sim board is not a Raspberry Pi: %+v", caps.Device)
 	}
+	diff(t, "server status's device", caps.Device, st.Device)
 }

@@ -2,17 +2,24 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
-var operator = Principal{Name: "op", UID: 1002, Role: RoleOperate}
+// The laptop configuration's pins as gpio_list_pins shows them at start.
+var (
+	button = GpioPinInfo{Pin: 4, Mode: "input", Value: "high", Allowed: true, Name: "button", Pull: "up"}
+	relay  = GpioPinInfo{Pin: 17, Mode: "output", Value: "low", Allowed: true, Name: "relay", Pull: "none"}
+	fan    = GpioPinInfo{Pin: 18, Mode: "output", Value: "low", Allowed: true, Name: "fan", Pull: "none", PWM: true}
+	led    = GpioPinInfo{Pin: 27, Mode: "output", Value: "low", Allowed: true, Name: "led", Pull: "none"}
+)
 
 func level17(t *testing.T, r *rig) int {
 	t.Helper()
@@ -25,62 +32,57 @@ func level17(t *testing.T, r *rig) int {
 
 func TestGPIOOnTheSimBoard(t *testing.T) {
 	r := newRig(t, nil)
-	_, sc := r.as(Principal{Name: "bob", Role: RoleRead}, "gpio_list_pins", nil)
-	pins := sc["pins"].([]any)
-	if len(pins) != 4 || pins[0].(map[string]any)["name"] != "button" || pins[1].(map[string]any)["name"] != "relay" {
-		t.Fatalf("list: %v", sc)
-	}
-	if _, sc = r.as(Principal{Name: "bob", Role: RoleRead}, "gpio_read_pin", map[string]any{"pin": 4}); sc["value"] != "high" {
-		t.Fatalf("button with pull-up: %v", sc)
-	}
+	pins, _ := callAs[PinsOut](t, r, reader, "gpio_list_pins", nil)
+	diff(t, "list", PinsOut{Pins: []GpioPinInfo{button, relay, fan, led}}, pins)
+	pin, _ := callAs[GpioPinInfo](t, r, reader, "gpio_read_pin", map[string]any{"pin": 4})
+	diff(t, "button with pull-up", button, pin)
+
 	// Denials change nothing.
 	for name, tc := range map[string]struct {
 		p    Principal
 		args map[string]any
 		code string
 	}{
-		"reader":          {Principal{Name: "bob", Role: RoleRead}, map[string]any{"pin": 17, "value": "high"}, CodePermissionDenied},
+		"reader":          {reader, map[string]any{"pin": 17, "value": "high"}, CodePermissionDenied},
 		"pin not allowed": {operator, map[string]any{"pin": 5, "value": "high"}, CodePermissionDenied},
 		"input pin":       {operator, map[string]any{"pin": 4, "value": "high"}, CodeFailedPrecondition},
-		"dry run":         {operator, map[string]any{"pin": 17, "value": "high", "dry_run": true}, ""},
 	} {
-		res, sc := r.as(tc.p, "gpio_write_pin", tc.args)
-		if errCode(res, sc) != tc.code {
-			t.Errorf("%s: %v", name, sc)
-		}
+		_, e := callAs[WriteOut](t, r, tc.p, "gpio_write_pin", tc.args)
+		wantErr(t, e, tc.code, nil)
 		if level17(t, r) != 0 {
 			t.Fatalf("%s changed the pin", name)
 		}
 	}
-	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
-	if fmt.Sprint(sc["error"].(map[string]any)["details"].(map[string]any)["allowed_pins"]) != "[4 17 18 27]" {
-		t.Errorf("denial does not list the allowed pins: %v", sc)
+	dry, _ := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "dry_run": true})
+	diff(t, "dry run", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low", DryRun: true}, dry)
+	if level17(t, r) != 0 {
+		t.Fatal("dry run changed the pin")
 	}
-	res, sc = r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "water the plants"})
-	if res.IsError || sc["value"] != "high" || sc["previous"] != "low" || level17(t, r) != 1 {
-		t.Fatalf("write: %v", sc)
+	_, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"allowed_pins": []any{4.0, 17.0, 18.0, 27.0}, "parameter": "pin"})
+
+	w, _ := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "water the plants"})
+	diff(t, "write", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low"}, w)
+	if level17(t, r) != 1 {
+		t.Fatal("write did not set the pin")
 	}
-	res, sc = r.as(operator, "gpio_configure_pin", map[string]any{"pin": 27, "mode": "input", "pull": "down"})
-	if res.IsError || sc["mode"] != "input" {
-		t.Fatalf("configure: %v", sc)
-	}
-	if res, sc = r.as(operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 25000, "duty_cycle_percent": 40}); res.IsError || sc["enabled"] != true {
-		t.Fatalf("pwm: %v", sc)
-	}
-	if res, sc = r.as(operator, "gpio_set_pwm", map[string]any{"pin": 17, "frequency_hz": 100, "duty_cycle_percent": 40}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("pwm on a non-pwm pin: %v", sc)
-	}
+	c, _ := callAs[GpioPinInfo](t, r, operator, "gpio_configure_pin", map[string]any{"pin": 27, "mode": "input", "pull": "down"})
+	diff(t, "configure", GpioPinInfo{Pin: 27, Mode: "input", Value: "low", Allowed: true, Name: "led", Pull: "down"}, c)
+	pwm, _ := callAs[PWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 25000, "duty_cycle_percent": 40})
+	diff(t, "pwm", PWMOut{Pin: 18, FrequencyHz: 25000, DutyCyclePercent: 40, Enabled: true, Chip: "pwmchip0"}, pwm)
+	_, e = callAs[PWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 17, "frequency_hz": 100, "duty_cycle_percent": 40})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"parameter": "pin"}) // not a PWM pin
 	if v, _ := r.a.VerifyAudit(); !v.OK {
 		t.Fatal("audit chain broken")
 	}
 }
 
+func withValue(p GpioPinInfo, v string) GpioPinInfo { p.Value = v; return p }
+
 func TestGPIOWritesOffAndBusyLine(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.GPIO.Writes = false })
-	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
-	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "[gpio] writes") {
-		t.Fatalf("%v", sc)
-	}
+	_, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[gpio] writes", "tool": "gpio.write_pin"})
 
 	// Another process holds a line the owner allowed: the error names it.
 	r2 := newRig(t, func(c *config.Config) { c.GPIO.Pins = append(c.GPIO.Pins, config.Pin{Pin: 22, Mode: "input"}) })
@@ -92,18 +94,31 @@ func TestGPIOWritesOffAndBusyLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2.startHelper()
-	res, sc = r2.as(operator, "gpio_configure_pin", map[string]any{"pin": 22, "mode": "output"})
-	if errCode(res, sc) != CodeFailedPrecondition || !strings.Contains(fmt.Sprint(sc), "motion") {
-		t.Fatalf("busy line: %v", sc)
-	}
+	_, e = callAs[GpioPinInfo](t, r2, operator, "gpio_configure_pin", map[string]any{"pin": 22, "mode": "output"})
+	wantErr(t, e, CodeFailedPrecondition, map[string]any{"consumer": "motion", "pin": 22.0})
 }
 
 // A timed write is a lease: the pin comes back by itself, audited.
 func TestGPIOLeaseReverts(t *testing.T) {
 	r := newRig(t, nil)
-	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 300})
-	if res.IsError || sc["revert_to"] != "low" || sc["revert_at"] == nil || level17(t, r) != 1 {
-		t.Fatalf("%v", sc)
+	// When the lease ends depends on the clock: it must be a time, and is
+	// then left out of the comparison.
+	lease := func(args map[string]any) WriteOut {
+		t.Helper()
+		w, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", args)
+		if e != nil {
+			t.Fatal(e)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, w.RevertAt); err != nil {
+			t.Fatalf("revert_at: %v", err)
+		}
+		return w
+	}
+	ignoreAt := cmpopts.IgnoreFields(WriteOut{}, "RevertAt")
+	w := lease(map[string]any{"pin": 17, "value": "high", "duration_ms": 300})
+	diff(t, "lease", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low", RevertTo: "low"}, w, ignoreAt)
+	if level17(t, r) != 1 {
+		t.Fatal("lease did not set the pin")
 	}
 	// The reverter starts only now, so a slow machine cannot end the lease
 	// before the check above; it ends it when due (at once if overdue).
@@ -119,12 +134,11 @@ func TestGPIOLeaseReverts(t *testing.T) {
 		t.Fatalf("queue not emptied: %+v", rs)
 	}
 	// Renewing a lease keeps the original value; a permanent write ends it.
-	r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 600000})
-	_, sc = r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 600000})
-	if sc["revert_to"] != "low" {
-		t.Fatalf("renewal lost the original value: %v", sc)
-	}
-	r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
+	lease(map[string]any{"pin": 17, "value": "high", "duration_ms": 600000})
+	w = lease(map[string]any{"pin": 17, "value": "high", "duration_ms": 600000})
+	diff(t, "renewal keeps the original value", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "high", RevertTo: "low"}, w, ignoreAt)
+	w, _ = callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
+	diff(t, "permanent write", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "high"}, w)
 	if rs, _ := r.db.ListGPIOReverts(); len(rs) != 0 {
 		t.Fatalf("a permanent write left a lease: %+v", rs)
 	}
@@ -134,7 +148,9 @@ func TestGPIOLeaseReverts(t *testing.T) {
 // once when overdue) and waits out a helper outage.
 func TestGPIOLeaseSurvivesRestartAndHelperOutage(t *testing.T) {
 	r := newRig(t, nil)
-	r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 100})
+	if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 100}); e != nil {
+		t.Fatal(e)
+	}
 	// No reverter runs (the agent is "down") past the due time, and the helper is down too.
 	time.Sleep(200 * time.Millisecond)
 	r.killHelper()
@@ -172,41 +188,34 @@ func TestGPIOLeaseSurvivesRestartAndHelperOutage(t *testing.T) {
 // allowlists are refused too.
 func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.I2C.Write = []string{"1:0x50"} })
-	dry := map[string]map[string]any{
-		"gpio_configure_pin": {"pin": 17, "mode": "input", "dry_run": true},
-		"gpio_set_pwm":       {"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50, "dry_run": true},
-		"i2c_write":          {"bus": 1, "address": 0x50, "register": 0, "data": []int{7}, "dry_run": true},
-		"camera_capture":     {"width": 640, "height": 480, "dry_run": true},
-	}
-	for tool, args := range dry {
-		res, sc := r.as(operator, tool, args)
-		if res.IsError || sc["dry_run"] != true {
-			t.Errorf("%s dry run: %v", tool, sc)
-		}
-	}
+	cfg, _ := callAs[GpioPinInfo](t, r, operator, "gpio_configure_pin", map[string]any{"pin": 17, "mode": "input", "dry_run": true})
+	diff(t, "configure dry run", GpioPinInfo{Pin: 17, Mode: "input", Value: "low", Allowed: true, Name: "relay", Pull: "none", DryRun: true}, cfg)
+	pwm, _ := callAs[PWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50, "dry_run": true})
+	diff(t, "pwm dry run", PWMOut{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50, DryRun: true}, pwm)
+	zero := 0
+	i2c, _ := callAs[I2CWriteOut](t, r, operator, "i2c_write", map[string]any{"bus": 1, "address": 0x50, "register": 0, "data": []int{7}, "dry_run": true})
+	diff(t, "i2c dry run", I2CWriteOut{Bus: 1, Address: 0x50, Register: &zero, DryRun: true}, i2c)
+	cam, _ := callAs[CaptureOut](t, r, operator, "camera_capture", map[string]any{"width": 640, "height": 480, "dry_run": true})
+	diff(t, "camera dry run", CaptureOut{PhotoOut: PhotoOut{Width: 640, Height: 480, Format: "jpeg", DryRun: true}}, cam, cmpopts.IgnoreUnexported(CaptureOut{}))
+
 	if st, _ := r.gpio.State(context.Background(), 17); st.Mode != "output" {
 		t.Errorf("dry-run configure changed GPIO17 to %s", st.Mode)
 	}
 	if st, _ := r.pwm.Get(context.Background(), 18); st.Enabled {
 		t.Error("dry-run PWM enabled the channel")
 	}
-	_, sc := r.as(admin, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0, "length": 1})
-	if fmt.Sprint(sc["data"]) != "[0]" {
-		t.Errorf("dry-run i2c write wrote: %v", sc)
-	}
-	if res, sc := r.as(admin, "i2c_read", map[string]any{"bus": 2, "address": 0x50, "length": 1}); errCode(res, sc) != CodePermissionDenied {
-		t.Errorf("read outside the allowlist: %v", sc)
-	}
+	read, _ := callAs[I2CReadOut](t, r, admin, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0, "length": 1})
+	diff(t, "read after the dry-run i2c write", I2CReadOut{Bus: 1, Address: 0x50, Register: &zero, Data: []int{0}}, read)
+	_, e := callAs[I2CReadOut](t, r, admin, "i2c_read", map[string]any{"bus": 2, "address": 0x50, "length": 1})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"address": 80.0, "allowed": []any{"1:*"}, "bus": 2.0})
 	// An allowlist refusal is a denial in the audit trail, not a failed allow.
-	if res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"}); errCode(res, sc) != CodePermissionDenied {
-		t.Errorf("write outside the allowlist: %v", sc)
-	}
+	_, e = callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
+	wantErr(t, e, CodePermissionDenied, nil)
 	if recs, _, _ := r.a.store.QueryAudit(storeQuery(1)); recs[0].Tool != "gpio.write_pin" || recs[0].Decision != "deny" || recs[0].ErrorCode != CodePermissionDenied {
 		t.Errorf("audit of the refused write: %+v", recs[0])
 	}
-	if _, sc := r.as(admin, "i2c_list_buses", nil); len(sc["buses"].([]any)) != 1 {
-		t.Errorf("buses: %v", sc)
-	}
+	buses, _ := callAs[BusesOut](t, r, admin, "i2c_list_buses", nil)
+	diff(t, "buses", BusesOut{Buses: []BusInfo{{Bus: 1, Description: "sim-i2c"}}}, buses)
 }
 
 // The tool catalog's example request writes a pin with "value": 1.
@@ -216,13 +225,14 @@ func TestGPIOWriteOneAndZero(t *testing.T) {
 		v    any
 		want int
 	}{{1, 1}, {0, 0}, {"1", 1}, {"low", 0}} {
-		res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": tc.v})
-		if res.IsError || level17(t, r) != tc.want {
-			t.Fatalf("value %v: %v, level %d", tc.v, sc, level17(t, r))
+		if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": tc.v}); e != nil || level17(t, r) != tc.want {
+			t.Fatalf("value %v: %v, level %d", tc.v, e, level17(t, r))
 		}
 	}
-	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": 2})
-	if errCode(res, sc) != CodeInvalidArgument || level17(t, r) != 0 {
-		t.Fatalf("value 2: %v", sc)
+	_, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": 2})
+	wantErr(t, e, CodeInvalidArgument, map[string]any{"parameter": "value", "provided_value": 2.0,
+		"expected_type": "string", "actual_type": "number", "allowed_values": []any{"high", "low"}})
+	if level17(t, r) != 0 {
+		t.Fatal("value 2 changed the pin")
 	}
 }

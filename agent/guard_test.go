@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 )
 
@@ -21,18 +23,22 @@ func TestIntentIsAudited(t *testing.T) {
 			t.Errorf("%s: mutating without guard arguments", tl.name)
 		}
 	}
-	res, sc := r.as(operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "test", "intent": "water the plants"})
-	if res.IsError {
-		t.Fatal(sc)
+	if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "test", "intent": "water the plants"}); e != nil {
+		t.Fatal(e)
 	}
 	recs, _, _ := r.db.QueryAudit(store.AuditQuery{Limit: 1})
 	if recs[0].Intent != "water the plants" || recs[0].Reason != "test" {
 		t.Fatalf("audit: %+v", recs[0])
 	}
-	_, sc = r.as(admin, "logs_get_recent_audit_logs", map[string]any{"limit": 1, "tool": "gpio.write_pin"})
-	if e := sc["entries"].([]any)[0].(map[string]any); e["intent"] != "water the plants" {
-		t.Fatalf("audit log entry: %v", e)
+	logs, _ := callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", map[string]any{"limit": 1, "tool": "gpio.write_pin"})
+	// The entry is the record: only its clock, random and hash fields are
+	// left to the store's own tests.
+	if len(logs.Entries) != 1 {
+		t.Fatalf("audit log: %+v", logs)
 	}
+	diff(t, "audit log entry", AuditEntry{Principal: "op", Role: "operate", Tool: "gpio.write_pin", Decision: "allow",
+		Reason: "test", Intent: "water the plants"}, logs.Entries[0],
+		cmpopts.IgnoreFields(AuditEntry{}, "Seq", "Time", "CorrelationID", "DurationMS", "InHash", "OutHash", "Hash"))
 	if v, _ := r.a.VerifyAudit(); !v.OK {
 		t.Fatalf("chain with intent: %+v", v)
 	}
@@ -42,28 +48,23 @@ func TestIntentIsAudited(t *testing.T) {
 // it takes force for that.
 func TestShutdownForceReplacesAPendingReboot(t *testing.T) {
 	r := newRig(t, nil)
-	if res, sc := r.as(operator, "system_reboot", map[string]any{"delay_seconds": 300, "confirm": true, "reason": "kernel"}); res.IsError {
-		t.Fatal(sc)
+	reboot, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 300, "confirm": true, "reason": "kernel"})
+	if e != nil {
+		t.Fatal(e)
 	}
-	prepare := func(args map[string]any) (*bool, map[string]any) {
-		res, sc := r.as(admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": args})
-		if res.IsError {
-			return nil, sc
-		}
-		res, sc = r.as(admin, "change_commit", map[string]any{"token": sc["token"]})
-		ok := !res.IsError
-		return &ok, sc
-	}
-	ok, sc := prepare(map[string]any{"reason": "move", "delay_seconds": 60})
-	if ok != nil || sc["error"].(map[string]any)["code"] != CodeFailedPrecondition {
-		t.Fatalf("shutdown over a pending reboot without force: %v", sc)
-	}
+	// Without force the prepare's dry run already refuses: no token.
+	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move", "delay_seconds": 60}})
+	wantErr(t, e, CodeFailedPrecondition, nil)
 	if s, _, _ := r.pw.Scheduled(context.Background()); s.Action != "reboot" {
 		t.Fatalf("the reboot was replaced: %+v", s)
 	}
-	ok, sc = prepare(map[string]any{"reason": "move", "delay_seconds": 60, "force": true})
-	if ok == nil || !*ok {
-		t.Fatalf("shutdown with force: %v", sc)
+	p := prepare(t, r, admin, "system_shutdown", map[string]any{"reason": "move", "delay_seconds": 60, "force": true})
+	c, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	if e != nil {
+		t.Fatalf("shutdown with force: %+v", e)
+	}
+	if c.Result["replaces"] != "reboot at "+reboot.ScheduledFor {
+		t.Fatalf("commit does not say what it replaced: %+v", c)
 	}
 	if s, _, _ := r.pw.Scheduled(context.Background()); s.Action != "poweroff" {
 		t.Fatalf("not replaced: %+v", s)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,9 +16,11 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
@@ -59,6 +62,9 @@ type rig struct {
 	// network is then the simulated one too. Otherwise both read this
 	// machine's /proc, and the tests signal only their own children.
 	simProcs *procs.Sim
+
+	mu       sync.Mutex
+	sessions map[Principal]*mcp.ClientSession // callAs's, one per principal
 }
 
 func currentUser(t testing.TB) string {
@@ -171,7 +177,147 @@ func structured(t testing.TB, res *mcp.CallToolResult) map[string]any {
 	return sc
 }
 
-var admin = Principal{Name: "alice", UID: 1000, Role: RoleAdmin}
+var (
+	admin    = Principal{Name: "alice", UID: 1000, Role: RoleAdmin}
+	operator = Principal{Name: "op", UID: 1002, Role: RoleOperate}
+	reader   = Principal{Name: "bob", UID: 1001, Role: RoleRead}
+)
+
+// session is a real MCP client session served by the agent as principal p.
+// It runs over in-memory transports, so the principal is given here where
+// the socket would take it from the peer's credentials; everything after
+// that (the SDK's framing, the agent's middleware, its handlers) is what a
+// client on the socket meets. The client offers no elicitation, so high and
+// critical calls stand on their guard arguments alone, as with a client
+// that cannot ask a person (elicit_test.go covers the person's answer). The
+// rig keeps one session per principal for its whole life; t is the test
+// that asks.
+func (r *rig) session(t testing.TB, p Principal) *mcp.ClientSession {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.sessions[p]; ok {
+		return s
+	}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := r.a.server.Connect(context.WithValue(ctx, principalKey{}, p), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.t.Cleanup(func() { cs.Close(); ss.Wait() })
+	if r.sessions == nil {
+		r.sessions = map[Principal]*mcp.ClientSession{}
+	}
+	r.sessions[p] = cs
+	return cs
+}
+
+// call is one tools/call as p over its session; a protocol error fails t.
+// The timeout only guards against a hang.
+func (r *rig) call(t testing.TB, p Principal, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	res, err := r.session(t, p).CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+// callAs calls tool as p through a real MCP client session and reads the
+// result as the contract says a client finds it: structuredContent decoded
+// into the tool's own Out, or _meta.error into a ToolError. Exactly one of
+// the two is set. A field the result has and Out lacks fails t, so a
+// result cannot carry what its outputSchema does not promise.
+func callAs[Out any](t testing.TB, r *rig, p Principal, tool string, args any) (Out, *ToolError) {
+	t.Helper()
+	return decodeResult[Out](t, r.call(t, p, tool, args))
+}
+
+// decodeResult is callAs's reading of a result the test already holds.
+func decodeResult[Out any](t testing.TB, res *mcp.CallToolResult) (Out, *ToolError) {
+	t.Helper()
+	var out Out
+	if res.IsError {
+		return out, resultError(t, res)
+	}
+	if res.Meta["error"] != nil {
+		t.Fatalf("a successful result carries _meta.error: %v", res.Meta["error"])
+	}
+	strictDecode(t, "structuredContent", res.StructuredContent, &out)
+	return out, nil
+}
+
+// resultError is the ToolError of an error result, from _meta.error, after
+// checking the text block carries the same object and structuredContent
+// none (clients validate that against outputSchema).
+func resultError(t testing.TB, res *mcp.CallToolResult) *ToolError {
+	t.Helper()
+	if res.StructuredContent != nil {
+		t.Fatalf("error result carries structuredContent, which clients validate against outputSchema")
+	}
+	var te ToolError
+	strictDecode(t, "_meta.error", res.Meta["error"], &te)
+	var fromText struct{ Error ToolError }
+	text := res.Content[0].(*mcp.TextContent).Text
+	first, js, _ := strings.Cut(text, "\n")
+	strictDecode(t, "the text block", json.RawMessage(js), &fromText)
+	if first != "error "+te.Code+": "+te.Message {
+		t.Fatalf("text block's summary %q does not say %s: %s", first, te.Code, te.Message)
+	}
+	if d := cmp.Diff(te, fromText.Error); d != "" {
+		t.Fatalf("text block's error differs from _meta.error (-meta +text):\n%s", d)
+	}
+	return &te
+}
+
+// diff fails t when got is not want, naming what.
+func diff(t testing.TB, what string, want, got any, opts ...cmp.Option) {
+	t.Helper()
+	if d := cmp.Diff(want, got, opts...); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+}
+
+// wantErr stops t unless e is an error with code, and fails it unless,
+// when details is not nil, e has exactly those details (numbers as JSON
+// decodes them: float64).
+func wantErr(t testing.TB, e *ToolError, code string, details map[string]any) {
+	t.Helper()
+	switch {
+	case e == nil:
+		t.Fatalf("succeeded, want %s", code)
+	case e.Code != code:
+		t.Fatalf("got %s (%s), want %s", e.Code, e.Message, code)
+	case details != nil:
+		if d := cmp.Diff(details, e.Details); d != "" {
+			t.Errorf("%s details (-want +got):\n%s", code, d)
+		}
+	}
+}
+
+// strictDecode decodes v (a value or raw JSON) into dst, refusing unknown fields.
+func strictDecode(t testing.TB, what string, v, dst any) {
+	t.Helper()
+	b, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(dst); err != nil {
+		t.Fatalf("%s does not decode into %T: %v\n%s", what, dst, err, b)
+	}
+}
 
 // errCode returns the structured error code of a result, or "".
 func errCode(res *mcp.CallToolResult, sc map[string]any) string {

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -10,58 +9,49 @@ import (
 
 func TestI2CAndSensorsOnTheSimBoard(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.I2C.Write = []string{"1:0x50"} })
-	reader := Principal{Name: "bob", Role: RoleRead}
-	_, sc := r.as(reader, "i2c_scan_bus", map[string]any{"bus": 1})
-	if fmt.Sprint(sc["addresses"]) != "[72 80 118]" {
-		t.Fatalf("scan: %v", sc)
-	}
-	if res, sc := r.as(reader, "i2c_scan_bus", map[string]any{"bus": 3}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("scan of a bus outside the allowlist: %v", sc)
-	}
+	scan, _ := callAs[ScanOut](t, r, reader, "i2c_scan_bus", map[string]any{"bus": 1})
+	diff(t, "scan", ScanOut{Bus: 1, Addresses: []int{0x48, 0x50, 0x76}, InUse: []int{}}, scan)
+	_, e := callAs[ScanOut](t, r, reader, "i2c_scan_bus", map[string]any{"bus": 3})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"address": -1.0, "allowed": []any{"1:*"}, "bus": 3.0}) // outside the allowlist
 	// BME280 chip id through a register read.
-	_, sc = r.as(reader, "i2c_read", map[string]any{"bus": 1, "address": 0x76, "register": 0xD0, "length": 1})
-	if fmt.Sprint(sc["data"]) != "[96]" {
-		t.Fatalf("chip id: %v", sc)
-	}
+	reg := func(v int) *int { return &v }
+	read, _ := callAs[I2CReadOut](t, r, reader, "i2c_read", map[string]any{"bus": 1, "address": 0x76, "register": 0xD0, "length": 1})
+	diff(t, "chip id", I2CReadOut{Bus: 1, Address: 0x76, Register: reg(0xD0), Data: []int{0x60}}, read)
+
 	// Writes: high risk, separate allowlist.
 	w := map[string]any{"bus": 1, "address": 0x50, "register": 0x10, "data": []int{1, 2, 3}}
-	if res, sc := r.as(operator, "i2c_write", w); errCode(res, sc) != CodeFailedPrecondition {
-		t.Fatalf("write without confirm: %v", sc)
-	}
+	_, e = callAs[I2CWriteOut](t, r, operator, "i2c_write", w)
+	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
 	bad := map[string]any{"bus": 1, "address": 0x76, "register": 0xF4, "data": []int{0}, "confirm": true, "reason": "x"}
-	if res, sc := r.as(operator, "i2c_write", bad); errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "[i2c] write") {
-		t.Fatalf("write to a read-only address: %v", sc)
+	_, e = callAs[I2CWriteOut](t, r, operator, "i2c_write", bad)
+	wantErr(t, e, CodePermissionDenied, map[string]any{"address": 118.0, "allowed": []any{"1:0x50"}, "bus": 1.0})
+	if !strings.Contains(e.FixHint, "[i2c] write") {
+		t.Errorf("write to a read-only address: the hint does not name the switch: %+v", e)
 	}
 	w["confirm"], w["reason"] = true, "calibrate"
-	if res, sc := r.as(operator, "i2c_write", w); res.IsError || sc["bytes_written"].(float64) != 3 {
-		t.Fatalf("write: %v", sc)
-	}
-	_, sc = r.as(reader, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0x10, "length": 3})
-	if fmt.Sprint(sc["data"]) != "[1 2 3]" {
-		t.Fatalf("read back: %v", sc)
-	}
+	written, _ := callAs[I2CWriteOut](t, r, operator, "i2c_write", w)
+	diff(t, "write", I2CWriteOut{Bus: 1, Address: 0x50, Register: reg(0x10), BytesWritten: 3}, written)
+	read, _ = callAs[I2CReadOut](t, r, reader, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0x10, "length": 3})
+	diff(t, "read back", I2CReadOut{Bus: 1, Address: 0x50, Register: reg(0x10), Data: []int{1, 2, 3}}, read)
+
 	// Sensors by name, in units.
 	r.bme.SetEnv(23.4, 1001.5, 61)
-	res, sc := r.as(reader, "sensors_read", map[string]any{"name": "greenhouse"})
-	if res.IsError || sc["temperature_celsius"].(float64) != 23.4 || sc["pressure_hpa"].(float64) != 1001.5 || sc["humidity_percent"].(float64) != 61 {
-		t.Fatalf("greenhouse: %v", sc)
-	}
-	if res, sc := r.as(reader, "sensors_read", map[string]any{"name": "attic"}); errCode(res, sc) != CodeNotFound {
-		t.Fatalf("unknown sensor: %v", sc)
-	}
-	if _, sc := r.as(reader, "sensors_list", nil); len(sc["sensors"].([]any)) != 2 {
-		t.Fatalf("list: %v", sc)
-	}
+	s, _ := callAs[SensorOut](t, r, reader, "sensors_read", map[string]any{"name": "greenhouse"})
+	f := func(v float64) *float64 { return &v }
+	diff(t, "greenhouse", SensorOut{Name: "greenhouse", Type: "bme280", TemperatureC: f(23.4), PressureHPa: f(1001.5), HumidityPercent: f(61)}, s)
+	_, e = callAs[SensorOut](t, r, reader, "sensors_read", map[string]any{"name": "attic"})
+	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "name"})
+	list, _ := callAs[SensorsOut](t, r, reader, "sensors_list", nil)
+	diff(t, "list", SensorsOut{Sensors: []SensorInfo{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76},
+		{Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}, list)
 }
 
 func TestI2CDisabled(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.I2C.Enabled = false })
-	if res, sc := r.as(admin, "i2c_scan_bus", map[string]any{"bus": 1}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("%v", sc)
-	}
-	if res, sc := r.as(admin, "sensors_read", map[string]any{"name": "greenhouse"}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("%v", sc)
-	}
+	_, e := callAs[ScanOut](t, r, admin, "i2c_scan_bus", map[string]any{"bus": 1})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[i2c] enabled", "domain": "i2c"})
+	_, e = callAs[SensorOut](t, r, admin, "sensors_read", map[string]any{"name": "greenhouse"})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[i2c] enabled", "domain": "sensors"})
 }
 
 // Every hardware tool is refused when its namespace is switched off, reads included.
@@ -75,15 +65,18 @@ func TestHardwareNamespacesOff(t *testing.T) {
 		"sensors_list": nil, "sensors_read": {"name": "greenhouse"},
 		"camera_take_photo": nil, "camera_capture": {"width": 640, "height": 480},
 	} {
-		if res, sc := r.as(admin, tool, args); errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "enabled") {
-			t.Errorf("%s with its namespace off: %v", tool, sc)
+		ns, _, _ := strings.Cut(tool, "_")
+		key := "[" + ns + "] enabled"
+		if ns == "sensors" {
+			key = "[i2c] enabled" // sensors are read over I2C: one switch
 		}
+		_, e := callAs[any](t, r, admin, tool, args)
+		wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": key, "domain": ns})
 	}
 }
 
 func TestGPIOReadOutsideAllowlist(t *testing.T) {
 	r := newRig(t, nil)
-	if res, sc := r.as(admin, "gpio_read_pin", map[string]any{"pin": 5}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("%v", sc)
-	}
+	_, e := callAs[GpioPinInfo](t, r, admin, "gpio_read_pin", map[string]any{"pin": 5})
+	wantErr(t, e, CodePermissionDenied, nil)
 }

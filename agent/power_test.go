@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -12,42 +15,34 @@ import (
 func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
 	r := newRig(t, nil)
 	at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
-	res, sc := r.as(operator, "system_reboot", map[string]any{"at": at.Format(time.RFC3339), "confirm": true, "reason": "kernel update"})
-	if res.IsError || sc["scheduled"] != true || sc["scheduled_for"] != at.Format(time.RFC3339) {
-		t.Fatalf("reboot at: %v", sc)
+	due := at.Format(time.RFC3339)
+	o, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"at": due, "confirm": true, "reason": "kernel update"})
+	if e != nil || !strings.HasPrefix(o.JobID, "job-") {
+		t.Fatalf("reboot at: %+v %+v", o, e)
 	}
-	jobID := sc["job_id"].(string)
+	// How many seconds ahead depends on the clock.
+	diff(t, "reboot at", PowerOut{Scheduled: true, Action: "reboot", ScheduledFor: due, JobID: o.JobID}, o,
+		cmpopts.IgnoreFields(PowerOut{}, "EffectiveAfterSeconds"))
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || !s.At.Equal(at) {
 		t.Fatalf("logind (sim) has %v %v", s, ok)
 	}
-	_, sc = r.as(operator, "manage_list_jobs", map[string]any{})
-	var listed bool
-	for _, j := range sc["jobs"].([]any) {
-		m := j.(map[string]any)
-		if m["job_id"] == jobID && m["kind"] == "power" && m["due"] == at.Format(time.RFC3339) {
-			listed = true
-		}
-	}
-	if !listed {
-		t.Fatalf("power job %s not listed: %v", jobID, sc)
-	}
+	jobs, _ := callAs[JobsOut](t, r, operator, "manage_list_jobs", map[string]any{})
+	effect := "the reboot is called off"
+	diff(t, "jobs", JobsOut{TotalCount: 1, Jobs: []QueuedJob{{JobID: o.JobID, Kind: "power", Status: "scheduled",
+		Summary: "reboot at " + due, Due: due, CreatedBy: "op", Cancel: effect}}}, jobs)
 
-	if res, sc := r.as(operator, "manage_cancel_job", map[string]any{"job_id": jobID, "dry_run": true}); res.IsError || sc["cancelled"] != false {
-		t.Fatalf("dry-run cancel: %v", sc)
-	}
+	c, _ := callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID, "dry_run": true})
+	diff(t, "dry-run cancel", CancelJobOut{JobID: o.JobID, Kind: "power", Effect: effect, DryRun: true,
+		Plan: []string{"cancel " + o.JobID + " (reboot at " + due + "): " + effect}}, c)
 	if _, ok, _ := r.pw.Scheduled(context.Background()); !ok {
 		t.Fatal("a dry-run cancel cancelled")
 	}
-	if res, sc := r.as(operator, "manage_cancel_job", map[string]any{"job_id": "job-nope"}); errCode(res, sc) != CodeNotFound {
-		t.Fatalf("unknown job: %v", sc)
-	}
-	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
-	if res, sc := r.as(reader, "manage_cancel_job", map[string]any{"job_id": jobID}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("read role cancels: %v", sc)
-	}
-	if res, sc := r.as(operator, "manage_cancel_job", map[string]any{"job_id": jobID}); res.IsError || sc["cancelled"] != true {
-		t.Fatalf("cancel: %v", sc)
-	}
+	_, e = callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": "job-nope"})
+	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "job_id"})
+	_, e = callAs[CancelJobOut](t, r, reader, "manage_cancel_job", map[string]any{"job_id": o.JobID})
+	wantErr(t, e, CodePermissionDenied, nil)
+	c, _ = callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID})
+	diff(t, "cancel", CancelJobOut{JobID: o.JobID, Kind: "power", Cancelled: true, Effect: effect}, c)
 	if _, ok, _ := r.pw.Scheduled(context.Background()); ok {
 		t.Fatal("still scheduled after cancel")
 	}
@@ -58,37 +53,29 @@ func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
 		t.Fatal("a cancelled reboot counts against the rate limit")
 	}
 
-	res, sc = r.as(operator, "system_reboot", map[string]any{"at": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "confirm": true, "reason": "x"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("at in the past: %v", sc)
-	}
-	res, sc = r.as(operator, "system_reboot", map[string]any{"at": time.Now().Add(8 * 24 * time.Hour).UTC().Format(time.RFC3339), "confirm": true, "reason": "x"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("at beyond 7 days: %v", sc)
+	for what, at := range map[string]time.Time{"in the past": time.Now().Add(-time.Hour), "beyond 7 days": time.Now().Add(8 * 24 * time.Hour)} {
+		_, e = callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"at": at.UTC().Format(time.RFC3339), "confirm": true, "reason": "x"})
+		if e == nil || e.Code != CodeInvalidArgument || e.Details["parameter"] != "at" {
+			t.Fatalf("at %s: %+v", what, e)
+		}
 	}
 }
 
 func TestCancelScheduledPowerAction(t *testing.T) {
 	r := newRig(t, nil)
-	if res, sc := r.as(operator, "system_cancel_scheduled_power_action", map[string]any{}); res.IsError || sc["cancelled"] != false {
-		t.Fatalf("nothing scheduled: %v", sc)
-	}
-	r.as(operator, "system_reboot", map[string]any{"delay_seconds": 600, "confirm": true, "reason": "x"})
-	res, sc := r.as(operator, "system_cancel_scheduled_power_action", map[string]any{"dry_run": true})
-	if res.IsError || sc["action"] != "reboot" || sc["cancelled"] != false {
-		t.Fatalf("dry run: %v", sc)
-	}
-	res, sc = r.as(operator, "system_cancel_scheduled_power_action", map[string]any{})
-	if res.IsError || sc["cancelled"] != true || sc["action"] != "reboot" {
-		t.Fatalf("cancel: %v", sc)
-	}
+	c, _ := callAs[CancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{})
+	diff(t, "nothing scheduled", CancelPowerOut{}, c)
+	o, _ := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 600, "confirm": true, "reason": "x"})
+	c, _ = callAs[CancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{"dry_run": true})
+	diff(t, "dry run", CancelPowerOut{Action: "reboot", WasDueAt: o.ScheduledFor, DryRun: true,
+		Plan: []string{"ask systemd-logind to cancel the reboot due at " + o.ScheduledFor}}, c)
+	c, _ = callAs[CancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{})
+	diff(t, "cancel", CancelPowerOut{Cancelled: true, Action: "reboot", WasDueAt: o.ScheduledFor}, c)
 	if _, ok, _ := r.pw.Scheduled(context.Background()); ok {
 		t.Fatal("still scheduled")
 	}
-	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
-	if res, sc := r.as(reader, "system_cancel_scheduled_power_action", map[string]any{}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("read role: %v", sc)
-	}
+	_, e := callAs[CancelPowerOut](t, r, reader, "system_cancel_scheduled_power_action", map[string]any{})
+	wantErr(t, e, CodePermissionDenied, nil)
 }
 
 func TestPowerRateLimit(t *testing.T) {
@@ -97,25 +84,26 @@ func TestPowerRateLimit(t *testing.T) {
 	if err := r.db.FinishPower(true, last); err != nil {
 		t.Fatal(err)
 	}
-	res, sc := r.as(operator, "system_reboot", map[string]any{"confirm": true, "reason": "again"})
-	if errCode(res, sc) != CodeResourceExhausted {
-		t.Fatalf("second reboot within 10m: %v", sc)
+	earliest := last.Add(10 * time.Minute).UTC().Format(time.RFC3339)
+	_, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"confirm": true, "reason": "again"})
+	// How long is left depends on the clock: at least 400 of the 480 seconds.
+	wantErr(t, e, CodeResourceExhausted, nil)
+	if left, _ := e.Details["retry_after_seconds"].(float64); !e.Retryable || left < 400 {
+		t.Fatalf("rate-limit error: %+v", e)
 	}
-	e := sc["error"].(map[string]any)
-	if e["retryable"] != true || e["details"].(map[string]any)["retry_after_seconds"].(float64) < 400 {
-		t.Fatalf("rate-limit error: %v", e)
-	}
+	diff(t, "rate-limit details", map[string]any{"config_key": "[system] min_power_interval", "earliest": earliest,
+		"last_power_action": last.UTC().Format(time.RFC3339)}, e.Details,
+		cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "retry_after_seconds" }))
 	if _, ok, _ := r.pw.Scheduled(context.Background()); ok {
 		t.Fatal("a refused reboot was scheduled")
 	}
 	// A dry run says the same, so it predicts the real call.
-	if res, sc := r.as(operator, "system_reboot", map[string]any{"dry_run": true}); errCode(res, sc) != CodeResourceExhausted {
-		t.Fatalf("dry run within the window: %v", sc)
-	}
+	_, e = callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"dry_run": true})
+	wantErr(t, e, CodeResourceExhausted, nil)
 	// After the window, at a chosen time, it is fine.
 	at := last.Add(11 * time.Minute).UTC().Format(time.RFC3339)
-	if res, sc := r.as(operator, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "later"}); res.IsError {
-		t.Fatalf("reboot after the window: %v", sc)
+	if _, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "later"}); e != nil {
+		t.Fatalf("reboot after the window: %+v", e)
 	}
 }
 
@@ -124,9 +112,8 @@ func TestPowerWatchRecordsTheActionAndReschedulesALostOne(t *testing.T) {
 	w := r.a.powerJobs
 	w.grace = 0
 	before := time.Now()
-	res, sc := r.as(operator, "system_reboot", map[string]any{"delay_seconds": 1, "confirm": true, "reason": "now"})
-	if res.IsError {
-		t.Fatal(sc)
+	if _, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 1, "confirm": true, "reason": "now"}); e != nil {
+		t.Fatal(e)
 	}
 	waitFor(t, "the sim to perform the reboot", 5*time.Second, func() bool {
 		_, ok, _ := r.pw.Scheduled(context.Background())
