@@ -97,6 +97,7 @@ func cmdServe(args []string) error {
 		}
 		sys = sysinfo.NewLinux(sysinfo.LinuxOptions{})
 	}
+	tuneGC(cfg.Agent)
 	// The ring keeps the latest records for logs.get_recent_app_logs.
 	ring := applog.NewRing(500)
 	log := slog.New(ring.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}), "agent"))
