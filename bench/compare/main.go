@@ -42,6 +42,7 @@ type options struct {
 	sd               bool
 	flush            time.Duration
 	sizes            bool
+	curve            string
 }
 
 func main() {
@@ -55,6 +56,7 @@ func main() {
 	flag.BoolVar(&o.sd, "sd", true, "measure SD writes over two whole flush intervals (minutes)")
 	flag.DurationVar(&o.flush, "flush", 0, "flush interval to measure over; 0 reads it from config.example.toml")
 	flag.BoolVar(&o.sizes, "sizes", true, "build the armv6 stripped binaries and print their sizes")
+	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100,400,off/24MiB,400/24MiB/1")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -80,23 +82,20 @@ func run(o options) error {
 	}
 
 	// --- raspi-mcp ---
-	agent := exec.Command(raspi, "serve", "--sim", "--dir", filepath.Join(dir, "s"), "--config", cfg)
-	agent.Stderr = io.Discard
-	if err := agent.Start(); err != nil {
+	agent, err := startAgent(raspi, filepath.Join(dir, "s"), cfg, nil)
+	if err != nil {
 		return err
 	}
-	defer func() { _ = agent.Process.Signal(os.Interrupt); _ = agent.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for exec.Command(raspi, "status", "--dir", filepath.Join(dir, "s")).Run() != nil {
-		if time.Now().After(deadline) {
-			return errors.New("the agent did not become ready in 60 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	defer stopAgent(agent)
 	apid := agent.Process.Pid
 	time.Sleep(2 * time.Second)
 	aIdle := readMem(apid)
 
+	if o.curve != "" {
+		if err := gcCurve(o, raspi, dir, cfg); err != nil {
+			return err
+		}
+	}
 	bridge, err := startStdio(exec.Command(raspi, "stdio", "--dir", filepath.Join(dir, "s")))
 	if err != nil {
 		return err
@@ -152,10 +151,10 @@ func run(o options) error {
 		{"agent + bridge CPU per call", us(ours.cpu + ours.bridgeCPU), us(ref.cpu), ratio(ours.cpu+ours.bridgeCPU, ref.cpu)},
 		{"context switches per call, agent", f1(ours.cs), f1(ref.cs), ratio(ours.cs, ref.cs)},
 		{"context switches per call, bridge", f1(ours.bridgeCS), "–", "–"},
-		{"bridge RSS / Pss per session, idle", mem(bIdle), "–", "–"},
-		{fmt.Sprintf("bridge RSS / Pss after %d calls", o.total), mem(bAfter), "–", "–"},
-		{"agent RSS / Pss idle", mem(aIdle), mem(ref.idle), ratio(float64(aIdle.rss), float64(ref.idle.rss))},
-		{fmt.Sprintf("agent RSS / Pss after %d calls", o.total), mem(ours.after), mem(ref.after), ratio(float64(ours.after.rss), float64(ref.after.rss))},
+		{"bridge RSS / Pss / USS per session, idle", mem(bIdle), "–", "–"},
+		{fmt.Sprintf("bridge RSS / Pss / USS after %d calls", o.total), mem(bAfter), "–", "–"},
+		{"agent RSS / Pss / USS idle", mem(aIdle), mem(ref.idle), ratio(float64(aIdle.rss), float64(ref.idle.rss))},
+		{fmt.Sprintf("agent RSS / Pss / USS after %d calls", o.total), mem(ours.after), mem(ref.after), ratio(float64(ours.after.rss), float64(ref.after.rss))},
 		{"bytes per audited call (write_bytes; wchar)", fmt.Sprintf("%.0f B; %.0f B", float64(io1.writeBytes-io0.writeBytes)/audited, float64(io1.wchar-io0.wchar)/audited), "–", "–"},
 	}
 	if o.sd {
@@ -180,6 +179,68 @@ func run(o options) error {
 	fmt.Println("|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.figure, r.ours, r.ref, r.ratio)
+	}
+	return nil
+}
+
+// startAgent starts `serve --sim` in dir with extra environment and waits
+// until `raspi-mcp status` answers.
+func startAgent(raspi, dir, cfg string, env []string) (*exec.Cmd, error) {
+	agent := exec.Command(raspi, "serve", "--sim", "--dir", dir, "--config", cfg)
+	agent.Stderr = io.Discard
+	agent.Env = append(os.Environ(), env...)
+	if err := agent.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for exec.Command(raspi, "status", "--dir", dir).Run() != nil {
+		if time.Now().After(deadline) {
+			stopAgent(agent)
+			return nil, errors.New("the agent did not become ready in 60 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return agent, nil
+}
+
+func stopAgent(agent *exec.Cmd) { _ = agent.Process.Signal(os.Interrupt); _ = agent.Wait() }
+
+// gcCurve measures the agent's CPU per call against its memory for each
+// collector setting of o.curve: "GOGC[/GOMEMLIMIT]" items, comma separated,
+// given to the agent as its environment (which wins over the config).
+func gcCurve(o options, raspi, dir, cfg string) error {
+	fmt.Println("\nGC curve: agent CPU and memory per collector setting (system_get_basic_info over `raspi-mcp stdio`)")
+	fmt.Println()
+	fmt.Println("| GOGC / GOMEMLIMIT [/ GOMAXPROCS] | agent CPU per call | switches per call | RSS / Pss / USS idle | RSS / Pss / USS after calls |")
+	fmt.Println("|---|---|---|---|---|")
+	for i, item := range strings.Split(o.curve, ",") {
+		f := strings.Split(strings.TrimSpace(item), "/")
+		env := []string{"GOGC=" + f[0]}
+		if len(f) > 1 && f[1] != "" {
+			env = append(env, "GOMEMLIMIT="+f[1])
+		}
+		if len(f) > 2 {
+			env = append(env, "GOMAXPROCS="+f[2])
+		}
+		sub := filepath.Join(dir, fmt.Sprintf("gc%d", i))
+		agent, err := startAgent(raspi, sub, cfg, env)
+		if err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second)
+		idle := readMem(agent.Process.Pid)
+		s, err := startStdio(exec.Command(raspi, "stdio", "--dir", sub))
+		if err != nil {
+			stopAgent(agent)
+			return err
+		}
+		fig, err := measureCalls(s, agent.Process.Pid, `"name":"system_get_basic_info","arguments":{}`, o)
+		s.close()
+		stopAgent(agent)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %s | %s | %.1f | %s | %s |\n", item, us(fig.cpu), fig.cs, mem(idle), mem(fig.after))
 	}
 	return nil
 }
@@ -339,11 +400,14 @@ func statusField(file, key string) int64 {
 	return 0
 }
 
-type memFig struct{ rss, pss int64 } // KiB
+// memFig is in KiB. uss (private pages) is what one more process of the
+// same binary adds: a bridge's file pages are shared with the agent's and
+// every other session's.
+type memFig struct{ rss, pss, uss int64 }
 
 func readMem(pid int) memFig {
 	file := fmt.Sprintf("/proc/%d/smaps_rollup", pid)
-	return memFig{statusField(file, "Rss:"), statusField(file, "Pss:")}
+	return memFig{statusField(file, "Rss:"), statusField(file, "Pss:"), statusField(file, "Private_Clean:") + statusField(file, "Private_Dirty:")}
 }
 
 type ioFig struct{ writeBytes, wchar int64 }
@@ -449,7 +513,7 @@ func mem(m memFig) string {
 	if m.rss == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f / %.1f MiB", float64(m.rss)/1024, float64(m.pss)/1024)
+	return fmt.Sprintf("%.1f / %.1f / %.1f MiB", float64(m.rss)/1024, float64(m.pss)/1024, float64(m.uss)/1024)
 }
 
 func ratio(a, b float64) string {
