@@ -43,6 +43,7 @@ type options struct {
 	flush            time.Duration
 	sizes            bool
 	curve            string
+	bridgeAB         string
 }
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	flag.DurationVar(&o.flush, "flush", 0, "flush interval to measure over; 0 reads it from config.example.toml")
 	flag.BoolVar(&o.sizes, "sizes", true, "build the armv6 stripped binaries and print their sizes")
 	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100,400,off/24MiB,400/24MiB/1")
+	flag.StringVar(&o.bridgeAB, "bridge-ab", "", "another raspi-mcp binary whose `stdio` bridge is measured in turn with ours against the same agent")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -93,6 +95,11 @@ func run(o options) error {
 
 	if o.curve != "" {
 		if err := gcCurve(o, raspi, dir, cfg); err != nil {
+			return err
+		}
+	}
+	if o.bridgeAB != "" {
+		if err := bridgeAB(o, raspi, filepath.Join(dir, "s"), apid); err != nil {
 			return err
 		}
 	}
@@ -241,6 +248,34 @@ func gcCurve(o options, raspi, dir, cfg string) error {
 			return err
 		}
 		fmt.Printf("| %s | %s | %.1f | %s | %s |\n", item, us(fig.cpu), fig.cs, mem(idle), mem(fig.after))
+	}
+	return nil
+}
+
+// bridgeAB measures two bridges against one agent, in turns (ABABAB), so
+// both see the same load on this shared machine.
+func bridgeAB(o options, raspi, dir string, apid int) error {
+	fmt.Println("\nbridge A/B: CPU and switches per call of `stdio`, in turns against one agent")
+	fmt.Println()
+	fmt.Println("| turn | bridge | bridge CPU per call | bridge switches per call | agent CPU per call |")
+	fmt.Println("|---|---|---|---|---|")
+	ab := o
+	ab.total = o.warm + o.calls
+	for turn := range 6 {
+		bin := raspi
+		if turn%2 == 1 {
+			bin = o.bridgeAB
+		}
+		s, err := startStdio(exec.Command(bin, "stdio", "--dir", dir))
+		if err != nil {
+			return err
+		}
+		f, err := measureCalls(s, apid, `"name":"system_get_basic_info","arguments":{}`, ab)
+		s.close()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d | %s | %s | %.1f | %s |\n", turn, bin, us(f.bridgeCPU), f.bridgeCS, us(f.cpu))
 	}
 	return nil
 }

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"io/fs"
 	"os"
-	"runtime"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
@@ -19,21 +20,18 @@ func tuneGC(a config.Agent) {
 	}
 }
 
-// bridgeHeap is the soft limit of `raspi-mcp stdio`: it holds one line at a
-// time, so a small heap costs it little CPU and keeps one SSH session's
-// memory to a few MiB.
-const bridgeHeap = 4 << 20
-
-// tuneBridge keeps `raspi-mcp stdio` small and quiet: one runs per SSH
-// session, on a Pi Zero with 512 MiB and one core. Its heap is one line at
-// a time, so a soft limit costs it little; and it copies one line at a time
-// between two goroutines, so a second P only adds wake-ups (an idle P
-// spinning up a thread to look for work) without adding throughput.
-func tuneBridge() {
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(bridgeHeap)
+// bridgeStdin is stdin read through the runtime's poller when it is a
+// pipe or socket (as under sshd), so a read waiting for the next message
+// parks a goroutine, not a thread in a system call. A terminal or file is
+// read as it is: making a terminal non-blocking would leave it so for the
+// shell after we exit.
+func bridgeStdin() *os.File {
+	st, err := os.Stdin.Stat()
+	if err != nil || st.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) == 0 {
+		return os.Stdin
 	}
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		runtime.GOMAXPROCS(1)
+	if err := syscall.SetNonblock(0, true); err != nil {
+		return os.Stdin
 	}
+	return os.NewFile(0, "/dev/stdin")
 }
