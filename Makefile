@@ -125,7 +125,7 @@ soak:
 # Ratios, not verdicts; about ten minutes (SD writes over two flushes).
 .PHONY: bench-compare
 bench-compare: build
-	$(GO) run ./bench/compare -bin bin -npm $(NPM_DIR) -gc-curve 100,200,400,800,off/24MiB,400/24MiB,400/24MiB/1
+	$(GO) run ./bench/compare -bin bin -npm $(NPM_DIR) -gc-curve 100//0,200//0,400//0,800//0,off/24MiB/0,400/24MiB/0,100//1,400/24MiB/1
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:

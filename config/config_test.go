@@ -67,6 +67,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"[agent]\ngc_percent = 0\n", "agent.gc_percent: want 25..10000"},
 		{"[agent]\ngc_percent = -1\nmemory_limit_mib = 0\n", "agent.gc_percent: -1 needs a memory_limit_mib"},
 		{"[agent]\nmemory_limit_mib = 2\n", "agent.memory_limit_mib"},
+		{"[agent]\nmax_procs = -1\n", "agent.max_procs"},
 		{"[helper]\ntimeout = \"0s\"\n", "helper.timeout"},
 		{"[system\n", "line 2"},
 		{"[gpio]\nrevert = \"back\"\n", "gpio.revert"},

@@ -57,7 +57,7 @@ func main() {
 	flag.BoolVar(&o.sd, "sd", true, "measure SD writes over two whole flush intervals (minutes)")
 	flag.DurationVar(&o.flush, "flush", 0, "flush interval to measure over; 0 reads it from config.example.toml")
 	flag.BoolVar(&o.sizes, "sizes", true, "build the armv6 stripped binaries and print their sizes")
-	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100,400,off/24MiB,400/24MiB/1")
+	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100//0,off/24MiB/0,400/24MiB/1 (GOMAXPROCS 0: one per core)")
 	flag.StringVar(&o.bridgeAB, "bridge-ab", "", "another raspi-mcp binary whose `stdio` bridge is measured in turn with ours against the same agent")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -218,7 +218,7 @@ func stopAgent(agent *exec.Cmd) { _ = agent.Process.Signal(os.Interrupt); _ = ag
 func gcCurve(o options, raspi, dir, cfg string) error {
 	fmt.Println("\nGC curve: agent CPU and memory per collector setting (system_get_basic_info over `raspi-mcp stdio`)")
 	fmt.Println()
-	fmt.Println("| GOGC / GOMEMLIMIT [/ GOMAXPROCS] | agent CPU per call | switches per call | RSS / Pss / USS idle | RSS / Pss / USS after calls |")
+	fmt.Println("| GOGC / GOMEMLIMIT / GOMAXPROCS (0: one per core; absent: the config's) | agent CPU per call | switches per call | RSS / Pss / USS idle | RSS / Pss / USS after calls |")
 	fmt.Println("|---|---|---|---|---|")
 	for i, item := range strings.Split(o.curve, ",") {
 		f := strings.Split(strings.TrimSpace(item), "/")
