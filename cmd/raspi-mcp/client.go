@@ -156,7 +156,7 @@ func cmdStdio(args []string) error {
 		return &exitError{code: 1} // the reason is on stderr already
 	}
 	defer conn.Close()
-	return bridge.Run(bridgeStdin(), os.Stdout, conn, 10*time.Second)
+	return bridge.Run(os.Stdin, os.Stdout, conn, 10*time.Second)
 }
 
 // session opens an MCP client session to the agent with the Go SDK.
