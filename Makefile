@@ -120,6 +120,13 @@ fuzz:
 soak:
 	RASPI_MCP_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' ./e2e/soak
 
+# Issue 15's table: raspi-mcp (serve --sim behind raspi-mcp stdio) and
+# server-everything side by side in one run, with the agent's GC curve.
+# Ratios, not verdicts; about ten minutes (SD writes over two flushes).
+.PHONY: bench-compare
+bench-compare: build
+	$(GO) run ./bench/compare -bin bin -npm $(NPM_DIR) -gc-curve 100//0,200//0,400//0,800//0,off/24MiB/0,400/24MiB/0,100//1,400/24MiB/1
+
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:
 	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv6/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper

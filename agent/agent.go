@@ -58,6 +58,13 @@ type Options struct {
 	// is recognised in it rather than by this machine's pids.
 	SimProcs *procs.Sim
 	AppLog   *applog.Ring // the agent's (and in laptop mode the helper's) latest log records; may be nil
+
+	// CheckOutput validates every result against its tool's output schema
+	// before it is sent, and turns a mismatch into an internal error. The
+	// tests and `raspi-mcp selftest` set it; a serving agent does not: a
+	// re-parse and a schema walk per call were half the CPU of a process
+	// list, to catch a bug the tests already catch.
+	CheckOutput bool
 }
 
 // Agent serves MCP on a Unix socket.
@@ -89,6 +96,8 @@ type Agent struct {
 	witness   *witnesser
 	asks      *asks  // confirmations awaiting the client's second round (elicit.go)
 	watch     *watch // helper and upstream state, for notifications (notify.go)
+
+	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -99,6 +108,7 @@ func New(o Options) (*Agent, error) {
 	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
 		mode: o.Mode, log: o.Logger, started: time.Now(),
 		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog, simProcs: o.SimProcs}
+	a.checkOutput = o.CheckOutput
 	if a.simProcs != nil {
 		a.root = a.simProcs.FS()
 	}

@@ -177,3 +177,23 @@ func (s *cpuSampler) keep(kept, taken []cpuReading) []cpuReading {
 	}
 	return out[from:]
 }
+
+// baseline is the newest kept reading at least a window before up (a
+// proc/uptime reading) and not past maxAge: a caller that reads one process
+// itself diffs against it instead of reading the whole table twice. ok is
+// false when no such reading is kept.
+func (s *cpuSampler) baseline(up float64) (procs.Snapshot, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for i := len(s.kept) - 1; i >= 0; i-- {
+		r := s.kept[i]
+		if now.Sub(r.at) > s.maxAge {
+			break // older ones are older still
+		}
+		if up-r.snap.Uptime >= s.window.Seconds() {
+			return r.snap, true
+		}
+	}
+	return procs.Snapshot{}, false
+}

@@ -103,7 +103,7 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	t.Cleanup(func() { s.Close() })
 	r := &rig{t: t, sim: s, dir: dir, cfg: s.Config, db: s.Store, pw: s.Power, gpio: s.Board.GPIO, pwm: s.Board.PWM,
 		bme: s.Board.BME280, units: s.Agent.Units, simProcs: s.Agent.Procs, helper: s.Helper, appLog: applog.NewRing(100)}
-	opts := Options{Config: r.cfg, Store: r.db, Sys: s.Agent.Sys, Helper: r.helper, Version: "test", Mode: "sim",
+	opts := Options{Config: r.cfg, Store: r.db, Sys: s.Agent.Sys, Helper: r.helper, CheckOutput: true, Version: "test", Mode: "sim",
 		Units: r.units, Journal: r.units.Journal(), AppLog: r.appLog,
 		Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent"))}
 	if sim {

@@ -173,6 +173,43 @@ func (a *Agent) readProcs() (procs.Snapshot, error) {
 	return procs.Read(fsys, procs.LiveOptions())
 }
 
+// readPID reads one process, from this machine or the simulated board's
+// table at one instant.
+func (a *Agent) readPID(pid int) (procs.Snapshot, error) {
+	fsys := a.root
+	if a.simProcs != nil {
+		var err error
+		if fsys, err = a.simProcs.Snapshot(); err != nil {
+			return procs.Snapshot{}, err
+		}
+	}
+	return procs.ReadPID(fsys, pid, procs.LiveOptions())
+}
+
+// procCPU is one process's CPU use over at least a window, reading only
+// that process: against the newest process table the sampler keeps when one
+// is recent, else against its own reading one window earlier. A whole table
+// costs a read of every process for the sake of one.
+func (a *Agent) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]float64, error) {
+	cur, err := a.readPID(pid)
+	if err != nil {
+		return procs.Snapshot{}, nil, err
+	}
+	prev, ok := a.cpu.baseline(cur.Uptime)
+	if !ok {
+		prev = cur
+		select {
+		case <-a.cpu.after(a.cpu.window):
+		case <-ctx.Done():
+			return procs.Snapshot{}, nil, ctx.Err()
+		}
+		if cur, err = a.readPID(pid); err != nil {
+			return procs.Snapshot{}, nil, err
+		}
+	}
+	return cur, procs.CPUPercent(prev, cur, procs.LiveOptions()), nil
+}
+
 func (a *Agent) registerProcess() {
 	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
 	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
@@ -364,11 +401,13 @@ func (a *Agent) noProcess(pid int) *ToolError {
 }
 
 func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessDetail, error) {
-	pair, err := a.cpu.sample(ctx)
-	if err != nil {
-		return ProcessDetail{}, fmt.Errorf("agent: reading processes: %w", err)
+	snap, cpu, err := a.procCPU(ctx, in.PID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ProcessDetail{}, a.noProcess(in.PID)
 	}
-	snap, cpu := pair.snap, pair.cpu
+	if err != nil {
+		return ProcessDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
+	}
 	d, err := procs.ReadDetail(a.root, in.PID, procs.LiveOptions())
 	if errors.Is(err, fs.ErrNotExist) {
 		return ProcessDetail{}, a.noProcess(in.PID)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,5 +227,39 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 	res, sc = r2.as(admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
 	if errCode(res, sc) != CodePermissionDenied || !alive(target.Process.Pid) {
 		t.Fatalf("signals off: %v", sc)
+	}
+}
+
+// Details of one process read that process alone: its CPU use is right
+// both when measured over its own window and against the table a process
+// list left behind, and no whole table is read for it.
+func TestProcessDetailsReadsOneProcess(t *testing.T) {
+	r := newSimRig(t, nil)
+	var tables atomic.Int32
+	read := r.a.cpu.read
+	r.a.cpu.read = func(ctx context.Context) (procs.Snapshot, error) { tables.Add(1); return read(ctx) }
+	const ffmpeg = 1342 // the simulated board's busy process: 0.87 of a core
+	check := func(when string) {
+		res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
+		if res.IsError {
+			t.Fatalf("%s: %v", when, sc)
+		}
+		// Ticks are whole: over a half-second window 87% reads as 84-90%.
+		if cpu := sc["cpu_percent"].(float64); cpu < 80 || cpu > 94 {
+			t.Errorf("%s: cpu_percent %v, want about 87", when, cpu)
+		}
+	}
+	check("without a kept table")
+	if n := tables.Load(); n != 0 {
+		t.Fatalf("details read %d whole process tables", n)
+	}
+	if res, sc := r.as(admin, "process_list_processes", map[string]any{"limit": 1}); res.IsError {
+		t.Fatal(sc)
+	}
+	n := tables.Load()
+	time.Sleep(cpuMinWindow) // the kept table becomes a baseline
+	check("against the kept table")
+	if m := tables.Load(); m != n {
+		t.Fatalf("details read %d whole process tables", m-n)
 	}
 }

@@ -247,11 +247,8 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 		return out
 	}
 	js, err := json.Marshal(o.out)
-	if err == nil && t.outRes != nil {
-		var v any
-		if err = json.Unmarshal(js, &v); err == nil {
-			err = t.outRes.Validate(v)
-		}
+	if err == nil && a.checkOutput {
+		err = t.checkOut(js)
 	}
 	if err != nil {
 		a.log.Error("tool output breaks its schema", "tool", t.id, "err", err)

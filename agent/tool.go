@@ -546,3 +546,15 @@ func correlationFrom(meta map[string]any) string {
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// checkOut validates a marshalled result against the tool's output schema.
+func (t *tool) checkOut(js []byte) error {
+	if t.outRes == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return err
+	}
+	return t.outRes.Validate(v)
+}

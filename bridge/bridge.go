@@ -122,13 +122,19 @@ wait:
 	}
 }
 
-// eachLine calls fn with every newline-terminated message (newline included).
+// eachLine calls fn with every newline-terminated message (newline
+// included). A line that fits the reader's buffer is handed over in place,
+// without a copy; fn must not keep it.
 func eachLine(r io.Reader, fn func([]byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
+	var buf []byte // a line longer than br's buffer, being put together
 	for {
 		chunk, err := br.ReadSlice('\n')
-		buf = append(buf, chunk...)
+		line := chunk
+		if len(buf) > 0 || err == bufio.ErrBufferFull {
+			buf = append(buf, chunk...)
+			line = buf
+		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			if len(buf) > MaxLine {
@@ -136,9 +142,8 @@ func eachLine(r io.Reader, fn func([]byte) error) error {
 			}
 			continue
 		case err == io.EOF:
-			if len(bytes.TrimSpace(buf)) > 0 {
-				buf = append(buf, '\n')
-				return fn(buf)
+			if len(bytes.TrimSpace(line)) > 0 {
+				return fn(append(line[:len(line):len(line)], '\n'))
 			}
 			return nil
 		case err != nil:
@@ -147,12 +152,15 @@ func eachLine(r io.Reader, fn func([]byte) error) error {
 			}
 			return err
 		}
-		if len(bytes.TrimSpace(buf)) > 0 {
-			if err := fn(buf); err != nil {
+		if len(bytes.TrimSpace(line)) > 0 {
+			if err := fn(line); err != nil {
 				return err
 			}
 		}
 		buf = buf[:0]
+		if cap(buf) > 64<<10 {
+			buf = nil // a rare long line does not keep its memory
+		}
 	}
 }
 

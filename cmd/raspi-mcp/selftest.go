@@ -286,7 +286,7 @@ func (r *selftestRig) startAgent(context.Context) (string, error) {
 	ring := applog.NewRing(200)
 	log := slog.New(ring.Handler(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn}), "agent"))
 	b := r.rig.Agent
-	a, err := agent.New(agent.Options{Config: r.rig.Config, Store: r.rig.Store, Sys: b.Sys, Helper: r.rig.Helper,
+	a, err := agent.New(agent.Options{Config: r.rig.Config, Store: r.rig.Store, Sys: b.Sys, Helper: r.rig.Helper, CheckOutput: true,
 		Version: version, Build: commit, Mode: "sim", Logger: log, AppLog: ring, Units: b.Units, Journal: b.Units.Journal(),
 		SimProcs: b.Procs, Net: b.Net})
 	if err != nil {

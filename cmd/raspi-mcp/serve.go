@@ -14,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,7 @@ func cmdServe(args []string) error {
 		}
 		sys = sysinfo.NewLinux(sysinfo.LinuxOptions{})
 	}
+	tuneGC(cfg.Agent)
 	// The ring keeps the latest records for logs.get_recent_app_logs.
 	ring := applog.NewRing(500)
 	log := slog.New(ring.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}), "agent"))
@@ -154,6 +156,10 @@ func cmdServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Registering the tools (resolving their schemas) leaves MiB of
+	// garbage that a collector tuned for fewer cycles would keep until
+	// the first calls; an idle agent should not hold it.
+	debug.FreeOSMemory()
 	if err := os.MkdirAll(filepath.Dir(cfg.Agent.Socket), 0o755); err != nil {
 		return err
 	}

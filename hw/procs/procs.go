@@ -207,6 +207,37 @@ func Read(fsys fs.FS, o Options) (Snapshot, error) {
 	return s, nil
 }
 
+// ReadPID is a [Snapshot] of one process: the machine-wide figures and
+// the process's stat and status, enough for [CPUPercent] and a memory
+// share, without walking every process (as a detail view of one process
+// needs). Its Proc has no Username, Cmdline, Exe or Cwd. A process that
+// does not exist is an error wrapping fs.ErrNotExist.
+func ReadPID(fsys fs.FS, pid int, o Options) (Snapshot, error) {
+	if pid <= 0 {
+		return Snapshot{}, fmt.Errorf("procs: pid %d: not a process ID", pid)
+	}
+	r := newReader(fsys, o)
+	var s Snapshot
+	var err error
+	if s.Uptime, err = r.uptime(); err != nil {
+		return Snapshot{}, err
+	}
+	if s.BootTime, s.CPUs, err = r.procStat(); err != nil {
+		return Snapshot{}, err
+	}
+	if s.MemTotal, err = r.memTotal(); err != nil {
+		return Snapshot{}, err
+	}
+	st, name, uid, err := r.core(pid, procDir(pid))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s.Procs = []Proc{{PID: pid, PPID: st.ppid, Name: name, State: StateName(st.state), UID: uid,
+		StartTicks: st.start, StartTime: s.BootTime.Add(r.o.ticksDuration(st.start)), UTime: st.utime, STime: st.stime,
+		RSS: st.rss * r.o.pageSize(), VMS: st.vsize, Threads: st.threads, Nice: st.nice, Kernel: st.kernel(pid)}}
+	return s, nil
+}
+
 // listPIDs returns the numeric entries of proc/, ascending.
 func listPIDs(fsys fs.FS) ([]int, error) {
 	ents, err := fs.ReadDir(fsys, "proc")

@@ -507,3 +507,38 @@ func TestRedactValue(t *testing.T) {
 		}
 	}
 }
+
+// ReadPID sees one process as Read does (but for the parts it leaves out),
+// so CPU use from two ReadPIDs equals CPU use from two whole tables.
+func TestReadPIDMatchesRead(t *testing.T) {
+	t0, t1 := readPi(t, "t0"), readPi(t, "t1")
+	whole := CPUPercent(t0, t1, Options{})
+	for _, pid := range []int{1, 803, 1020, 1021} {
+		a, err := ReadPID(os.DirFS("testdata/pi/t0"), pid, Options{})
+		if err != nil && pid != 1021 { // 1021 starts after t0
+			t.Fatalf("pid %d at t0: %v", pid, err)
+		}
+		b, err := ReadPID(os.DirFS("testdata/pi/t1"), pid, Options{})
+		if err != nil {
+			t.Fatalf("pid %d at t1: %v", pid, err)
+		}
+		if b.Uptime != t1.Uptime || b.MemTotal != t1.MemTotal || b.CPUs != t1.CPUs || len(b.Procs) != 1 {
+			t.Fatalf("pid %d: snapshot %+v, want t1's figures and one process", pid, b)
+		}
+		i := slices.IndexFunc(t1.Procs, func(p Proc) bool { return p.PID == pid })
+		want := t1.Procs[i]
+		want.Username, want.Cmdline, want.Exe, want.Cwd = "", nil, "", ""
+		if !reflect.DeepEqual(b.Procs[0], want) {
+			t.Errorf("pid %d:\n got %+v\nwant %+v", pid, b.Procs[0], want)
+		}
+		if got := CPUPercent(a, b, Options{})[pid]; math.Abs(got-whole[pid]) > 1e-9 {
+			t.Errorf("pid %d: %.4f%% from ReadPID, %.4f%% from Read", pid, got, whole[pid])
+		}
+	}
+	if _, err := ReadPID(os.DirFS("testdata/pi/t1"), 99999, Options{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing pid: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := ReadPID(os.DirFS("testdata/pi/t1"), 0, Options{}); err == nil {
+		t.Error("pid 0 read without error")
+	}
+}

@@ -1,10 +1,12 @@
 package sysinfo
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,7 +61,20 @@ type Linux struct {
 	prev    CPUTimes
 	prevAt  time.Time
 	hasPrev bool
+
+	// Where the optional readings are is found once: sensors, firmware
+	// nodes and vcgencmd do not come and go while the agent runs, and
+	// searching for them (directory globs, a PATH lookup) was most of a
+	// snapshot's cost when they are absent.
+	find       sync.Once
+	throttles  []string  // firmware get_throttled nodes, sorted
+	hwmon      []hwmonIn // hwmon temperature inputs, in search order
+	noVcgencmd atomic.Bool
+	bufs       sync.Pool // *[]byte: one file at a time, reused across snapshots
 }
+
+// hwmonIn is one hwmon temperature input and the source name it reports.
+type hwmonIn struct{ file, source string }
 
 var _ Source = (*Linux)(nil)
 
@@ -299,35 +315,19 @@ func (l *Linux) cpuUsage(ctx context.Context) (float64, error) {
 }
 
 func (l *Linux) readStat() (CPUTimes, error) {
-	b, err := l.read("proc/stat")
-	if err != nil {
-		return CPUTimes{}, err
-	}
-	return ParseStat(b)
+	return parseFile(l, "proc/stat", ParseStat)
 }
 
 func (l *Linux) meminfo() (Meminfo, error) {
-	b, err := l.read("proc/meminfo")
-	if err != nil {
-		return Meminfo{}, err
-	}
-	return ParseMeminfo(b)
+	return parseFile(l, "proc/meminfo", ParseMeminfo)
 }
 
 func (l *Linux) loadavg() (Loadavg, error) {
-	b, err := l.read("proc/loadavg")
-	if err != nil {
-		return Loadavg{}, err
-	}
-	return ParseLoadavg(b)
+	return parseFile(l, "proc/loadavg", ParseLoadavg)
 }
 
 func (l *Linux) uptime() (float64, error) {
-	b, err := l.read("proc/uptime")
-	if err != nil {
-		return 0, err
-	}
-	return ParseUptime(b)
+	return parseFile(l, "proc/uptime", ParseUptime)
 }
 
 // cpuinfo is optional (some containers hide it), so errors read as empty.
@@ -415,49 +415,70 @@ func (l *Linux) temperature(ctx context.Context) (*float64, string) {
 			return &c, "thermal_zone0"
 		}
 	}
-	if out, err := l.exec(ctx, "vcgencmd", "measure_temp"); err == nil {
+	if out, err := l.vcgencmd(ctx, "measure_temp"); err == nil {
 		if c, err := ParseVcgencmdTemp(string(out)); err == nil {
 			return &c, "vcgencmd"
 		}
 	}
-	for _, h := range l.globNames("sys/class/hwmon", "hwmon*") {
-		dir := path.Join("sys/class/hwmon", h)
-		for _, in := range l.globNames(dir, "temp*_input") {
-			s, ok := l.readTrim(path.Join(dir, in))
-			if !ok {
-				continue
-			}
-			c, err := parseMilliCelsius(s)
-			if err != nil {
-				continue
-			}
-			name, ok := l.readTrim(path.Join(dir, "name"))
-			if !ok || name == "" {
-				name = h
-			}
-			return &c, "hwmon:" + name + "/" + strings.TrimSuffix(in, "_input")
+	l.find.Do(l.discover)
+	for _, in := range l.hwmon {
+		s, ok := l.readTrim(in.file)
+		if !ok {
+			continue
+		}
+		if c, err := parseMilliCelsius(s); err == nil {
+			return &c, in.source
 		}
 	}
 	return nil, ""
+}
+
+// discover finds the optional sources: the firmware throttle nodes and the
+// hwmon temperature inputs (each with its source name, read once).
+func (l *Linux) discover() {
+	l.throttles, _ = fs.Glob(l.root, "sys/devices/platform/soc*/*firmware/get_throttled")
+	slices.Sort(l.throttles)
+	for _, h := range l.globNames("sys/class/hwmon", "hwmon*") {
+		dir := path.Join("sys/class/hwmon", h)
+		name, ok := l.readTrim(path.Join(dir, "name"))
+		if !ok || name == "" {
+			name = h
+		}
+		for _, in := range l.globNames(dir, "temp*_input") {
+			l.hwmon = append(l.hwmon, hwmonIn{path.Join(dir, in), "hwmon:" + name + "/" + strings.TrimSuffix(in, "_input")})
+		}
+	}
+}
+
+// vcgencmd runs the firmware tool, and after it was once not found does
+// not look for it again.
+func (l *Linux) vcgencmd(ctx context.Context, args ...string) ([]byte, error) {
+	if l.noVcgencmd.Load() {
+		return nil, fmt.Errorf("sysinfo: run vcgencmd: %w", exec.ErrNotFound)
+	}
+	out, err := l.exec(ctx, "vcgencmd", args...)
+	if errors.Is(err, exec.ErrNotFound) {
+		l.noVcgencmd.Store(true)
+	}
+	return out, err
 }
 
 // throttle tries the firmware sysfs node, then vcgencmd. The node lives
 // under soc/soc:firmware on Pi 1-4 and soc@107c000000/soc@107c000000:firmware
 // on Pi 5, hence the glob.
 func (l *Linux) throttle(ctx context.Context) *Throttle {
-	paths, _ := fs.Glob(l.root, "sys/devices/platform/soc*/*firmware/get_throttled")
-	slices.Sort(paths)
-	for _, p := range paths {
-		b, err := fs.ReadFile(l.root, p)
-		if err != nil {
+	l.find.Do(l.discover)
+	for _, p := range l.throttles {
+		s, ok := l.readTrim(p)
+		if !ok {
 			continue
 		}
-		if t, err := ParseThrottled(string(b)); err == nil {
+		if t, err := ParseThrottled(s); err == nil {
 			t.Source = "sysfs"
 			return &t
 		}
 	}
-	if out, err := l.exec(ctx, "vcgencmd", "get_throttled"); err == nil {
+	if out, err := l.vcgencmd(ctx, "get_throttled"); err == nil {
 		if t, err := ParseThrottled(string(out)); err == nil {
 			t.Source = "vcgencmd"
 			return &t
@@ -576,6 +597,49 @@ func (l *Linux) globNames(dir, pattern string) []string {
 	return names
 }
 
+// parseFile reads name into a reused buffer and parses it; parse must not
+// keep the bytes.
+func parseFile[T any](l *Linux, name string, parse func([]byte) (T, error)) (T, error) {
+	bp, _ := l.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer l.bufs.Put(bp)
+	b, err := l.readInto(name, (*bp)[:0])
+	*bp = b
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return parse(b)
+}
+
+// readInto appends the whole of name to b. proc and sys files report no
+// size, so it reads until EOF.
+func (l *Linux) readInto(name string, b []byte) ([]byte, error) {
+	f, err := l.root.Open(name)
+	if err != nil {
+		return b, fmt.Errorf("sysinfo: %w", err)
+	}
+	defer f.Close()
+	if cap(b) == 0 {
+		b = make([]byte, 0, 4096)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, fmt.Errorf("sysinfo: %s: %w", name, err)
+		}
+	}
+}
+
 // read is fs.ReadFile with the package prefix on errors.
 func (l *Linux) read(name string) ([]byte, error) {
 	b, err := fs.ReadFile(l.root, name)
@@ -587,11 +651,8 @@ func (l *Linux) read(name string) ([]byte, error) {
 
 // readTrim reads a one-value sysfs/procfs file.
 func (l *Linux) readTrim(name string) (string, bool) {
-	b, err := fs.ReadFile(l.root, name)
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSpace(string(b)), true
+	s, err := parseFile(l, name, func(b []byte) (string, error) { return string(bytes.TrimSpace(b)), nil })
+	return s, err == nil
 }
 
 // firstLine returns the first non-empty of the given one-line files.

@@ -261,7 +261,9 @@ func fixtureCases() []fixtureCase {
 				Cameras:        []string{},
 				Thermal:        true, Throttle: false, IsRaspberryPi: false,
 			},
-			execCalls: []string{"vcgencmd measure_temp", "vcgencmd get_throttled"},
+			// vcgencmd is looked for once: not found for the temperature,
+			// it is not tried again for the throttle state.
+			execCalls: []string{"vcgencmd measure_temp"},
 		},
 	}
 }
@@ -295,6 +297,20 @@ func TestLinuxFixtures(t *testing.T) {
 			assertHealth(t, h, tc.health)
 			if got := ex.Calls(); !reflect.DeepEqual(got, tc.execCalls) {
 				t.Errorf("vcgencmd calls %q, want %q", got, tc.execCalls)
+			}
+			// A second snapshot reads the same sources and finds the
+			// same values, and runs vcgencmd only where it exists.
+			calls := len(ex.Calls())
+			h2, err := l.Health(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h2.TemperatureSource != h.TemperatureSource || (h2.Throttle == nil) != (h.Throttle == nil) ||
+				h2.MemoryTotalBytes != h.MemoryTotalBytes || h2.UptimeSeconds < h.UptimeSeconds {
+				t.Errorf("second snapshot %+v differs from the first %+v", h2, h)
+			}
+			if len(tc.execCalls) == 1 && len(ex.Calls()) != calls {
+				t.Errorf("vcgencmd looked for again after it was not found: %q", ex.Calls()[calls:])
 			}
 
 			hw, err := l.Hardware(ctx)
