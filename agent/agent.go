@@ -98,6 +98,8 @@ type Agent struct {
 	watch     *watch // helper and upstream state, for notifications (notify.go)
 
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
+
+	updates *watcher // resource subscriptions' updates (subscriptions.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -135,6 +137,7 @@ func New(o Options) (*Agent, error) {
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
+	a.updates = newWatcher(a)
 	a.registerSystem()
 	a.registerMetrics()
 	a.registerManage()
@@ -158,14 +161,20 @@ func New(o Options) (*Agent, error) {
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),
 		HasTools:     true,
-		// LAN upstreams may bring resources and prompts after a client has
-		// initialized: announce both from the start when any is configured.
-		HasResources: len(o.Config.Upstreams) > 0,
-		HasPrompts:   len(o.Config.Upstreams) > 0,
+		// raspi:// resources and prompts (resources.go, prompts.go) sit
+		// beside those the LAN upstreams bring.
+		HasResources: true,
+		HasPrompts:   true,
+
+		SubscribeHandler:   a.subscribe, // subscriptions.go
+		UnsubscribeHandler: a.unsubscribe,
+		CompletionHandler:  a.complete, // complete.go
 	})
 	for _, t := range a.tools.all() {
 		a.server.AddTool(t.mcp, a.handler(t))
 	}
+	a.registerResources()
+	a.registerPrompts()
 	a.server.AddReceivingMiddleware(a.protocolErrors)
 	return a, nil
 }
@@ -189,6 +198,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	go a.witness.retry(rctx)
 	go a.powerJobs.run(rctx)
 	go a.watchEvents(rctx)
+	go a.updates.run(rctx)
 	// The LAN clients stop with the reverts, before Serve returns.
 	var lanWG sync.WaitGroup
 	defer func() { stopReverts(); lanWG.Wait() }()

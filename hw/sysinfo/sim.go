@@ -3,6 +3,7 @@ package sysinfo
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,12 +27,14 @@ type SimOptions struct {
 
 // Sim is the simulated board for laptops, demos and fast tests. Every value
 // is a pure function of Now()-Start, so it is deterministic under a fake
-// clock, yet moves smoothly under a real one. It has no goroutines and no
-// mutable state.
+// clock, yet moves smoothly under a real one. It has no goroutines; its one
+// piece of mutable state is the firmware's throttle bits, which a test or a
+// demo flips with SetThrottle to watch the agent react.
 type Sim struct {
-	model string
-	now   func() time.Time
-	start time.Time
+	model    string
+	now      func() time.Time
+	start    time.Time
+	throttle atomic.Uint32
 }
 
 var _ Source = (*Sim)(nil)
@@ -48,8 +51,13 @@ func NewSim(o SimOptions) *Sim {
 	if s.start.IsZero() {
 		s.start = s.now()
 	}
+	s.throttle.Store(1 << 16) // a past under-voltage, nothing now
 	return s
 }
+
+// SetThrottle replaces the board's get_throttled bit field (bit 0 under-voltage
+// now, bit 2 throttled now, bits 16-19 the same since boot).
+func (s *Sim) SetThrottle(raw uint32) { s.throttle.Store(raw) }
 
 // Basic reports a Pi 4 running 64-bit Raspberry Pi OS bookworm.
 func (s *Sim) Basic(ctx context.Context) (Basic, error) {
@@ -88,7 +96,7 @@ func (s *Sim) Health(ctx context.Context) (Health, error) {
 		freq = 1800 // ondemand jumps straight to the top
 	}
 	used := uint64(simMemTotal*(0.35+0.04*wave(e, 300, 0.5)+0.01*busy)) / simPage * simPage
-	th := ThrottleFromRaw(1 << 16)
+	th := ThrottleFromRaw(s.throttle.Load())
 	th.Source = "sim"
 	return Health{
 		Time:                 now,

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+)
+
+// contract is raspi://agent/contract: how a model should work with this
+// server. The tool lists come from the registry at read time, so the text
+// cannot drift from what the server serves (LAN tools included).
+func (a *Agent) contract() string {
+	byRisk := map[Risk][]string{}
+	for _, t := range a.tools.all() {
+		byRisk[t.rule.Risk] = append(byRisk[t.rule.Risk], t.name)
+	}
+	list := func(r Risk) string {
+		if len(byRisk[r]) == 0 {
+			return "(none)"
+		}
+		return strings.Join(byRisk[r], ", ")
+	}
+	w := a.wire
+	var b strings.Builder
+	fmt.Fprintf(&b, `# Working with raspi-mcp
+
+The one rule: never change this device without a reason the person gave you; every change is audited with your reason.
+
+## Start
+1. Read %s (under 1,500 bytes) or call %s to see what this device has and what your role may do.
+2. Prefer resources for context (%s, %s, %s) and tools for actions. Subscribe to %s or %s to hear when throttling, a failed unit, the helper or an upstream changes.
+
+## Guards, by risk
+- read (change nothing, no guard): %s
+- low (reversible writes; take dry_run, reason, intent): %s
+- high (disruptive; need confirm: true and a reason): %s
+- critical (lose something; need %s first, then %s with the single-use token): %s
+
+When the client can ask the person, high and critical calls may be put to them before they run: a decline is final, do not retry it or route around it.
+Use dry_run: true to see the plan of any change without doing it; a passing dry run means the real call would pass policy.
+
+## Errors
+A failed call has isError and an error object (in the text block and in _meta.error): code (invalid_argument, not_found, permission_denied, failed_precondition, resource_exhausted, unavailable, internal), message, details, retryable, fix_hint and suggested_next_tool_calls.
+Follow fix_hint and the suggested calls; retry only when retryable is true. A refused resource read or prompt is a JSON-RPC error whose data holds the same object.
+
+## Never
+- Never retry a permission_denied call with other arguments to get around it, and never ask for a higher role yourself: the owner decides in the config.
+- Never type confirm: true or invent a reason the person did not give.
+- Never reuse a change token for other arguments, and never schedule a reboot or shutdown the person did not ask for.
+- Never read secrets: configuration shows only env: and file: references.
+`, uriSummary, w("system.get_capabilities"), uriHealth, uriPins, "raspi://metrics/{metric}", uriSummary, uriHealth,
+		list(RiskRead), list(RiskLow), list(RiskHigh), w("change.prepare"), w("change.commit"), list(RiskCritical))
+	return b.String()
+}

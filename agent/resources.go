@@ -1,0 +1,422 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// The agent's own resources live under raspi://, beside the LAN upstreams'
+// (<name>+scheme://). Each one that shows what a tool shows is read by
+// running that tool through the same pipeline as a call (schema, policy,
+// handler, audit), so a resource can never show more than the tool would,
+// and is refused with the same error object.
+
+const (
+	uriSummary  = "raspi://state/summary"
+	uriContract = "raspi://agent/contract"
+	uriHealth   = "raspi://health"
+	uriPins     = "raspi://gpio/pins"
+	uriConfig   = "raspi://config/effective"
+	uriAudit    = "raspi://audit/recent"
+
+	tmplMetric  = "raspi://metrics/{metric}{?window,resolution}"
+	tmplService = "raspi://service/{unit}"
+	tmplJournal = "raspi://journal/{unit}{?lines}"
+
+	mimeJSON     = "application/json"
+	mimeMarkdown = "text/markdown"
+)
+
+// registerResources adds the raspi:// resources and templates; the server
+// then declares the resources capability.
+func (a *Agent) registerResources() {
+	static := []struct {
+		uri, name, title, mime, desc string
+		read                         func(context.Context, *mcp.ReadResourceRequest) (string, error)
+	}{
+		{uriSummary, "state_summary", "Device summary", mimeJSON,
+			"Start here: the device in under 1,500 bytes (model, uptime, temperature, throttling now and since boot, CPU/memory/disk, failed units, pending jobs, recent denials, helper and upstream health, which domains are on). Subscribe to hear when any of it changes.",
+			a.readSummary},
+		{uriContract, "agent_contract", "How to work with this server", mimeMarkdown,
+			"The rules for a model: where to start, which tools need confirm, a reason, a change token or the person's confirmation, how to read errors, what never to do.",
+			func(context.Context, *mcp.ReadResourceRequest) (string, error) { return a.contract(), nil }},
+		{uriHealth, "health", "Health snapshot", mimeJSON,
+			"What system_get_health_snapshot returns: CPU, memory, disk, temperature, throttling, network and disk I/O rates. Subscribable.",
+			a.readTool("system.get_health_snapshot", nil)},
+		{uriPins, "gpio_pins", "GPIO pins", mimeJSON,
+			"What gpio_list_pins returns: the allowlisted pins with name, mode, value and pull.",
+			a.readTool("gpio.list_pins", nil)},
+		{uriConfig, "config_effective", "Effective configuration", mimeJSON,
+			"The merged configuration in force, as TOML inside JSON; secrets appear only as their env: or file: references. Readable by whoever may call manage_get_server_status.",
+			a.readConfig},
+		{uriAudit, "audit_recent", "Recent audit records", mimeJSON,
+			"What logs_get_recent_audit_logs returns for the latest 20 records, newest first.",
+			a.readTool("logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil })},
+	}
+	for _, r := range static {
+		a.server.AddResource(&mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc},
+			a.resourceHandler(r.mime, r.read))
+	}
+	templates := []struct {
+		tmpl, name, title, desc string
+		read                    func(context.Context, *mcp.ReadResourceRequest) (string, error)
+	}{
+		{tmplMetric, "metric", "Metric series",
+			"One metric's history as JSON, as metrics_query_history returns it: window is a duration back from now (default 1h, at most 7d), resolution a bucket size (10s, 1m, 5m, 1h). Subscribable.",
+			a.readTool("metrics.query_history", metricArgs)},
+		{tmplService, "service", "Service status",
+			"What service_get_status returns for one unit of [service] allow.",
+			a.readTool("service.get_status", a.serviceArgs)},
+		{tmplJournal, "journal", "Unit journal",
+			"What logs_query_journal returns for one unit within [logs] journal_units: the latest lines (default 50, at most 500).",
+			a.readTool("logs.query_journal", journalArgs)},
+	}
+	for _, t := range templates {
+		a.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.tmpl, Name: t.name, Title: t.title, MIMEType: mimeJSON, Description: t.desc},
+			a.resourceHandler(mimeJSON, t.read))
+	}
+}
+
+// resourceHandler wraps a reader into the SDK's handler: one text content.
+func (a *Agent) resourceHandler(mime string, read func(context.Context, *mcp.ReadResourceRequest) (string, error)) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		text, err := read(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: mime, Text: text}}}, nil
+	}
+}
+
+// readTool reads a resource by calling tool id with the arguments args
+// derives from the URI (nil: none).
+func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(context.Context, *mcp.ReadResourceRequest) (string, error) {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
+		u, err := url.Parse(req.Params.URI)
+		if err != nil {
+			return "", resourceError(errf(CodeInvalidArgument, "resource URI %q does not parse: %v", req.Params.URI, err))
+		}
+		var in any = map[string]any{}
+		if args != nil {
+			if in, err = args(u); err != nil {
+				te, _ := toToolError(err)
+				return "", resourceError(te)
+			}
+		}
+		out, terr := a.callAs(ctx, id, in, req.Session)
+		if terr != nil {
+			return "", resourceError(terr)
+		}
+		js, err := json.Marshal(out)
+		if err != nil {
+			return "", resourceError(errf(CodeInternal, "resource %s: %v", req.Params.URI, err))
+		}
+		return string(js), nil
+	}
+}
+
+// callAs runs tool id for the connection's principal through the whole
+// pipeline and returns its result object or its error.
+func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSession) (any, *ToolError) {
+	t, ok := a.tools.get(id)
+	if !ok {
+		return nil, errf(CodeNotFound, "tool %s is not registered", id)
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
+	}
+	c := &Call{Principal: principalOrUnknown(ctx), CorrelationID: newCorrelationID(), Session: ss}
+	o := a.execute(ctx, t, c, raw)
+	return o.out, o.err
+}
+
+func principalOrUnknown(ctx context.Context) identity.Principal {
+	if p, ok := principalFrom(ctx); ok {
+		return p
+	}
+	return identity.Principal{Name: "unknown", UID: -1}
+}
+
+// resourceError is a ToolError as a JSON-RPC error: resources and prompts
+// have no error result, so the message says code and cause and data carries
+// the whole error object (fix_hint, suggested_next_tool_calls) beside the
+// error_code every protocol error of this server has.
+func resourceError(te *ToolError) error {
+	code := int64(-32603)
+	switch te.Code {
+	case CodeInvalidArgument:
+		code = -32602
+	case CodeNotFound:
+		code = -32002 // MCP's "resource not found"
+	case CodePermissionDenied, CodeFailedPrecondition:
+		code = -32001
+	}
+	data, _ := json.Marshal(map[string]any{"error_code": te.Code, "error": te})
+	return &jsonrpc.Error{Code: code, Message: te.Code + ": " + te.Message, Data: data}
+}
+
+// metricArgs maps raspi://metrics/{metric}{?window,resolution} onto
+// metrics.query_history.
+func metricArgs(u *url.URL) (any, error) {
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" {
+		return nil, errf(CodeInvalidArgument, "raspi://metrics/ needs a metric name, e.g. raspi://metrics/cpu_percent")
+	}
+	window := time.Hour
+	if w := u.Query().Get("window"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d <= 0 || d > 7*24*time.Hour {
+			return nil, errf(CodeInvalidArgument, "window %q: want a duration from 1s to 168h, e.g. 15m or 24h", w).with("window", w)
+		}
+		window = d
+	}
+	now := time.Now().UTC()
+	in := map[string]any{"metric_names": []string{name}, "start_time": now.Add(-window).Format(time.RFC3339), "end_time": now.Format(time.RFC3339)}
+	if r := u.Query().Get("resolution"); r != "" {
+		in["resolution"] = r
+	}
+	return in, nil
+}
+
+// serviceArgs maps raspi://service/{unit} onto service.get_status, for the
+// units of [service] allow only: the template is the way to watch the units
+// this device lets a model manage, not a window on every unit.
+func (a *Agent) serviceArgs(u *url.URL) (any, error) {
+	name, err := a.unitName(strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		return nil, err
+	}
+	if !a.allowedUnit(name) {
+		return nil, errf(CodePermissionDenied, "%s is not in [service] allow, so raspi://service/ does not show it", name).
+			with("unit", name).with("config_key", "[service] allow").
+			hint("call service_get_status for other units, or complete raspi://service/{unit} to see the allowed ones")
+	}
+	return map[string]any{"service_name": name}, nil
+}
+
+func (a *Agent) allowedUnit(name string) bool {
+	return config.UnitMatches(a.cfg.Service.Allow, name)
+}
+
+// journalArgs maps raspi://journal/{unit}{?lines} onto logs.query_journal,
+// which holds the [logs] journal_units check.
+func journalArgs(u *url.URL) (any, error) {
+	unit := strings.TrimPrefix(u.Path, "/")
+	if unit == "" {
+		return nil, errf(CodeInvalidArgument, "raspi://journal/ needs a unit, e.g. raspi://journal/nginx.service")
+	}
+	lines := 50
+	if l := u.Query().Get("lines"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			return nil, errf(CodeInvalidArgument, "lines %q: want 1..500", l).with("lines", l)
+		}
+		lines = n
+	}
+	return map[string]any{"unit": unit, "limit": lines}, nil
+}
+
+// readConfig shows the merged configuration under the policy of
+// manage.get_server_status, which already summarises it. Upstream tokens
+// are references ("env:NAME", "file:/path") by construction (config
+// refuses inline secrets), so the TOML holds no secret.
+func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
+	p := principalOrUnknown(ctx)
+	if derr := Decide(a.cfg, p, a.rule("manage.get_server_status"), Guard{}, false); derr != nil {
+		a.auditRead(p, "resources.config_effective", derr)
+		return "", resourceError(derr)
+	}
+	c := *a.cfg
+	c.Upstreams = slices.Clone(c.Upstreams)
+	for i := range c.Upstreams {
+		c.Upstreams[i].Token = c.Upstreams[i].TokenRef()
+	}
+	var b strings.Builder
+	if err := toml.NewEncoder(&b).Encode(c); err != nil {
+		return "", resourceError(errf(CodeInternal, "config: %v", err))
+	}
+	js, _ := json.Marshal(map[string]any{"path": config.DefaultPath, "mode": a.mode, "toml": b.String()})
+	return string(js), nil
+}
+
+// auditRead records a refused read that did not go through a tool's
+// pipeline, as a denied tool call is.
+func (a *Agent) auditRead(p identity.Principal, id string, terr *ToolError) {
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+		Tool: id, Decision: "deny"}
+	if _, err := a.record(rec, map[string]any{}, nil, terr); err != nil {
+		a.log.Error("audit append failed", "tool", id, "err", err)
+	}
+}
+
+// StateSummary is raspi://state/summary: short keys, no nulls, capped lists,
+// so it stays well under 1,500 bytes. Each part is shown only to whoever
+// may call the tool it comes from; Hidden names the parts left out.
+type StateSummary struct {
+	Model     string         `json:"model,omitempty"`
+	Mode      string         `json:"mode"`
+	UptimeS   uint64         `json:"uptime_s,omitempty"`
+	TempC     *float64       `json:"temp_c,omitempty"`
+	CPUPct    *float64       `json:"cpu_pct,omitempty"`
+	MemPct    *float64       `json:"mem_pct,omitempty"`
+	DiskPct   *float64       `json:"disk_pct,omitempty"`
+	Throttle  *SummaryThrot  `json:"throttle,omitempty"`
+	Failed    []string       `json:"failed_units,omitempty"`
+	Jobs      []string       `json:"pending_jobs,omitempty"`
+	Denials   []string       `json:"recent_denials,omitempty"`
+	Helper    string         `json:"helper,omitempty"`
+	Upstreams map[string]any `json:"upstreams,omitempty"`
+	Domains   []string       `json:"domains_on"`
+	Writes    []string       `json:"writes_on"`
+	Hidden    []string       `json:"hidden,omitempty" jsonschema:"parts your role or this device's switches leave out"`
+	Next      string         `json:"next"`
+}
+
+// SummaryThrot is the firmware's flags by name, now and since boot.
+type SummaryThrot struct {
+	Now       []string `json:"now"`
+	SinceBoot []string `json:"since_boot"`
+}
+
+const summaryListCap = 5
+
+func (a *Agent) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
+	s := a.stateSummary(ctx, principalOrUnknown(ctx))
+	js, err := json.Marshal(s)
+	if err != nil {
+		return "", resourceError(errf(CodeInternal, "summary: %v", err))
+	}
+	return string(js), nil
+}
+
+func ptr1(v float64) *float64 { r := round1(v); return &r }
+
+func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSummary {
+	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.cfg.WritesOn()}
+	allowed := func(id string) bool {
+		if Decide(a.cfg, p, a.rule(id), Guard{}, false) != nil {
+			s.Hidden = append(s.Hidden, id)
+			return false
+		}
+		return true
+	}
+	for _, n := range config.Namespaces() {
+		if n.Switch.Valid() && n.Switch.On(a.cfg) {
+			s.Domains = append(s.Domains, n.Name)
+		}
+	}
+	if s.Writes == nil {
+		s.Writes = []string{}
+	}
+	if allowed("system.get_basic_info") {
+		if b, err := a.sys.Basic(ctx); err == nil {
+			s.Model = b.Model
+		}
+	}
+	if allowed("system.get_health_snapshot") {
+		if h, err := a.sys.Health(ctx); err == nil {
+			s.UptimeS, s.CPUPct = h.UptimeSeconds, ptr1(h.CPUUsagePercent)
+			if h.TemperatureCelsius != nil {
+				s.TempC = round1p(h.TemperatureCelsius)
+			}
+			if h.MemoryTotalBytes > 0 {
+				s.MemPct = ptr1(float64(h.MemoryUsedBytes) * 100 / float64(h.MemoryTotalBytes))
+			}
+			if h.DiskTotalBytes > 0 {
+				s.DiskPct = ptr1(float64(h.DiskUsedBytes) * 100 / float64(h.DiskTotalBytes))
+			}
+			if t := h.Throttle; t != nil {
+				s.Throttle = &SummaryThrot{Now: flags(t.UnderVoltage, t.FreqCapped, t.Throttled, t.SoftTempLimit),
+					SinceBoot: flags(t.UnderVoltageOccurred, t.FreqCappedOccurred, t.ThrottledOccurred, t.SoftTempLimitOccurred)}
+			}
+		}
+	}
+	if allowed("service.list_services") && a.units != nil {
+		if us, err := a.units.List(ctx); err == nil {
+			for _, u := range us {
+				if u.ActiveState == "failed" {
+					s.Failed = append(s.Failed, u.Name)
+				}
+			}
+			s.Failed = capList(s.Failed)
+		}
+	}
+	if allowed("manage.list_jobs") {
+		if jobs, err := a.queuedJobs(); err == nil {
+			for _, j := range jobs.Jobs {
+				if j.Kind != "sampling" {
+					s.Jobs = append(s.Jobs, j.JobID+": "+j.Summary)
+				}
+			}
+			s.Jobs = capList(s.Jobs)
+		}
+	}
+	if allowed("logs.get_recent_audit_logs") {
+		if recs, _, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 3}); err == nil {
+			for _, r := range recs {
+				if r.Decision == "deny" {
+					s.Denials = append(s.Denials, fmt.Sprintf("%s %s %s", r.Time.UTC().Format(time.RFC3339), r.Tool, r.ErrorCode))
+				}
+			}
+		}
+	}
+	if allowed("manage.get_server_status") {
+		s.Helper = "down"
+		if a.helperUp(ctx) {
+			s.Helper = "up"
+		}
+		for _, u := range a.lanStatus() {
+			if s.Upstreams == nil {
+				s.Upstreams = map[string]any{}
+			}
+			s.Upstreams[u.Name] = u.State
+		}
+	}
+	s.Next = "tools: " + a.wire("system.get_capabilities") + "; rules: " + uriContract
+	return s
+}
+
+func (a *Agent) helperUp(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
+	return err == nil
+}
+
+func flags(uv, capped, throttled, soft bool) []string {
+	out := []string{}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{uv, "under_voltage"}, {capped, "freq_capped"}, {throttled, "throttled"}, {soft, "soft_temp_limit"}} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// capList keeps the first entries and says how many more there are.
+func capList(l []string) []string {
+	if len(l) <= summaryListCap {
+		return l
+	}
+	return append(l[:summaryListCap:summaryListCap], fmt.Sprintf("... and %d more", len(l)-summaryListCap))
+}

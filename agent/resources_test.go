@@ -1,0 +1,356 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
+)
+
+// hang guards only: no verdict depends on how long anything takes.
+const resHang = 90 * time.Second
+
+func readText(t *testing.T, s *mcp.ClientSession, uri string) string {
+	t.Helper()
+	res, err := s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	if len(res.Contents) != 1 || res.Contents[0].Text == "" {
+		t.Fatalf("read %s: contents %+v", uri, res.Contents)
+	}
+	return res.Contents[0].Text
+}
+
+// serveEra is rig.serveWith speaking one protocol version: the
+// 2025-11-25 era subscribes with resources/subscribe, the 2026-07-28 era
+// with a subscriptions/listen stream.
+func serveEra(r *rig, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	r.t.Helper()
+	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.a.Serve(ctx, ln); close(done) }()
+	conn, err := net.Dial("unix", r.cfg.Agent.Socket)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
+	s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { s.Close(); cancel(); <-done })
+	return s
+}
+
+func TestResourcesListReadSubscribe(t *testing.T) {
+	for _, era := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(era, func(t *testing.T) { testResources(t, era) })
+	}
+}
+
+func testResources(t *testing.T, era string) {
+	r := newSimRig(t, nil)
+	r.a.updates.every, r.a.updates.gap = 20*time.Millisecond, 0
+	updated := make(chan string, 100)
+	s := serveEra(r, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- req.Params.URI
+	}}, era)
+	ctx := context.Background()
+	if got := s.InitializeResult().ProtocolVersion; got != era {
+		t.Fatalf("negotiated %s, want %s", got, era)
+	}
+
+	init := s.InitializeResult().Capabilities
+	if init.Resources == nil || !init.Resources.Subscribe || init.Prompts == nil || init.Completions == nil {
+		t.Fatalf("capabilities %+v: want resources with subscribe, prompts and completions", init)
+	}
+	lr, err := s.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*mcp.Resource{}
+	for _, res := range lr.Resources {
+		got[res.URI] = res
+	}
+	for _, u := range []string{uriSummary, uriContract, uriHealth, uriPins, uriConfig, uriAudit} {
+		res, ok := got[u]
+		if !ok || res.Title == "" || res.Description == "" || res.MIMEType == "" {
+			t.Errorf("resource %s listed as %+v", u, res)
+		}
+	}
+	lt, err := s.ListResourceTemplates(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpls []string
+	for _, rt := range lt.ResourceTemplates {
+		tmpls = append(tmpls, rt.URITemplate)
+	}
+	for _, want := range []string{tmplMetric, tmplService, tmplJournal} {
+		if !slices.Contains(tmpls, want) {
+			t.Errorf("templates %v lack %s", tmpls, want)
+		}
+	}
+
+	sum := readText(t, s, uriSummary)
+	var st StateSummary
+	if err := json.Unmarshal([]byte(sum), &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary: %d bytes, ~%d tokens: %s", len(sum), len(sum)/4, sum)
+	if len(sum) >= 1500 {
+		t.Errorf("summary is %d bytes, want < 1500", len(sum))
+	}
+	if st.Model == "" || st.Helper != "up" || st.Throttle == nil || len(st.Throttle.Now) != 0 ||
+		!slices.Contains(st.Throttle.SinceBoot, "under_voltage") || !slices.Contains(st.Domains, "gpio") {
+		t.Errorf("summary %+v", st)
+	}
+
+	contract := readText(t, s, uriContract)
+	for _, want := range []string{"system_reboot", "system_shutdown", "change_prepare", "suggested_next_tool_calls", uriSummary} {
+		if !strings.Contains(contract, want) {
+			t.Errorf("contract lacks %q", want)
+		}
+	}
+	var pins PinsOut
+	if err := json.Unmarshal([]byte(readText(t, s, uriPins)), &pins); err != nil || len(pins.Pins) != len(r.cfg.GPIO.Pins) {
+		t.Errorf("pins %+v, %v", pins, err)
+	}
+	if h := readText(t, s, uriHealth); !strings.Contains(h, "cpu_usage_percent") {
+		t.Errorf("health %s", h)
+	}
+	if c := readText(t, s, uriConfig); !strings.Contains(c, "relay") {
+		t.Errorf("config %s", c)
+	}
+	readText(t, s, uriAudit)
+	if m := readText(t, s, "raspi://metrics/cpu_percent?window=15m&resolution=1m"); !strings.Contains(m, "cpu_percent") {
+		t.Errorf("metric %s", m)
+	}
+	if sv := readText(t, s, "raspi://service/nginx"); !strings.Contains(sv, "nginx.service") {
+		t.Errorf("service %s", sv)
+	}
+	readText(t, s, "raspi://journal/nginx.service?lines=5")
+	_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "raspi://service/ssh.service"})
+	if te := resErr(t, err); te.Code != CodePermissionDenied {
+		t.Errorf("a unit outside [service] allow: %+v", te)
+	}
+	_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "raspi://metrics/cpu_percent?window=forever"})
+	if te := resErr(t, err); te.Code != CodeInvalidArgument {
+		t.Errorf("bad window: %+v", te)
+	}
+
+	if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uriSummary}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uriHealth}); err != nil {
+		t.Fatal(err)
+	}
+	if era < "2026" { // a listen stream's refusal does not come back from Subscribe
+		if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "raspi://metrics/nonsense"}); resErr(t, err).Code != CodeInvalidArgument {
+			t.Errorf("subscribing to an unknown metric: %v", err)
+		}
+		if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uriContract}); resErr(t, err).Code != CodeInvalidArgument {
+			t.Errorf("subscribing to the contract: %v", err)
+		}
+	}
+	// The watcher's first pass is its baseline; wait until it has one so
+	// the flip below is news, not the start.
+	waitFor(t, "the watcher's baseline", resHang, func() bool {
+		r.a.updates.mu.Lock()
+		defer r.a.updates.mu.Unlock()
+		return r.a.updates.primed
+	})
+	r.sim.Agent.Sys.SetThrottle(1<<16 | 1<<18 | 1<<2) // throttled now
+	want := map[string]bool{uriSummary: true, uriHealth: true}
+	deadline := time.After(resHang)
+	for len(want) > 0 {
+		select {
+		case u := <-updated:
+			delete(want, u)
+		case <-deadline:
+			t.Fatalf("no update for %v after throttling started", want)
+		}
+	}
+	if err := json.Unmarshal([]byte(readText(t, s, uriSummary)), &st); err != nil || !slices.Contains(st.Throttle.Now, "throttled") {
+		t.Errorf("summary after the flip: %+v, %v", st.Throttle, err)
+	}
+}
+
+// resErr is the error object a refused read, subscription or prompt carries.
+func resErr(t *testing.T, err error) ToolError {
+	t.Helper()
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) {
+		t.Fatalf("want a JSON-RPC error, got %v", err)
+	}
+	var d struct {
+		ErrorCode string    `json:"error_code"`
+		Error     ToolError `json:"error"`
+	}
+	if err := json.Unmarshal(we.Data, &d); err != nil || d.ErrorCode != d.Error.Code {
+		t.Fatalf("error data %s: %v", we.Data, err)
+	}
+	return d.Error
+}
+
+// A resource is refused exactly as its tool is: same code, message and hint.
+func TestResourceRefusedLikeItsTool(t *testing.T) {
+	r := newSimRig(t, func(c *config.Config) { c.GPIO.Enabled = false })
+	s := r.serve()
+	ctx := context.Background()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "gpio_list_pins", Arguments: map[string]any{}})
+	if err != nil || !res.IsError {
+		t.Fatalf("tool: %v %+v", err, res)
+	}
+	js, _ := json.Marshal(res.Meta["error"])
+	var tool ToolError
+	_ = json.Unmarshal(js, &tool)
+	_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: uriPins})
+	got := resErr(t, err)
+	if got.Code != CodePermissionDenied || got.Code != tool.Code || got.Message != tool.Message || got.FixHint != tool.FixHint {
+		t.Errorf("resource refused with %+v, tool with %+v", got, tool)
+	}
+	// The summary leaves the part out and says so, rather than failing.
+	var st StateSummary
+	_ = json.Unmarshal([]byte(readText(t, s, uriSummary)), &st)
+	if slices.Contains(st.Domains, "gpio") {
+		t.Errorf("summary says gpio is on: %+v", st)
+	}
+	// A switched-off domain refuses the subscription the same way.
+	r2 := newSimRig(t, func(c *config.Config) { c.Metrics.Enabled = false })
+	s2 := serveEra(r2, nil, "2025-11-25")
+	if te := resErr(t, s2.Subscribe(ctx, &mcp.SubscribeParams{URI: "raspi://metrics/cpu_percent"})); te.Code != CodePermissionDenied {
+		t.Errorf("subscription with metrics off: %+v", te)
+	}
+}
+
+func TestPrompts(t *testing.T) {
+	r := newSimRig(t, nil)
+	s := r.serve()
+	ctx := context.Background()
+	lp, err := s.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range lp.Prompts {
+		names = append(names, p.Name)
+	}
+	for _, want := range []string{"diagnose_throttling", "why_did_it_reboot", "triage_failed_unit", "safe_gpio_change", "weekly_health_report"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("prompts %v lack %s", names, want)
+		}
+	}
+	get := func(name string, args map[string]string) string {
+		t.Helper()
+		res, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res.Messages[0].Content.(*mcp.TextContent).Text
+	}
+	if txt := get("triage_failed_unit", map[string]string{"unit": "nginx"}); !strings.Contains(txt, `"service_name": "nginx.service"`) ||
+		!strings.Contains(txt, "service_get_status") || !strings.Contains(txt, "service_control_service") {
+		t.Errorf("triage_failed_unit: %s", txt)
+	}
+	if txt := get("safe_gpio_change", map[string]string{"pin": "relay"}); !strings.Contains(txt, "GPIO17") || !strings.Contains(txt, "gpio_write_pin") {
+		t.Errorf("safe_gpio_change: %s", txt)
+	}
+	if txt := get("diagnose_throttling", nil); !strings.Contains(txt, "metrics_get_summary") || !strings.Contains(txt, uriSummary) {
+		t.Errorf("diagnose_throttling: %s", txt)
+	}
+	get("why_did_it_reboot", nil)
+	get("weekly_health_report", nil)
+	_, err = s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "safe_gpio_change", Arguments: map[string]string{"pin": "5"}})
+	if te := resErr(t, err); te.Code != CodeInvalidArgument {
+		t.Errorf("pin off the allowlist: %+v", te)
+	}
+	_, err = s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "triage_failed_unit"})
+	if te := resErr(t, err); te.Code != CodeInvalidArgument {
+		t.Errorf("missing unit: %+v", te)
+	}
+}
+
+func TestCompletionsOnlyAllowlisted(t *testing.T) {
+	r := newSimRig(t, nil)
+	s := r.serve()
+	ctx := context.Background()
+	complete := func(ref *mcp.CompleteReference, arg, typed string) []string {
+		t.Helper()
+		res, err := s.Complete(ctx, &mcp.CompleteParams{Ref: ref, Argument: mcp.CompleteParamsArgument{Name: arg, Value: typed}})
+		if err != nil {
+			t.Fatalf("complete %s: %v", arg, err)
+		}
+		return res.Completion.Values
+	}
+	pins := complete(&mcp.CompleteReference{Type: "ref/prompt", Name: "safe_gpio_change"}, "pin", "")
+	var want []string
+	for _, p := range r.cfg.GPIO.Pins {
+		want = append(want, strconv.Itoa(p.Pin), p.Name)
+	}
+	if !slices.Equal(pins, want) {
+		t.Errorf("pins %v, want %v", pins, want)
+	}
+	if got := complete(&mcp.CompleteReference{Type: "ref/prompt", Name: "safe_gpio_change"}, "pin", "1"); !slices.Equal(got, []string{"17", "18"}) {
+		t.Errorf("pins starting with 1: %v", got)
+	}
+	all, err := r.units.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := 0
+	for _, u := range all {
+		if !config.UnitMatches(r.cfg.Service.Allow, u.Name) {
+			outside++
+		}
+	}
+	if outside == 0 {
+		t.Fatal("the sim board has no unit outside [service] allow: the test would prove nothing")
+	}
+	for _, ref := range []*mcp.CompleteReference{{Type: "ref/prompt", Name: "triage_failed_unit"}, {Type: "ref/resource", URI: tmplService}} {
+		units := complete(ref, "unit", "")
+		if len(units) == 0 {
+			t.Errorf("%+v: no units", ref)
+		}
+		for _, u := range units {
+			if !config.UnitMatches(r.cfg.Service.Allow, u) {
+				t.Errorf("%+v offers %s, outside [service] allow", ref, u)
+			}
+		}
+	}
+	if got := complete(&mcp.CompleteReference{Type: "ref/resource", URI: tmplMetric}, "metric", "cpu_"); !slices.Contains(got, "cpu_percent") {
+		t.Errorf("metrics: %v", got)
+	}
+	if got := complete(&mcp.CompleteReference{Type: "ref/prompt", Name: "x"}, "sensor", ""); !slices.Equal(got, []string{"greenhouse", "case"}) {
+		t.Errorf("sensors: %v", got)
+	}
+}
+
+// BenchmarkSummary reports the summary resource's size, the number a
+// model's context pays for it.
+func BenchmarkSummary(b *testing.B) {
+	r := newSimRig(b, nil)
+	var n int
+	for b.Loop() {
+		js, _ := json.Marshal(r.a.stateSummary(context.Background(), admin))
+		n = len(js)
+	}
+	b.ReportMetric(float64(n), "bytes")
+	b.ReportMetric(float64(n)/4, "tokens")
+}
