@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"net"
 	"testing"
 	"time"
 
