@@ -92,4 +92,23 @@ func TestInspectorCLI(t *testing.T) {
 	if rc != 5 {
 		t.Fatalf("bad input: rc %d, want 5", rc)
 	}
+	// Resources and prompts list, read and get, in both eras (--strict checks tools/list only).
+	for _, era := range []string{"modern", "legacy"} {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--method", "resources/list"}, `"raspi://state/summary"`},
+			{[]string{"--method", "resources/templates/list"}, `"raspi://service/{unit}"`},
+			{[]string{"--method", "prompts/list"}, `"triage_failed_unit"`},
+			{[]string{"--method", "resources/read", "--uri", "raspi://state/summary"}, `domains_on`},
+			{[]string{"--method", "prompts/get", "--prompt-name", "triage_failed_unit", "--prompt-args", "unit=nginx"}, `service_get_status`},
+		} {
+			args := append([]string{"--protocol-era", era}, c.args...)
+			out, rc = runInspector(t, s, append(args, "--format", "json", "-q")...)
+			if rc != 0 || !bytes.Contains(out, []byte(c.want)) {
+				t.Errorf("%s era %v: rc %d, want %s in %s", era, c.args, rc, c.want, out)
+			}
+		}
+	}
 }
