@@ -354,3 +354,76 @@ func BenchmarkSummary(b *testing.B) {
 	b.ReportMetric(float64(n), "bytes")
 	b.ReportMetric(float64(n)/4, "tokens")
 }
+
+// The watcher turns each kind of news into updates of the right resources,
+// and coalesces: within the gap one resource is updated at most once, and a
+// change inside the gap is sent when it ends. Times are given, not waited for.
+func TestWatcherNewsAndRateLimit(t *testing.T) {
+	r := newSimRig(t, nil)
+	w := r.a.watch
+	var sent []string
+	w.send = func(_ context.Context, uri string) { sent = append(sent, uri) }
+	w.gap = 10 * time.Second
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	step := func(now time.Time, want ...string) {
+		t.Helper()
+		sent = nil
+		w.tick(ctx, now)
+		if !slices.Equal(sent, want) {
+			t.Fatalf("at %s: sent %v, want %v", now.Sub(t0), sent, want)
+		}
+	}
+	step(at(0)) // baseline: nothing is news
+	step(at(time.Second))
+	r.sim.Agent.Sys.SetThrottle(1 | 1<<16) // under-voltage starts
+	step(at(2*time.Second), uriHealth, uriSummary)
+	r.sim.Agent.Sys.SetThrottle(1 << 16) // and ends, inside the gap
+	step(at(3 * time.Second))
+	step(at(11 * time.Second))
+	step(at(12*time.Second), uriHealth, uriSummary) // coalesced into one
+	step(at(13 * time.Second))
+
+	r.killHelper()
+	step(at(30*time.Second), uriHealth, uriSummary)
+	r.startHelper()
+	step(at(45*time.Second), uriHealth, uriSummary)
+
+	// bluetooth.service (no Restart=) loses its main process to SIGKILL: failed.
+	bt, err := r.units.Get(ctx, "bluetooth.service")
+	if err != nil || bt.MainPID == 0 {
+		t.Fatalf("bluetooth.service: %+v %v", bt, err)
+	}
+	if err := r.units.MainExited(ctx, "bluetooth.service", bt.MainPID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	step(at(60*time.Second), uriHealth, uriSummary)
+
+	// A metric resource is news when new samples were taken.
+	w.metrics["raspi://metrics/cpu_percent"] = 1
+	w.prev.samples--
+	step(at(75*time.Second), "raspi://metrics/cpu_percent")
+}
+
+// The effective configuration shows an upstream's token only as its reference.
+func TestConfigShowsSecretReferencesOnly(t *testing.T) {
+	t.Setenv("HS4_TOKEN", "s3cret-value")
+	r := newSimRig(t, func(c *config.Config) {
+		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://127.0.0.1:1/mcp", Token: "env:HS4_TOKEN"}}
+	})
+	ctx := context.WithValue(context.Background(), principalKey{}, admin)
+	text, err := r.a.readConfig(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "env:HS4_TOKEN") || strings.Contains(text, "s3cret") {
+		t.Errorf("config: %s", text)
+	}
+	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
+	r.cfg.Manage.Enabled = false
+	_, err = r.a.readConfig(context.WithValue(context.Background(), principalKey{}, reader), &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
+	if te := resErr(t, err); te.Code != CodePermissionDenied {
+		t.Errorf("with manage off: %+v", te)
+	}
+}

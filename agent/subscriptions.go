@@ -25,6 +25,7 @@ type watcher struct {
 	a     *Agent
 	every time.Duration // poll interval
 	gap   time.Duration // least time between two updates of one resource
+	send  func(ctx context.Context, uri string)
 
 	mu      sync.Mutex
 	metrics map[string]int // subscribed metric URIs, by subscription count
@@ -38,8 +39,15 @@ type watcher struct {
 const powerNear = 2 * time.Minute
 
 func newWatcher(a *Agent) *watcher {
-	return &watcher{a: a, every: 5 * time.Second, gap: 10 * time.Second,
+	w := &watcher{a: a, every: 5 * time.Second, gap: 10 * time.Second,
 		metrics: map[string]int{}, last: map[string]time.Time{}, pending: map[string]bool{}}
+	w.send = func(ctx context.Context, uri string) {
+		// The SDK sends it to every session subscribed to uri.
+		if err := a.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			a.log.Warn("resource update not sent", "uri", uri, "err", err)
+		}
+	}
+	return w
 }
 
 // pulse is the part of the device state whose change is news.
@@ -138,9 +146,7 @@ func (w *watcher) tick(ctx context.Context, now time.Time) {
 	w.mu.Unlock()
 	slices.Sort(due)
 	for _, u := range due {
-		if err := w.a.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: u}); err != nil {
-			w.a.log.Warn("resource update not sent", "uri", u, "err", err)
-		}
+		w.send(ctx, u)
 	}
 }
 
