@@ -360,7 +360,7 @@ func BenchmarkSummary(b *testing.B) {
 // change inside the gap is sent when it ends. Times are given, not waited for.
 func TestWatcherNewsAndRateLimit(t *testing.T) {
 	r := newSimRig(t, nil)
-	w := r.a.watch
+	w := r.a.updates
 	var sent []string
 	w.send = func(_ context.Context, uri string) { sent = append(sent, uri) }
 	w.gap = 10 * time.Second
@@ -375,7 +375,9 @@ func TestWatcherNewsAndRateLimit(t *testing.T) {
 			t.Fatalf("at %s: sent %v, want %v", now.Sub(t0), sent, want)
 		}
 	}
-	step(at(0)) // baseline: nothing is news
+	step(at(0)) // nobody subscribed: nothing is read
+	w.subs[uriSummary], w.subs[uriHealth] = 1, 1
+	step(at(500 * time.Millisecond)) // baseline: nothing is news
 	step(at(time.Second))
 	r.sim.Agent.Sys.SetThrottle(1 | 1<<16) // under-voltage starts
 	step(at(2*time.Second), uriHealth, uriSummary)
@@ -401,7 +403,7 @@ func TestWatcherNewsAndRateLimit(t *testing.T) {
 	step(at(60*time.Second), uriHealth, uriSummary)
 
 	// A metric resource is news when new samples were taken.
-	w.metrics["raspi://metrics/cpu_percent"] = 1
+	w.subs["raspi://metrics/cpu_percent"] = 1
 	w.prev.samples--
 	step(at(75*time.Second), "raspi://metrics/cpu_percent")
 }

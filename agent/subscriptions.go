@@ -27,8 +27,12 @@ type watcher struct {
 	gap   time.Duration // least time between two updates of one resource
 	send  func(ctx context.Context, uri string)
 
-	mu      sync.Mutex
-	metrics map[string]int // subscribed metric URIs, by subscription count
+	mu sync.Mutex
+	// subs counts subscriptions by URI. Nobody subscribed, nothing is
+	// polled: reading units over D-Bus every few seconds costs a small
+	// Pi something. A legacy session that closes without unsubscribing
+	// leaves its count, which costs polling, never an update.
+	subs    map[string]int
 	last    map[string]time.Time
 	pending map[string]bool
 	prev    pulse
@@ -40,7 +44,7 @@ const powerNear = 2 * time.Minute
 
 func newWatcher(a *Agent) *watcher {
 	w := &watcher{a: a, every: 5 * time.Second, gap: 10 * time.Second,
-		metrics: map[string]int{}, last: map[string]time.Time{}, pending: map[string]bool{}}
+		subs: map[string]int{}, last: map[string]time.Time{}, pending: map[string]bool{}}
 	w.send = func(ctx context.Context, uri string) {
 		// The SDK sends it to every session subscribed to uri.
 		if err := a.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
@@ -122,6 +126,15 @@ func (w *watcher) run(ctx context.Context) {
 }
 
 func (w *watcher) tick(ctx context.Context, now time.Time) {
+	w.mu.Lock()
+	idle := len(w.subs) == 0
+	if idle {
+		w.primed = false // the next subscriber gets a fresh baseline
+	}
+	w.mu.Unlock()
+	if idle {
+		return
+	}
 	p := w.read(ctx)
 	w.mu.Lock()
 	if w.primed {
@@ -129,8 +142,10 @@ func (w *watcher) tick(ctx context.Context, now time.Time) {
 			w.pending[u] = true
 		}
 		if p.samples != w.prev.samples {
-			for u := range w.metrics {
-				w.pending[u] = true
+			for u := range w.subs {
+				if strings.HasPrefix(u, "raspi://metrics/") {
+					w.pending[u] = true
+				}
 			}
 		}
 	}
@@ -177,21 +192,19 @@ func (a *Agent) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		a.auditRead(p, "resources.subscribe", derr)
 		return resourceError(derr)
 	}
-	if id == "metrics.query_history" {
-		a.updates.mu.Lock()
-		a.updates.metrics[uri]++
-		a.updates.mu.Unlock()
-	}
+	a.updates.mu.Lock()
+	a.updates.subs[uri]++
+	a.updates.mu.Unlock()
 	return nil
 }
 
 func (a *Agent) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	a.updates.mu.Lock()
 	defer a.updates.mu.Unlock()
-	if n := a.updates.metrics[req.Params.URI]; n > 1 {
-		a.updates.metrics[req.Params.URI] = n - 1
+	if n := a.updates.subs[req.Params.URI]; n > 1 {
+		a.updates.subs[req.Params.URI] = n - 1
 	} else {
-		delete(a.updates.metrics, req.Params.URI)
+		delete(a.updates.subs, req.Params.URI)
 	}
 	return nil
 }
