@@ -126,6 +126,17 @@ func (a *Agent) promptHandler(d promptDef) mcp.PromptHandler {
 	}
 }
 
+// localPrompt reports whether name is one of ours, which an upstream's
+// prompt must not replace.
+func (a *Agent) localPrompt(name string) bool {
+	for _, d := range a.prompts() {
+		if d.p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // pinByLabel finds an allowlisted pin by BCM number ("17", "GPIO17") or name.
 func (a *Agent) pinByLabel(s string) (config.Pin, bool) {
 	s = strings.TrimSpace(s)

@@ -429,3 +429,47 @@ func TestConfigShowsSecretReferencesOnly(t *testing.T) {
 		t.Errorf("with manage off: %+v", te)
 	}
 }
+
+// A LAN upstream's resources and prompts are mounted beside ours, and one
+// whose mounted name equals a local prompt's does not replace it.
+func TestLocalAndUpstreamExtrasCoexist(t *testing.T) {
+	f := newFakeLAN(t)
+	f.srv.AddResource(&mcp.Resource{URI: "demo://x", Name: "x", MIMEType: "text/plain"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "upstream x"}}}, nil
+	})
+	f.srv.AddPrompt(&mcp.Prompt{Name: "failed_unit"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "upstream prompt"}}}}, nil
+	})
+	f.srv.AddPrompt(&mcp.Prompt{Name: "scenes"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "upstream scenes"}}}}, nil
+	})
+	r := newRig(t, func(c *config.Config) {
+		c.Upstreams = []config.Upstream{{Name: "triage", URL: "http://" + f.addr + "/mcp", Timeout: config.Duration(10 * time.Second)}}
+	})
+	s := r.serve()
+	ctx := context.Background()
+	waitFor(t, "the upstream's prompt", resHang, func() bool {
+		lp, err := s.ListPrompts(ctx, nil)
+		return err == nil && slices.ContainsFunc(lp.Prompts, func(p *mcp.Prompt) bool { return p.Name == "triage_scenes" })
+	})
+	if txt := readText(t, s, "triage+demo://x"); txt != "upstream x" {
+		t.Errorf("upstream resource: %q", txt)
+	}
+	readText(t, s, uriSummary)
+	res, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "triage_failed_unit", Arguments: map[string]string{"unit": "nginx"}})
+	if err != nil || !strings.Contains(res.Messages[0].Content.(*mcp.TextContent).Text, "service_get_status") {
+		t.Errorf("triage_failed_unit is no longer ours: %+v %v", res, err)
+	}
+	if got := completionValues(t, s, &mcp.CompleteReference{Type: "ref/prompt", Name: "x"}, "upstream"); !slices.Equal(got, []string{"triage"}) {
+		t.Errorf("upstream completion: %v", got)
+	}
+}
+
+func completionValues(t *testing.T, s *mcp.ClientSession, ref *mcp.CompleteReference, arg string) []string {
+	t.Helper()
+	res, err := s.Complete(context.Background(), &mcp.CompleteParams{Ref: ref, Argument: mcp.CompleteParamsArgument{Name: arg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Completion.Values
+}
