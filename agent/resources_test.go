@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -472,4 +473,36 @@ func completionValues(t *testing.T, s *mcp.ClientSession, ref *mcp.CompleteRefer
 		t.Fatal(err)
 	}
 	return res.Completion.Values
+}
+
+// Every call a prompt spells out names a registered tool with arguments its
+// schema accepts, so a model following the recipe is not refused for a typo.
+func TestPromptCallsValidate(t *testing.T) {
+	r := newSimRig(t, nil)
+	call := regexp.MustCompile(`(?:Call|call) ([a-z_]+) with (\{[^}]*\})`)
+	args := map[string]map[string]string{"triage_failed_unit": {"unit": "nginx"}, "safe_gpio_change": {"pin": "17"}}
+	checked := 0
+	for _, d := range r.a.prompts() {
+		text, err := d.text(args[d.p.Name])
+		if err != nil {
+			t.Fatalf("%s: %v", d.p.Name, err)
+		}
+		for _, m := range call.FindAllStringSubmatch(text, -1) {
+			tl, ok := r.a.tools.lookup(m[1])
+			if !ok {
+				t.Errorf("%s names %s, which is not a tool", d.p.Name, m[1])
+				continue
+			}
+			if !json.Valid([]byte(m[2])) {
+				continue // a placeholder the model fills in ("high" or "low")
+			}
+			if _, terr := tl.check(json.RawMessage(m[2])); terr != nil {
+				t.Errorf("%s: %s %s: %s", d.p.Name, m[1], m[2], terr.Message)
+			}
+			checked++
+		}
+	}
+	if checked < 8 {
+		t.Errorf("only %d calls checked", checked)
+	}
 }

@@ -87,6 +87,22 @@ func run(binDir string) error {
 	}
 	fmt.Printf("  %d tools: %s\n", len(names), strings.Join(names, ", "))
 
+	step("Load the device into context cheaply: the summary resource")
+	fmt.Printf("  → resources/read raspi://state/summary\n")
+	sum, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "raspi://state/summary"})
+	if err != nil {
+		return err
+	}
+	text := sum.Contents[0].Text
+	fmt.Printf("  %d bytes, ~%d tokens:\n%s", len(text), len(text)/4, indent(text+"\n"))
+	step("A prompt names the exact tools and resources for a job")
+	fmt.Printf("  → prompts/get triage_failed_unit {\"unit\": \"backup\"}\n")
+	pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "triage_failed_unit", Arguments: map[string]string{"unit": "backup"}})
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(pr.Messages[0].Content.(*mcp.TextContent).Text + "\n"))
+
 	calls := []struct {
 		title string
 		tool  string
