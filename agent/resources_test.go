@@ -403,10 +403,20 @@ func TestWatcherNewsAndRateLimit(t *testing.T) {
 	}
 	step(at(60*time.Second), uriHealth, uriSummary)
 
+	// A lease starts (and later reverts), a reboot is scheduled a minute ahead: summary news.
+	if res, sc := r.as(admin, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 600000}); res.IsError {
+		t.Fatalf("lease: %v", sc)
+	}
+	step(at(75*time.Second), uriSummary)
+	if res, sc := r.as(admin, "system_reboot", map[string]any{"delay_seconds": 60, "confirm": true, "reason": "test"}); res.IsError {
+		t.Fatalf("reboot: %v", sc)
+	}
+	step(at(90*time.Second), uriSummary)
+
 	// A metric resource is news when new samples were taken.
 	w.subs["raspi://metrics/cpu_percent"] = 1
 	w.prev.samples--
-	step(at(75*time.Second), "raspi://metrics/cpu_percent")
+	step(at(105*time.Second), "raspi://metrics/cpu_percent")
 }
 
 // The effective configuration shows an upstream's token only as its reference.
