@@ -20,10 +20,14 @@ func (a *Agent) contract() string {
 		return strings.Join(byRisk[r], ", ")
 	}
 	w := a.wire
+	// The same rule the server's instructions open with, for clients that
+	// keep only their first line.
+	firstRule, _, _ := strings.Cut(instructions, "\n")
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Working with raspi-mcp
 
-The one rule: never change this device without a reason the person gave you; every change is audited with your reason.
+The one rule: %s
+Every change is audited with your reason.
 
 ## Start
 1. Read %s (under 1,500 bytes) or call %s to see what this device has and what your role may do.
@@ -47,7 +51,7 @@ Follow fix_hint and the suggested calls; retry only when retryable is true. A re
 - Never type confirm: true or invent a reason the person did not give.
 - Never reuse a change token for other arguments, and never schedule a reboot or shutdown the person did not ask for.
 - Never read secrets: configuration shows only env: and file: references.
-`, uriSummary, w("system.get_capabilities"), uriHealth, uriPins, "raspi://metrics/{metric}", uriSummary, uriHealth,
+`, firstRule, uriSummary, w("system.get_capabilities"), uriHealth, uriPins, "raspi://metrics/{metric}", uriSummary, uriHealth,
 		list(RiskRead), list(RiskLow), list(RiskHigh), w("change.prepare"), w("change.commit"), list(RiskCritical))
 	return b.String()
 }

@@ -124,7 +124,7 @@ func testResources(t *testing.T, era string) {
 	}
 
 	contract := readText(t, s, uriContract)
-	for _, want := range []string{"system_reboot", "system_shutdown", "change_prepare", "suggested_next_tool_calls", uriSummary} {
+	for _, want := range []string{"system_reboot", "system_shutdown", "change_prepare", "suggested_next_tool_calls", uriSummary, strings.Split(instructions, "\n")[0]} {
 		if !strings.Contains(contract, want) {
 			t.Errorf("contract lacks %q", want)
 		}
