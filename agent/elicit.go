@@ -149,7 +149,11 @@ func (a *Agent) askPerson(ctx context.Context, t *tool, c *Call, ask asking, arg
 	if ask.rounds {
 		return a.askInRounds(ctx, t, c, args, bind)
 	}
-	params := a.question(ctx, t, c, args)
+	plan, refused := a.plan(ctx, t, c, args)
+	if refused != nil {
+		return refusedPlan(refused)
+	}
+	params := a.question(ctx, t, c, args, plan)
 	ectx, cancel := context.WithTimeout(ctx, a.cfg.Guard.ElicitationTimeout.D())
 	defer cancel()
 	res, err := c.Session.Elicit(ectx, params)
@@ -163,11 +167,26 @@ func (a *Agent) askPerson(ctx context.Context, t *tool, c *Call, ask asking, arg
 	return a.judge(t, res)
 }
 
+// refusedPlan is a call whose own dry run is refused: it fails as the real
+// call would, without troubling the person. A refusal by policy or an
+// allowlist is a denial; anything else an allowed call that failed.
+func refusedPlan(te *ToolError) personAnswer {
+	decision := store.DecisionAllow
+	if te.Code == CodePermissionDenied {
+		decision = store.DecisionDeny
+	}
+	return personAnswer{decision: decision, err: te}
+}
+
 // askInRounds is the 2026-07-28 era: the first round returns the question as
 // an input request; the second carries the answer and our request state.
 func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, bind string) personAnswer {
 	p := c.req.Params
 	if p.InputResponses == nil && p.RequestState == "" {
+		plan, refused := a.plan(ctx, t, c, args)
+		if refused != nil {
+			return refusedPlan(refused)
+		}
 		state := "ask-" + strings.TrimPrefix(newCorrelationID(), "c-")
 		rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
 			Role: c.Principal.Role.String(), Tool: t.id, Decision: store.DecisionDeclined, Reason: c.Reason, Intent: c.Intent}
@@ -188,7 +207,7 @@ func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, 
 		})
 		a.asks.mu.Unlock()
 		return personAnswer{input: &mcp.CallToolResult{
-			InputRequests: mcp.InputRequestMap{elicitKey: a.question(ctx, t, c, args)},
+			InputRequests: mcp.InputRequestMap{elicitKey: a.question(ctx, t, c, args, plan)},
 			RequestState:  state,
 		}}
 	}
@@ -235,7 +254,7 @@ func (a *Agent) unanswered(t *tool) personAnswer {
 
 // question is the form put to the person: what will happen, on which device,
 // with the tool's own dry-run plan where it has one.
-func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte) *mcp.ElicitParams {
+func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte, plan string) *mcp.ElicitParams {
 	var b strings.Builder
 	device := "this Raspberry Pi"
 	if a.sys == nil {
@@ -258,7 +277,7 @@ func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte) *mc
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "Reason given: %s\n", c.Reason)
 	}
-	if plan := a.plan(ctx, t, c, args); plan != "" {
+	if plan != "" {
 		fmt.Fprintf(&b, "Plan: %s\n", plan)
 	}
 	b.WriteString("Tick confirm and accept to run it; decline to refuse.")
@@ -273,16 +292,19 @@ func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte) *mc
 	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: schema}
 }
 
-// plan is the tool's dry run in one line, when it has one.
-func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) string {
+// plan is the tool's dry run in one line, when it has one. A dry run that
+// is refused (a protected process, a pending reboot a shutdown would
+// replace) comes back as the refusal: the real call would fail the same
+// way, so the person is not asked about it.
+func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) (string, *ToolError) {
 	// A LAN tool plans with the upstream's own dry run, or says what would
 	// be sent; a local one has dry_run when it changes anything.
 	if !t.lan && (t.in == nil || t.in.Properties["dry_run"] == nil) {
-		return ""
+		return "", nil
 	}
 	var m map[string]any
 	if json.Unmarshal(args, &m) != nil {
-		return ""
+		return "", nil
 	}
 	m["dry_run"] = true
 	dry, _ := json.Marshal(m)
@@ -292,10 +314,10 @@ func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) string 
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {
-			return "dry run failed: " + te.Message
+			return "", te
 		}
-		return ""
+		return "", nil
 	}
 	js, _ := json.Marshal(out)
-	return truncate(sum+" "+string(js), 600)
+	return truncate(sum+" "+string(js), 600), nil
 }

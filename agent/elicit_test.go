@@ -293,3 +293,29 @@ func TestElicitThroughChangeCommit(t *testing.T) {
 		})
 	}
 }
+
+// A call whose own dry run is refused fails the same way without troubling
+// the person: asking them to approve what cannot run would only teach them
+// to click yes.
+func TestElicitNotAskedForACallThatWouldBeRefused(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			r := newSimRig(t, nil)
+			asked := 0
+			opts := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked++
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+			}}
+			s := r.serveMany()(opts, era)
+			// The board's sshd (pid 496) belongs to root, a protected user.
+			res, _, rec := callOnce(t, r, s, "process_send_signal", map[string]any{"pid": 496, "signal": "TERM", "confirm": true, "reason": "stuck"})
+			e := resultError(t, res)
+			if e.Code != CodePermissionDenied || !strings.Contains(e.Message, "protected") || rec.Decision != store.DecisionDeny || rec.Elicitation != "" {
+				t.Fatalf("signal to a protected process: %+v, record %+v", e, rec)
+			}
+			if asked != 0 {
+				t.Fatalf("the person was asked %d times about a call that could not run", asked)
+			}
+		})
+	}
+}

@@ -71,7 +71,20 @@ func run(binDir string) error {
 	step("Connect like a laptop client does: the Go SDK client runs `raspi-mcp stdio`")
 	fmt.Printf("  (on a Pi: ssh -T pi /usr/bin/raspi-mcp stdio)\n")
 	ctx := context.Background()
-	client := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-demo", Version: "1"}, nil)
+	// The demo's client can ask its person (MCP elicitation), as Claude Code
+	// and VS Code can: a scripted person reads each question, agrees to the
+	// reboot and declines anything else.
+	client := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-demo", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			fmt.Printf("  ? the agent asks the person:\n%s", indent(indent(req.Params.Message)))
+			if strings.Contains(req.Params.Message, "system_reboot") {
+				fmt.Printf("  ! the person ticks confirm and accepts\n")
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true, "note": "ok, after the backup"}}, nil
+			}
+			fmt.Printf("  ! the person declines\n")
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+	})
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(raspi, "stdio", "--dir", dir)}, nil)
 	if err != nil {
 		return err
@@ -119,9 +132,9 @@ func run(binDir string) error {
 		{"root's processes are protected: TERM to the board's sshd is refused", "process_send_signal", map[string]any{"pid": 496, "signal": "TERM", "confirm": true, "reason": "demo"}},
 		{"A reboot without confirm and reason is refused (high risk)", "system_reboot", map[string]any{"delay_seconds": 60}},
 		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
-		{"Confirmed, with a reason: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
+		{"Confirmed, with a reason, and asked of the person: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
 			map[string]any{"confirm": true, "reason": "demo: apply kernel update", "delay_seconds": 60}},
-		{"Shutdown is critical: a direct call points to change_prepare", "system_shutdown", map[string]any{"reason": "demo"}},
+		{"Shutdown is critical: the person is asked, declines, and nothing happens", "system_shutdown", map[string]any{"reason": "demo"}},
 		{"Bad input gets a structured invalid_argument", "system_reboot", map[string]any{"delay_seconds": "soon"}},
 		{"The audit trail of this session", "logs_get_recent_audit_logs", map[string]any{"limit": 10, "oldest_first": true}},
 		{"Is the hash chain intact?", "logs_verify_audit_chain", nil},
