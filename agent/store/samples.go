@@ -787,7 +787,6 @@ func (db *DB) DeleteSamples(job string) error {
 	return nil
 }
 
-
 // SampleStats describes what a job has stored, for status screens and for
 // deciding whether a query range has data. First and Last are zero when Count
 // is.
