@@ -78,11 +78,12 @@ type Options struct {
 
 // DB is an open store file. All methods are safe for concurrent use: bbolt
 // allows many readers and serializes writers, and DB itself holds no mutable
-// state.
+// state but the queue of audit appends waiting to be committed together.
 type DB struct {
 	bolt     *bolt.DB
 	path     string
 	readOnly bool
+	audit    auditGroup
 }
 
 // Open opens (or, unless o.ReadOnly, creates) the store at path. A new file's
