@@ -384,6 +384,10 @@ func (s *Sampler) recent(job string, n int) []store.Sample {
 // Scan calls fn for a job's samples in [from, until), oldest first: the
 // stored ones, then those still waiting for the next flush.
 func (s *Sampler) Scan(job string, from, until time.Time, fn func(store.Sample) bool) error {
+	// No flush may run between taking the buffer and reading the file, or
+	// samples in flight between the two would be in neither.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	pending := append([]store.Sample(nil), s.buf[job]...)
 	s.mu.Unlock()
@@ -427,6 +431,9 @@ func (s *Sampler) Jobs() ([]JobInfo, error) {
 		return nil, err
 	}
 	out := make([]JobInfo, 0, len(jobs))
+	// As in Scan: stored and buffered counts from the same side of a flush.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	for _, j := range jobs {
 		s.flushing.Lock()
 		st, err := s.db.SampleStats(j.ID)
