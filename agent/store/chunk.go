@@ -161,17 +161,26 @@ func chunkFormatErr(v []byte) error {
 }
 
 // decodeChunk appends the raw samples of the chunk stored under key k to
-// dst. The enc slices are freshly allocated, never aliasing v, so they
-// outlive the transaction. Malformed input is an error, never a panic:
-// every length is checked against the bytes left.
+// dst. The enc slices never alias v, so they outlive the transaction.
+// Malformed input is an error, never a panic: every length is checked
+// against the bytes left.
 func decodeChunk(dst []rawSample, k, v []byte) ([]rawSample, error) {
+	dst, _, err := decodeChunkInto(dst, nil, k, v)
+	return dst, err
+}
+
+// decodeChunkInto is decodeChunk with the enc bytes appended to arena, which
+// it returns: a scan passes the same arena, emptied, for every chunk, so a
+// day's scan does not allocate per sample. The samples of one call stay
+// valid until arena is reused.
+func decodeChunkInto(dst []rawSample, arena, k, v []byte) ([]rawSample, []byte, error) {
 	ms, _, err := keyTime(k)
 	if err != nil {
-		return dst, err
+		return dst, arena, err
 	}
 	n, err := chunkCount(v)
 	if err != nil {
-		return dst, err
+		return dst, arena, err
 	}
 	r := sampleReader{b: v, off: 1}
 	r.uvarint("count", -1)
@@ -186,7 +195,7 @@ func decodeChunk(dst []rawSample, k, v []byte) ([]rawSample, error) {
 		}
 		h := r.uvarint("sample header", i)
 		if r.err != nil {
-			return dst, r.err
+			return dst, arena, r.err
 		}
 		size, delta := h>>1, h&1 == 1
 		left := uint64(len(v) - r.off)
@@ -194,26 +203,30 @@ func decodeChunk(dst []rawSample, k, v []byte) ([]rawSample, error) {
 		switch {
 		case !delta:
 			if size > left {
-				return dst, fmt.Errorf("sample %d: length %d exceeds the %d bytes left", i, size, left)
+				return dst, arena, fmt.Errorf("sample %d: length %d exceeds the %d bytes left", i, size, left)
 			}
-			enc = append([]byte(nil), v[r.off:r.off+int(size)]...)
+			at := len(arena)
+			arena = append(arena, v[r.off:r.off+int(size)]...)
+			enc = arena[at:len(arena):len(arena)]
 			r.off += int(size)
 		case i == 0 || size != uint64(len(prev)):
-			return dst, fmt.Errorf("sample %d: delta against a sample of another length", i)
+			return dst, arena, fmt.Errorf("sample %d: delta against a sample of another length", i)
 		default:
 			mlen := (int(size) + 7) / 8
 			if uint64(mlen) > left {
-				return dst, fmt.Errorf("sample %d: mask exceeds the %d bytes left", i, left)
+				return dst, arena, fmt.Errorf("sample %d: mask exceeds the %d bytes left", i, left)
 			}
 			mask := v[r.off : r.off+mlen]
 			r.off += mlen
-			enc = append([]byte(nil), prev...)
+			at := len(arena)
+			arena = append(arena, prev...)
+			enc = arena[at:len(arena):len(arena)]
 			for j := range enc {
 				if mask[j/8]&(1<<(j%8)) == 0 {
 					continue
 				}
 				if r.off >= len(v) {
-					return dst, fmt.Errorf("sample %d: truncated delta", i)
+					return dst, arena, fmt.Errorf("sample %d: truncated delta", i)
 				}
 				enc[j] ^= v[r.off]
 				r.off++
@@ -223,10 +236,10 @@ func decodeChunk(dst []rawSample, k, v []byte) ([]rawSample, error) {
 		prev = enc
 	}
 	if r.err != nil {
-		return dst, r.err
+		return dst, arena, r.err
 	}
 	if r.off != len(v) {
-		return dst, fmt.Errorf("%d trailing bytes after byte %d", len(v)-r.off, r.off)
+		return dst, arena, fmt.Errorf("%d trailing bytes after byte %d", len(v)-r.off, r.off)
 	}
-	return dst, nil
+	return dst, arena, nil
 }

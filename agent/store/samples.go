@@ -684,12 +684,13 @@ func (db *DB) scanSamples(job string, from, until time.Time, desc bool, fn func(
 			}
 		}
 		var chunk []rawSample
+		var arena []byte
 		for ; k != nil; k, v = step(c, desc) {
 			if v == nil {
 				return fmt.Errorf("chunk at %s: nested bucket where a value belongs", keyString(k))
 			}
 			var err error
-			if chunk, err = decodeChunk(chunk[:0], k, v); err != nil {
+			if chunk, arena, err = decodeChunkInto(chunk[:0], arena[:0], k, v); err != nil {
 				return fmt.Errorf("chunk at %s: %w", keyString(k), err)
 			}
 			for i := range chunk {
