@@ -159,7 +159,12 @@ func (s *Sampler) flush() error {
 	for job, batch := range buf {
 		var err error
 		if j, ok := jobs[job]; ok && pruning {
-			_, err = s.db.AppendSamplesPruning(job, batch, retentionBound(now, j))
+			if _, err = s.db.AppendSamplesPruning(job, batch, retentionBound(now, j)); err != nil {
+				// Retention failing (a damaged old chunk, say) must not
+				// keep the new samples from disk.
+				errs = append(errs, err)
+				err = s.db.AppendSamples(job, batch)
+			}
 		} else {
 			err = s.db.AppendSamples(job, batch)
 		}
