@@ -2,9 +2,14 @@ package agent
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -113,5 +118,64 @@ func TestScheduledRebootFlushesSamples(t *testing.T) {
 	}
 	if n := stored(); n != 1 {
 		t.Fatalf("%d samples stored after scheduling the reboot, want 1", n)
+	}
+}
+
+// TestFlushWritesSamplesWhenRetentionFails: a damaged old chunk makes
+// retention fail, yet the flush still stores the new samples and reports
+// the retention error.
+func TestFlushWritesSamplesWhenRetentionFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-72 * time.Hour).UTC().Truncate(time.Millisecond)
+	if err := db.AppendSamples("job-r", []store.Sample{{Time: old, CPUPercent: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Damage the old chunk behind the store's back: a valid count, a body
+	// that does not decode.
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bdb.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("samples")).Bucket([]byte("job-r"))
+		k, _ := b.Cursor().First()
+		return b.Put(append([]byte(nil), k...), []byte{2, 1, 0xff})
+	})
+	if cerr := bdb.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err = store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.PutJob(store.Job{ID: "job-r", IntervalSeconds: 5, RetentionHours: 48, Status: "running", CreatedAt: old}); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSampler(db, sysinfo.NewSim(sysinfo.SimOptions{}), config.Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fresh := store.Sample{Time: time.Now().UTC().Truncate(time.Millisecond), CPUPercent: 7}
+	s.buf["job-r"] = []store.Sample{fresh}
+	if err := s.flush(); err == nil {
+		t.Fatal("flush over a damaged chunk reported no retention error")
+	}
+	var got []store.Sample
+	if err := db.ScanSamples("job-r", fresh.Time, time.Time{}, func(x store.Sample) bool { got = append(got, x); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0].Time.Equal(fresh.Time) || got[0].CPUPercent != 7 {
+		t.Fatalf("new samples after the flush: %+v", got)
+	}
+	if len(s.buf["job-r"]) != 0 {
+		t.Fatalf("%d samples still buffered", len(s.buf["job-r"]))
 	}
 }

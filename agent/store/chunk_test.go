@@ -329,3 +329,22 @@ func TestMigrateAfterKill(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendAfterDamagedChunk: a last chunk that does not decode does not
+// stop new samples being stored; scans still report it.
+func TestAppendAfterDamagedChunk(t *testing.T) {
+	db := openTest(t)
+	appendBatches(t, db, "job-a", 0, 1, 6)
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		return jobSamples(tx, "job-a").Put(millisKey(uint64(at(10).UnixMilli())), []byte{chunkFormat, 1, 0xff})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, db, "job-a", 20, 1, 6)
+	wantIndexes(t, "after the damaged chunk", collect(t, db, "job-a", at(20), time.Time{}, false), span(20, 26)...)
+	if err := db.ScanSamples("job-a", time.Time{}, time.Time{}, func(Sample) bool { return true }); err == nil ||
+		!strings.Contains(err.Error(), at(10).Format(time.RFC3339Nano)) {
+		t.Fatalf("full scan over the damaged chunk: %v", err)
+	}
+}

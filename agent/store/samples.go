@@ -525,7 +525,8 @@ func (db *DB) appendSamples(job string, batch []Sample, before time.Time) (int, 
 // reach into the samples' time span are decoded, merged with them (the new
 // sample wins a shared millisecond) and replaced, which keeps chunks from
 // overlapping. Appending after the last stored sample, the normal case,
-// only reads the last chunk.
+// only reads the last chunk. The walk back stops at a chunk that does not
+// decode: new samples still get stored.
 func putSamples(b *bolt.Bucket, raw []rawSample) error {
 	first, last := raw[0].ms, raw[len(raw)-1].ms
 	c := b.Cursor()
@@ -543,7 +544,9 @@ func putSamples(b *bolt.Bucket, raw []rawSample) error {
 		}
 		got, err := decodeChunk(nil, k, v)
 		if err != nil {
-			return fmt.Errorf("chunk at %s: %w", keyString(k), err)
+			// A damaged chunk's span is unknown: leave it where it is
+			// (scans keep reporting it) rather than stop all appends.
+			break
 		}
 		if got[len(got)-1].ms < first {
 			break
