@@ -391,8 +391,8 @@ func (s *Sampler) recent(job string, n int) []store.Sample {
 func (s *Sampler) Scan(job string, from, until time.Time, fn func(store.Sample) bool) error {
 	// No flush may run between taking the buffer and reading the file, or
 	// samples in flight between the two would be in neither.
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
+	s.flushing.Lock()
+	defer s.flushing.Unlock()
 	s.mu.Lock()
 	pending := append([]store.Sample(nil), s.buf[job]...)
 	s.mu.Unlock()
@@ -436,9 +436,6 @@ func (s *Sampler) Jobs() ([]JobInfo, error) {
 		return nil, err
 	}
 	out := make([]JobInfo, 0, len(jobs))
-	// As in Scan: stored and buffered counts from the same side of a flush.
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
 	for _, j := range jobs {
 		s.flushing.Lock()
 		st, err := s.db.SampleStats(j.ID)
