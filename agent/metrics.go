@@ -471,11 +471,7 @@ func sig(v float64) float64 {
 
 // unknownMetric lists the names the job's newest stored samples offer.
 func (a *Agent) unknownMetric(job, name string) error {
-	var recent []store.Sample
-	_ = a.sampler.db.ScanSamplesDesc(job, time.Time{}, time.Time{}, func(s store.Sample) bool {
-		recent = append(recent, s)
-		return len(recent) < 5
-	})
+	recent := a.sampler.recent(job, 5)
 	return errf(CodeInvalidArgument, "unknown metric %q", name).with("parameter", "metric_names").with("known_metrics", series.Names(recent)).
 		hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
 }

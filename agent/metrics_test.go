@@ -343,7 +343,7 @@ func TestRetentionPrunes(t *testing.T) {
 	j := store.Job{ID: "job-ret", IntervalSeconds: 3600, RetentionHours: 3, Status: "running", CreatedAt: s[0].Time}
 	_ = r.db.PutJob(j)
 	_ = r.db.AppendSamples(j.ID, s)
-	if err := r.a.sampler.prune(); err != nil {
+	if err := r.a.sampler.flush(); err != nil { // retention rides on the flush
 		t.Fatal(err)
 	}
 	st, _ := r.db.SampleStats(j.ID)

@@ -23,10 +23,14 @@ type powerWatch struct {
 	wakeC chan struct{}
 	retry time.Duration
 	grace time.Duration // how long past due logind may still show the action
+	lead  time.Duration // how long before the action the samples are flushed
+	// flushedFor is the due time of the action whose pre-flush ran, so a
+	// wake-up in the lead window does not flush twice.
+	flushedFor time.Time
 }
 
 func newPowerWatch(a *Agent) *powerWatch {
-	return &powerWatch{a: a, wakeC: make(chan struct{}, 1), retry: 5 * time.Second, grace: 30 * time.Second}
+	return &powerWatch{a: a, wakeC: make(chan struct{}, 1), retry: 5 * time.Second, grace: 30 * time.Second, lead: 30 * time.Second}
 }
 
 func (w *powerWatch) wake() {
@@ -68,7 +72,18 @@ func (w *powerWatch) check(ctx context.Context) (time.Duration, error) {
 	now := time.Now()
 	same := st.Scheduled && st.Action == j.Action && st.At.Sub(j.At).Abs() < time.Second
 	switch {
+	case same && now.Before(j.At.Add(-w.lead)):
+		// Wake up in time to write the buffered samples first.
+		return max(j.At.Add(-w.lead).Sub(now), time.Second), nil
 	case same && now.Before(j.At.Add(w.grace)):
+		if now.Before(j.At) && !w.flushedFor.Equal(j.At) {
+			// A clean shutdown stops the agent, which flushes too; this
+			// covers one that kills it instead.
+			w.flushedFor = j.At
+			if err := w.a.sampler.Flush(); err != nil {
+				w.a.log.Error("flushing samples before the "+j.Action, "err", err)
+			}
+		}
 		return max(time.Until(j.At.Add(w.grace)), time.Second), nil
 	case same:
 		// Overdue and still pending: logind has it, nothing for us to do

@@ -16,8 +16,12 @@ import (
 
 // Sampler runs the sampling jobs. Each running job reads the device on its own
 // ticker; samples wait in memory and are written in one transaction per
-// flush interval, which spares the SD card (one fsync a minute instead of one
-// per sample) at the cost of at most one interval lost on a power cut. Jobs
+// flush interval, which spares the SD card (every commit rewrites a handful
+// of 4 KiB pages however few samples it carries) at the cost of at most one
+// interval lost on a power cut. To narrow that window where it matters, the
+// buffer is also written at a clean stop, when the agent schedules a reboot
+// or shutdown and shortly before it is due (Flush), and as soon as a sample
+// shows the supply in under-voltage, the usual prelude to a brown-out. Jobs
 // live in the jobs bucket, so they resume after a restart or a reboot.
 type Sampler struct {
 	db   *store.DB
@@ -29,7 +33,8 @@ type Sampler struct {
 	unit time.Duration // length of one "second" of a job interval; tests shrink it
 
 	// flushing is held while a flush hands the buffer to the store, so
-	// Jobs never counts a batch in neither place, or in both.
+	// Jobs never counts a batch in neither place, or in both; it also
+	// keeps flushes one at a time, so a retried batch keeps its order.
 	flushing  sync.Mutex
 	mu        sync.Mutex
 	running   map[string]context.CancelFunc
@@ -39,6 +44,8 @@ type Sampler struct {
 	lastFlush time.Time
 	lastPrune time.Time
 	flushErr  error
+	underVolt bool          // the newest sample showed under-voltage now
+	flushC    chan struct{} // asks the flusher for a flush now
 	wg        sync.WaitGroup
 	ctx       context.Context // jobs started by a tool call outlive the call
 	stop      context.CancelFunc
@@ -49,7 +56,8 @@ type Sampler struct {
 func NewSampler(db *store.DB, sys sysinfo.Source, cfg config.Metrics, log *slog.Logger) *Sampler {
 	ctr, _ := sys.(sysinfo.CounterSource)
 	return &Sampler{db: db, sys: sys, ctr: ctr, cfg: cfg, log: log, now: time.Now, unit: time.Second,
-		running: map[string]context.CancelFunc{}, buf: map[string][]store.Sample{}, last: map[string]time.Time{}}
+		running: map[string]context.CancelFunc{}, buf: map[string][]store.Sample{}, last: map[string]time.Time{},
+		flushC: make(chan struct{}, 1)}
 }
 
 // Start resumes the stored running jobs, creates the default job on first
@@ -103,14 +111,29 @@ func (s *Sampler) flusher(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.flush(); err != nil {
-				s.log.Error("flushing samples", "err", err)
-			}
+		case <-s.flushC:
+		}
+		if err := s.flush(); err != nil {
+			s.log.Error("flushing samples", "err", err)
 		}
 	}
 }
 
-// flush writes the buffer, one transaction per job, then applies retention.
+// Flush writes the buffered samples now, for callers about to put them at
+// risk: the power tools before a reboot or shutdown they scheduled.
+func (s *Sampler) Flush() error { return s.flush() }
+
+// flushSoon asks the flusher for a flush without waiting for it.
+func (s *Sampler) flushSoon() {
+	select {
+	case s.flushC <- struct{}{}:
+	default:
+	}
+}
+
+// flush writes the buffer, one transaction per job. Retention rides along
+// in the same commits once per pruneEvery: a prune of its own would be a
+// commit (meta page, fsync) of its own.
 func (s *Sampler) flush() error {
 	s.flushing.Lock()
 	defer s.flushing.Unlock()
@@ -119,8 +142,33 @@ func (s *Sampler) flush() error {
 	s.buf = map[string][]store.Sample{}
 	s.mu.Unlock()
 	var errs []error
+	var jobs map[string]store.Job
+	pruning := s.now().Sub(s.lastPrune) >= pruneEvery
+	if pruning {
+		list, err := s.db.ListJobs()
+		if err != nil {
+			errs = append(errs, err)
+			pruning = false
+		}
+		jobs = make(map[string]store.Job, len(list))
+		for _, j := range list {
+			jobs[j.ID] = j
+		}
+	}
+	now := s.now()
 	for job, batch := range buf {
-		if err := s.db.AppendSamples(job, batch); err != nil {
+		var err error
+		if j, ok := jobs[job]; ok && pruning {
+			if _, err = s.db.AppendSamplesPruning(job, batch, retentionBound(now, j)); err != nil {
+				// Retention failing (a damaged old chunk, say) must not
+				// keep the new samples from disk.
+				errs = append(errs, err)
+				err = s.db.AppendSamples(job, batch)
+			}
+		} else {
+			err = s.db.AppendSamples(job, batch)
+		}
+		if err != nil {
 			errs = append(errs, err)
 			// Keep them for the next flush rather than lose them.
 			s.mu.Lock()
@@ -128,13 +176,11 @@ func (s *Sampler) flush() error {
 			s.mu.Unlock()
 		}
 	}
-	// Retention to the hour is plenty, and a prune that deletes something is
-	// a commit of its own: pruning at every flush would double the writes.
-	if s.now().Sub(s.lastPrune) >= pruneEvery {
-		if err := s.prune(); err != nil {
+	if pruning {
+		if err := s.prune(jobs, buf); err != nil {
 			errs = append(errs, err)
 		} else {
-			s.lastPrune = s.now()
+			s.lastPrune = now
 		}
 	}
 	err := errors.Join(errs...)
@@ -144,17 +190,20 @@ func (s *Sampler) flush() error {
 	return err
 }
 
-// prune drops samples past each job's retention, and forgets stopped jobs
-// once their history is gone.
-func (s *Sampler) prune() error {
-	jobs, err := s.db.ListJobs()
-	if err != nil {
-		return err
-	}
+func retentionBound(now time.Time, j store.Job) time.Time {
+	return now.Add(-time.Duration(j.RetentionHours) * time.Hour)
+}
+
+// prune applies retention to the jobs the flush did not write (those it
+// wrote were pruned in the same commit), and forgets stopped jobs once
+// their history is gone.
+func (s *Sampler) prune(jobs map[string]store.Job, flushed map[string][]store.Sample) error {
 	now := s.now()
 	for _, j := range jobs {
-		if _, err := s.db.PruneSamples(j.ID, now.Add(-time.Duration(j.RetentionHours)*time.Hour)); err != nil {
-			return err
+		if _, ok := flushed[j.ID]; !ok {
+			if _, err := s.db.PruneSamples(j.ID, retentionBound(now, j)); err != nil {
+				return err
+			}
 		}
 		if j.Status == "stopped" && !j.Default {
 			if st, err := s.db.SampleStats(j.ID); err == nil && st.Count == 0 && now.Sub(j.StoppedAt) > time.Duration(j.RetentionHours)*time.Hour {
@@ -168,6 +217,10 @@ func (s *Sampler) prune() error {
 
 // pruneEvery is how often retention runs.
 const pruneEvery = time.Hour
+
+// throttleUnderVoltage is bit 0 of the firmware's get_throttled value:
+// under-voltage now (bit 16 is "since boot").
+const throttleUnderVoltage = 1 << 0
 
 var errTooManyJobs = errors.New("too many sampling jobs")
 
@@ -241,7 +294,16 @@ func (s *Sampler) run(ctx context.Context, j store.Job) {
 			s.buf[j.ID] = append(s.buf[j.ID], smp)
 			s.last[j.ID] = smp.Time
 			s.taken++
+			uv := smp.HasThrottle && smp.Throttle&throttleUnderVoltage != 0
+			rising := uv && !s.underVolt
+			s.underVolt = uv
 			s.mu.Unlock()
+			if rising {
+				// The supply is sagging: a brown-out may follow within
+				// seconds, so write what is buffered now.
+				s.log.Warn("under-voltage reported; flushing samples", "job", j.ID)
+				s.flushSoon()
+			}
 		}
 		tick()
 		t := time.NewTicker(every)
@@ -304,9 +366,33 @@ func sampleOf(h sysinfo.Health) store.Sample {
 	return s
 }
 
+// recent returns up to n of a job's newest samples, newest first, buffered
+// ones included: with a long flush interval a new job has nothing stored
+// for a while.
+func (s *Sampler) recent(job string, n int) []store.Sample {
+	s.mu.Lock()
+	pending := s.buf[job]
+	out := make([]store.Sample, 0, n)
+	for i := len(pending) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, pending[i])
+	}
+	s.mu.Unlock()
+	if len(out) < n {
+		_ = s.db.ScanSamplesDesc(job, time.Time{}, time.Time{}, func(x store.Sample) bool {
+			out = append(out, x)
+			return len(out) < n
+		})
+	}
+	return out
+}
+
 // Scan calls fn for a job's samples in [from, until), oldest first: the
 // stored ones, then those still waiting for the next flush.
 func (s *Sampler) Scan(job string, from, until time.Time, fn func(store.Sample) bool) error {
+	// No flush may run between taking the buffer and reading the file, or
+	// samples in flight between the two would be in neither.
+	s.flushing.Lock()
+	defer s.flushing.Unlock()
 	s.mu.Lock()
 	pending := append([]store.Sample(nil), s.buf[job]...)
 	s.mu.Unlock()

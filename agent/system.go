@@ -336,6 +336,11 @@ func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (
 		return PowerOut{}, errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
 	}
 	a.powerJobs.wake()
+	// The buffered samples are at risk from here on: write them now (the
+	// power watch flushes again just before the action is due).
+	if err := a.sampler.Flush(); err != nil {
+		a.log.Error("flushing samples after scheduling a "+action, "err", err)
+	}
 	out.Scheduled, out.JobID = true, id
 	out.ScheduledFor = resp.At.UTC().Format(time.RFC3339)
 	return out, nil

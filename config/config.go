@@ -262,7 +262,7 @@ func Default() Config {
 		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
 		I2C:    I2C{Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
 		Metrics: Metrics{DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
-			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(60 * time.Second), MaxJobs: 8},
+			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(45 * time.Minute), MaxJobs: 8},
 		Logs:    Logs{JournalUnits: []string{"*"}},
 		Service: Service{Allow: []string{}},
 		Process: Process{AllowedSignals: []string{"TERM", "INT", "HUP", "USR1", "USR2"}, ProtectedUsers: []string{"root"}},

@@ -90,13 +90,24 @@ func rssKB(pid int) float64 {
 }
 
 // BenchmarkDiskWritesPerDay measures what the agent itself writes to disk
-// (write_bytes of /proc/PID/io) during one flush interval with a 5 s
-// sampling job and the default 60 s flush, and scales it to a day. It takes
-// about two minutes: run it with -benchtime 1x.
+// (/proc/PID/io: write_bytes, the pages sent towards the card, and wchar,
+// the bytes passed to write(2)) over one whole flush interval with a 5 s
+// sampling job, and scales it to a day. The interval is
+// RASPI_BENCH_FLUSH (default 60s: the default 45m would take an hour and a
+// half); BenchmarkFlushIntervalCurve in agent/store gives the whole curve.
+// Run it with -benchtime 1x.
 func BenchmarkDiskWritesPerDay(b *testing.B) {
+	flush := 60 * time.Second
+	if v := os.Getenv("RASPI_BENCH_FLUSH"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("RASPI_BENCH_FLUSH: %v", err)
+		}
+		flush = d
+	}
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "c.toml")
-	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_interval = \"5s\"\nflush_interval = \"60s\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_interval = \"5s\"\nflush_interval = \""+flush.String()+"\"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	for range b.N {
@@ -105,21 +116,59 @@ func BenchmarkDiskWritesPerDay(b *testing.B) {
 			b.Fatal(err)
 		}
 		pid := cmd.Process.Pid
-		time.Sleep(65 * time.Second) // past the first flush
-		w0 := ioWrites(pid)
-		time.Sleep(60 * time.Second) // exactly one more flush of 12 samples
-		w1 := ioWrites(pid)
+		time.Sleep(flush + 5*time.Second) // past the first flush
+		w0, c0 := ioWrites(pid), ioField(pid, "wchar")
+		time.Sleep(flush) // exactly one more flush
+		w1, c1 := ioWrites(pid), ioField(pid, "wchar")
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
-		b.ReportMetric(float64(w1-w0)*1440/1e6, "MB/day")
-		b.ReportMetric(float64(w1-w0)/12, "B/sample")
+		perDay := float64(24*time.Hour) / float64(flush)
+		b.ReportMetric(float64(w1-w0)*perDay/1e6, "MB/day")
+		b.ReportMetric(float64(c1-c0)*perDay/1e6, "wchar_MB/day")
+		b.ReportMetric(float64(w1-w0), "B/flush")
+		b.ReportMetric(float64(c1-c0), "wchar_B/flush")
 	}
 }
 
-func ioWrites(pid int) int64 {
+// BenchmarkAuditedCallWrites is what one audited tool call makes the agent
+// write: /proc/PID/io across b.N calls of a cheap tool over stdio, with
+// [audit] record_reads on so each call writes its durable record, per call
+// (the sampler's 45 min flush does not fall inside a short run).
+func BenchmarkAuditedCallWrites(b *testing.B) {
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[audit]\nrecord_reads = true\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	s := startSimIn(b, filepath.Join(dir, "s"), "--config", cfg)
+	cs := s.session(b)
+	ctx := context.Background()
+	call := func() {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "system_get_basic_info"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 10 {
+		call()
+	}
+	pid := s.cmd.Process.Pid
+	w0, c0 := ioWrites(pid), ioField(pid, "wchar")
+	b.ResetTimer()
+	for range b.N {
+		call()
+	}
+	b.StopTimer()
+	w1, c1 := ioWrites(pid), ioField(pid, "wchar")
+	b.ReportMetric(float64(w1-w0)/float64(b.N), "disk_B/call")
+	b.ReportMetric(float64(c1-c0)/float64(b.N), "wchar_B/call")
+}
+
+func ioWrites(pid int) int64 { return ioField(pid, "write_bytes") }
+
+func ioField(pid int, field string) int64 {
 	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "write_bytes: "); ok {
+		if v, ok := strings.CutPrefix(l, field+": "); ok {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			return n
 		}

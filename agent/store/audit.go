@@ -255,49 +255,53 @@ func (db *DB) AppendAuditAfter(r AuditRecord, after WitnessPoint) (AuditRecord, 
 	// UTC also drops the monotonic reading, so the returned record equals
 	// what a later read decodes.
 	r.Time = r.Time.UTC()
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		audit, err := writableBucket(tx, bucketAudit)
-		if err != nil {
-			return err
-		}
-		// Keys only ever grow, so split pages full rather than at
-		// bbolt's default half: with ~0.5 KB records that is 5 records
-		// per 4 KB leaf instead of 3, 40% fewer pages on the SD card.
-		audit.FillPercent = 1.0
-		meta, err := writableBucket(tx, bucketMeta)
-		if err != nil {
-			return err
-		}
-		tip := chainTip(audit, meta, after)
-		r.Seq = tip.Seq + 1
-		r.PrevHash = tip.Hash
-		if r.Hash, err = recordHash(r); err != nil {
-			return fmt.Errorf("audit record %d: hash: %w", r.Seq, err)
-		}
-		val, err := encodeRecord(&r)
-		if err != nil {
-			return fmt.Errorf("audit record %d: encode: %w", r.Seq, err)
-		}
-		if err := audit.Put(seqKey(r.Seq), val); err != nil {
-			return fmt.Errorf("audit record %d: %w", r.Seq, err)
-		}
-		if err := putJSON(meta, metaAuditHead, chainPoint{Seq: r.Seq, Hash: r.Hash}); err != nil {
-			return fmt.Errorf("audit record %d: %w", r.Seq, err)
-		}
-		stats, stored := loadStats(audit, meta)
-		if stored {
-			// A recount already includes the record just written.
-			stats.add(&r, 1)
-		}
-		if err := putJSON(meta, metaAuditStats, stats); err != nil {
-			return fmt.Errorf("audit record %d: %w", r.Seq, err)
-		}
-		return nil
-	})
-	if err != nil {
+	req := &auditReq{r: r, after: after, done: make(chan error, 1)}
+	if err := db.audit.submit(db, req); err != nil {
 		return AuditRecord{}, fmt.Errorf("store: append audit (tool %q): %w", r.Tool, err)
 	}
-	return r, nil
+	return req.r, nil
+}
+
+// appendAuditTx writes one record, the chain head and the running counts
+// inside tx, filling in r's Seq, PrevHash and Hash.
+func appendAuditTx(tx *bolt.Tx, r *AuditRecord, after WitnessPoint) error {
+	audit, err := writableBucket(tx, bucketAudit)
+	if err != nil {
+		return err
+	}
+	// Keys only ever grow, so split pages full rather than at
+	// bbolt's default half: with ~0.5 KB records that is 5 records
+	// per 4 KB leaf instead of 3, 40% fewer pages on the SD card.
+	audit.FillPercent = 1.0
+	meta, err := writableBucket(tx, bucketMeta)
+	if err != nil {
+		return err
+	}
+	tip := chainTip(audit, meta, after)
+	r.Seq = tip.Seq + 1
+	r.PrevHash = tip.Hash
+	if r.Hash, err = recordHash(*r); err != nil {
+		return fmt.Errorf("audit record %d: hash: %w", r.Seq, err)
+	}
+	val, err := encodeRecord(r)
+	if err != nil {
+		return fmt.Errorf("audit record %d: encode: %w", r.Seq, err)
+	}
+	if err := audit.Put(seqKey(r.Seq), val); err != nil {
+		return fmt.Errorf("audit record %d: %w", r.Seq, err)
+	}
+	if err := putJSON(meta, metaAuditHead, chainPoint{Seq: r.Seq, Hash: r.Hash}); err != nil {
+		return fmt.Errorf("audit record %d: %w", r.Seq, err)
+	}
+	stats, stored := loadStats(audit, meta)
+	if stored {
+		// A recount already includes the record just written.
+		stats.add(r, 1)
+	}
+	if err := putJSON(meta, metaAuditStats, stats); err != nil {
+		return fmt.Errorf("audit record %d: %w", r.Seq, err)
+	}
+	return nil
 }
 
 // loadStats returns the stored counts, or recounts the bucket when they are

@@ -24,7 +24,7 @@ import (
 // two equal. Bump both, and add the step from the old number to migrations(),
 // whenever a change to buckets, keys or value encodings would make an older
 // build misread the file.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // legacySchema is what a file holding data but no schema_version is taken to
 // be. Every raspi-mcp build has written the key in the same transaction that
@@ -64,9 +64,90 @@ type migration struct {
 // migrations is the production table, one step per version below
 // schemaVersion, in order. It is a function, not a package variable, so
 // nothing can change it at run time; tests pass their own steps to open.
-//
-// It is empty: the layout has not changed since version 1.
 func migrations() []migration {
+	return []migration{
+		{From: 1, Name: "samples-to-chunks", Apply: migrateSamplesToChunks},
+	}
+}
+
+// migrateSamplesToChunks is schema 1 to 2: each job's samples, one key per
+// sample (8-byte unix ms -> EncodeSample) in schema 1, become chunks
+// (chunk.go). The stored bytes of every sample are kept as they are, so a
+// sample that did not decode before still does not, and says so at its
+// time. A bucket's values that are chunks already (a file whose
+// schema_version was lost, taken for schema 1) are left alone, so the step
+// can run twice. A key that is not an 8-byte time, or a nested bucket where
+// samples belong, stops the migration with an error naming it: the file
+// then stays schema 1, untouched.
+func migrateSamplesToChunks(tx *bolt.Tx) error {
+	p := tx.Bucket([]byte(bucketSamples))
+	if p == nil {
+		return nil
+	}
+	var jobs [][]byte
+	err := p.ForEach(func(k, v []byte) error {
+		if v != nil {
+			return fmt.Errorf("samples: key %q is a value, not a job's bucket", k)
+		}
+		jobs = append(jobs, append([]byte(nil), k...))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, job := range jobs {
+		if err := chunkJob(p, job); err != nil {
+			return fmt.Errorf("samples of job %q: %w", job, err)
+		}
+	}
+	return nil
+}
+
+// chunkJob rewrites one job's bucket as chunks.
+func chunkJob(p *bolt.Bucket, job []byte) error {
+	b := p.Bucket(job)
+	var c chunkBuilder
+	var kept [][2][]byte // chunks already, copied out of the transaction's pages
+	converted := 0
+	cur := b.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		if v == nil {
+			return fmt.Errorf("key %x: nested bucket where a sample belongs", k)
+		}
+		ms, _, err := keyTime(k)
+		if err != nil {
+			return err
+		}
+		if len(v) > 0 && v[0] == chunkFormat {
+			kept = append(kept, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
+			continue
+		}
+		// Keys ascend, so no two share a millisecond and each is later.
+		c.add(rawSample{ms: ms, enc: v})
+		converted++
+	}
+	if converted == 0 {
+		return nil
+	}
+	c.finish()
+	if err := p.DeleteBucket(job); err != nil {
+		return err
+	}
+	nb, err := p.CreateBucket(job)
+	if err != nil {
+		return err
+	}
+	nb.FillPercent = sampleFillPercent
+	for i := range c.keys {
+		if err := nb.Put(c.keys[i], c.vals[i]); err != nil {
+			return err
+		}
+	}
+	for _, kv := range kept {
+		if err := nb.Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

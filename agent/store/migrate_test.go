@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"strconv"
@@ -17,14 +18,26 @@ const (
 	v1Samples = 30
 )
 
-// writeV1 makes a file as this (schema 1) build writes it: an audit trail,
-// one job's samples and a caller's meta key.
+// writeV1 makes a file as a schema 1 build wrote it: an audit trail, one
+// job's samples one key per sample (appendSamplesV1, the old code path) and
+// a caller's meta key.
 func writeV1(t *testing.T) string {
 	t.Helper()
 	path := testPath(t)
-	db := openAt(t, path)
+	db, err := open(path, Options{}, schema{version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	appendN(t, db, v1Records)
-	appendBatches(t, db, "job-a", 0, 3, v1Samples/3)
+	for b := range 3 {
+		batch := make([]Sample, v1Samples/3)
+		for j := range batch {
+			batch[j] = realisticSample(b*len(batch) + j)
+		}
+		if err := appendSamplesV1(db, "job-a", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := db.PutMeta("agent.version", []byte("1.0.0")); err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +45,43 @@ func writeV1(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// appendSamplesV1 is how schema 1 stored a batch, kept so tests can write
+// the files a migration meets: one key per sample, the 8-byte big-endian
+// unix millisecond, to EncodeSample, in one transaction.
+func appendSamplesV1(db *DB, job string, batch []Sample) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := writableJobSamples(tx, job)
+		if err != nil {
+			return err
+		}
+		for _, s := range batch {
+			if err := b.Put(millisKey(uint64(s.Time.UnixMilli())), EncodeSample(nil, s)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rawMeta reads a meta key straight from the file, whatever its schema.
+func rawMeta(t *testing.T, path, key string) string {
+	t.Helper()
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	var out string
+	err = bdb.View(func(tx *bolt.Tx) error {
+		out = string(tx.Bucket([]byte(bucketMeta)).Get([]byte(key)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // requireV1Data checks db still holds exactly what writeV1 wrote, the audit
@@ -44,8 +94,40 @@ func requireV1Data(t *testing.T, db *DB) {
 	if st, err := db.SampleStats("job-a"); err != nil || st.Count != v1Samples {
 		t.Errorf("SampleStats = %+v, %v; want %d samples", st, err, v1Samples)
 	}
+	var zero time.Time
+	wantIndexes(t, "samples", collect(t, db, "job-a", zero, zero, false), span(0, v1Samples)...)
 	if got, err := db.GetMeta("agent.version"); err != nil || string(got) != "1.0.0" {
 		t.Errorf("GetMeta(agent.version) = %q, %v", got, err)
+	}
+}
+
+// requireV1Backup checks a schema 1 file (a backup taken before migrating)
+// holds what writeV1 wrote, read the schema 1 way: samples one key each.
+func requireV1Backup(t *testing.T, db *DB) {
+	t.Helper()
+	if v := requireOK(t, db); v.Records != v1Records {
+		t.Errorf("audit in backup: %+v, want %d records", v, v1Records)
+	}
+	if got, err := db.GetMeta("agent.version"); err != nil || string(got) != "1.0.0" {
+		t.Errorf("GetMeta(agent.version) = %q, %v", got, err)
+	}
+	n := 0
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		return jobSamples(tx, "job-a").ForEach(func(k, v []byte) error {
+			s, err := DecodeSample(v)
+			if err != nil {
+				return err
+			}
+			s.Time = time.UnixMilli(int64(binary.BigEndian.Uint64(k))).UTC()
+			if d := sameSample(stored(realisticSample(n)), s); d != "" {
+				t.Errorf("backup sample %d: %s", n, d)
+			}
+			n++
+			return nil
+		})
+	})
+	if err != nil || n != v1Samples {
+		t.Errorf("backup: %d samples, %v; want %d one key each", n, err, v1Samples)
 	}
 }
 
@@ -96,12 +178,15 @@ func setSchemaRaw(t *testing.T, path string, v []byte) {
 }
 
 // countingStep is a 1 -> 2 step that records how often it ran and leaves a
-// mark (a bucket) it can be recognised by.
+// mark (a bucket) it can be recognised by. It also does the production 1 ->
+// 2 step, so the migrated file reads like this build's.
 func countingStep(runs *int) migration {
 	return migration{From: 1, Name: "add-mark", Apply: func(tx *bolt.Tx) error {
 		*runs++
-		_, err := tx.CreateBucket([]byte("mark"))
-		return err
+		if _, err := tx.CreateBucket([]byte("mark")); err != nil {
+			return err
+		}
+		return migrateSamplesToChunks(tx)
 	}}
 }
 
@@ -195,11 +280,11 @@ func TestMigrateV1ToV2(t *testing.T) {
 		t.Errorf("backup mode = %o, want 600", fi.Mode().Perm())
 	}
 	requireNoFile(t, bak+".tmp")
-	old, err := Open(bak, Options{ReadOnly: true})
+	old, err := open(bak, Options{ReadOnly: true}, schema{version: 1})
 	if err != nil {
 		t.Fatalf("open backup: %v", err)
 	}
-	requireV1Data(t, old)
+	requireV1Backup(t, old)
 	if got := metaString(t, old, metaSchema); got != "1" {
 		t.Errorf("backup schema_version = %q, want 1", got)
 	}
@@ -251,15 +336,16 @@ func TestMigrateFailingStepLeavesFileAlone(t *testing.T) {
 		}
 	}
 
+	if got := rawMeta(t, path, metaSchema); got != "1" {
+		t.Errorf("schema_version = %q after failed migration, want 1", got)
+	}
+	if got := rawMeta(t, path, metaMigratedFrom); got != "" {
+		t.Errorf("%s = %q after failed migration", metaMigratedFrom, got)
+	}
+	// Untouched: this build migrates it and finds everything.
 	db = openAt(t, path)
 	defer db.Close()
 	requireV1Data(t, db)
-	if got := metaString(t, db, metaSchema); got != "1" {
-		t.Errorf("schema_version = %q after failed migration, want 1", got)
-	}
-	if got := metaString(t, db, metaMigratedFrom); got != "" {
-		t.Errorf("%s = %q after failed migration", metaMigratedFrom, got)
-	}
 }
 
 func TestMigrateMissingStepTouchesNothing(t *testing.T) {
@@ -305,7 +391,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 		if !errors.Is(err, ErrNewerSchema) {
 			t.Errorf("Open(%+v) = %v, want ErrNewerSchema", o, err)
 		}
-		for _, want := range []string{"store: ", path, "schema 3", "schema 1", "newer raspi-mcp", "downgrade"} {
+		for _, want := range []string{"store: ", path, "schema 3", "schema " + SchemaVersion, "newer raspi-mcp", "downgrade"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Open(%+v) error %q lacks %q", o, err, want)
 			}
@@ -360,11 +446,18 @@ func TestUpToDateRunsNothing(t *testing.T) {
 	requireNoFile(t, path+".schema1.bak")
 
 	// The same for this build's own files.
-	path = writeV1(t)
+	path = testPath(t)
 	db := openAt(t, path)
+	appendN(t, db, 3)
+	appendBatches(t, db, "job-a", 0, 2, 12)
+	db.Close()
+	db = openAt(t, path)
 	defer db.Close()
-	requireV1Data(t, db)
+	if got := metaString(t, db, metaMigratedFrom); got != "" {
+		t.Errorf("%s = %q on a file never migrated", metaMigratedFrom, got)
+	}
 	requireNoFile(t, path+".schema1.bak")
+	requireNoFile(t, path+".schema2.bak")
 }
 
 func TestMissingSchemaKey(t *testing.T) {
@@ -378,8 +471,8 @@ func TestMissingSchemaKey(t *testing.T) {
 	}
 	requireV1Data(t, db)
 	db.Close()
-	requireNoFile(t, path+".schema1.bak")
 
+	// Taken for schema 1 again, the chunks already there are left alone.
 	setSchemaRaw(t, path, nil)
 	runs := 0
 	db, err := open(path, Options{}, schema{version: 2, steps: []migration{countingStep(&runs)}})

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,15 +11,15 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// Samples live in the "samples" bucket, one nested bucket per job id. Keys are
-// the sample time as 8-byte big-endian unix milliseconds, so bytewise key
-// order is time order and a range scan is a cursor seek; values are
-// EncodeSample's binary form, which leaves the time out because the key has it.
+// Samples live in the "samples" bucket, one nested bucket per job id, in
+// chunks (chunk.go): keys are the first sample's time as 8-byte big-endian
+// unix milliseconds, so bytewise key order is time order and a range scan is
+// a cursor seek; each value holds a run of samples in EncodeSample's binary
+// form, each but the first as a difference from the one before.
 //
 // A sampler appends in time order, so every write transaction sets the nested
 // bucket's FillPercent to 1.0 (bbolt does not persist it): leaf pages are then
-// split full instead of half full, roughly halving the file a week of history
-// takes (BenchmarkSamplesStats7Days reports the leaves 99% full).
+// split full instead of half full.
 
 // sampleFillPercent packs leaves full: keys only ever grow.
 const sampleFillPercent = 1.0
@@ -440,68 +439,208 @@ func writableJobSamples(tx *bolt.Tx, job string) (*bolt.Bucket, error) {
 }
 
 // AppendSamples writes a batch in ONE transaction (one fsync): the sampler
-// buffers and flushes every flush interval. A commit rewrites the last leaf,
-// its parents and the meta page whether it carries 1 sample or 12, so
-// batching divides the bytes written to the SD card per sample by roughly
-// the batch size (see BenchmarkAppendSamplesBatch12 against
-// BenchmarkAppendSamplesOnePerTx).
+// buffers and flushes every flush interval. The batch goes in as chunks (see
+// chunk.go), normally one, so a flush dirties the job's last leaf, its
+// parents and the meta page however many samples it carries; see
+// BenchmarkAppendSamplesBatch12 and BenchmarkFlushIntervalCurve for the
+// bytes this costs.
 //
 // Times are stored to the millisecond; a sample in the same millisecond as a
-// stored one replaces it. Zero and pre-1970 times are refused, and then
-// nothing of the batch is written. An empty batch writes nothing. When it
-// returns nil the whole batch is durable; on error none of it is.
+// stored one replaces it, and samples that fall inside stored chunks (a
+// clock stepped back) are merged into them, so scans stay in time order.
+// Zero and pre-1970 times are refused, and then nothing of the batch is
+// written. An empty batch writes nothing. When it returns nil the whole
+// batch is durable; on error none of it is.
 func (db *DB) AppendSamples(job string, batch []Sample) error {
+	_, err := db.appendSamples(job, batch, time.Time{})
+	return err
+}
+
+// AppendSamplesPruning is AppendSamples plus PruneSamples(job, before) in
+// the same commit: retention then costs the pages it changes rather than a
+// commit (and a meta page and fsync) of its own. It returns how many samples
+// retention deleted.
+func (db *DB) AppendSamplesPruning(job string, batch []Sample, before time.Time) (int, error) {
+	if before.IsZero() {
+		return 0, fmt.Errorf("store: append %d samples to job %q: zero retention bound", len(batch), job)
+	}
+	return db.appendSamples(job, batch, before)
+}
+
+func (db *DB) appendSamples(job string, batch []Sample, before time.Time) (int, error) {
 	if job == "" {
-		return fmt.Errorf("store: append %d samples: empty job id", len(batch))
+		return 0, fmt.Errorf("store: append %d samples: empty job id", len(batch))
 	}
-	if len(batch) == 0 {
-		return nil
+	if len(batch) == 0 && before.IsZero() {
+		return 0, nil
 	}
-	// Encode before taking the write lock, and into arenas that stay
-	// untouched until commit: bbolt keeps the key and value slices given
-	// to Put until then.
-	keys := make([]byte, 0, 8*len(batch))
-	vals := make([]byte, 0, 128*len(batch))
-	ends := make([]int, len(batch))
+	// Encode before taking the write lock, into an arena that stays
+	// untouched until commit: bbolt keeps the slices given to Put until then.
+	raw := make([]rawSample, len(batch))
+	arena := make([]byte, 0, 128*len(batch))
 	for i := range batch {
 		ms, err := sampleMillis(batch[i].Time)
 		if err != nil {
-			return fmt.Errorf("store: append %d samples to job %q: sample %d: %w", len(batch), job, i, err)
+			return 0, fmt.Errorf("store: append %d samples to job %q: sample %d: %w", len(batch), job, i, err)
 		}
-		keys = binary.BigEndian.AppendUint64(keys, uint64(ms))
-		vals = EncodeSample(vals, batch[i])
-		ends[i] = len(vals)
+		start := len(arena)
+		arena = EncodeSample(arena, batch[i])
+		raw[i] = rawSample{ms: uint64(ms), enc: arena[start:len(arena):len(arena)]}
 	}
+	raw = sortRaw(raw)
+	pruned := 0
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		if len(raw) == 0 && jobSamples(tx, job) == nil {
+			return errNoChange
+		}
 		b, err := writableJobSamples(tx, job)
 		if err != nil {
 			return err
 		}
-		start := 0
-		for i, end := range ends {
-			if err := b.Put(keys[8*i:8*i+8:8*i+8], vals[start:end:end]); err != nil {
-				return fmt.Errorf("sample %d: %w", i, err)
+		if len(raw) > 0 {
+			if err := putSamples(b, raw); err != nil {
+				return err
 			}
-			start = end
+		}
+		if !before.IsZero() {
+			if pruned, err = pruneChunks(b, boundMillis(before)); err != nil {
+				return err
+			}
+		}
+		if len(raw) == 0 && pruned == 0 {
+			return errNoChange
 		}
 		return nil
 	})
+	if errors.Is(err, errNoChange) {
+		return 0, nil
+	}
 	if err != nil {
-		return fmt.Errorf("store: append %d samples to job %q: %w", len(batch), job, err)
+		return 0, fmt.Errorf("store: append %d samples to job %q: %w", len(batch), job, err)
+	}
+	return pruned, nil
+}
+
+// putSamples stores sorted, unique samples as chunks. Stored chunks that
+// reach into the samples' time span are decoded, merged with them (the new
+// sample wins a shared millisecond) and replaced, which keeps chunks from
+// overlapping. Appending after the last stored sample, the normal case,
+// only reads the last chunk. The walk back stops at a chunk that does not
+// decode: new samples still get stored.
+func putSamples(b *bolt.Bucket, raw []rawSample) error {
+	first, last := raw[0].ms, raw[len(raw)-1].ms
+	c := b.Cursor()
+	k, v := c.Seek(millisKey(last + 1))
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	var old []rawSample
+	var del [][]byte
+	for ; k != nil; k, v = c.Prev() {
+		if v == nil {
+			return fmt.Errorf("key %x: nested bucket where a chunk belongs", k)
+		}
+		got, err := decodeChunk(nil, k, v)
+		if err != nil {
+			// A damaged chunk's span is unknown: leave it where it is
+			// (scans keep reporting it) rather than stop all appends.
+			break
+		}
+		if got[len(got)-1].ms < first {
+			break
+		}
+		old = append(got, old...)
+		del = append(del, append([]byte(nil), k...))
+	}
+	if len(old) > 0 {
+		raw = sortRaw(append(old, raw...))
+	}
+	for _, k := range del {
+		if err := b.Delete(k); err != nil {
+			return fmt.Errorf("key %x: %w", k, err)
+		}
+	}
+	keys, vals := buildChunks(raw)
+	for i := range keys {
+		if err := b.Put(keys[i], vals[i]); err != nil {
+			return fmt.Errorf("chunk at %s: %w", keyString(keys[i]), err)
+		}
 	}
 	return nil
+}
+
+// keyString is a chunk key as a time, for errors.
+func keyString(k []byte) string {
+	if _, t, err := keyTime(k); err == nil {
+		return t.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%x", k)
+}
+
+// pruneChunks deletes the samples before the unix millisecond hi. Wholly
+// older chunks are deleted; the one chunk reaching across hi is rewritten
+// without its older samples, so retention is exact to the sample, as scans
+// and counts expect, at the cost of one rewritten chunk.
+func pruneChunks(b *bolt.Bucket, hi uint64) (int, error) {
+	var del [][]byte
+	var keep []rawSample
+	n := 0
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		ms, _, err := keyTime(k)
+		if err != nil {
+			return 0, err
+		}
+		if ms >= hi {
+			break
+		}
+		if v == nil {
+			return 0, fmt.Errorf("key %x: nested bucket where a chunk belongs", k)
+		}
+		got, err := decodeChunk(nil, k, v)
+		if err != nil {
+			return 0, fmt.Errorf("chunk at %s: %w", keyString(k), err)
+		}
+		del = append(del, append([]byte(nil), k...))
+		for i, s := range got {
+			if s.ms >= hi {
+				keep = got[i:]
+				break
+			}
+			n++
+		}
+		if keep != nil {
+			break
+		}
+	}
+	for _, k := range del {
+		if err := b.Delete(k); err != nil {
+			return 0, fmt.Errorf("key %x: %w", k, err)
+		}
+	}
+	if len(keep) > 0 {
+		keys, vals := buildChunks(keep)
+		for i := range keys {
+			if err := b.Put(keys[i], vals[i]); err != nil {
+				return 0, fmt.Errorf("chunk at %s: %w", keyString(keys[i]), err)
+			}
+		}
+	}
+	return n, nil
 }
 
 // ScanSamples calls fn for samples of job with from <= t < until in time
 // order (zero until = open; zero from = from the first); fn returns false to
 // stop. A job without samples is not an error.
 //
-// fn runs inside a read transaction, one sample at a time, so a week of
-// history never sits in memory at once on a 512 MB Pi. fn must not write to
-// this DB (a write that grows the file waits for the read transaction to end:
-// deadlock) and should be quick, since pages freed meanwhile cannot be reused.
-// A stored value that does not decode stops the scan with an error naming its
-// time.
+// fn runs inside a read transaction, one sample at a time (a chunk, at most
+// a few dozen samples, is decoded at once), so a week of history never sits
+// in memory at once on a 512 MB Pi. fn must not write to this DB (a write
+// that grows the file waits for the read transaction to end: deadlock) and
+// should be quick, since pages freed meanwhile cannot be reused. A stored
+// value that does not decode stops the scan with an error naming its time.
 func (db *DB) ScanSamples(job string, from, until time.Time, fn func(Sample) bool) error {
 	return db.scanSamples(job, from, until, false, fn)
 }
@@ -526,35 +665,57 @@ func (db *DB) scanSamples(job string, from, until time.Time, desc bool, fn func(
 		var k, v []byte
 		switch {
 		case !desc:
+			// The chunk holding lo starts at or before it.
 			k, v = c.Seek(millisKey(lo))
+			if k == nil {
+				k, v = c.Last()
+			} else if binary.BigEndian.Uint64(k) > lo {
+				if pk, pv := c.Prev(); pk != nil {
+					k, v = pk, pv
+				} else {
+					k, v = c.First()
+				}
+			}
 		case open:
 			k, v = c.Last()
 		default:
-			// The first key at or past until, then one back.
+			// The last chunk starting before until.
 			if k, _ = c.Seek(millisKey(hi)); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()
 			}
 		}
+		var chunk []rawSample
+		var arena []byte
 		for ; k != nil; k, v = step(c, desc) {
-			ms, t, err := keyTime(k)
-			if err != nil {
-				return err
-			}
-			if desc && ms < lo || !desc && !open && ms >= hi {
-				return nil
-			}
 			if v == nil {
-				return fmt.Errorf("sample at %s: nested bucket where a value belongs", t.Format(time.RFC3339Nano))
+				return fmt.Errorf("chunk at %s: nested bucket where a value belongs", keyString(k))
 			}
-			s, err := dec.decode(v)
-			if err != nil {
-				return fmt.Errorf("sample at %s: %w", t.Format(time.RFC3339Nano), err)
+			var err error
+			if chunk, arena, err = decodeChunkInto(chunk[:0], arena[:0], k, v); err != nil {
+				return fmt.Errorf("chunk at %s: %w", keyString(k), err)
 			}
-			s.Time = t
-			if !fn(s) {
-				return nil
+			for i := range chunk {
+				r := chunk[i]
+				if desc {
+					r = chunk[len(chunk)-1-i]
+				}
+				if desc && r.ms < lo || !desc && !open && r.ms >= hi {
+					return nil
+				}
+				if !desc && r.ms < lo || desc && !open && r.ms >= hi {
+					continue
+				}
+				t := time.UnixMilli(int64(r.ms)).UTC()
+				s, err := dec.decode(r.enc)
+				if err != nil {
+					return fmt.Errorf("sample at %s: %w", t.Format(time.RFC3339Nano), err)
+				}
+				s.Time = t
+				if !fn(s) {
+					return nil
+				}
 			}
 		}
 		return nil
@@ -574,40 +735,26 @@ func step(c *bolt.Cursor, desc bool) ([]byte, []byte) {
 
 // PruneSamples deletes samples of job older than before (t < before) and
 // returns how many. It is retention: run it every so often rather than per
-// flush, since its cost is a commit plus the leaves it empties, however few
-// samples go. A job without samples is not an error.
+// flush, or better as part of a flush (AppendSamplesPruning), since on its
+// own it costs a commit plus the leaves it changes, however few samples go.
+// A job without samples is not an error.
 func (db *DB) PruneSamples(job string, before time.Time) (int, error) {
-	hi := millisKey(boundMillis(before))
+	hi := boundMillis(before)
 	n := 0
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		p, err := writableBucket(tx, bucketSamples)
+		if jobSamples(tx, job) == nil {
+			return errNoChange
+		}
+		b, err := writableJobSamples(tx, job)
 		if err != nil {
 			return err
 		}
-		b := p.Bucket([]byte(job))
-		if b == nil {
+		if n, err = pruneChunks(b, hi); err != nil {
+			return err
+		}
+		if n == 0 {
 			return errNoChange
 		}
-		b.FillPercent = sampleFillPercent
-		// Collect first, then delete: deleting under a live cursor can
-		// skip keys. One flat arena keeps a week's keys at 8 bytes each.
-		var del []byte
-		c := b.Cursor()
-		for k, _ := c.First(); k != nil && bytes.Compare(k, hi) < 0; k, _ = c.Next() {
-			if len(k) != 8 {
-				return fmt.Errorf("key %x is not an 8-byte time", k)
-			}
-			del = append(del, k...)
-		}
-		if len(del) == 0 {
-			return errNoChange
-		}
-		for i := 0; i < len(del); i += 8 {
-			if err := b.Delete(del[i : i+8]); err != nil {
-				return fmt.Errorf("key %x: %w", del[i:i+8], err)
-			}
-		}
-		n = len(del) / 8
 		return nil
 	})
 	if errors.Is(err, errNoChange) {
@@ -653,9 +800,9 @@ type SampleStats struct {
 	First, Last time.Time
 }
 
-// SampleStats counts a job's samples from bbolt's bucket statistics (KeyN),
-// which read every page header of the bucket but no values, and takes First
-// and Last from the cursor ends. A job without samples gives Count 0.
+// SampleStats adds up the counts at the head of each of the job's chunks (a
+// few hundred a week, no sample decoded), takes First from the first key and
+// Last from the last chunk. A job without samples gives Count 0.
 func (db *DB) SampleStats(job string) (SampleStats, error) {
 	st := SampleStats{Job: job}
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -668,15 +815,24 @@ func (db *DB) SampleStats(job string) (SampleStats, error) {
 		if first == nil {
 			return nil
 		}
-		last, _ := c.Last()
-		var err error
+		lastK, lastV := c.Last()
+		got, err := decodeChunk(nil, lastK, lastV)
+		if err != nil {
+			return fmt.Errorf("chunk at %s: %w", keyString(lastK), err)
+		}
+		var n int
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			m, err := chunkCount(v)
+			if err != nil {
+				return fmt.Errorf("chunk at %s: %w", keyString(k), err)
+			}
+			n += m
+		}
 		if _, st.First, err = keyTime(first); err != nil {
 			return err
 		}
-		if _, st.Last, err = keyTime(last); err != nil {
-			return err
-		}
-		st.Count = b.Stats().KeyN
+		st.Last = time.UnixMilli(int64(got[len(got)-1].ms)).UTC()
+		st.Count = n
 		return nil
 	})
 	if err != nil {

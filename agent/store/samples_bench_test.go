@@ -293,3 +293,79 @@ func BenchmarkSamplesOpen7Days(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlushIntervalCurve is the SD-card cost of sampling every 5 s as a
+// function of the flush interval, measured the way the sampler writes: two
+// days of history already stored (48 h retention, so retention has work;
+// pages freed by it to reuse), then, per iteration, six hours of flushes,
+// each one durable commit of the interval's samples, retention riding along
+// in the first flush of every hour (AppendSamplesPruning). disk_MB/day is
+// write_bytes (pages dirtied, what reaches the card) scaled to a day,
+// wchar_MB/day the bytes passed to pwrite, disk_B/flush and wchar_B/flush
+// the same per flush. -benchtime 1x is enough.
+func BenchmarkFlushIntervalCurve(b *testing.B) {
+	for _, every := range []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute,
+		10 * time.Minute, 15 * time.Minute, 30 * time.Minute, 45 * time.Minute, time.Hour} {
+		b.Run(every.String(), func(b *testing.B) { flushCurvePoint(b, every) })
+	}
+}
+
+func flushCurvePoint(b *testing.B, every time.Duration) {
+	const (
+		history   = 2 * samplesPerDay
+		span      = 6 * time.Hour
+		retention = 48 * time.Hour
+	)
+	db := openTest(b)
+	db.bolt.NoSync = true
+	// Six hours more than retention keeps, pruned before measuring: a
+	// device in its steady state reuses the pages retention frees instead
+	// of growing the file (which costs the filesystem block allocations).
+	extra := int(span / sampleStep)
+	appendBatches(b, db, "job-a", 0, (history+extra)/12, 12)
+	if _, err := db.PruneSamples("job-a", at(extra)); err != nil {
+		b.Fatal(err)
+	}
+	db.bolt.NoSync = false
+	if err := db.bolt.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	per := int(every / sampleStep)
+	flushes := int(span / every)
+	next := history + extra
+	batch := make([]Sample, per)
+	lastPrune := time.Time{}
+	io := startIO()
+	b.ResetTimer()
+	for range b.N {
+		for range flushes {
+			for j := range batch {
+				batch[j] = realisticSample(next)
+				next++
+			}
+			now := batch[per-1].Time
+			var err error
+			if now.Sub(lastPrune) >= time.Hour {
+				_, err = db.AppendSamplesPruning("job-a", batch, now.Add(-retention))
+				lastPrune = now
+			} else {
+				err = db.AppendSamples("job-a", batch)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	d, dok := procIO("write_bytes")
+	w, wok := procIO("wchar")
+	if !dok || !wok {
+		b.Skip("no /proc/self/io")
+	}
+	scale := float64(24*time.Hour) / float64(span) / float64(b.N)
+	n := float64(flushes * b.N)
+	b.ReportMetric(float64(d-io.disk0)*scale/1e6, "disk_MB/day")
+	b.ReportMetric(float64(w-io.wchar0)*scale/1e6, "wchar_MB/day")
+	b.ReportMetric(float64(d-io.disk0)/n, "disk_B/flush")
+	b.ReportMetric(float64(w-io.wchar0)/n, "wchar_B/flush")
+}

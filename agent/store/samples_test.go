@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -544,36 +545,62 @@ func TestAppendSamplesRefuses(t *testing.T) {
 func TestScanSamplesReportsUndecodable(t *testing.T) {
 	db := openTest(t)
 	appendBatches(t, db, "job-a", 0, 1, 3)
+	// A chunk in a format this build does not know, and a well-formed
+	// chunk whose second sample does not decode.
+	keys, vals := buildChunks([]rawSample{
+		{ms: uint64(at(6).UnixMilli()), enc: EncodeSample(nil, realisticSample(6))},
+		{ms: uint64(at(7).UnixMilli()), enc: []byte{9, 9}},
+	})
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		return jobSamples(tx, "job-a").Put(millisKey(uint64(at(1).UnixMilli())), []byte{9, 9})
+		b := jobSamples(tx, "job-a")
+		if err := b.Put(millisKey(uint64(at(4).UnixMilli())), []byte{9, 9}); err != nil {
+			return err
+		}
+		return b.Put(keys[0], vals[0])
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	err = db.ScanSamples("job-a", time.Time{}, time.Time{}, func(Sample) bool { n++; return true })
-	if err == nil || n != 1 || !strings.Contains(err.Error(), at(1).Format(time.RFC3339Nano)) ||
-		!strings.Contains(err.Error(), `job "job-a"`) {
-		t.Fatalf("scan over a bad value: %d samples, err %v", n, err)
+	for _, tc := range []struct {
+		from   time.Time
+		n      int
+		at     time.Time
+		detail string
+	}{
+		{time.Time{}, 3, at(4), "unknown chunk format 9"},
+		{at(6), 1, at(7), "unknown format version 9"},
+	} {
+		n := 0
+		err = db.ScanSamples("job-a", tc.from, time.Time{}, func(Sample) bool { n++; return true })
+		if err == nil || n != tc.n || !strings.Contains(err.Error(), tc.at.Format(time.RFC3339Nano)) ||
+			!strings.Contains(err.Error(), `job "job-a"`) || !strings.Contains(err.Error(), tc.detail) {
+			t.Errorf("scan from %v over a bad value: %d samples, err %v; want %d and %q at %v", tc.from, n, err, tc.n, tc.detail, tc.at)
+		}
 	}
 }
 
-// TestSamplesPagesPackedFull checks the point of FillPercent 1.0: appended
-// samples fill their leaf pages instead of leaving them half empty.
+// TestSamplesPagesPackedFull checks the point of FillPercent 1.0 and of
+// small chunks: appended chunks fill their leaf pages instead of leaving
+// them half empty (bbolt leaves two keys on the page it splits off, so
+// leaves of eight chunks end about 6/8 full; one-minute batches of 12 make
+// three chunks each).
 func TestSamplesPagesPackedFull(t *testing.T) {
 	db := openTest(t)
 	appendBatches(t, db, "job-a", 0, 200, 12)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		st := jobSamples(tx, "job-a").Stats()
 		fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
-		t.Logf("%d samples in %d leaves, %.0f%% full", st.KeyN, st.LeafPageN, 100*fill)
-		if st.KeyN != 2400 || fill < 0.9 {
-			t.Errorf("%d keys, leaves %.0f%% full; want 2400 keys, >= 90%%", st.KeyN, 100*fill)
+		t.Logf("%d chunks in %d leaves, %.0f%% full", st.KeyN, st.LeafPageN, 100*fill)
+		if st.KeyN > 600 || fill < 0.75 {
+			t.Errorf("%d chunks, leaves %.0f%% full; want at most 600 chunks, >= 75%%", st.KeyN, 100*fill)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st, err := db.SampleStats("job-a"); err != nil || st.Count != 2400 {
+		t.Fatalf("SampleStats = %+v, %v; want 2400 samples", st, err)
 	}
 }
 
@@ -730,24 +757,52 @@ func TestSamplesSurviveClose(t *testing.T) {
 }
 
 // TestSampleBucketLayout pins the on-disk layout other tools may read:
-// samples/<job>/<8-byte big-endian unix ms> -> EncodeSample.
+// samples/<job>/<8-byte big-endian unix ms of the first sample> -> chunk:
+// format 2, count, then per sample a time delta (not for the first) and
+// either len<<1 and EncodeSample, or len<<1|1, a change mask and the
+// changed bytes XORed with the previous sample's.
 func TestSampleBucketLayout(t *testing.T) {
 	db := openTest(t)
-	s := realisticSample(3)
-	if err := db.AppendSamples("job-x", []Sample{s}); err != nil {
+	s0, s1 := realisticSample(3), realisticSample(3)
+	s1.Time = s0.Time.Add(5 * time.Second)
+	s1.TempC++
+	if err := db.AppendSamples("job-x", []Sample{s1, s0}); err != nil {
 		t.Fatal(err)
 	}
+	e0, e1 := EncodeSample(nil, s0), EncodeSample(nil, s1)
+	if len(e0) != len(e1) {
+		t.Fatalf("test needs same-length samples: %d, %d", len(e0), len(e1))
+	}
+	wantV := binary.AppendUvarint([]byte{chunkFormat, 2}, uint64(len(e0))<<1)
+	wantV = append(wantV, e0...)
+	wantV = binary.AppendUvarint(wantV, 5000)
+	wantV = binary.AppendUvarint(wantV, uint64(len(e1))<<1|1)
+	mask := make([]byte, (len(e0)+7)/8)
+	var diff []byte
+	for i := range e0 {
+		if x := e0[i] ^ e1[i]; x != 0 {
+			mask[i/8] |= 1 << (i % 8)
+			diff = append(diff, x)
+		}
+	}
+	if len(diff) == 0 || len(diff) > 4 {
+		t.Fatalf("%d bytes differ, want 1..4 (one float)", len(diff))
+	}
+	wantV = append(append(wantV, mask...), diff...)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("samples")).Bucket([]byte("job-x"))
 		k, v := b.Cursor().First()
 		wantK := []byte{0, 0, 0, 0, 0, 0, 0, 0}
-		ms := s.Time.UnixMilli()
+		ms := s0.Time.UnixMilli()
 		for i := 7; i >= 0; i-- {
 			wantK[i] = byte(ms)
 			ms >>= 8
 		}
-		if !bytes.Equal(k, wantK) || !bytes.Equal(v, EncodeSample(nil, s)) {
-			t.Errorf("stored %x -> %x, want %x -> %x", k, v, wantK, EncodeSample(nil, s))
+		if !bytes.Equal(k, wantK) || !bytes.Equal(v, wantV) {
+			t.Errorf("stored %x -> %x, want %x -> %x", k, v, wantK, wantV)
+		}
+		if n := b.Stats().KeyN; n != 1 {
+			t.Errorf("%d keys, want 1 chunk", n)
 		}
 		return nil
 	})

@@ -49,7 +49,7 @@ const (
 
 // SchemaVersion is written to meta "schema_version" when a file is created, so
 // a later release can tell which layout it is reading.
-const SchemaVersion = "1"
+const SchemaVersion = "2"
 
 // DefaultMaxSize caps the file unless Options.MaxSize says otherwise. Audit
 // records are ~0.5 KB, so this is hundreds of thousands of records, far past
@@ -78,11 +78,12 @@ type Options struct {
 
 // DB is an open store file. All methods are safe for concurrent use: bbolt
 // allows many readers and serializes writers, and DB itself holds no mutable
-// state.
+// state but the queue of audit appends waiting to be committed together.
 type DB struct {
 	bolt     *bolt.DB
 	path     string
 	readOnly bool
+	audit    auditGroup
 }
 
 // Open opens (or, unless o.ReadOnly, creates) the store at path. A new file's
