@@ -105,6 +105,9 @@ bench:
 	$(GO) test -run XXX -bench ColdStart -benchtime 5x ./e2e
 	$(GO) test -run XXX -bench ProxiedCall -benchtime 300x ./e2e
 	$(GO) test -run XXX -bench DiskWritesPerDay -benchtime 1x -timeout 10m ./e2e
+	$(GO) test -run XXX -bench FlushIntervalCurve -benchtime 1x ./agent/store
+	$(GO) test -run XXX -bench AuditedCallWrites -benchtime 300x ./e2e
+	$(GO) test -run XXX -bench ElicitedCallOverStdio -benchtime 200x ./agent
 
 # Every Go fuzz target (found by .ci/fuzz, not listed here) for FUZZTIME
 # each; prints the executions per target. A crasher is left in the
