@@ -203,7 +203,12 @@ func fieldString(raw []byte) (string, bool) {
 	case 'n':
 		return "", false
 	}
-	return string(raw), true // a bare number: not produced by journalctl, but harmless
+	// A bare number is not what journalctl prints, but harmless as text;
+	// anything else bare is not JSON and the field is taken as absent.
+	if json.Valid(raw) {
+		return string(raw), true
+	}
+	return "", false
 }
 
 // arrayString decodes either a byte array ([104,105]) or a multi-valued
