@@ -2,7 +2,6 @@ package procs
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,8 +9,9 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/statefile"
 )
 
 // Sim is the process table of the simulated board (laptop mode, demos,
@@ -33,7 +33,7 @@ import (
 // user (raspi-mcp) may read only its own processes' exe, cwd, environ,
 // fd/, io and smaps; the others are permission denied.
 type Sim struct {
-	path    string
+	file    statefile.File
 	now     func() time.Time
 	systemd SimSystemd // nil: the table's services run whatever systemd says
 }
@@ -108,31 +108,28 @@ type simFD struct {
 // (booted an hour ago) when it is missing or empty. A file that no longer
 // parses is reported, not overwritten.
 func NewSim(path string, o SimOptions) (*Sim, error) {
-	s := &Sim{path: path, now: o.Now, systemd: o.Systemd}
+	s := &Sim{file: statefile.File{Path: path, What: "procs: sim"}, now: o.Now, systemd: o.Systemd}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+	readOnly, err := s.file.Create(func(f *os.File) error {
+		info, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("procs: sim: %w", err)
+		}
+		if info.Size() == 0 {
+			return s.write(f, seedProcs(s.now(), o))
+		}
+		_, err = s.decode(f)
+		return err
+	})
+	if readOnly {
 		return s, s.view(func(*simState) error { return nil })
 	}
 	if err != nil {
-		return nil, fmt.Errorf("procs: sim: open %s: %w", path, err)
+		return nil, err
 	}
-	defer f.Close()
-	if err := lockFile(f, true); err != nil {
-		return nil, fmt.Errorf("procs: sim: lock %s: %w", path, err)
-	}
-	defer unlockFile(f)
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("procs: sim: %w", err)
-	}
-	if info.Size() == 0 {
-		return s, s.write(f, seedProcs(s.now(), o))
-	}
-	_, err = s.decode(f)
-	return s, err
+	return s, nil
 }
 
 // BootTime is the simulated board's boot: system uptime is measured from it.
@@ -262,59 +259,45 @@ func (p *simProc) ticks(up float64) float64 {
 
 // view runs fn on the state under a shared lock.
 func (s *Sim) view(fn func(st *simState) error) error {
-	f, err := os.Open(s.path)
-	if err != nil {
-		return fmt.Errorf("procs: sim: %w", err)
-	}
-	defer f.Close()
-	if err := lockFile(f, false); err != nil {
-		return fmt.Errorf("procs: sim: lock %s: %w", s.path, err)
-	}
-	defer unlockFile(f)
-	st, err := s.decode(f)
-	if err != nil {
-		return err
-	}
-	return fn(st)
+	return s.file.View(func(f *os.File) error {
+		st, err := s.decode(f)
+		if err != nil {
+			return err
+		}
+		return fn(st)
+	})
 }
 
 // update runs fn under an exclusive lock and writes the state back if fn
 // succeeded; an error from fn changes nothing.
 func (s *Sim) update(fn func(st *simState) error) error {
-	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("procs: sim: %w", err)
-	}
-	defer f.Close()
-	if err := lockFile(f, true); err != nil {
-		return fmt.Errorf("procs: sim: lock %s: %w", s.path, err)
-	}
-	defer unlockFile(f)
-	st, err := s.decode(f)
-	if err != nil {
-		return err
-	}
-	if err := fn(st); err != nil {
-		return err
-	}
-	return s.write(f, st)
+	return s.file.Update(func(f *os.File) error {
+		st, err := s.decode(f)
+		if err != nil {
+			return err
+		}
+		if err := fn(st); err != nil {
+			return err
+		}
+		return s.write(f, st)
+	})
 }
 
 func (s *Sim) decode(f *os.File) (*simState, error) {
 	body, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fmt.Errorf("procs: sim: read %s: %w", s.path, err)
+		return nil, fmt.Errorf("procs: sim: read %s: %w", s.file.Path, err)
 	}
 	var st simState
 	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("procs: sim: %s is not a sim process table (remove it to start from the seeded board): %w", s.path, err)
+		return nil, fmt.Errorf("procs: sim: %s is not a sim process table (remove it to start from the seeded board): %w", s.file.Path, err)
 	}
 	if st.CPUs <= 0 || st.MemTotal == 0 || st.Boot <= 0 {
-		return nil, fmt.Errorf("procs: sim: %s: cpus, mem_total and boot must be positive", s.path)
+		return nil, fmt.Errorf("procs: sim: %s: cpus, mem_total and boot must be positive", s.file.Path)
 	}
 	for _, p := range st.Procs {
 		if p == nil || p.PID <= 0 || math.IsNaN(p.Rate) || p.Rate < 0 {
-			return nil, fmt.Errorf("procs: sim: %s: a process without a positive pid or with a negative rate", s.path)
+			return nil, fmt.Errorf("procs: sim: %s: a process without a positive pid or with a negative rate", s.file.Path)
 		}
 	}
 	slices.SortFunc(st.Procs, func(a, b *simProc) int { return a.PID - b.PID })
@@ -330,10 +313,10 @@ func (s *Sim) write(f *os.File, st *simState) error {
 	}
 	body = append(body, '\n')
 	if _, err := f.WriteAt(body, 0); err != nil {
-		return fmt.Errorf("procs: sim: write %s: %w", s.path, err)
+		return fmt.Errorf("procs: sim: write %s: %w", s.file.Path, err)
 	}
 	if err := f.Truncate(int64(len(body))); err != nil {
-		return fmt.Errorf("procs: sim: write %s: %w", s.path, err)
+		return fmt.Errorf("procs: sim: write %s: %w", s.file.Path, err)
 	}
 	return nil
 }

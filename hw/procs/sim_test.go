@@ -186,7 +186,7 @@ func TestSimSignals(t *testing.T) {
 		t.Error("IsSelf does not single out raspi-mcp")
 	}
 	// A second Sim on the same file (the other process) sees the change.
-	s2, err := NewSim(s.path, SimOptions{Now: clk.now})
+	s2, err := NewSim(s.file.Path, SimOptions{Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
+	"github.com/raspi-mcp/raspi-mcp/internal/statefile"
 )
 
 // simJournalMax is how many journal entries the state file keeps; older
@@ -41,7 +39,7 @@ const simJournalMax = 1000
 // start with systemd's exit status for the problem (200/CHDIR, 203/EXEC,
 // 217/USER, ...); every change writes systemd's journal lines.
 type Sim struct {
-	path string
+	file statefile.File
 	now  func() time.Time
 }
 
@@ -83,29 +81,25 @@ type simEntry struct {
 // read the file (the agent, when the helper owns it) gets a Sim whose
 // changes fail.
 func NewSim(path string) (*Sim, error) {
-	s := &Sim{path: path, now: time.Now}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+	s := &Sim{file: statefile.File{Path: path, What: "units: sim"}, now: time.Now}
+	readOnly, err := s.file.Create(func(f *os.File) error {
+		info, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("units: sim: %w", err)
+		}
+		if info.Size() == 0 {
+			return s.write(f, seedState(s.now()))
+		}
+		_, err = s.decode(f)
+		return err
+	})
+	if readOnly {
 		return s, s.view(func(*simState) error { return nil })
 	}
 	if err != nil {
-		return nil, fmt.Errorf("units: sim: open %s: %w", path, err)
+		return nil, err
 	}
-	defer f.Close()
-	if err := lockFile(f, true); err != nil {
-		return nil, fmt.Errorf("units: sim: lock %s: %w", path, err)
-	}
-	defer unlockFile(f)
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("units: sim: %w", err)
-	}
-	if info.Size() == 0 {
-		st := seedState(s.now())
-		return s, s.write(f, st)
-	}
-	_, err = s.decode(f)
-	return s, err
+	return s, nil
 }
 
 // Journal returns the sim units' journal as a journal.Reader; entries are
@@ -138,20 +132,13 @@ func (j simJournal) Query(ctx context.Context, q journal.Query) (journal.Result,
 
 // view runs fn on the state under a shared lock.
 func (s *Sim) view(fn func(st *simState) error) error {
-	f, err := os.Open(s.path)
-	if err != nil {
-		return fmt.Errorf("units: sim: %w", err)
-	}
-	defer f.Close()
-	if err := lockFile(f, false); err != nil {
-		return fmt.Errorf("units: sim: lock %s: %w", s.path, err)
-	}
-	defer unlockFile(f)
-	st, err := s.decode(f)
-	if err != nil {
-		return err
-	}
-	return fn(st)
+	return s.file.View(func(f *os.File) error {
+		st, err := s.decode(f)
+		if err != nil {
+			return err
+		}
+		return fn(st)
+	})
 }
 
 // update runs fn on the state under an exclusive lock and writes the
@@ -159,33 +146,26 @@ func (s *Sim) view(fn func(st *simState) error) error {
 // reports it as the job result, with the states and journal lines it
 // left; fn returns errors only for requests that change nothing.)
 func (s *Sim) update(fn func(st *simState) error) error {
-	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("units: sim: %w", err)
-	}
-	defer f.Close()
-	if err := lockFile(f, true); err != nil {
-		return fmt.Errorf("units: sim: lock %s: %w", s.path, err)
-	}
-	defer unlockFile(f)
-	st, err := s.decode(f)
-	if err != nil {
-		return err
-	}
-	if err := fn(st); err != nil {
-		return err
-	}
-	return s.write(f, st)
+	return s.file.Update(func(f *os.File) error {
+		st, err := s.decode(f)
+		if err != nil {
+			return err
+		}
+		if err := fn(st); err != nil {
+			return err
+		}
+		return s.write(f, st)
+	})
 }
 
 func (s *Sim) decode(f *os.File) (*simState, error) {
 	body, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fmt.Errorf("units: sim: read %s: %w", s.path, err)
+		return nil, fmt.Errorf("units: sim: read %s: %w", s.file.Path, err)
 	}
 	var st simState
 	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("units: sim: %s is not a sim state file (remove it to start from the seeded board): %w", s.path, err)
+		return nil, fmt.Errorf("units: sim: %s is not a sim state file (remove it to start from the seeded board): %w", s.file.Path, err)
 	}
 	if st.Units == nil {
 		st.Units = map[string]*simUnit{}
@@ -204,10 +184,10 @@ func (s *Sim) write(f *os.File, st *simState) error {
 		return fmt.Errorf("units: sim: encode: %w", err)
 	}
 	if _, err := f.WriteAt(body, 0); err != nil {
-		return fmt.Errorf("units: sim: write %s: %w", s.path, err)
+		return fmt.Errorf("units: sim: write %s: %w", s.file.Path, err)
 	}
 	if err := f.Truncate(int64(len(body))); err != nil {
-		return fmt.Errorf("units: sim: write %s: %w", s.path, err)
+		return fmt.Errorf("units: sim: write %s: %w", s.file.Path, err)
 	}
 	return nil
 }

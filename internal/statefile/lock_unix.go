@@ -1,14 +1,15 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package procs
+package statefile
 
 import (
 	"os"
 	"syscall"
 )
 
-// lockFile takes an flock on f, exclusive or shared, waiting for it: the
-// simulated table is shared by the agent and the helper processes.
+// lockFile takes an flock on f, exclusive or shared, waiting for it. flock
+// locks belong to the open file description, so two users in one process
+// exclude each other just as two processes do.
 func lockFile(f *os.File, exclusive bool) error {
 	how := syscall.LOCK_SH
 	if exclusive {
