@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,42 +11,10 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 )
 
 // The two protocol eras the person can be asked in.
 var eras = []string{"2025-11-25", "2026-07-28"}
-
-// serveMany starts the agent once and returns a dialer for many clients,
-// each with its own options and protocol version.
-func (r *rig) serveMany() func(opts *mcp.ClientOptions, version string) *mcp.ClientSession {
-	r.t.Helper()
-	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.a.Serve(ctx, ln); close(done) }()
-	r.t.Cleanup(func() { cancel(); <-done })
-	return func(opts *mcp.ClientOptions, version string) *mcp.ClientSession {
-		r.t.Helper()
-		conn, err := net.Dial("unix", r.cfg.Agent.Socket)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
-		s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		if got := s.InitializeResult().ProtocolVersion; got != version {
-			r.t.Fatalf("negotiated %s, want %s", got, version)
-		}
-		r.t.Cleanup(func() { s.Close() })
-		return s
-	}
-}
 
 // person is a scripted person at the client.
 func person(action string, content map[string]any) *mcp.ClientOptions {

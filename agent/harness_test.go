@@ -343,6 +343,12 @@ func (r *rig) serve() *mcp.ClientSession { return r.serveWith(nil) }
 
 // serveWith is serve with the client's options (notification handlers).
 func (r *rig) serveWith(opts *mcp.ClientOptions) *mcp.ClientSession {
+	return r.serveMany()(opts, "")
+}
+
+// serveMany starts the agent once and returns a dialer for many clients,
+// each with its own options and protocol version ("" lets the client choose).
+func (r *rig) serveMany() func(opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	r.t.Helper()
 	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
 	if err != nil {
@@ -351,17 +357,28 @@ func (r *rig) serveWith(opts *mcp.ClientOptions) *mcp.ClientSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.a.Serve(ctx, ln); close(done) }()
-	conn, err := net.Dial("unix", r.cfg.Agent.Socket)
-	if err != nil {
-		r.t.Fatal(err)
+	r.t.Cleanup(func() { cancel(); <-done })
+	return func(opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+		r.t.Helper()
+		conn, err := net.Dial("unix", r.cfg.Agent.Socket)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
+		var so *mcp.ClientSessionOptions
+		if version != "" {
+			so = &mcp.ClientSessionOptions{ProtocolVersion: version}
+		}
+		s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, so)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if got := s.InitializeResult().ProtocolVersion; version != "" && got != version {
+			r.t.Fatalf("negotiated %s, want %s", got, version)
+		}
+		r.t.Cleanup(func() { s.Close() })
+		return s
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
-	s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() { s.Close(); cancel(); <-done })
-	return s
 }
 
 // hangGuard is how long a test waits for something that must happen before

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 )
 
 // hang guards only: no verdict depends on how long anything takes.
@@ -34,31 +32,6 @@ func readText(t *testing.T, s *mcp.ClientSession, uri string) string {
 	return res.Contents[0].Text
 }
 
-// serveEra is rig.serveWith speaking one protocol version: the
-// 2025-11-25 era subscribes with resources/subscribe, the 2026-07-28 era
-// with a subscriptions/listen stream.
-func serveEra(r *rig, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
-	r.t.Helper()
-	ln, err := unixsock.Listen(r.cfg.Agent.Socket, 0o660, -1, -1)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.a.Serve(ctx, ln); close(done) }()
-	conn, err := net.Dial("unix", r.cfg.Agent.Socket)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
-	s, err := c.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() { s.Close(); cancel(); <-done })
-	return s
-}
-
 func TestResourcesListReadSubscribe(t *testing.T) {
 	for _, era := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(era, func(t *testing.T) { testResources(t, era) })
@@ -69,7 +42,7 @@ func testResources(t *testing.T, era string) {
 	r := newSimRig(t, nil)
 	r.a.updates.every, r.a.updates.gap = 20*time.Millisecond, 0
 	updated := make(chan string, 100)
-	s := serveEra(r, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	s := r.serveMany()(&mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 		updated <- req.Params.URI
 	}}, era)
 	ctx := context.Background()
@@ -235,7 +208,7 @@ func TestResourceRefusedLikeItsTool(t *testing.T) {
 	}
 	// A switched-off domain refuses the subscription the same way.
 	r2 := newSimRig(t, func(c *config.Config) { c.Metrics.Enabled = false })
-	s2 := serveEra(r2, nil, "2025-11-25")
+	s2 := r2.serveMany()(nil, "2025-11-25")
 	if te := resErr(t, s2.Subscribe(ctx, &mcp.SubscribeParams{URI: "raspi://metrics/cpu_percent"})); te.Code != CodePermissionDenied {
 		t.Errorf("subscription with metrics off: %+v", te)
 	}
