@@ -39,16 +39,41 @@ type Config struct {
 	System  System  `toml:"system"`
 	Metrics Metrics `toml:"metrics"`
 	Logs    Logs    `toml:"logs"`
-	Manage  Domain  `toml:"manage"`
+	Manage  Manage  `toml:"manage"`
 	Network Domain  `toml:"network"`
 	Service Service `toml:"service"`
 	Process Process `toml:"process"`
 	GPIO    GPIO    `toml:"gpio"`
 	I2C     I2C     `toml:"i2c"`
 	Camera  Camera  `toml:"camera"`
+	// HTTP is the Streamable HTTP endpoint for the LAN (and /metrics for
+	// Prometheus); off until listen is set.
+	HTTP HTTP `toml:"http"`
 	// Upstreams are other MCP servers of the LAN mounted as extra namespaces
 	// ([[upstream]], see upstream.go); none by default.
 	Upstreams []Upstream `toml:"upstream"`
+}
+
+// Manage is the manage namespace: the server's status, its jobs, and the
+// updates of the OS and of raspi-mcp itself, which are off until the owner
+// turns them on.
+type Manage struct {
+	Enabled bool `toml:"enabled"`
+	// Updates lets manage_preview_os_updates refresh the package lists and
+	// the apply and self-update tools change installed packages.
+	Updates bool `toml:"updates"`
+}
+
+// HTTP is the Streamable HTTP endpoint. Who may call it is decided by the
+// bearer tokens in Tokens (created with "raspi-mcp token create" on the
+// device, never over MCP).
+type HTTP struct {
+	// Listen is host:port; "" = no HTTP endpoint (unless systemd hands the
+	// agent a socket, raspi-mcp-http.socket).
+	Listen string `toml:"listen"`
+	// Tokens is the file of bearer tokens (names, roles, expiry and the
+	// secrets' hashes only).
+	Tokens string `toml:"tokens"`
 }
 
 // Camera is the camera namespace: off until the owner turns it on, since a
@@ -256,6 +281,7 @@ func Default() Config {
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
+		HTTP:   HTTP{Tokens: "/etc/raspi-mcp/tokens.toml"},
 		Guard:  Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second)},
 		System: System{MinPowerInterval: Duration(10 * time.Minute)},
 		GPIO:   GPIO{Revert: "previous", Pins: []Pin{}},

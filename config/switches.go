@@ -28,6 +28,7 @@ const (
 	SwitchMetricsJobs
 	SwitchLogsEnabled
 	SwitchManageEnabled
+	SwitchManageUpdates
 	SwitchNetworkEnabled
 	SwitchServiceEnabled
 	SwitchServiceControl
@@ -73,6 +74,9 @@ var switches = [numSwitches]switchDef{
 		namespaces: []string{"logs"}, doc: "the audit trail, the agent's own logs and the listed journal units"},
 	SwitchManageEnabled: {path: "manage.enabled", def: true, ptr: func(c *Config) *bool { return &c.Manage.Enabled },
 		namespaces: []string{"manage"}, doc: "server status and the queued jobs"},
+	SwitchManageUpdates: {path: "manage.updates", ptr: func(c *Config) *bool { return &c.Manage.Updates }, write: true,
+		doc:      "refreshing package lists, OS updates and updating raspi-mcp itself (preview: operate; apply: critical, admin)",
+		reserved: "the update tools are being built"},
 	SwitchNetworkEnabled: {path: "network.enabled", def: true, ptr: func(c *Config) *bool { return &c.Network.Enabled },
 		namespaces: []string{"network"}, doc: "interfaces, routes, DNS and sockets (read only)"},
 	SwitchServiceEnabled: {path: "service.enabled", def: true, ptr: func(c *Config) *bool { return &c.Service.Enabled },
