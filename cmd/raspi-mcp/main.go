@@ -32,6 +32,10 @@ usage:
   raspi-mcp audit verify [--dir DIR] [--db FILE] check the audit trail's hash chain
   raspi-mcp audit tail [--dir DIR] [-n N]       the newest audit records
   raspi-mcp config check FILE                   validate a configuration file
+  raspi-mcp token create NAME --role ROLE [--expires 90d] [--config FILE]
+                                                a bearer token for the HTTP endpoint (as root)
+  raspi-mcp token list [--json] [--config FILE] the HTTP endpoint's tokens, never a secret
+  raspi-mcp token revoke NAME [--config FILE]   delete a token: its next request is refused
   raspi-mcp selftest [--dir DIR]                check this binary: agent, helper and store in one process
   raspi-mcp version                             print the version
 
@@ -72,6 +76,8 @@ func main() {
 		err = cmdMetrics(args)
 	case "config":
 		err = cmdConfig(args)
+	case "token":
+		err = cmdToken(args)
 	case "selftest":
 		err = cmdSelftest(args)
 	case "version", "--version", "-version", "-v":

@@ -33,7 +33,7 @@ func TestManPageMatchesUsage(t *testing.T) {
 			continue
 		}
 		cmd := fields[1]
-		if len(fields) > 2 && (cmd == "audit" || cmd == "config") {
+		if len(fields) > 2 && (cmd == "audit" || cmd == "config" || cmd == "token") {
 			cmd += " " + fields[2]
 		}
 		commands[cmd] = true
