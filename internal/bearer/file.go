@@ -35,7 +35,11 @@ const secretBytes = 32
 
 // secretLen is the length of every secret: the prefix and the random bytes
 // in unpadded base64url (characters that need no quoting in a header).
-var secretLen = len(Prefix) + base64.RawURLEncoding.EncodedLen(secretBytes)
+const secretLen = len(Prefix) + (secretBytes*8+5)/6
+
+// Verify hashes a secret from a 64-byte array on the stack; this fails to
+// compile if a secret could be longer.
+const _ = uint(64 - secretLen)
 
 // Limits of the file and of a token's fields.
 const (
@@ -86,7 +90,7 @@ type record struct {
 
 // Verify returns the token whose secret this is. It is on the path of every
 // HTTP request, so it re-reads the file only when the file's identity
-// (inode, size, mtime) changed: a revoke takes effect on the next request,
+// (inode, size, mtime, ctime) changed: a revoke takes effect on the next request,
 // and otherwise Verify costs a stat, one hash and a compare per token.
 //
 // The secret is hashed and compared with every token's hash in constant
