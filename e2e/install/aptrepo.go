@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Suites are the channels packaging/apt-repo knows.
@@ -157,6 +158,14 @@ cat >/etc/apt/sources.list.d/raspi-mcp.sources <<'EOF'
 // GuestAptUpdate refreshes the guest's package lists and fails on any
 // error or warning (a bad signature is only a warning to apt-get).
 const GuestAptUpdate = "apt-get update -q -o APT::Update::Error-Mode=any\n"
+
+// GuestClock is a root shell line that sets the guest's clock to now (the
+// host's time). Under emulation the guest's clock can trail the host's, and
+// apt refuses a Release file dated in its future ("not valid yet"): set it
+// after Repo.Publish and before the guest's apt-get update.
+func GuestClock(now time.Time) string {
+	return fmt.Sprintf("date -u -s @%d >/dev/null\n", now.Unix())
+}
 
 // moduleRoot is the directory with go.mod above the test's directory.
 func moduleRoot(t testing.TB) string {

@@ -192,6 +192,7 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 
 	// ---- Upgrade to the newer build, published to stable.
 	repo.Publish(t, "stable", next)
+	l.rootScript("clock", GuestClock(time.Now()))
 	var t1 time.Time
 	for _, b := range Select(blocks, "Upgrade") {
 		if b.Where == "pi" {
@@ -242,6 +243,38 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 	}
 	l.mustPi("purge", "sudo dpkg --purge raspi-mcp")
 	l.purged()
+
+	l.testPackage(repo)
+}
+
+// testPackage checks the pieces other VM tests build on (aptrepo.go): the
+// guest set up with GuestSetup installs raspi-mcp-testpkg from the repository,
+// and a newer one published to stable is an upgrade after GuestAptUpdate.
+func (l *lab) testPackage(repo *Repo) {
+	l.t.Helper()
+	work := l.t.TempDir()
+	repo.Publish(l.t, "stable", BuildTestPackage(l.t, work, "1.0"))
+	l.rootScript("guest setup", GuestClock(time.Now())+GuestSetup(guestRepo, "stable")+"apt-get install -y -q "+TestPackage+"\n")
+	if got := l.mustPi("testpkg 1.0", "dpkg-query -W -f '${Version}' "+TestPackage+"; cat "+TestPackageFile); got != "1.0"+"1.0\n" {
+		l.t.Fatalf("after installing %s 1.0: %q", TestPackage, got)
+	}
+	repo.Publish(l.t, "stable", BuildTestPackage(l.t, work, "1.1"))
+	out := l.rootScript("upgrade", GuestClock(time.Now())+GuestAptUpdate+"apt-get install -y -q --only-upgrade "+TestPackage+"\n")
+	if got := l.mustPi("testpkg 1.1", "dpkg-query -W -f '${Version}' "+TestPackage+"; cat "+TestPackageFile); got != "1.1"+"1.1\n" {
+		l.t.Fatalf("after publishing %s 1.1: %q\n%s", TestPackage, got, out)
+	}
+}
+
+// rootScript runs a shell script as root in the guest.
+func (l *lab) rootScript(what, script string) string {
+	l.t.Helper()
+	cmd := exec.Command(filepath.Join(l.bin, "ssh"), "pi", "sudo bash -euo pipefail -s")
+	cmd.Env, cmd.Stdin = l.env, strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("%s: %v\n%s\noutput:\n%s", what, err, script, out)
+	}
+	return string(out)
 }
 
 func (l *lab) purged() {
@@ -249,7 +282,9 @@ func (l *lab) purged() {
 	l.mustPi("data gone after purge", "test ! -e /var/lib/raspi-mcp && test ! -e /var/lib/raspi-mcp-helper && test ! -e /etc/raspi-mcp && ! systemctl cat raspi-mcp.service >/dev/null 2>&1 && ! dpkg -s raspi-mcp >/dev/null 2>&1 && getent passwd raspi-mcp >/dev/null")
 }
 
-var aptNeedRE = regexp.MustCompile(`Need to get ([0-9.,]+ [kMG]?B)`)
+// What apt will fetch: "Download size: 5,427 kB" (apt 3), "Need to get
+// 5,427 kB of archives" (apt 2).
+var aptNeedRE = regexp.MustCompile(`(?:Download size:|Need to get) ([0-9.,]+ [kMG]?B)`)
 
 // fromRepo: apt fetched raspi-mcp version from the test's repository (not
 // some other source), and the installed package is that version.
@@ -258,6 +293,7 @@ func (l *lab) fromRepo(aptOut, version string) {
 	if !strings.Contains(aptOut, "copy:"+guestRepo+" stable/main amd64 raspi-mcp amd64 "+version) {
 		l.t.Fatalf("apt did not fetch raspi-mcp %s from %s:\n%s", version, guestRepo, aptOut)
 	}
+	l.t.Logf("apt for raspi-mcp %s:\n%.2000s", version, aptOut)
 	if m := aptNeedRE.FindStringSubmatch(aptOut); m != nil {
 		l.t.Logf("MEASURE apt download for raspi-mcp %s: %s", version, m[1])
 	}
@@ -277,9 +313,11 @@ func (l *lab) foreignKeyRefused(share string) {
 	out, err := l.sshOut("pi", "set -u\nsudo tee /etc/apt/sources.list.d/foreign.sources >/dev/null <<'EOF'\n"+src+"EOF\n"+
 		"sudo "+GuestAptUpdate+"rc=$?\nsudo rm /etc/apt/sources.list.d/foreign.sources\nsudo apt-get update -q >/dev/null\n"+
 		"apt-cache policy "+TestPackage+"\nexit $rc")
+	// apt 3 (trixie) says "E: The repository '...' is not signed." after the
+	// verifier's reason.
 	refused := false
 	for _, line := range strings.Split(out, "\n") {
-		refused = refused || ((strings.HasPrefix(line, "E:") || strings.HasPrefix(line, "W:")) && strings.Contains(line, "apt-foreign"))
+		refused = refused || (strings.HasPrefix(line, "E:") && strings.Contains(line, "apt-foreign") && strings.Contains(line, "not signed"))
 	}
 	if err == nil || !refused {
 		l.t.Fatalf("apt-get update accepted a repository signed by another key (%v):\n%s", err, out)
