@@ -166,7 +166,8 @@ deb:
 # as is (dists/, pool/, raspi-mcp-archive-keyring.gpg); reprepro keeps its
 # database beside it in dist/apt-state. The key: RASPI_MCP_APT_KEY=KEYID (in
 # $GNUPGHOME) or RASPI_MCP_APT_KEY_FILE=FILE (armored secret key); checked
-# before anything is built. packaging/apt-repo says more.
+# before anything is built. RASPI_MCP_APT_NOTES_URL (optional, {version} is
+# replaced) gives each package a Release-Notes URL. packaging/apt-repo says more.
 APT_SUITE ?= stable
 apt-repo:
 	@packaging/apt-repo key >/dev/null

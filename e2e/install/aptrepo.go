@@ -35,8 +35,11 @@ type Repo struct {
 	Dir     string // what apt reads: dists/, pool/, raspi-mcp-archive-keyring.gpg
 	Keyring string // the public key, binary, for /etc/apt/keyrings
 	Key     string // the signing key's fingerprint
-	gnupg   string // GNUPGHOME holding the secret key
-	script  string // packaging/apt-repo
+	// NotesURL, when set, gives every package Publish adds a Release-Notes
+	// field: the URL with {version} replaced by the package's version.
+	NotesURL string
+	gnupg    string // GNUPGHOME holding the secret key
+	script   string // packaging/apt-repo
 }
 
 // NewRepo makes a key in a fresh GNUPGHOME and an empty repository in dir
@@ -71,7 +74,8 @@ func NewRepo(t testing.TB, dir string) *Repo {
 func (r *Repo) Publish(t testing.TB, suite string, debs ...string) {
 	t.Helper()
 	cmd := exec.Command(r.script, append([]string{"add", r.Dir, suite}, debs...)...)
-	cmd.Env = append(os.Environ(), "GNUPGHOME="+r.gnupg, "RASPI_MCP_APT_KEY="+r.Key, "RASPI_MCP_APT_KEY_FILE=")
+	cmd.Env = append(os.Environ(), "GNUPGHOME="+r.gnupg, "RASPI_MCP_APT_KEY="+r.Key, "RASPI_MCP_APT_KEY_FILE=",
+		"RASPI_MCP_APT_NOTES_URL="+r.NotesURL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("apt-repo add %s %v: %v\n%s", suite, debs, err, out)
 	}
@@ -80,20 +84,39 @@ func (r *Repo) Publish(t testing.TB, suite string, debs ...string) {
 // Versions reads suite's Packages index for arch: package name -> version.
 func (r *Repo) Versions(t testing.TB, suite, arch string) map[string]string {
 	t.Helper()
+	out := map[string]string{}
+	for name, fields := range r.Entries(t, suite, arch) {
+		out[name] = fields["Version"]
+	}
+	return out
+}
+
+// Entries reads suite's Packages index for arch: package name -> its
+// fields (single-line values; a continued Description keeps its first line).
+func (r *Repo) Entries(t testing.TB, suite, arch string) map[string]map[string]string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.Dir, "dists", suite, "main", "binary-"+arch, "Packages"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
-	var name string
+	out := map[string]map[string]string{}
+	fields := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "Package: "); ok {
-			name = v
+		line := sc.Text()
+		if line == "" {
+			if fields["Package"] != "" {
+				out[fields["Package"]] = fields
+			}
+			fields = map[string]string{}
+			continue
 		}
-		if v, ok := strings.CutPrefix(sc.Text(), "Version: "); ok {
-			out[name] = v
+		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, " ") {
+			fields[k] = v
 		}
+	}
+	if fields["Package"] != "" {
+		out[fields["Package"]] = fields
 	}
 	return out
 }

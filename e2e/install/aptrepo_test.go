@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // needAptTools skips without Debian's archive tools, except in CI, which
@@ -34,11 +35,14 @@ func TestAptRepoSignedAndIndexed(t *testing.T) {
 	needAptTools(t)
 	work := t.TempDir()
 	r := NewRepo(t, filepath.Join(work, "apt"))
+	r.NotesURL = "https://example.org/raspi-mcp/releases/v{version}"
 	var debs []string
 	for _, a := range []string{"armhf", "arm64", "amd64"} {
 		debs = append(debs, BuildPackage(t, work, "raspi-mcp", "0.2.0", a))
 	}
 	r.Publish(t, "stable", append(debs, BuildTestPackage(t, work, "1.0"))...)
+	r.NotesURL = ""
+	published := time.Now().UTC().Truncate(time.Second)
 	r.Publish(t, "beta", BuildPackage(t, work, "raspi-mcp", "0.3.0~rc1", "arm64"))
 
 	for _, suite := range Suites {
@@ -67,6 +71,16 @@ func TestAptRepoSignedAndIndexed(t *testing.T) {
 	}
 	if got := r.Versions(t, "beta", "arm64"); got["raspi-mcp"] != "0.3.0~rc1" || len(got) != 1 {
 		t.Errorf("beta arm64: %v", got)
+	}
+	// What the update tools read: when a version was published, and its
+	// notes where the publisher gave a URL.
+	if e := r.Entries(t, "stable", "armhf")["raspi-mcp"]; e["Release-Notes"] != "https://example.org/raspi-mcp/releases/v0.2.0" {
+		t.Errorf("stable armhf raspi-mcp: %v", e)
+	}
+	e := r.Entries(t, "beta", "arm64")["raspi-mcp"]
+	date, err := time.Parse(time.RFC3339, e["Release-Date"])
+	if err != nil || date.Before(published) || e["Release-Notes"] != "" {
+		t.Errorf("beta arm64 raspi-mcp, published at %v or later: %v (%v)", published, e, err)
 	}
 	if got := r.Versions(t, "beta", "amd64"); len(got) != 0 {
 		t.Errorf("beta amd64 should be empty: %v", got)

@@ -258,6 +258,8 @@ func (l *lab) testPackage(repo *Repo) {
 	if got := l.mustPi("testpkg 1.0", "dpkg-query -W -f '${Version}' "+TestPackage+"; cat "+TestPackageFile); got != "1.0"+"1.0\n" {
 		l.t.Fatalf("after installing %s 1.0: %q", TestPackage, got)
 	}
+	// apt-get (unlike apt) keeps what it fetched: a rollback can reinstall it.
+	l.mustPi("apt cache", "test -f /var/cache/apt/archives/"+TestPackage+"_1.0_all.deb")
 	repo.Publish(l.t, "stable", BuildTestPackage(l.t, work, "1.1"))
 	out := l.rootScript("upgrade", GuestClock(time.Now())+GuestAptUpdate+"apt-get install -y -q --only-upgrade "+TestPackage+"\n")
 	if got := l.mustPi("testpkg 1.1", "dpkg-query -W -f '${Version}' "+TestPackage+"; cat "+TestPackageFile); got != "1.1"+"1.1\n" {
@@ -299,6 +301,12 @@ func (l *lab) fromRepo(aptOut, version string) {
 	}
 	if got := strings.TrimSpace(l.mustPi("installed version", "dpkg-query -W -f '${Version}' raspi-mcp")); got != version {
 		l.t.Fatalf("dpkg says raspi-mcp %q is installed, want %q", got, version)
+	}
+	cached, _ := l.sshOut("pi", "ls /var/cache/apt/archives/ | grep '[.]deb$' || echo none")
+	l.t.Logf("apt's cache after apt fetched raspi-mcp %s: %s", version, strings.TrimSpace(cached))
+	// The update tools read the publication date where apt shows it.
+	if out := l.mustPi("apt-cache show", "apt-cache show raspi-mcp="+version); !strings.Contains(out, "\nRelease-Date: 20") {
+		l.t.Fatalf("apt-cache show raspi-mcp=%s has no Release-Date:\n%s", version, out)
 	}
 }
 
