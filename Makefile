@@ -15,7 +15,7 @@ NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
 
-.PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb clean
+.PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
@@ -71,14 +71,17 @@ test-vm:
 		env RASPI_MCP_VM_GUEST=1 RASPI_MCP_VM_REBOOT=1 ./hw.test -test.run TestRebootHappens -test.v -test.count=1
 
 # The install path of the README, for real: the amd64 package and a newer
-# build of it go into the Debian VM (systemd, sshd, gpio-sim); the test runs
-# the README's install, upgrade and remove commands over ssh and drives the
-# agent from the host with the Go SDK and the Inspector CLI (make tools).
+# build of it go into the Debian VM (systemd, sshd, gpio-sim) through an apt
+# repository the test signs with a throwaway key; the test runs the README's
+# install, upgrade (after publishing the newer build to stable), offline and
+# remove commands over ssh and drives the agent from the host with the Go SDK
+# and the Inspector CLI (make tools).
 E2E := $(CURDIR)/.cache/e2e
 test-e2e:
 	$(GO) run ./vmtest/cmd/vmtest deps
-	@command -v ssh-keygen >/dev/null && command -v dpkg-deb >/dev/null || \
-		{ echo "test-e2e needs openssh-client and dpkg-dev"; exit 1; }
+	@command -v ssh-keygen >/dev/null && command -v dpkg-deb >/dev/null && command -v reprepro >/dev/null && \
+		command -v gpg >/dev/null && command -v gpgv >/dev/null || \
+		{ echo "test-e2e needs openssh-client, dpkg-dev, reprepro, gpg and gpgv"; exit 1; }
 	rm -rf $(E2E) && mkdir -p $(E2E)
 	$(MAKE) --no-print-directory deb DEB_ARCHES=amd64 VERSION='$(VERSION)'
 	cp dist/raspi-mcp_$(VERSION)_amd64.deb $(E2E)/
@@ -157,6 +160,19 @@ deb:
 		env GOOS=linux $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/$$a/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper || exit 1; \
 		packaging/mkdeb $$a '$(VERSION)' dist/deb/$$a dist || exit 1; \
 	done
+
+# The signed apt repository: make deb's packages published to APT_SUITE
+# (stable, or beta for a pre-release) in dist/apt, which a web server serves
+# as is (dists/, pool/, raspi-mcp-archive-keyring.gpg); reprepro keeps its
+# database beside it in dist/apt-state. The key: RASPI_MCP_APT_KEY=KEYID (in
+# $GNUPGHOME) or RASPI_MCP_APT_KEY_FILE=FILE (armored secret key); checked
+# before anything is built. RASPI_MCP_APT_NOTES_URL (optional, {version} is
+# replaced) gives each package a Release-Notes URL. packaging/apt-repo says more.
+APT_SUITE ?= stable
+apt-repo:
+	@packaging/apt-repo key >/dev/null
+	$(MAKE) --no-print-directory deb VERSION='$(VERSION)'
+	packaging/apt-repo add dist/apt $(APT_SUITE) $(foreach a,$(DEB_ARCHES),dist/raspi-mcp_$(VERSION)_$(a).deb)
 
 # lintian must find no error and no warning (overrides say why, in the package).
 lint-deb: deb

@@ -42,10 +42,22 @@ type lab struct {
 	gpioSys string // gpio-sim's sysfs directory in the guest
 }
 
+// readmeRepo is the README's stand-in for the repository's address.
+const readmeRepo = "https://apt.example.org/raspi-mcp"
+
+// guestRepo is where the test's repository is in the guest: in the
+// directory shared from the host, read with a copy: source, which fetches
+// the packages into apt's cache as a download from a web server would.
+const guestRepo = "/share/apt"
+
 // Substitutions the test makes in the README's commands, and nothing else:
-// the VM is amd64, the newer package is whatever make test-e2e built, and
-// the "Pi" is behind a loopback port.
+// the repository is the one the test signed, shared into the VM (which has
+// neither network nor curl, so the key is read with cat); the VM is amd64,
+// the newer package is whatever make test-e2e built, and the "Pi" is behind
+// a loopback port.
 func (l *lab) adapt(text, nextVersion string) string {
+	text = strings.ReplaceAll(text, "curl -fsSL "+readmeRepo+"/", "cat "+guestRepo+"/")
+	text = strings.ReplaceAll(text, readmeRepo, "copy:"+guestRepo)
 	text = strings.ReplaceAll(text, "_arm64.deb", "_amd64.deb")
 	return strings.ReplaceAll(text, "raspi-mcp_0.2.0_", "raspi-mcp_"+nextVersion+"_")
 }
@@ -81,6 +93,12 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	share := t.TempDir()
+	// The guest's apt reads the repository as user _apt.
+	if err := os.Chmod(share, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo := NewRepo(t, filepath.Join(share, "apt"))
+	repo.Publish(t, "stable", deb)
 	copyFile(t, filepath.Join(l.home, ".ssh/id_ed25519.pub"), filepath.Join(share, "laptop.pub"))
 	if err := os.WriteFile(filepath.Join(share, "prepare"), []byte(prepareGuest), 0o755); err != nil {
 		t.Fatal(err)
@@ -126,11 +144,11 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 	}()
 	l.waitSSH()
 
-	// ---- Install, as the README says.
+	// ---- Install, as the README says: from the signed repository.
 	install := Select(blocks, "Install")
 	var t0 time.Time
 	for i, b := range install {
-		if b.Where == "pi" && strings.Contains(b.Text, "dpkg -i") {
+		if b.Where == "pi" && strings.Contains(b.Text, "usermod -aG raspi-mcp") {
 			t0 = time.Now()
 			out := l.runBlock(b, v2)
 			installed := time.Since(t0)
@@ -138,13 +156,14 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 			// session predates usermod.
 			l.logout()
 			if !strings.Contains(out, "active\nactive") {
-				t.Fatalf("both services should be active after dpkg -i:\n%s", out)
+				t.Fatalf("both services should be active after apt install:\n%s", out)
 			}
+			l.fromRepo(out, v1)
 			// The agent answers over SSH, as pi with the usual key (pi is in
 			// group raspi-mcp from this new login on).
 			cs := l.waitMCP("pi", "/usr/bin/raspi-mcp", "stdio")
 			answered := time.Since(t0)
-			t.Logf("MEASURE dpkg -i block took %.2fs; dpkg -i start to the agent answering over SSH: %.2fs", installed.Seconds(), answered.Seconds())
+			t.Logf("MEASURE apt update && apt install block took %.2fs; its start to the agent answering over SSH: %.2fs", installed.Seconds(), answered.Seconds())
 			if got := cs.InitializeResult().ServerInfo.Version; got != v1 {
 				t.Errorf("agent version %q, want %q", got, v1)
 			}
@@ -167,22 +186,28 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 		}
 	}
 	l.forcedCommandOnly()
+	l.foreignKeyRefused(share)
 	firstGPIO := l.tour(v1)
 	samplesBefore := l.samples()
 
-	// ---- Upgrade to the newer build.
+	// ---- Upgrade to the newer build, published to stable.
+	repo.Publish(t, "stable", next)
+	l.rootScript("clock", GuestClock(time.Now()))
 	var t1 time.Time
 	for _, b := range Select(blocks, "Upgrade") {
 		if b.Where == "pi" {
 			t1 = time.Now()
 		}
 		out := l.runBlock(b, v2)
-		if b.Where == "pi" && !strings.Contains(out, v2) {
-			t.Fatalf("raspi-mcp version after the upgrade:\n%s", out)
+		if b.Where == "pi" {
+			if !strings.Contains(out, v2) {
+				t.Fatalf("raspi-mcp version after the upgrade:\n%s", out)
+			}
+			l.fromRepo(out, v2)
 		}
 	}
 	cs := l.waitMCP("pi-mcp")
-	t.Logf("MEASURE upgrade: dpkg -i start to the new agent answering over SSH: %.2fs", time.Since(t1).Seconds())
+	t.Logf("MEASURE upgrade: apt update && apt upgrade start to the new agent answering over SSH: %.2fs", time.Since(t1).Seconds())
 	if got := cs.InitializeResult().ServerInfo.Version; got != v2 {
 		t.Fatalf("after the upgrade the agent is %q, want %q", got, v2)
 	}
@@ -200,14 +225,123 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 			}
 		}
 		if strings.Contains(b.Text, "--purge") {
-			l.mustPi("data gone after purge", "test ! -e /var/lib/raspi-mcp && test ! -e /var/lib/raspi-mcp-helper && test ! -e /etc/raspi-mcp && ! systemctl cat raspi-mcp.service >/dev/null 2>&1 && ! dpkg -s raspi-mcp >/dev/null 2>&1 && getent passwd raspi-mcp >/dev/null")
+			l.purged()
 		}
+	}
+
+	// ---- The offline path: the package file with dpkg -i, on a Pi that
+	// has never seen raspi-mcp (its data is purged), then purged again.
+	offline := Select(blocks, "Without a network: install or upgrade from the package file")
+	for _, b := range offline {
+		out := l.runBlock(b, v2)
+		if b.Where == "pi" && !strings.Contains(out, "active\nactive") {
+			t.Fatalf("both services should be active after dpkg -i:\n%s", out)
+		}
+	}
+	if got := strings.TrimSpace(l.mustPi("version after dpkg -i", "dpkg-query -W -f '${Version}' raspi-mcp")); got != v2 {
+		t.Fatalf("dpkg -i installed %q, want %q", got, v2)
+	}
+	l.mustPi("purge", "sudo dpkg --purge raspi-mcp")
+	l.purged()
+
+	l.testPackage(repo)
+}
+
+// testPackage checks the pieces other VM tests build on (aptrepo.go): the
+// guest set up with GuestSetup installs raspi-mcp-testpkg from the repository,
+// and a newer one published to stable is an upgrade after GuestAptUpdate.
+func (l *lab) testPackage(repo *Repo) {
+	l.t.Helper()
+	work := l.t.TempDir()
+	repo.Publish(l.t, "stable", BuildTestPackage(l.t, work, "1.0"))
+	l.rootScript("guest setup", GuestClock(time.Now())+GuestSetup(guestRepo, "stable")+"apt-get install -y -q "+TestPackage+"\n")
+	if got := l.mustPi("testpkg 1.0", "dpkg-query -W -f '${Version}' "+TestPackage+"; cat "+TestPackageFile); got != "1.0"+"1.0\n" {
+		l.t.Fatalf("after installing %s 1.0: %q", TestPackage, got)
+	}
+	// apt-get (unlike apt) keeps what it fetched: a rollback can reinstall it.
+	l.mustPi("apt cache", "test -f /var/cache/apt/archives/"+TestPackage+"_1.0_all.deb")
+	repo.Publish(l.t, "stable", BuildTestPackage(l.t, work, "1.1"))
+	out := l.rootScript("upgrade", GuestClock(time.Now())+GuestAptUpdate+"apt-get install -y -q --only-upgrade "+TestPackage+"\n")
+	if got := l.mustPi("testpkg 1.1", "dpkg-query -W -f '${Version}' "+TestPackage+"; cat "+TestPackageFile); got != "1.1"+"1.1\n" {
+		l.t.Fatalf("after publishing %s 1.1: %q\n%s", TestPackage, got, out)
+	}
+}
+
+// rootScript runs a shell script as root in the guest.
+func (l *lab) rootScript(what, script string) string {
+	l.t.Helper()
+	cmd := exec.Command(filepath.Join(l.bin, "ssh"), "pi", "sudo bash -euo pipefail -s")
+	cmd.Env, cmd.Stdin = l.env, strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("%s: %v\n%s\noutput:\n%s", what, err, script, out)
+	}
+	return string(out)
+}
+
+func (l *lab) purged() {
+	l.t.Helper()
+	l.mustPi("data gone after purge", "test ! -e /var/lib/raspi-mcp && test ! -e /var/lib/raspi-mcp-helper && test ! -e /etc/raspi-mcp && ! systemctl cat raspi-mcp.service >/dev/null 2>&1 && ! dpkg -s raspi-mcp >/dev/null 2>&1 && getent passwd raspi-mcp >/dev/null")
+}
+
+// What apt will fetch: "Download size: 5,427 kB" (apt 3), "Need to get
+// 5,427 kB of archives" (apt 2).
+var aptNeedRE = regexp.MustCompile(`(?:Download size:|Need to get) ([0-9.,]+ [kMG]?B)`)
+
+// fromRepo: apt fetched raspi-mcp version from the test's repository (not
+// some other source), and the installed package is that version.
+func (l *lab) fromRepo(aptOut, version string) {
+	l.t.Helper()
+	if !strings.Contains(aptOut, "copy:"+guestRepo+" stable/main amd64 raspi-mcp amd64 "+version) {
+		l.t.Fatalf("apt did not fetch raspi-mcp %s from %s:\n%s", version, guestRepo, aptOut)
+	}
+	l.t.Logf("apt for raspi-mcp %s:\n%.2000s", version, aptOut)
+	if m := aptNeedRE.FindStringSubmatch(aptOut); m != nil {
+		l.t.Logf("MEASURE apt download for raspi-mcp %s: %s", version, m[1])
+	}
+	if got := strings.TrimSpace(l.mustPi("installed version", "dpkg-query -W -f '${Version}' raspi-mcp")); got != version {
+		l.t.Fatalf("dpkg says raspi-mcp %q is installed, want %q", got, version)
+	}
+	cached, _ := l.sshOut("pi", "ls /var/cache/apt/archives/ | grep '[.]deb$' || echo none")
+	l.t.Logf("apt's cache after apt fetched raspi-mcp %s: %s", version, strings.TrimSpace(cached))
+	// The update tools read the publication date where apt shows it.
+	if out := l.mustPi("apt-cache show", "apt-cache show raspi-mcp="+version); !strings.Contains(out, "\nRelease-Date: 20") {
+		l.t.Fatalf("apt-cache show raspi-mcp=%s has no Release-Date:\n%s", version, out)
+	}
+}
+
+// foreignKeyRefused: a source whose InRelease another key signed is
+// refused by apt, and nothing from it becomes installable.
+func (l *lab) foreignKeyRefused(share string) {
+	l.t.Helper()
+	work := l.t.TempDir()
+	other := NewRepo(l.t, filepath.Join(share, "apt-foreign"))
+	other.Publish(l.t, "stable", BuildTestPackage(l.t, work, "6.6"))
+	src := Sources("copy:/share/apt-foreign", "stable")
+	out, err := l.sshOut("pi", "set -u\nsudo tee /etc/apt/sources.list.d/foreign.sources >/dev/null <<'EOF'\n"+src+"EOF\n"+
+		"sudo "+GuestAptUpdate+"rc=$?\nsudo rm /etc/apt/sources.list.d/foreign.sources\nsudo apt-get update -q >/dev/null\n"+
+		"apt-cache policy "+TestPackage+"\nexit $rc")
+	// apt 3 (trixie) says "E: The repository '...' is not signed." after the
+	// verifier's reason.
+	refused := false
+	for _, line := range strings.Split(out, "\n") {
+		refused = refused || (strings.HasPrefix(line, "E:") && strings.Contains(line, "apt-foreign") && strings.Contains(line, "not signed"))
+	}
+	if err == nil || !refused {
+		l.t.Fatalf("apt-get update accepted a repository signed by another key (%v):\n%s", err, out)
+	}
+	l.t.Logf("a repository signed by another key:\n%s", out)
+	if strings.Contains(out, "6.6") {
+		l.t.Fatalf("a package from the foreign repository became installable:\n%s", out)
 	}
 }
 
 // prepareGuest runs as root in the VM: the Pi OS first user, then wait.
+// The VM has no network: Debian's own package sources would only make apt
+// wait and fail, so the test's repository is the only one.
 const prepareGuest = `#!/bin/bash
 set -euo pipefail
+rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*
 useradd -m -s /bin/bash -G sudo pi
 echo 'pi ALL=(ALL) NOPASSWD: ALL' >/etc/sudoers.d/010_pi-nopasswd
 chmod 0440 /etc/sudoers.d/010_pi-nopasswd
@@ -313,7 +447,12 @@ func (l *lab) runBlock(b Block, next string) string {
 	case "laptop":
 		out, err = l.runLaptop(text)
 	case "pi":
-		out, err = l.sshOut("pi", "set -euo pipefail\n"+text)
+		// apt asks before it changes anything; the owner answers y.
+		cmd := exec.Command(filepath.Join(l.bin, "ssh"), "pi", "set -euo pipefail\n"+text)
+		cmd.Env, cmd.Stdin = l.env, strings.NewReader(strings.Repeat("y\n", 8))
+		var b []byte
+		b, err = cmd.CombinedOutput()
+		out = string(b)
 	default:
 		l.t.Fatalf("block for %s cannot be run", b.Where)
 	}

@@ -112,12 +112,15 @@ func TestReadmeInstallSectionIsRunnable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []struct{ section, where, text string }{
-		{"Install", "laptop", "scp raspi-mcp_*_arm64.deb pi:"},
-		{"Install", "pi", "sudo dpkg -i raspi-mcp_*_arm64.deb"},
+		{"Install", "pi", "curl -fsSL " + readmeRepo + "/raspi-mcp-archive-keyring.gpg | sudo tee /etc/apt/keyrings/raspi-mcp-archive-keyring.gpg"},
+		{"Install", "pi", "URIs: " + readmeRepo + "\nSuites: stable\nComponents: main\nSigned-By: /etc/apt/keyrings/raspi-mcp-archive-keyring.gpg\n"},
+		{"Install", "pi", "sudo apt update && sudo apt install raspi-mcp\n"},
 		{"Install", "pi", "sudo usermod -aG raspi-mcp pi"},
 		{"Install", "laptop", `restrict,command="/usr/bin/raspi-mcp stdio"`},
 		{"Install", "ssh-config", "Host pi-mcp"},
-		{"Upgrade", "pi", "sudo dpkg -i raspi-mcp_0.2.0_arm64.deb"},
+		{"Upgrade", "pi", "sudo apt update && sudo apt upgrade\n"},
+		{"Without a network: install or upgrade from the package file", "laptop", "scp raspi-mcp_0.2.0_arm64.deb pi:"},
+		{"Without a network: install or upgrade from the package file", "pi", "sudo dpkg -i raspi-mcp_0.2.0_arm64.deb"},
 		{"Remove", "pi", "sudo dpkg -r raspi-mcp"},
 		{"Remove", "pi", "sudo dpkg --purge raspi-mcp"},
 	} {
