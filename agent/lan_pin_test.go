@@ -46,7 +46,11 @@ func TestLANPinnedTLS(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, "the upstream's tools", 5*time.Second, func() bool { return r.a.lanStatus()[0].Mounted > 0 })
+			// Tools are mounted one at a time: wait for the one called.
+			waitFor(t, "the upstream's tool", 5*time.Second, func() bool {
+				_, ok := r.a.tools.lookup("garage_devices_get_level")
+				return ok
+			})
 			f.level.Store(7)
 			res, sc := r.as(admin, "garage_devices_get_level", map[string]any{})
 			if res.IsError || sc["level"] != float64(7) {
