@@ -46,9 +46,11 @@ func (e *pinError) Error() string {
 }
 
 // pinnedTLS accepts exactly the pinned certificate. The chain and name
-// checks are switched off because the pin replaces them: it is a stronger
-// identity than either, and a device's self-signed certificate has no
-// chain to check and need not name the host the URL uses. VerifyConnection
+// checks are switched off because the pin replaces them: the handshake
+// still makes the server prove it holds that certificate's key, which is a
+// stronger identity than a chain or a name, and a device's self-signed
+// certificate has no chain to check and need not name the host the URL
+// uses. VerifyConnection
 // still runs on every handshake, resumed ones included, and a refusal there
 // aborts the handshake before any request is written. The refusal is
 // recorded so the connect error names both fingerprints instead of the
