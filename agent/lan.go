@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -84,6 +85,10 @@ func (a *Agent) newLAN() error {
 		if u.URL != "" {
 			o.CheckAddrs = u.CheckAddrs
 		}
+		// The canonical form; a malformed value (config refuses it) is
+		// passed as written so that Validate refuses it too, rather
+		// than it silently meaning "no pin".
+		o.TLSFingerprint = cmp.Or(u.Fingerprint(), u.TLSFingerprint)
 		if err := o.Validate(); err != nil {
 			return fmt.Errorf("agent: upstream %q: %w", u.Name, err)
 		}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +44,14 @@ type Upstream struct {
 	// (url only; "" = no Authorization header). An inline token is refused:
 	// resolve it with BearerToken at connect time, show it with TokenRef.
 	Token string `toml:"token,omitempty"`
+	// TLSFingerprint pins the upstream's certificate (https URLs only):
+	// "sha256:" and the hex SHA-256 of the leaf certificate's DER, as
+	// `raspi-mcp status` prints it for a device's own HTTP endpoint. When set,
+	// that certificate alone is accepted, whatever the system roots or the
+	// names in it say, so a device's self-signed certificate is trusted
+	// without a CA. "" = the system roots decide. Fingerprint gives the
+	// canonical form.
+	TLSFingerprint string `toml:"tls_fingerprint,omitempty"`
 	// Timeout limits one call to the upstream, 1s..5m; 0 (unset) = 10s.
 	Timeout Duration `toml:"timeout,omitempty"`
 	// Enabled: nil (unset) = true. A disabled upstream is checked but not connected.
@@ -177,6 +187,14 @@ func (u Upstream) validate() error {
 		if len(u.Args) > 0 {
 			return errors.New("args: only with command")
 		}
+		if u.TLSFingerprint != "" {
+			if p, _ := url.Parse(u.URL); p.Scheme != "https" {
+				return errors.New("tls_fingerprint: only with an https:// url (a pin means nothing without TLS)")
+			}
+			if _, err := parseFingerprint(u.TLSFingerprint); err != nil {
+				return err
+			}
+		}
 	default:
 		if err := checkCommand(u.Command); err != nil {
 			return err
@@ -186,6 +204,9 @@ func (u Upstream) validate() error {
 		}
 		if len(u.AllowHosts) > 0 {
 			return errors.New("allow_hosts: only with url")
+		}
+		if u.TLSFingerprint != "" {
+			return errors.New("tls_fingerprint: only with an https:// url")
 		}
 	}
 	if u.Token != "" {
@@ -262,6 +283,47 @@ func (u Upstream) checkURL() error {
 		return fmt.Errorf("url: %w", err)
 	}
 	return nil
+}
+
+// fingerprintPrefix starts a certificate fingerprint, as `raspi-mcp status`
+// prints it for the HTTP endpoint's certificate.
+const fingerprintPrefix = "sha256:"
+
+// parseFingerprint turns "sha256:" and 64 hex digits (either case, the
+// bytes optionally separated by colons as openssl prints them) into the
+// canonical form: the prefix and lowercase hex without colons. A
+// fingerprint is public, so the error may quote it.
+func parseFingerprint(s string) (string, error) {
+	bad := fmt.Errorf(`tls_fingerprint: want "sha256:" and 64 hex digits, as raspi-mcp status prints it, got %q`, s)
+	hexs, ok := strings.CutPrefix(s, fingerprintPrefix)
+	if !ok {
+		return "", bad
+	}
+	if strings.Contains(hexs, ":") {
+		pairs := strings.Split(hexs, ":")
+		for _, p := range pairs {
+			if len(p) != 2 {
+				return "", bad
+			}
+		}
+		hexs = strings.Join(pairs, "")
+	}
+	b, err := hex.DecodeString(hexs)
+	if err != nil || len(b) != sha256.Size {
+		return "", bad
+	}
+	return fingerprintPrefix + hex.EncodeToString(b), nil
+}
+
+// Fingerprint is the pinned certificate's fingerprint in canonical form
+// ("sha256:" and lowercase hex), or "" when none is set or it is invalid
+// (Validate refuses the latter).
+func (u Upstream) Fingerprint() string {
+	fp, err := parseFingerprint(u.TLSFingerprint)
+	if err != nil {
+		return ""
+	}
+	return fp
 }
 
 // checkCommand accepts an absolute path or a bare name (found in PATH), never

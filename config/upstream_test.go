@@ -15,8 +15,21 @@ func up(keys string) []byte {
 	return []byte("[[upstream]]\n" + keys + "\n")
 }
 
+// pin is a well-formed certificate fingerprint, as raspi-mcp status prints it.
+const pin = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// colons writes hex as openssl does: byte pairs separated by colons.
+func colons(hex string) string {
+	var pairs []string
+	for i := 0; i < len(hex); i += 2 {
+		pairs = append(pairs, hex[i:i+2])
+	}
+	return strings.Join(pairs, ":")
+}
+
 func TestUpstreamValidation(t *testing.T) {
 	const hs4 = "name = \"hs4\"\nurl = \"http://hs4.local/mcp\"\n"
+	const garage = "name = \"garage\"\nurl = \"https://garage.local:8443/mcp\"\n"
 	good := []string{
 		hs4,
 		"name = \"h\"\nurl = \"https://192.168.1.20:8443/mcp\"",
@@ -49,6 +62,10 @@ func TestUpstreamValidation(t *testing.T) {
 		hs4 + "critical = [\"*reset*\", \"system_?\"]",
 		hs4 + "rules = [ { match = \"devices_*\", role = \"operate\", risk = \"low\" }, { match = \"x\", risk = \"read\" }, { match = \"y\", role = \"admin\" } ]",
 		hs4 + "allow_hosts = [\"hs4.example.com\", \"10.0.0.0/8\", \"fd00::1\"]",
+		garage + "tls_fingerprint = \"" + pin + "\"",
+		garage + "tls_fingerprint = \"sha256:" + strings.ToUpper(pin[7:]) + "\"",
+		garage + "tls_fingerprint = \"sha256:" + colons(pin[7:]) + "\"",
+		"name = \"garage\"\nurl = \"HTTPS://garage.local:8443/mcp\"\ntls_fingerprint = \"" + pin + "\"",
 	}
 	for _, keys := range good {
 		if _, err := Parse(up(keys)); err != nil {
@@ -110,11 +127,33 @@ func TestUpstreamValidation(t *testing.T) {
 		{hs4 + "allow_hosts = [\"bad host\"]", `allow_hosts: want a host name, got "bad host"`},
 		{hs4 + "allow_hosts = [\"\"]", `allow_hosts: want a host name`},
 		{hs4 + "tokn = \"env:X\"", `unknown key "upstream.tokn"`},
+		{hs4 + "tls_fingerprint = \"" + pin + "\"", `upstream[0] "hs4": tls_fingerprint: only with an https:// url`},
+		{"name = \"hook\"\ncommand = \"/bin/h\"\ntls_fingerprint = \"" + pin + "\"", `upstream[0] "hook": tls_fingerprint: only with an https:// url`},
+		{garage + "tls_fingerprint = \"" + pin[7:] + "\"", `upstream[0] "garage": tls_fingerprint: want "sha256:" and 64 hex digits`},
+		{garage + "tls_fingerprint = \"sha1:" + pin[7:47] + "\"", `tls_fingerprint: want "sha256:"`},
+		{garage + "tls_fingerprint = \"" + pin[:70] + "\"", `tls_fingerprint: want "sha256:"`},
+		{garage + "tls_fingerprint = \"" + pin + "00\"", `tls_fingerprint: want "sha256:"`},
+		{garage + "tls_fingerprint = \"" + pin[:69] + "g\"", `tls_fingerprint: want "sha256:"`},
+		{garage + "tls_fingerprint = \"sha256:" + colons(pin[7:])[1:] + "\"", `tls_fingerprint: want "sha256:"`},
 		{hs4 + "connect_timeout = \"5s\"", `unknown key "upstream.connect_timeout"`},
 	} {
 		_, err := Parse(up(tc.keys))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want error containing %q", tc.keys, err, tc.want)
+		}
+	}
+}
+
+// Every accepted spelling of a fingerprint gives the form status prints.
+func TestUpstreamFingerprint(t *testing.T) {
+	for _, in := range []string{pin, "sha256:" + strings.ToUpper(pin[7:]), "sha256:" + colons(pin[7:])} {
+		if got := (Upstream{TLSFingerprint: in}).Fingerprint(); got != pin {
+			t.Errorf("Fingerprint(%q) = %q, want %q", in, got, pin)
+		}
+	}
+	for _, in := range []string{"", pin[7:], pin + "0"} {
+		if got := (Upstream{TLSFingerprint: in}).Fingerprint(); got != "" {
+			t.Errorf("Fingerprint(%q) = %q, want \"\"", in, got)
 		}
 	}
 }

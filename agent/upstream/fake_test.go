@@ -3,8 +3,10 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -187,6 +189,8 @@ type httpFake struct {
 	requests  atomic.Int64
 	toolCalls atomic.Int64 // tools/call POSTs received, refused or not
 	failNext  atomic.Int64 // answer this many tools/call POSTs with 503
+	auths     atomic.Int64 // requests that carried an Authorization header
+	serverLog syncBuffer   // the HTTPS server's own errors (TLS handshakes)
 
 	mu sync.Mutex
 	f  *fake
@@ -196,6 +200,8 @@ type httpFake struct {
 type fakeConfig struct {
 	token string // bearer token the server requires, if set
 	quiet bool   // no tools/list_changed
+	// cert, if set, serves HTTPS with this certificate.
+	cert *tls.Certificate
 }
 
 func startHTTPFake(t testing.TB, mode string, cfg fakeConfig) *httpFake {
@@ -206,7 +212,12 @@ func startHTTPFake(t testing.TB, mode string, cfg fakeConfig) *httpFake {
 	return h
 }
 
-func (h *httpFake) URL() string { return "http://" + h.addr + "/mcp" }
+func (h *httpFake) URL() string {
+	if h.cfg.cert != nil {
+		return "https://" + h.addr + "/mcp"
+	}
+	return "http://" + h.addr + "/mcp"
+}
 
 func (h *httpFake) fake() *fake {
 	h.mu.Lock()
@@ -231,6 +242,9 @@ func (h *httpFake) start() {
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.requests.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			h.auths.Add(1)
+		}
 		if h.cfg.token != "" && r.Header.Get("Authorization") != "Bearer "+h.cfg.token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -264,7 +278,13 @@ func (h *httpFake) start() {
 	ts := httptest.NewUnstartedServer(handler)
 	ts.Listener.Close()
 	ts.Listener = l
-	ts.Start()
+	if h.cfg.cert != nil {
+		ts.Config.ErrorLog = log.New(&h.serverLog, "", 0)
+		ts.TLS = &tls.Config{Certificates: []tls.Certificate{*h.cfg.cert}}
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
 	h.mu.Lock()
 	h.f, h.ts, h.addr = f, ts, l.Addr().String()
 	h.mu.Unlock()

@@ -32,7 +32,7 @@ const maxJSONBody = 16 << 20
 // reused and a torn-down session leaves no idle connections behind.
 func (c *Client) newHTTPTransport(rec *recorder) *http.Transport {
 	d := &net.Dialer{Timeout: min(c.o.Timeout, 10*time.Second), KeepAlive: 30 * time.Second}
-	return &http.Transport{
+	t := &http.Transport{
 		// No proxy: LAN upstreams are dialed directly, and a proxy would
 		// make CheckAddrs meaningless.
 		Proxy:               nil,
@@ -42,6 +42,11 @@ func (c *Client) newHTTPTransport(rec *recorder) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
+	// Without a pin, the default TLS config: system roots, names checked.
+	if c.o.TLSFingerprint != "" {
+		t.TLSClientConfig = c.pinnedTLS(rec)
+	}
+	return t
 }
 
 // dialer resolves the host itself, lets CheckAddrs vet the addresses, and
@@ -142,6 +147,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	listen := req.Method == http.MethodPost && isListen(req)
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
+		noteUntrusted(t.rec, err)
 		return nil, err
 	}
 	t.rec.noteResponse(req, resp)

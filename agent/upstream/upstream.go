@@ -87,6 +87,14 @@ type Options struct {
 	// the checked addresses, so DNS rebinding cannot slip a different address
 	// in between check and dial. Nil means no check.
 	CheckAddrs func(host string, addrs []netip.Addr) error
+	// TLSFingerprint pins the certificate of an https URL: "sha256:" and the
+	// lowercase hex SHA-256 of the leaf certificate's DER. When set, the TLS
+	// handshake succeeds if and only if the server presents that
+	// certificate; roots and names are not consulted, so a device's
+	// self-signed certificate works without a CA. A mismatch fails the
+	// handshake, before any request (and so the token) is sent. "" = the
+	// system roots decide.
+	TLSFingerprint string
 	// Timeout bounds each upstream round trip (default 10s). Connecting plus
 	// discovery gets twice as long.
 	Timeout time.Duration
@@ -127,6 +135,17 @@ func (o Options) Validate() error {
 		}
 		if u.Host == "" {
 			return errors.New("url: missing host")
+		}
+		if o.TLSFingerprint != "" && u.Scheme != "https" {
+			return errors.New("tls_fingerprint: only with an https url")
+		}
+	}
+	if o.TLSFingerprint != "" {
+		if len(o.Command) > 0 {
+			return errors.New("tls_fingerprint: only with an https url")
+		}
+		if !validFingerprint(o.TLSFingerprint) {
+			return fmt.Errorf(`tls_fingerprint: want "sha256:" and 64 lowercase hex digits, got %q`, o.TLSFingerprint)
 		}
 	}
 	if o.Timeout < 0 || o.BreakerCooldown < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 || o.BreakerThreshold < 0 {
