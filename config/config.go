@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -301,36 +300,7 @@ func Default() Config {
 
 // Load reads path over the defaults, then its drop-ins (see DropIns), and
 // checks the result.
-func Load(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	c := Default()
-	if err := decode(&c, data); err != nil {
-		return Config{}, fmt.Errorf("config: %s: %w", path, err)
-	}
-	dropins, err := DropIns(path)
-	if err != nil {
-		return Config{}, err
-	}
-	for _, p := range dropins {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
-		}
-		if err := clearLists(&c, data); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", p, err)
-		}
-		if err := decode(&c, data); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", p, err)
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("config: %s: %w", path, err)
-	}
-	return c, nil
-}
+func Load(path string) (Config, error) { return load(path, nil) }
 
 // DropIns lists the files that Load reads after path: config.d/*.toml beside
 // it, in name order. The packaged config.toml is a conffile, so owners who
