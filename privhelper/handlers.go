@@ -55,7 +55,7 @@ func (s *Server) status(context.Context, proto.StatusReq) (proto.StatusResp, err
 
 func (s *Server) powerSchedule(ctx context.Context, r proto.PowerScheduleReq) (proto.PowerScheduleResp, error) {
 	p := peerFrom(ctx)
-	if !s.policy.allowsPower(r.Action) {
+	if !s.rules().policy.allowsPower(r.Action) {
 		return proto.PowerScheduleResp{}, proto.Errorf(proto.CodePermissionDenied,
 			"privhelper: power action %q is disabled by the helper's config", r.Action).With("action", r.Action)
 	}

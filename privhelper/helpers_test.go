@@ -130,6 +130,12 @@ func startHelperWith(t testing.TB, sock string, o privhelper.Options) *helper {
 	if o.Version == "" {
 		o.Version = "0.1.0"
 	}
+	if o.ConfigPath == "" {
+		o.ConfigPath = filepath.Join(t.TempDir(), "config.toml")
+		if err := os.WriteFile(o.ConfigPath, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ln, err := unixsock.Listen(sock, privhelper.SocketMode, -1, -1)
 	if err != nil {
 		t.Fatal(err)

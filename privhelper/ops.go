@@ -62,7 +62,7 @@ func (s *Server) registerOps() {
 }
 
 func (s *Server) unitChangeAllowed(unit string) error {
-	p := s.opsPolicy.Service
+	p := s.rules().ops.Service
 	switch {
 	case !p.Enabled:
 		return denied("the service namespace is disabled")
@@ -111,7 +111,7 @@ func (s *Server) serviceEnable(ctx context.Context, r proto.ServiceEnableReq) (p
 // the helper, the agent (the peer), and the protected
 // users' processes. The signal must be in the owner's list.
 func (s *Server) processSignal(ctx context.Context, r proto.ProcessSignalReq) (proto.ProcessSignalResp, error) {
-	p := s.opsPolicy.Process
+	p := s.rules().ops.Process
 	switch {
 	case !p.Enabled:
 		return proto.ProcessSignalResp{}, denied("the process namespace is disabled")
@@ -134,9 +134,9 @@ func (s *Server) processSignal(ctx context.Context, r proto.ProcessSignalReq) (p
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) is init or a kernel thread and is never signalled", id.PID, id.Name).With("pid", id.PID)
 	case self:
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) is raspi-mcp itself and is never signalled", id.PID, id.Name).With("pid", id.PID)
-	case slices.Contains(s.opsPolicy.ProtectedUIDs, id.UID):
+	case slices.Contains(s.rules().ops.ProtectedUIDs, id.UID):
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) belongs to a protected user (uid %d)", id.PID, id.Name, id.UID).
-			With("pid", id.PID).With("uid", id.UID).With("protected_users", s.opsPolicy.ProtectedNames)
+			With("pid", id.PID).With("uid", id.UID).With("protected_users", s.rules().ops.ProtectedNames)
 	case id.StartTicks != r.StartTicks:
 		return proto.ProcessSignalResp{}, proto.Errorf(proto.CodeFailedPrecondition,
 			"privhelper: pid %d is now a different process (%s, started at tick %d, not %d)", id.PID, id.Name, id.StartTicks, r.StartTicks).

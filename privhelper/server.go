@@ -23,6 +23,8 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
@@ -81,6 +83,15 @@ type Options struct {
 	Version        string         // helper version, e.g. "0.1.0"
 	Logger         *slog.Logger   // refusals are logged at Warn with uid/gid/pid; nil discards
 
+	// ConfigPath is the config file the policy above came from: config.apply
+	// writes its MCP drop-in beside it. "": config.apply and config.restore
+	// are not served (not_found).
+	ConfigPath string
+	// Reload reads the config again into the policy parts of Options
+	// (Policy, HardwarePolicy, OpsPolicy); Server.Reload and config.apply
+	// call it. nil: the policy is fixed for the helper's life.
+	Reload func() (Options, error)
+
 	// HandlerTimeout bounds each request's handler; 0 means 8 s.
 	HandlerTimeout time.Duration
 }
@@ -88,45 +99,47 @@ type Options struct {
 // Server serves the helper protocol. It holds no per-connection state; one
 // Server may Serve several listeners.
 type Server struct {
-	policy    Policy
-	power     power.Power
-	hw        Hardware
-	hwPolicy  HardwarePolicy
-	ops       Ops
-	opsPolicy OpsPolicy
-	witness   *witness.Log
-	backend   string
-	helper    string
-	log       *slog.Logger
-	started   time.Time
-	timeout   time.Duration
-	mux       map[string]handler // built by NewServer, read-only afterwards
-	methods   []string           // sorted names served, for Status
-	slots     chan struct{}      // one token per open authorised connection
+	// cur is the policy in force, swapped whole by Reload (config.go).
+	cur     atomic.Pointer[rules]
+	power   power.Power
+	hw      Hardware
+	ops     Ops
+	witness *witness.Log
+	backend string
+	helper  string
+	log     *slog.Logger
+	started time.Time
+	timeout time.Duration
+	mux     map[string]handler // built by NewServer, read-only afterwards
+	methods []string           // sorted names served, for Status
+	slots   chan struct{}      // one token per open authorised connection
+	cfgPath string
+	reload  func() (Options, error)
+	cfgMu   sync.Mutex // one reload or config change at a time
 }
 
 // NewServer builds a Server. Methods are registered here from the proto
 // table, so their wire names and types come from a single place.
 func NewServer(o Options) *Server {
 	s := &Server{
-		policy:    o.Policy,
-		power:     o.Power,
-		hw:        o.Hardware,
-		hwPolicy:  o.HardwarePolicy,
-		ops:       o.Ops,
-		opsPolicy: o.OpsPolicy,
-		witness:   o.Witness,
-		backend:   o.Backend,
-		helper:    "raspi-mcp-helper/" + o.Version,
-		log:       o.Logger,
-		started:   time.Now().UTC().Truncate(time.Microsecond),
-		timeout:   o.HandlerTimeout,
-		mux:       make(map[string]handler),
-		slots:     make(chan struct{}, maxConns),
+		power:   o.Power,
+		hw:      o.Hardware,
+		ops:     o.Ops,
+		cfgPath: o.ConfigPath,
+		reload:  o.Reload,
+		witness: o.Witness,
+		backend: o.Backend,
+		helper:  "raspi-mcp-helper/" + o.Version,
+		log:     o.Logger,
+		started: time.Now().UTC().Truncate(time.Microsecond),
+		timeout: o.HandlerTimeout,
+		mux:     make(map[string]handler),
+		slots:   make(chan struct{}, maxConns),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.cur.Store(&rules{policy: o.Policy, hw: o.HardwarePolicy, ops: o.OpsPolicy, gen: 1})
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
 	}
@@ -139,6 +152,7 @@ func NewServer(o Options) *Server {
 	s.registerHardware()
 	s.registerOps()
 	s.registerWitness()
+	s.registerConfig()
 	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
 	return s
 }
@@ -173,9 +187,9 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 			"privhelper: cannot identify the connecting process")})
 		return
 	}
-	if !s.policy.allowsPeer(p.UID) {
+	if !s.rules().policy.allowsPeer(p.UID) {
 		s.log.Warn("privhelper: refused connection from a uid that is neither root nor the agent",
-			"uid", p.UID, "gid", p.GID, "pid", p.PID, "agent_uid", s.policy.AgentUID)
+			"uid", p.UID, "gid", p.GID, "pid", p.PID, "agent_uid", s.rules().policy.AgentUID)
 		s.writeResponse(conn, proto.Response{Error: proto.Errorf(proto.CodePermissionDenied,
 			"privhelper: uid %d may not use the helper", p.UID).With("uid", p.UID)})
 		return

@@ -87,10 +87,21 @@ func run() error {
 	if wit != nil {
 		defer wit.Close()
 	}
-	opts, err := privhelper.OptionsFromConfig(&cfg, privhelper.Backends{Power: pw, Hardware: hw, Camera: cam, Ops: ops,
-		Witness: wit, Backend: backend, Version: version, Logger: log, Accounts: accounts})
+	backends := privhelper.Backends{Power: pw, Hardware: hw, Camera: cam, Ops: ops,
+		Witness: wit, Backend: backend, Version: version, Logger: log, Accounts: accounts}
+	opts, err := privhelper.OptionsFromConfig(&cfg, backends)
 	if err != nil {
 		return err
+	}
+	// A reload (SIGHUP, config.apply) reads the file again over the same
+	// backends; the socket and the backends themselves stay as started.
+	opts.ConfigPath = *cfgPath
+	opts.Reload = func() (privhelper.Options, error) {
+		next, err := config.Load(*cfgPath)
+		if err != nil {
+			return privhelper.Options{}, err
+		}
+		return privhelper.OptionsFromConfig(&next, backends)
 	}
 	agentUID := opts.Policy.AgentUID
 	// The agent runs as its own user: it must own the socket to connect. The
@@ -113,12 +124,31 @@ func run() error {
 	if *sim {
 		go stopWithParent(ctx, os.Getppid(), stop, log)
 	}
+	go reloadOnHUP(ctx, srv, log)
 	log.Info("raspi-mcp-helper ready", "version", version, "socket", cfg.Helper.Socket, "agent_uid", agentUID, "backend", backend)
 	sdnotify.Ready("serving " + cfg.Helper.Socket)
 	go sdnotify.Watchdog(ctx, nil)
 	err = srv.Serve(ctx, ln)
 	sdnotify.Stopping()
 	return err
+}
+
+// reloadOnHUP reloads the config on SIGHUP (`systemctl reload
+// raspi-mcp-helper`): connections stay open; a bad file keeps the policy in
+// force, and Reload logs why.
+func reloadOnHUP(ctx context.Context, srv *privhelper.Server, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			log.Info("SIGHUP: reloading the config")
+			_ = srv.Reload(ctx)
+		}
+	}
 }
 
 // openWitness opens the audit witness in the helper's state directory. The

@@ -58,6 +58,9 @@ type Options struct {
 	// HandlerTimeout bounds each helper request; 0 means the server's
 	// default. Tests on a busy machine raise it (a sim photo can take seconds).
 	HandlerTimeout time.Duration
+	// ConfigPath, when set, is the file Config was loaded from: the helper
+	// then serves config.apply and reloads from it, as the binary does.
+	ConfigPath string
 }
 
 // Rig is one simulated device. Its devices outlive helper restarts, as a
@@ -176,6 +179,16 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 		return privhelper.Options{}, nil, err
 	}
 	opts.HandlerTimeout = r.o.HandlerTimeout
+	if p := r.o.ConfigPath; p != "" {
+		opts.ConfigPath = p
+		opts.Reload = func() (privhelper.Options, error) {
+			next, err := config.Load(p)
+			if err != nil {
+				return privhelper.Options{}, err
+			}
+			return privhelper.OptionsFromConfig(&next, b)
+		}
+	}
 	return opts, b.Witness, nil
 }
 

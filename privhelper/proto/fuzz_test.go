@@ -33,6 +33,8 @@ var requestTypes = map[string]func() Validator{
 	ServiceEnable.Name:  func() Validator { return new(ServiceEnableReq) },
 	ProcessSignal.Name:  func() Validator { return new(ProcessSignalReq) },
 	AuditWitness.Name:   func() Validator { return new(AuditWitnessReq) },
+	ConfigApply.Name:    func() Validator { return new(ConfigApplyReq) },
+	ConfigRestore.Name:  func() Validator { return new(ConfigRestoreReq) },
 }
 
 func TestRequestTypesCoverTable(t *testing.T) {

@@ -54,6 +54,7 @@ var (
 func Names() []string {
 	names := append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
 	names = append(names, opsNames()...)
+	names = append(names, configNames()...)
 	return append(names, AuditWitness.Name)
 }
 
