@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -37,9 +38,13 @@ import (
 // Options are the agent's dependencies; the binary wires them.
 type Options struct {
 	Config *config.Config
-	Store  *store.DB
-	Sys    sysinfo.Source
-	Helper *client.Client
+	// ConfigPath is the file Config was loaded from: a reload (SIGHUP,
+	// manage_config_apply) reads it and its drop-ins again. "" means the
+	// config cannot be reloaded or changed over MCP.
+	ConfigPath string
+	Store      *store.DB
+	Sys        sysinfo.Source
+	Helper     *client.Client
 	// Witness is a second connection to the helper for the audit witness,
 	// so witnessing a record never queues behind a slow privileged call;
 	// nil shares Helper.
@@ -69,33 +74,40 @@ type Options struct {
 
 // Agent serves MCP on a Unix socket.
 type Agent struct {
-	cfg       *config.Config
-	store     *store.DB
-	sys       sysinfo.Source
-	helper    *client.Client
-	version   string
-	build     string
-	mode      string
-	log       *slog.Logger
-	started   time.Time
-	server    *mcp.Server
-	tools     *registry
-	lan       []*lanDomain // mounted LAN MCP servers ([[upstream]])
-	sampler   *Sampler
-	io        ioMeter // the health snapshot's network and disk rates
-	reverter  *reverter
-	powerJobs *powerWatch
-	units     units.Units
-	journal   journal.Reader
-	root      fs.FS
-	simProcs  *procs.Sim
-	net       Network
-	appLog    *applog.Ring
-	unitCPU   unitCPU
-	cpu       *cpuSampler // process readings shared by the process tools
-	witness   *witnesser
-	asks      *asks  // confirmations awaiting the client's second round (elicit.go)
-	watch     *watch // helper and upstream state, for notifications (notify.go)
+	// cfg is the configuration in force, swapped whole by a reload
+	// (reload.go); code reads it through conf.
+	cfg      atomic.Pointer[loadedConfig]
+	cfgPath  string     // the file reloads read; "" = no reloads
+	reloadMu sync.Mutex // one reload or config change at a time
+	// healthHook, set by tests only, adds a check to an apply's health
+	// check, so a failing one can be staged.
+	healthHook func(context.Context, *config.Config) error
+	store      *store.DB
+	sys        sysinfo.Source
+	helper     *client.Client
+	version    string
+	build      string
+	mode       string
+	log        *slog.Logger
+	started    time.Time
+	server     *mcp.Server
+	tools      *registry
+	lan        []*lanDomain // mounted LAN MCP servers ([[upstream]])
+	sampler    *Sampler
+	io         ioMeter // the health snapshot's network and disk rates
+	reverter   *reverter
+	powerJobs  *powerWatch
+	units      units.Units
+	journal    journal.Reader
+	root       fs.FS
+	simProcs   *procs.Sim
+	net        Network
+	appLog     *applog.Ring
+	unitCPU    unitCPU
+	cpu        *cpuSampler // process readings shared by the process tools
+	witness    *witnesser
+	asks       *asks  // confirmations awaiting the client's second round (elicit.go)
+	watch      *watch // helper and upstream state, for notifications (notify.go)
 
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
@@ -107,10 +119,12 @@ func New(o Options) (*Agent, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	a := &Agent{cfg: o.Config, store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
+	a := &Agent{store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
 		mode: o.Mode, log: o.Logger, started: time.Now(),
 		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog, simProcs: o.SimProcs}
 	a.checkOutput = o.CheckOutput
+	a.cfg.Store(&loadedConfig{cfg: o.Config, gen: 1, at: time.Now()})
+	a.cfgPath = o.ConfigPath
 	if a.simProcs != nil {
 		a.root = a.simProcs.FS()
 	}
@@ -141,6 +155,7 @@ func New(o Options) (*Agent, error) {
 	a.registerSystem()
 	a.registerMetrics()
 	a.registerManage()
+	a.registerConfigTools()
 	a.registerLogs()
 	a.registerChange()
 	a.registerGPIO()
@@ -243,7 +258,7 @@ func (a *Agent) principalOf(conn *net.UnixConn) (identity.Principal, error) {
 	if err != nil {
 		return identity.Principal{}, err
 	}
-	return identity.FromUnix(a.cfg.Roles, peer), nil
+	return identity.FromUnix(a.conf().Roles, peer), nil
 }
 
 // refuse answers the first request of an unmapped principal with a JSON-RPC

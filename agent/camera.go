@@ -119,7 +119,7 @@ func (a *Agent) photo(ctx context.Context, c *Call, req proto.CameraCaptureReq) 
 		return PhotoOut{}, err
 	}
 	return PhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339),
-		PublicURL: publicURL(a.cfg.Camera.PublicURL, a.cfg.Camera.MediaRoot, p.Path)}, nil
+		PublicURL: publicURL(a.conf().Camera.PublicURL, a.conf().Camera.MediaRoot, p.Path)}, nil
 }
 
 // publicURL is the photo's address under the configured base, or "" when
@@ -145,10 +145,10 @@ func (a *Agent) capture(ctx context.Context, c *Call, in CaptureIn) (CaptureOut,
 		return CaptureOut{PhotoOut: p}, err
 	}
 	out := CaptureOut{PhotoOut: p, mime: "image/" + p.Format}
-	data, err := camera.ReadCapped(camera.Photo{Path: p.FilePath, SizeBytes: p.SizeBytes}, int64(a.cfg.Camera.MaxImageBytes))
+	data, err := camera.ReadCapped(camera.Photo{Path: p.FilePath, SizeBytes: p.SizeBytes}, int64(a.conf().Camera.MaxImageBytes))
 	switch {
 	case errors.Is(err, camera.ErrTooLarge):
-		out.Note = fmt.Sprintf("%d bytes is over [camera] max_image_bytes (%d): saved on the device only; try a smaller size or jpeg", p.SizeBytes, a.cfg.Camera.MaxImageBytes)
+		out.Note = fmt.Sprintf("%d bytes is over [camera] max_image_bytes (%d): saved on the device only; try a smaller size or jpeg", p.SizeBytes, a.conf().Camera.MaxImageBytes)
 	case err != nil:
 		return CaptureOut{}, err
 	default:

@@ -118,14 +118,14 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 	for _, t := range a.tools.all() {
 		d := byDomain[t.rule.Domain]
 		if d == nil {
-			on, _ := domainEnabled(a.cfg, t.rule.Domain)
+			on, _ := domainEnabled(a.conf(), t.rule.Domain)
 			d = &DomainCaps{Name: t.rule.Domain, Enabled: on}
 			byDomain[t.rule.Domain] = d
 		}
 		tc := ToolCaps{Name: t.name, ID: t.id, Title: t.mcp.Title, Risk: t.rule.Risk.String(), MinRole: t.rule.MinRole.String(),
 			Stability: t.stable, ReadOnly: !t.mutating}
 		// A dry run is exactly the check the real call makes, minus guards.
-		if err := Decide(a.cfg, c.Principal, t.rule, Guard{DryRun: true}, false); err != nil {
+		if err := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); err != nil {
 			tc.Unavailable = err.Message
 		} else {
 			tc.Available = true
@@ -158,17 +158,17 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 // server does not implement (false, so a client need not guess).
 func (a *Agent) features(hw HardwareCaps) map[string]bool {
 	return map[string]bool{
-		"gpio.control":              len(hw.GPIOChips) > 0 && a.cfg.GPIO.Enabled,
-		"gpio.pwm":                  len(hw.PWMChips) > 0 && a.cfg.GPIO.Enabled,
+		"gpio.control":              len(hw.GPIOChips) > 0 && a.conf().GPIO.Enabled,
+		"gpio.pwm":                  len(hw.PWMChips) > 0 && a.conf().GPIO.Enabled,
 		"gpio.event_detection":      false,
-		"i2c.bus_access":            len(hw.I2CBuses) > 0 && a.cfg.I2C.Enabled,
-		"camera.still_capture":      len(hw.Cameras) > 0 && a.cfg.Camera.Enabled,
+		"i2c.bus_access":            len(hw.I2CBuses) > 0 && a.conf().I2C.Enabled,
+		"camera.still_capture":      len(hw.Cameras) > 0 && a.conf().Camera.Enabled,
 		"camera.video_recording":    false,
 		"system.temperature_sensor": hw.Thermal,
 		"system.throttling_flags":   hw.ThrottleFlags,
-		"system.reboot":             a.cfg.System.Reboot,
-		"system.shutdown":           a.cfg.System.Shutdown,
-		"metrics.sampling_jobs":     a.cfg.Metrics.Jobs,
+		"system.reboot":             a.conf().System.Reboot,
+		"system.shutdown":           a.conf().System.Shutdown,
+		"metrics.sampling_jobs":     a.conf().Metrics.Jobs,
 		"manage.self_update":        false,
 		"manage.os_updates":         false,
 		"lan.upstreams":             len(a.lanStatus()) > 0,

@@ -106,7 +106,7 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 		}
 		return PrepareOut{}, verr
 	}
-	if derr := Decide(a.cfg, c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
+	if derr := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
 		return PrepareOut{}, derr
 	}
 	// The plan is the tool's own dry run, audited like any dry run.
@@ -131,7 +131,7 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 		return PrepareOut{}, err
 	}
 	now := time.Now().UTC()
-	tok := store.ChangeToken{ID: id, Tool: t.id, Arguments: raw, PlanHash: h, Principal: c.Principal.Name, CreatedAt: now, ExpiresAt: now.Add(a.cfg.Change.TokenTTL.D())}
+	tok := store.ChangeToken{ID: id, Tool: t.id, Arguments: raw, PlanHash: h, Principal: c.Principal.Name, CreatedAt: now, ExpiresAt: now.Add(a.conf().Change.TokenTTL.D())}
 	if _, err := a.store.PruneChangeTokens(now); err != nil {
 		return PrepareOut{}, err
 	}

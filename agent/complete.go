@@ -28,13 +28,13 @@ func (a *Agent) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Co
 	switch {
 	case ref.Type == "ref/prompt" && ref.Name == "triage_failed_unit" && arg.Name == "unit",
 		ref.Type == "ref/resource" && ref.URI == tmplService && arg.Name == "unit":
-		values = a.allowedUnits(ctx, a.cfg.Service.Allow)
+		values = a.allowedUnits(ctx, a.conf().Service.Allow)
 	case ref.Type == "ref/resource" && ref.URI == tmplJournal && arg.Name == "unit":
-		values = a.allowedUnits(ctx, a.cfg.Logs.JournalUnits)
+		values = a.allowedUnits(ctx, a.conf().Logs.JournalUnits)
 	case ref.Type == "ref/resource" && ref.URI == tmplJournal && arg.Name == "lines":
 		values = []string{"20", "50", "200", "500"}
 	case ref.Type == "ref/prompt" && ref.Name == "safe_gpio_change" && arg.Name == "pin":
-		for _, p := range a.cfg.GPIO.Pins {
+		for _, p := range a.conf().GPIO.Pins {
 			values = append(values, strconv.Itoa(p.Pin))
 			if p.Name != "" {
 				values = append(values, p.Name)
@@ -59,11 +59,11 @@ func (a *Agent) completeByName(name string) []string {
 	var values []string
 	switch name {
 	case "sensor", "sensor_name":
-		for _, s := range a.cfg.I2C.Sensors {
+		for _, s := range a.conf().I2C.Sensors {
 			values = append(values, s.Name)
 		}
 	case "upstream", "prefix":
-		for _, u := range a.cfg.Upstreams {
+		for _, u := range a.conf().Upstreams {
 			values = append(values, u.Name)
 		}
 	case "job_id", "job":

@@ -70,7 +70,7 @@ type asking struct {
 // askingOf reads the client's capabilities and protocol version: per request
 // in the 2026-07-28 era, from the session's initialize before.
 func (a *Agent) askingOf(c *Call) asking {
-	if a.cfg.Guard.Elicitation == config.ElicitOff {
+	if a.conf().Guard.Elicitation == config.ElicitOff {
 		return asking{}
 	}
 	var caps *mcp.ClientCapabilities
@@ -114,9 +114,9 @@ func (a *Agent) personGate(t *tool, c *Call, ask asking) (standsInForToken bool,
 		return false, nil
 	}
 	if !ask.can {
-		if a.cfg.Guard.Elicitation == config.ElicitRequired {
+		if a.conf().Guard.Elicitation == config.ElicitRequired {
 			// Role and switches first: a call that is not allowed at all says so.
-			if derr := Decide(a.cfg, c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
+			if derr := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
 				return false, derr
 			}
 			return false, errf(CodePermissionDenied, "%s is %s-risk and this device requires the person's confirmation, which your client cannot ask for", t.name, t.rule.Risk).
@@ -154,7 +154,7 @@ func (a *Agent) askPerson(ctx context.Context, t *tool, c *Call, ask asking, arg
 		return refusedPlan(refused)
 	}
 	params := a.question(ctx, t, c, args, plan)
-	ectx, cancel := context.WithTimeout(ctx, a.cfg.Guard.ElicitationTimeout.D())
+	ectx, cancel := context.WithTimeout(ctx, a.conf().Guard.ElicitationTimeout.D())
 	defer cancel()
 	res, err := c.Session.Elicit(ectx, params)
 	switch {
@@ -195,7 +195,7 @@ func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, 
 		a.asks.pending[state] = pa
 		// No second round in time: the person did not confirm. Audited
 		// here, since no call is left to audit it.
-		pa.timer = time.AfterFunc(a.cfg.Guard.ElicitationTimeout.D(), func() {
+		pa.timer = time.AfterFunc(a.conf().Guard.ElicitationTimeout.D(), func() {
 			if _, ok := a.asks.take(state); !ok {
 				return
 			}
@@ -245,7 +245,7 @@ func (a *Agent) judge(t *tool, res *mcp.ElicitResult) personAnswer {
 }
 
 func (a *Agent) unanswered(t *tool) personAnswer {
-	d := a.cfg.Guard.ElicitationTimeout.D()
+	d := a.conf().Guard.ElicitationTimeout.D()
 	return personAnswer{decision: store.DecisionDeclined,
 		err: errf(CodePermissionDenied, "the person did not confirm %s within %s; counted as a decline, it did not run", t.name, d).
 			with("tool", t.id).with("elicitation_action", "timeout").

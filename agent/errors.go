@@ -160,7 +160,7 @@ func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) 
 	// A suggestion the caller would be refused is no suggestion.
 	e.Next = slices.DeleteFunc(e.Next, func(s SuggestedCall) bool {
 		nt, ok := a.tools.lookup(s.Tool)
-		return !ok || Decide(a.cfg, c.Principal, nt.rule, Guard{DryRun: true}, false) != nil
+		return !ok || Decide(a.conf(), c.Principal, nt.rule, Guard{DryRun: true}, false) != nil
 	})
 	if e.FixHint == "" {
 		e.FixHint = defaultHint(t, e, param, c.CorrelationID)

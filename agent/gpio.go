@@ -171,10 +171,10 @@ func (a *Agent) registerGPIO() {
 
 // allowedPin checks the [gpio] pins allowlist; the helper checks it again.
 func (a *Agent) allowedPin(pin int) (config.Pin, error) {
-	p, ok := a.cfg.GPIO.Pin(pin)
+	p, ok := a.conf().GPIO.Pin(pin)
 	if !ok {
 		allowed := []int{}
-		for _, q := range a.cfg.GPIO.Pins {
+		for _, q := range a.conf().GPIO.Pins {
 			allowed = append(allowed, q.Pin)
 		}
 		sort.Ints(allowed)
@@ -197,7 +197,7 @@ func level(v *int) string {
 }
 
 func (a *Agent) pinInfo(p proto.GPIOPin) GpioPinInfo {
-	c, _ := a.cfg.GPIO.Pin(p.Pin)
+	c, _ := a.conf().GPIO.Pin(p.Pin)
 	info := GpioPinInfo{Pin: p.Pin, Mode: p.Mode, Value: level(p.Value), Allowed: true, Name: c.Name, Pull: p.Pull, PWM: c.PWM}
 	if p.Consumer != "" && p.Consumer != "raspi-mcp" {
 		info.Consumer = p.Consumer
@@ -207,11 +207,11 @@ func (a *Agent) pinInfo(p proto.GPIOPin) GpioPinInfo {
 
 func (a *Agent) listPins(ctx context.Context) (PinsOut, error) {
 	out := PinsOut{Pins: []GpioPinInfo{}}
-	if len(a.cfg.GPIO.Pins) == 0 {
+	if len(a.conf().GPIO.Pins) == 0 {
 		return out, nil
 	}
-	pins := make([]int, 0, len(a.cfg.GPIO.Pins))
-	for _, p := range a.cfg.GPIO.Pins {
+	pins := make([]int, 0, len(a.conf().GPIO.Pins))
+	for _, p := range a.conf().GPIO.Pins {
 		pins = append(pins, p.Pin)
 	}
 	st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
@@ -283,7 +283,7 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 	switch {
 	case in.DurationMS != nil:
 		back := 1 - v
-		if a.cfg.GPIO.Revert == "previous" && p.Previous != nil {
+		if a.conf().GPIO.Revert == "previous" && p.Previous != nil {
 			back = *p.Previous
 		}
 		if hasPending {

@@ -94,7 +94,9 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := simrig.Start(simrig.Options{Dir: dir, Config: cfg, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim,
+	// Written out as `serve --sim` does, so both sides can reload it.
+	cfgPath := writeConfig(t, dir, cfg)
+	s, err := simrig.Start(simrig.Options{Dir: dir, Config: cfg, ConfigPath: cfgPath, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim,
 		// A busy machine must not turn a slow hello, call or sim photo into "helper unavailable".
 		HelperTimeout: hangGuard / 2, DialTimeout: hangGuard / 2, HandlerTimeout: hangGuard / 2})
 	if err != nil {
@@ -103,7 +105,7 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	t.Cleanup(func() { s.Close() })
 	r := &rig{t: t, sim: s, dir: dir, cfg: s.Config, db: s.Store, pw: s.Power, gpio: s.Board.GPIO, pwm: s.Board.PWM,
 		bme: s.Board.BME280, units: s.Agent.Units, simProcs: s.Agent.Procs, helper: s.Helper, appLog: applog.NewRing(100)}
-	opts := Options{Config: r.cfg, Store: r.db, Sys: s.Agent.Sys, Helper: r.helper, CheckOutput: true, Version: "test", Mode: "sim",
+	opts := Options{Config: r.cfg, ConfigPath: cfgPath, Store: r.db, Sys: s.Agent.Sys, Helper: r.helper, CheckOutput: true, Version: "test", Mode: "sim",
 		Units: r.units, Journal: r.units.Journal(), AppLog: r.appLog,
 		Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent"))}
 	if sim {

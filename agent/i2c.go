@@ -127,7 +127,7 @@ func (a *Agent) registerI2C() {
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
 		Run: func(ctx context.Context, _ *Call, in ScanIn) (ScanOut, error) {
-			if err := a.allowedI2C(a.cfg.I2C.Read, "read", in.Bus, -1); err != nil {
+			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, -1); err != nil {
 				return ScanOut{}, err
 			}
 			r, err := client.Call(ctx, a.helper, proto.I2CScan, proto.I2CScanReq{Bus: in.Bus})
@@ -146,7 +146,7 @@ func (a *Agent) registerI2C() {
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       append(addr, prop("length", minimum(1), maximum(proto.MaxI2CBytes))),
 		Run: func(ctx context.Context, _ *Call, in I2CReadIn) (I2CReadOut, error) {
-			if err := a.allowedI2C(a.cfg.I2C.Read, "read", in.Bus, in.Address); err != nil {
+			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, in.Address); err != nil {
 				return I2CReadOut{}, err
 			}
 			r, err := client.Call(ctx, a.helper, proto.I2CRead, proto.I2CReadReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Length: in.Length})
@@ -169,7 +169,7 @@ func (a *Agent) registerI2C() {
 			s.Items.Minimum, s.Items.Maximum = &lo, &hi
 		})),
 		Run: func(ctx context.Context, c *Call, in I2CWriteIn) (I2CWriteOut, error) {
-			if err := a.allowedI2C(a.cfg.I2C.Write, "write", in.Bus, in.Address); err != nil {
+			if err := a.allowedI2C(a.conf().I2C.Write, "write", in.Bus, in.Address); err != nil {
 				return I2CWriteOut{}, err
 			}
 			if c.DryRun {
@@ -194,7 +194,7 @@ func (a *Agent) registerI2C() {
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Run: func(context.Context, *Call, NoArgs) (SensorsOut, error) {
 			out := SensorsOut{Sensors: []SensorInfo{}}
-			for _, s := range a.cfg.I2C.Sensors {
+			for _, s := range a.conf().I2C.Sensors {
 				out.Sensors = append(out.Sensors, SensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
 			}
 			return out, nil
@@ -208,7 +208,7 @@ func (a *Agent) registerI2C() {
 		Props:       []Prop{prop("name", minLen(1), maxLen(64))},
 		Run: func(ctx context.Context, _ *Call, in SensorIn) (SensorOut, error) {
 			found := false
-			for _, s := range a.cfg.I2C.Sensors {
+			for _, s := range a.conf().I2C.Sensors {
 				found = found || s.Name == in.Name
 			}
 			if !found {

@@ -62,10 +62,10 @@ func (a *Agent) newLAN() error {
 	for n := range local {
 		names = append(names, n)
 	}
-	if err := a.cfg.CheckUpstreamNames(names); err != nil {
+	if err := a.conf().CheckUpstreamNames(names); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	for _, u := range a.cfg.Upstreams {
+	for _, u := range a.conf().Upstreams {
 		if !u.IsEnabled() {
 			continue
 		}
@@ -515,7 +515,7 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 	decision := "allow"
 	var out any
 	var terr *ToolError
-	if derr := Decide(a.cfg, p, rule, Guard{}, false); derr != nil {
+	if derr := Decide(a.conf(), p, rule, Guard{}, false); derr != nil {
 		decision, terr = "deny", derr
 	} else if res, err := do(ctx); err != nil {
 		terr = lanError(d.cfg.Name, id, err)

@@ -359,15 +359,15 @@ func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (Journa
 		if err := (journal.Query{Units: []string{n}}).Validate(); err != nil {
 			return JournalOut{}, errf(CodeInvalidArgument, "unit %q is not a unit name or glob: %v", u, err).with("parameter", "units")
 		}
-		if !config.UnitMatches(a.cfg.Logs.JournalUnits, n) {
+		if !config.UnitMatches(a.conf().Logs.JournalUnits, n) {
 			return JournalOut{}, errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
-				with("unit", n).with("journal_units", a.cfg.Logs.JournalUnits).
+				with("unit", n).with("journal_units", a.conf().Logs.JournalUnits).
 				hint("the owner lists readable units in [logs] journal_units of " + config.DefaultPath)
 		}
 		q.Units = append(q.Units, n)
 	}
-	if len(q.Units) == 0 && !slices.Contains(a.cfg.Logs.JournalUnits, "*") {
-		q.Units = slices.Clone(a.cfg.Logs.JournalUnits) // journalctl -u takes globs
+	if len(q.Units) == 0 && !slices.Contains(a.conf().Logs.JournalUnits, "*") {
+		q.Units = slices.Clone(a.conf().Logs.JournalUnits) // journalctl -u takes globs
 	}
 	if err := q.Validate(); err != nil {
 		return JournalOut{}, errf(CodeInvalidArgument, "%v", err)

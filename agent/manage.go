@@ -114,25 +114,30 @@ func (a *Agent) registerManage() {
 
 // Status gathers the server status.
 func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
+	l := a.cfg.Load()
+	cfg := l.cfg
 	s := ServerStatus{
 		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
 		UptimeSeconds: int64(time.Since(a.started).Seconds()),
 		Caller:        Caller{Principal: p.Name, Role: p.Role.String()},
 		ConfigSummary: map[string]any{
-			"socket": a.cfg.Agent.Socket, "helper_socket": a.cfg.Helper.Socket, "state": a.cfg.Agent.State,
-			"dotted_names": a.cfg.Agent.ExposeDottedNames, "record_reads": a.cfg.Audit.RecordReads,
-			"roles_users": len(a.cfg.Roles.Users), "roles_groups": len(a.cfg.Roles.Groups),
-			"domains": map[string]bool{"system": a.cfg.System.Enabled, "metrics": a.cfg.Metrics.Enabled, "logs": a.cfg.Logs.Enabled, "manage": a.cfg.Manage.Enabled},
-			"writes":  writesOn(a.cfg),
+			"socket": cfg.Agent.Socket, "helper_socket": cfg.Helper.Socket, "state": cfg.Agent.State,
+			"dotted_names": cfg.Agent.ExposeDottedNames, "record_reads": cfg.Audit.RecordReads,
+			"roles_users": len(cfg.Roles.Users), "roles_groups": len(cfg.Roles.Groups),
+			"domains": map[string]bool{"system": cfg.System.Enabled, "metrics": cfg.Metrics.Enabled, "logs": cfg.Logs.Enabled, "manage": cfg.Manage.Enabled},
+			"writes":  writesOn(cfg),
+			// Which reading of the files is in force: 1 at start, one
+			// more per reload (SIGHUP, manage_config_apply).
+			"generation": l.gen, "loaded_at": l.at.UTC().Format(time.RFC3339),
 		},
-		Helper:   HelperStatus{Socket: a.cfg.Helper.Socket},
+		Helper:   HelperStatus{Socket: cfg.Helper.Socket},
 		Database: DatabaseStatus{Path: a.store.Path()},
 	}
 	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
 		s.Helper.Error = err.Error()
 	} else {
 		s.Helper = HelperStatus{Reachable: true, Version: st.Helper, PID: st.PID, Backend: st.Backend,
-			StartedAt: st.StartedAt.UTC().Format(time.RFC3339), Socket: a.cfg.Helper.Socket}
+			StartedAt: st.StartedAt.UTC().Format(time.RFC3339), Socket: a.conf().Helper.Socket}
 	}
 	total, denied, errs, last, err := a.store.AuditCounts()
 	if err != nil {
@@ -169,7 +174,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		return s, err
 	}
 	taken, flushed, ferr := a.sampler.Stats()
-	s.Sampling = SamplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.cfg.Metrics.FlushInterval.D().String()}
+	s.Sampling = SamplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.conf().Metrics.FlushInterval.D().String()}
 	if !flushed.IsZero() {
 		s.Sampling.LastFlush = flushed.UTC().Format(time.RFC3339)
 	}
@@ -295,7 +300,7 @@ func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJ
 		"gpio_revert": a.rule("gpio.write_pin"),
 		"power":       a.rule("system.cancel_scheduled_power_action"),
 	}
-	if err := Decide(a.cfg, c.Principal, gates[j.Kind], Guard{DryRun: true}, false); err != nil {
+	if err := Decide(a.conf(), c.Principal, gates[j.Kind], Guard{DryRun: true}, false); err != nil {
 		return out, err
 	}
 	if c.DryRun {

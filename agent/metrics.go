@@ -274,7 +274,7 @@ func (a *Agent) startJob(ctx context.Context, c *Call, in StartJobIn) (JobStatus
 	}
 	j, err := a.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
 	if errors.Is(err, errTooManyJobs) {
-		return JobStatus{}, errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.cfg.Metrics.MaxJobs).
+		return JobStatus{}, errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
 			next(SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
 	}
 	if err != nil {

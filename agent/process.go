@@ -458,9 +458,9 @@ func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessD
 // signalCheck is the agent's half of the signal rules; the helper repeats
 // them from its own reading of /proc and the config.
 func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, string, error) {
-	if !slices.Contains(a.cfg.Process.AllowedSignals, in.Signal) {
+	if !slices.Contains(a.conf().Process.AllowedSignals, in.Signal) {
 		return procs.Identity{}, "", errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
-			with("parameter", "signal").with("allowed_signals", a.cfg.Process.AllowedSignals).
+			with("parameter", "signal").with("allowed_signals", a.conf().Process.AllowedSignals).
 			hint("the owner lists allowed signals in [process] allowed_signals of " + config.DefaultPath)
 	}
 	id, err := procs.ReadIdentity(a.root, in.PID)
@@ -481,9 +481,9 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 		return id, user, never("is init or a kernel thread and is never signalled")
 	case a.isSelf(ctx, id.PID):
 		return id, user, never("is raspi-mcp itself and is never signalled")
-	case slices.Contains(a.cfg.Process.ProtectedUsers, user):
+	case slices.Contains(a.conf().Process.ProtectedUsers, user):
 		return id, user, never(fmt.Sprintf("belongs to %s, a protected user on this device", user)).
-			with("protected_users", a.cfg.Process.ProtectedUsers).
+			with("protected_users", a.conf().Process.ProtectedUsers).
 			hint("[process] protected_users in " + config.DefaultPath + " lists users whose processes are never signalled")
 	}
 	return id, user, nil

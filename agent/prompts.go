@@ -141,7 +141,7 @@ func (a *Agent) localPrompt(name string) bool {
 func (a *Agent) pinByLabel(s string) (config.Pin, bool) {
 	s = strings.TrimSpace(s)
 	n, err := strconv.Atoi(strings.TrimPrefix(strings.ToUpper(s), "GPIO"))
-	for _, p := range a.cfg.GPIO.Pins {
+	for _, p := range a.conf().GPIO.Pins {
 		if (err == nil && p.Pin == n) || (s != "" && strings.EqualFold(p.Name, s)) {
 			return p, true
 		}

@@ -150,7 +150,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		var pa personAnswer
 		if gerr != nil {
 			decision, o.err = "deny", gerr
-		} else if derr := Decide(a.cfg, c.Principal, t.rule, c.Guard, c.committed || standIn); derr != nil {
+		} else if derr := Decide(a.conf(), c.Principal, t.rule, c.Guard, c.committed || standIn); derr != nil {
 			decision, o.err = "deny", derr
 			if t.rule.Risk == RiskCritical && derr.Code == CodeFailedPrecondition {
 				var m map[string]any
@@ -192,7 +192,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	}
 	o.dur = time.Since(start)
 	// A call to a LAN upstream leaves the Pi: it is recorded even as a read.
-	if t.mutating || t.lan || o.err != nil || a.cfg.Audit.RecordReads {
+	if t.mutating || t.lan || o.err != nil || a.conf().Audit.RecordReads {
 		rec := store.AuditRecord{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
@@ -303,6 +303,11 @@ func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (str
 		rec.OutHash, _ = store.HashJSON(map[string]any{"error": terr})
 	} else {
 		rec.OutHash, _ = store.HashJSON(out)
+		// A result may name what the record should say, e.g. the hash
+		// of the configuration diff an apply put in force.
+		if m, ok := out.(interface{ auditMessage() string }); ok {
+			rec.Message = truncate(m.auditMessage(), 200)
+		}
 	}
 	stored, err := a.appendAudit(rec)
 	if err != nil {

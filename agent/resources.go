@@ -212,7 +212,7 @@ func (a *Agent) serviceArgs(u *url.URL) (any, error) {
 }
 
 func (a *Agent) allowedUnit(name string) bool {
-	return config.UnitMatches(a.cfg.Service.Allow, name)
+	return config.UnitMatches(a.conf().Service.Allow, name)
 }
 
 // journalArgs maps raspi://journal/{unit}{?lines} onto logs.query_journal,
@@ -239,11 +239,11 @@ func journalArgs(u *url.URL) (any, error) {
 // refuses inline secrets), so the TOML holds no secret.
 func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 	p := principalOrUnknown(ctx)
-	if derr := Decide(a.cfg, p, a.rule("manage.get_server_status"), Guard{}, false); derr != nil {
+	if derr := Decide(a.conf(), p, a.rule("manage.get_server_status"), Guard{}, false); derr != nil {
 		a.auditRead(p, "resources.config_effective", derr)
 		return "", resourceError(derr)
 	}
-	c := *a.cfg
+	c := *a.conf()
 	c.Upstreams = slices.Clone(c.Upstreams)
 	for i := range c.Upstreams {
 		c.Upstreams[i].Token = c.Upstreams[i].TokenRef()
@@ -309,16 +309,16 @@ func (a *Agent) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (
 func ptr1(v float64) *float64 { r := round1(v); return &r }
 
 func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSummary {
-	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.cfg.WritesOn()}
+	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
 	allowed := func(id string) bool {
-		if Decide(a.cfg, p, a.rule(id), Guard{}, false) != nil {
+		if Decide(a.conf(), p, a.rule(id), Guard{}, false) != nil {
 			s.Hidden = append(s.Hidden, id)
 			return false
 		}
 		return true
 	}
 	for _, n := range config.Namespaces() {
-		if n.Switch.Valid() && n.Switch.On(a.cfg) {
+		if n.Switch.Valid() && n.Switch.On(a.conf()) {
 			s.Domains = append(s.Domains, n.Name)
 		}
 	}

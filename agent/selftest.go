@@ -119,7 +119,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 	helperUp := herr == nil
 	switch {
 	case !helperUp:
-		fail("helper", restartHelper, "the root helper does not answer on %s: %v", a.cfg.Helper.Socket, herr)
+		fail("helper", restartHelper, "the root helper does not answer on %s: %v", a.conf().Helper.Socket, herr)
 	case strings.TrimPrefix(st.Helper, "raspi-mcp-helper/") != a.version: // the helper names itself with its version
 		warn("helper", "install the agent and the helper from the same release, then restart both",
 			"helper %s (pid %d, %s backend) answers, but the agent is %s", st.Helper, st.PID, st.Backend, a.version)
@@ -181,7 +181,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 	}
 
 	// Every allowlisted pin, as the helper sees its line.
-	if a.cfg.GPIO.Enabled && len(a.cfg.GPIO.Pins) > 0 {
+	if a.conf().GPIO.Enabled && len(a.conf().GPIO.Pins) > 0 {
 		if !helperUp {
 			helperDown("gpio_pins")
 		} else {
@@ -190,7 +190,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 	}
 
 	// Buses in the I2C allowlists and the sensors on them.
-	if a.cfg.I2C.Enabled {
+	if a.conf().I2C.Enabled {
 		if buses := a.i2cBuses(); len(buses) > 0 {
 			if !helperUp {
 				helperDown("i2c_buses")
@@ -212,7 +212,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 				}
 			}
 		}
-		for _, s := range a.cfg.I2C.Sensors {
+		for _, s := range a.conf().I2C.Sensors {
 			name := "sensor_" + s.Name
 			if !helperUp {
 				helperDown(name)
@@ -234,7 +234,7 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 		}
 	}
 
-	if a.cfg.Camera.Enabled {
+	if a.conf().Camera.Enabled {
 		switch {
 		case hwErr != nil:
 			fail("camera", "the agent cannot read the hardware list; its journal says why", "%v", hwErr)
@@ -312,8 +312,8 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 func (a *Agent) checkSockets(record func(SelftestCheck)) {
 	me := os.Getuid()
 	for _, s := range []struct{ name, path, group string }{
-		{"agent_socket", a.cfg.Agent.Socket, a.cfg.Agent.SocketGroup},
-		{"helper_socket", a.cfg.Helper.Socket, ""},
+		{"agent_socket", a.conf().Agent.Socket, a.conf().Agent.SocketGroup},
+		{"helper_socket", a.conf().Helper.Socket, ""},
 	} {
 		c := SelftestCheck{Name: s.name, Status: CheckPass}
 		fi, err := os.Stat(s.path)
@@ -355,7 +355,7 @@ func groupName(gid int) string {
 // checkAudit verifies the hash chain against the helper's witness, as
 // `raspi-mcp audit verify` does.
 func (a *Agent) checkAudit(pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
-	w, info, werr := readWitness(witness.Path(a.cfg.Helper.StateDir))
+	w, info, werr := readWitness(witness.Path(a.conf().Helper.StateDir))
 	v, err := a.store.VerifyAuditWitness(w)
 	switch {
 	case err != nil:
@@ -412,7 +412,7 @@ func (a *Agent) checkClock(pass func(string, string, ...any), warn, fail func(st
 // is missing or held by another process.
 func (a *Agent) checkPins(ctx context.Context, pass func(string, string, ...any), fail func(string, string, string, ...any)) {
 	var pins []int
-	for _, p := range a.cfg.GPIO.Pins {
+	for _, p := range a.conf().GPIO.Pins {
 		pins = append(pins, p.Pin)
 	}
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
@@ -422,7 +422,7 @@ func (a *Agent) checkPins(ctx context.Context, pass func(string, string, ...any)
 		fail("gpio_pins", "check that the GPIO chip exists (ls /dev/gpiochip*) and the helper's journal", "the helper cannot read the pins: %v", err)
 		return
 	}
-	for _, cp := range a.cfg.GPIO.Pins {
+	for _, cp := range a.conf().GPIO.Pins {
 		name := "gpio_pin_" + strconv.Itoa(cp.Pin)
 		i := slices.IndexFunc(st.Pins, func(p proto.GPIOPin) bool { return p.Pin == cp.Pin })
 		switch {
@@ -446,13 +446,13 @@ func (a *Agent) checkPins(ctx context.Context, pass func(string, string, ...any)
 // i2cBuses are the buses the I2C allowlists and the sensors name, sorted.
 func (a *Agent) i2cBuses() []int {
 	var buses []int
-	for _, e := range slices.Concat(a.cfg.I2C.Read, a.cfg.I2C.Write) {
+	for _, e := range slices.Concat(a.conf().I2C.Read, a.conf().I2C.Write) {
 		bus, _, _ := strings.Cut(e, ":")
 		if b, err := strconv.Atoi(strings.TrimSpace(bus)); err == nil {
 			buses = append(buses, b)
 		}
 	}
-	for _, s := range a.cfg.I2C.Sensors {
+	for _, s := range a.conf().I2C.Sensors {
 		buses = append(buses, s.Bus)
 	}
 	slices.Sort(buses)

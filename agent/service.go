@@ -348,7 +348,7 @@ func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) S
 	s := ServiceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
 		PID: u.MainPID, MemoryBytes: u.MemoryBytes, RestartCount: u.Restarts, UnitFileState: u.UnitFileState, Description: u.Description,
 		DisplayName: u.Description, CanStart: u.CanStart, CanStop: u.CanStop, CanReload: u.CanReload,
-		Changeable: a.cfg.Service.Control && config.UnitMatches(a.cfg.Service.Allow, u.Name)}
+		Changeable: a.conf().Service.Control && config.UnitMatches(a.conf().Service.Allow, u.Name)}
 	switch u.UnitFileState {
 	case "static", "masked":
 		s.Preset = u.UnitFileState
@@ -431,7 +431,7 @@ func (a *Agent) serviceStatus(ctx context.Context, _ *Call, in ServiceStatusIn) 
 		out.Environment[k] = procs.RedactValue(k, v)
 	}
 	if in.LogLines > 0 {
-		if !config.UnitMatches(a.cfg.Logs.JournalUnits, name) {
+		if !config.UnitMatches(a.conf().Logs.JournalUnits, name) {
 			out.LogsNote = "this unit's journal is not in [logs] journal_units"
 		} else {
 			res, err := a.journal.Query(ctx, journal.Query{Units: []string{name}, Priority: -1, Limit: in.LogLines, MaxBytes: 8 << 10})
@@ -448,8 +448,8 @@ func (a *Agent) serviceStatus(ctx context.Context, _ *Call, in ServiceStatusIn) 
 
 // changeable checks the allow list; the helper checks it again.
 func (a *Agent) changeable(name string) error {
-	if !config.UnitMatches(a.cfg.Service.Allow, name) {
-		allow := a.cfg.Service.Allow
+	if !config.UnitMatches(a.conf().Service.Allow, name) {
+		allow := a.conf().Service.Allow
 		if allow == nil {
 			allow = []string{}
 		}

@@ -188,7 +188,7 @@ func (a *Agent) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		return resourceError(errf(CodeInvalidArgument, "%s cannot be subscribed to", uri).with("uri", uri).
 			hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}", uriSummary, uriHealth)))
 	}
-	if derr := Decide(a.cfg, p, a.rule(id), Guard{}, false); derr != nil {
+	if derr := Decide(a.conf(), p, a.rule(id), Guard{}, false); derr != nil {
 		a.auditRead(p, "resources.subscribe", derr)
 		return resourceError(derr)
 	}

@@ -371,7 +371,7 @@ func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
 // model that reboots after every boot cannot loop the device. Replacing a
 // pending action is not limited, as it has not happened yet.
 func (a *Agent) powerRateLimit(when time.Time) error {
-	iv := a.cfg.System.MinPowerInterval.D()
+	iv := a.conf().System.MinPowerInterval.D()
 	last, err := a.store.LastPower()
 	if err != nil || iv <= 0 || last.IsZero() {
 		return err

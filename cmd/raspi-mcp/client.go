@@ -301,6 +301,9 @@ func printStatus(st agent.ServerStatus, socket string) {
 		sort.Strings(on)
 		fmt.Fprintf(tw, "writes on\t%s\n", orNone(strings.Join(on, ", ")))
 	}
+	if gen, ok := st.ConfigSummary["generation"].(float64); ok {
+		fmt.Fprintf(tw, "config\tgeneration %d, loaded %v\n", int(gen), st.ConfigSummary["loaded_at"])
+	}
 	for _, u := range st.Upstreams {
 		line := fmt.Sprintf("%s %s (%s), %d of %d tools mounted", u.State, u.Endpoint, orNone(u.Transport), u.Mounted, u.Tools)
 		if u.LatencyP50MS > 0 {

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,6 +86,13 @@ func cmdServe(args []string) error {
 		if cfg, err = laptopConfig(base, *dir); err != nil {
 			return err
 		}
+		// The drop-ins of the laptop directory's config.d (those
+		// manage_config_apply wrote) count as they do for the helper
+		// child, which loads the same file.
+		*cfgPath = filepath.Join(filepath.Dir(cfg.Agent.Socket), "config.toml")
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
 		// The simulated board's systemd and processes, shared with the
 		// helper child through units.json and procs.json; the system's
 		// uptime counts from the same boot.
@@ -109,6 +117,7 @@ func cmdServe(args []string) error {
 	// behind a slow privileged call on the shared one.
 	witnessConn := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version + " audit-witness"})
 	defer witnessConn.Close()
+	var sup *supervisor // laptop mode's helper child
 	if *sim {
 		bin, err := findHelper(*helperBin)
 		if err != nil {
@@ -117,7 +126,7 @@ func cmdServe(args []string) error {
 		dirPath := filepath.Dir(cfg.Agent.Socket)
 		helperLog := ring.Writer("helper", os.Stderr)
 		defer helperLog.Close()
-		sup := &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
+		sup = &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
 			"--sim-units", filepath.Join(dirPath, "units.json"), "--sim-procs", filepath.Join(dirPath, "procs.json")}, log: log, output: helperLog}
 		done := make(chan struct{})
 		go func() { sup.run(ctx); close(done) }()
@@ -132,7 +141,7 @@ func cmdServe(args []string) error {
 		return err
 	}
 	defer db.Close()
-	opts := agent.Options{Config: &cfg, Store: db, Sys: sys, Helper: helper, Witness: witnessConn, Version: version, Build: commit, Mode: mode, Logger: log,
+	opts := agent.Options{Config: &cfg, ConfigPath: *cfgPath, Store: db, Sys: sys, Helper: helper, Witness: witnessConn, Version: version, Build: commit, Mode: mode, Logger: log,
 		AppLog: ring}
 	if *sim {
 		// Nothing of this machine: processes, network and units are the
@@ -183,10 +192,32 @@ func cmdServe(args []string) error {
 		printLaptopHelp(os.Stdout, filepath.Dir(cfg.Agent.Socket))
 	}
 	go sdnotify.Watchdog(ctx, func() error { _, err := db.Size(); return err })
+	go reloadOnHUP(ctx, a, sup, log)
 	err = a.Serve(ctx, ln)
 	sdnotify.Stopping()
 	log.Info("raspi-mcp stopped")
 	return err
+}
+
+// reloadOnHUP reloads the config on SIGHUP (`systemctl reload raspi-mcp`)
+// without dropping sessions; a bad file keeps the config in force, and
+// Reload logs why.
+// In laptop mode the helper child is sent the signal too, as systemd's
+// PropagatesReloadTo does on a device.
+func reloadOnHUP(ctx context.Context, a *agent.Agent, sup *supervisor, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			log.Info("SIGHUP: reloading the config")
+			_ = a.Reload()
+			sup.signal(syscall.SIGHUP)
+		}
+	}
 }
 
 // laptopConfig prepares DIR for `serve --sim`: the effective config is
@@ -276,6 +307,28 @@ type supervisor struct {
 	args   []string
 	log    *slog.Logger
 	output io.Writer // the child's stdout and stderr
+
+	mu    sync.Mutex
+	child *os.Process // the running helper, nil between runs
+}
+
+// signal sends sig to the running helper child, if any; s may be nil
+// (no child outside laptop mode).
+func (s *supervisor) signal(sig os.Signal) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.child != nil {
+		_ = s.child.Signal(sig)
+	}
+}
+
+func (s *supervisor) setChild(p *os.Process) {
+	s.mu.Lock()
+	s.child = p
+	s.mu.Unlock()
 }
 
 const restartDelay = 2 * time.Second
@@ -291,8 +344,9 @@ func (s *supervisor) run(ctx context.Context) {
 		if err := cmd.Start(); err != nil {
 			s.log.Error("cannot start helper", "bin", s.bin, "err", err)
 		} else {
+			s.setChild(cmd.Process)
 			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			go func() { done <- cmd.Wait(); s.setChild(nil) }()
 			select {
 			case <-ctx.Done():
 				_ = cmd.Process.Signal(syscall.SIGTERM)

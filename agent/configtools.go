@@ -1,0 +1,369 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// Configuration as a reversible change. The agent reads the config files
+// and computes what a candidate drop-in would change; only the root helper
+// writes one (config.MCPDropIn under config.d/), checking the candidate with
+// the same allow-list of keys, and both daemons reload it. If either cannot
+// load it, or the health check after the reload fails, the previous drop-in
+// comes back by itself. Keys that decide who may do what ([roles], [http],
+// [guard], [manage], [audit], ...) are not changeable this way at all
+// (config.Changeable).
+
+// ConfigGetOut is manage.config_get: every key in force, where it comes from.
+type ConfigGetOut struct {
+	Path       string      `json:"path" jsonschema:"the main configuration file"`
+	DropIns    []string    `json:"drop_ins" jsonschema:"config.d files read after it, in order"`
+	MCPDropIn  string      `json:"mcp_drop_in" jsonschema:"the drop-in manage_config_apply writes"`
+	Mode       string      `json:"mode"`
+	Generation uint64      `json:"generation" jsonschema:"1 at start, one more per reload"`
+	LoadedAt   string      `json:"loaded_at"`
+	Keys       []ConfigKey `json:"keys"`
+	// Pending lists keys whose file value differs from the value in force:
+	// they take effect at the next restart (sockets, state, upstreams).
+	Pending []string `json:"pending_restart,omitempty" jsonschema:"keys changed in the files that take effect only at the next restart"`
+}
+
+// ConfigKey is one key in force.
+type ConfigKey struct {
+	Key        string `json:"key" jsonschema:"table.key as in the file, e.g. gpio.writes"`
+	Value      any    `json:"value" jsonschema:"its value; secrets are shown as references (env:NAME, file:/path), never their content"`
+	Source     string `json:"source" jsonschema:"the file that sets it, or default"`
+	Changeable bool   `json:"changeable" jsonschema:"manage_config_apply may set it; the others only the device's owner can"`
+}
+
+// ConfigCandidateIn is a candidate drop-in.
+type ConfigCandidateIn struct {
+	TOML string `json:"toml" jsonschema:"the whole content of the MCP drop-in (TOML), e.g. \"[gpio]\\nwrites = true\\n\"; it replaces the previous one"`
+}
+
+// ConfigValidateOut is manage.config_validate.
+type ConfigValidateOut struct {
+	Valid    bool               `json:"valid"`
+	Errors   []*config.KeyError `json:"errors" jsonschema:"what is wrong, naming the key and the value"`
+	WritesOn []string           `json:"writes_on" jsonschema:"the write switches on with the candidate"`
+}
+
+// ConfigDiffOut is manage.config_diff and the plan of manage.config_apply.
+type ConfigDiffOut struct {
+	Changes  []config.KeyChange    `json:"changes" jsonschema:"keys set differently, with the values before and after"`
+	Switches []config.SwitchChange `json:"switches" jsonschema:"switches turned on or off in effect"`
+	ToolsOn  []string              `json:"tools_on" jsonschema:"tools the change lets run (roles and guards still apply)"`
+	ToolsOff []string              `json:"tools_off" jsonschema:"tools the change turns off"`
+	// RestartOnly are changed keys a reload does not put in force.
+	RestartOnly []string `json:"restart_only,omitempty"`
+	DiffHash    string   `json:"diff_hash" jsonschema:"sha256 of the changes; manage_config_apply's expect_diff_hash"`
+	Path        string   `json:"path" jsonschema:"the drop-in that would be written"`
+}
+
+// ConfigApplyIn is manage.config_apply.
+type ConfigApplyIn struct {
+	ConfigCandidateIn
+	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"the diff_hash manage_config_diff reported: refused if the change would now be a different one"`
+	GuardArgs
+}
+
+// ConfigApplyOut is what an apply did.
+type ConfigApplyOut struct {
+	ConfigDiffOut
+	Applied    bool     `json:"applied"`
+	DryRun     bool     `json:"dry_run,omitempty"`
+	Generation uint64   `json:"generation,omitempty" jsonschema:"the agent's configuration generation after the reload"`
+	Health     []string `json:"health,omitempty" jsonschema:"the checks that passed after the reload"`
+}
+
+// auditMessage puts the diff's hash in the apply's audit record.
+func (o ConfigApplyOut) auditMessage() string {
+	return "config diff " + o.DiffHash
+}
+
+func (a *Agent) registerConfigTools() {
+	candidate := prop("toml", maxLen(config.MaxDropIn))
+	add(a.tools, Spec[NoArgs, ConfigGetOut]{
+		ID: "manage.config_get", Title: "Configuration in force",
+		Description: "Every configuration key in force with its value and the file it comes from (main file, a config.d drop-in or default), and whether manage_config_apply may change it. Secrets appear as references only.",
+		Rule:        Rule{MinRole: identity.RoleRead},
+		OutProps:    []Prop{prop("loaded_at", format("date-time"))},
+		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ConfigGetOut, error) { return a.configGet() },
+		Summary: func(_ NoArgs, o ConfigGetOut) string {
+			return fmt.Sprintf("%d keys from %s and %d drop-ins (generation %d)", len(o.Keys), o.Path, len(o.DropIns), o.Generation)
+		},
+	})
+	add(a.tools, Spec[ConfigCandidateIn, ConfigValidateOut]{
+		ID: "manage.config_validate", Title: "Check a configuration drop-in",
+		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
+		Rule:        Rule{MinRole: identity.RoleRead},
+		Props:       []Prop{candidate},
+		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
+			next, err := a.candidate(in.TOML)
+			var ke *config.KeyError
+			switch {
+			case errors.As(err, &ke) && !ke.Forbidden:
+				return ConfigValidateOut{Errors: []*config.KeyError{ke}, WritesOn: []string{}}, nil
+			case err != nil:
+				return ConfigValidateOut{}, err
+			}
+			return ConfigValidateOut{Valid: true, Errors: []*config.KeyError{}, WritesOn: orEmpty(next.WritesOn())}, nil
+		},
+		Summary: func(_ ConfigCandidateIn, o ConfigValidateOut) string {
+			if o.Valid {
+				return "valid; writes on: " + orNone(strings.Join(o.WritesOn, ", "))
+			}
+			return "invalid: " + o.Errors[0].Error()
+		},
+	})
+	add(a.tools, Spec[ConfigCandidateIn, ConfigDiffOut]{
+		ID: "manage.config_diff", Title: "What a configuration drop-in would change",
+		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
+		Rule:        Rule{MinRole: identity.RoleRead},
+		Props:       []Prop{candidate},
+		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
+			d, _, err := a.configDiff(in.TOML)
+			return d, err
+		},
+		Summary: func(_ ConfigCandidateIn, o ConfigDiffOut) string { return diffLine(o) },
+	})
+	add(a.tools, Spec[ConfigApplyIn, ConfigApplyOut]{
+		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
+		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: needs change_prepare then change_commit (or the person's confirmation). Keys that decide who may do what are refused.",
+		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical},
+		Destructive: true,
+		Props:       []Prop{candidate, prop("expect_diff_hash", maxLen(71))},
+		Run:         a.configApply,
+		Summary: func(_ ConfigApplyIn, o ConfigApplyOut) string {
+			if !o.Applied {
+				return "would apply: " + diffLine(o.ConfigDiffOut)
+			}
+			return fmt.Sprintf("applied (generation %d): %s", o.Generation, diffLine(o.ConfigDiffOut))
+		},
+	})
+}
+
+func diffLine(o ConfigDiffOut) string {
+	if len(o.Changes) == 0 {
+		return "no change"
+	}
+	keys := make([]string, len(o.Changes))
+	for i, c := range o.Changes {
+		keys[i] = c.Key
+	}
+	return fmt.Sprintf("%d keys (%s); tools on %d, off %d", len(keys), strings.Join(keys, ", "), len(o.ToolsOn), len(o.ToolsOff))
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// noConfigFile is the error of the config tools on an agent started without
+// a config file to reload (a test, or an embedding).
+func (a *Agent) noConfigFile() *ToolError {
+	return errf(CodeFailedPrecondition, "this agent was started without a configuration file it can reload").
+		hint("on a device the agent runs with --config " + config.DefaultPath)
+}
+
+func (a *Agent) configGet() (ConfigGetOut, error) {
+	if a.cfgPath == "" {
+		return ConfigGetOut{}, a.noConfigFile()
+	}
+	origins, err := config.Origins(a.cfgPath)
+	if err != nil {
+		return ConfigGetOut{}, errf(CodeFailedPrecondition, "%v", err).with("path", a.cfgPath)
+	}
+	drop, err := config.DropIns(a.cfgPath)
+	if err != nil {
+		return ConfigGetOut{}, err
+	}
+	l := a.cfg.Load()
+	flat := l.cfg.Flat()
+	out := ConfigGetOut{Path: a.cfgPath, DropIns: orEmpty(drop), MCPDropIn: config.MCPDropInPath(a.cfgPath), Mode: a.mode,
+		Generation: l.gen, LoadedAt: l.at.UTC().Format(time.RFC3339), Keys: make([]ConfigKey, 0, len(flat))}
+	for k, v := range flat {
+		src, ok := origins[k]
+		if !ok {
+			src = "default"
+		}
+		out.Keys = append(out.Keys, ConfigKey{Key: k, Value: v, Source: src, Changeable: config.Changeable(k)})
+	}
+	sort.Slice(out.Keys, func(i, j int) bool { return out.Keys[i].Key < out.Keys[j].Key })
+	if onDisk, err := config.Load(a.cfgPath); err == nil {
+		out.Pending = keepOnReload(l.cfg, &onDisk)
+	}
+	return out, nil
+}
+
+// candidate checks a candidate drop-in as Load would read it: a forbidden
+// key is permission_denied naming it, anything else wrong a *config.KeyError.
+func (a *Agent) candidate(toml string) (config.Config, error) {
+	if a.cfgPath == "" {
+		return config.Config{}, a.noConfigFile()
+	}
+	next, err := config.CheckCandidate(a.cfgPath, []byte(toml))
+	var ke *config.KeyError
+	if errors.As(err, &ke) && ke.Forbidden {
+		return config.Config{}, errf(CodePermissionDenied, "%s cannot be changed over MCP: it decides who may do what, and only the device's owner changes it", ke.Key).
+			with("key", ke.Key).with("mcp_drop_in", config.MCPDropInPath(a.cfgPath)).
+			hint("leave " + ke.Key + " out of the candidate; ask the owner to change it on the device (raspi-mcp config check FILE checks their edit)")
+	}
+	return next, err
+}
+
+// invalidCandidate is a bad candidate as the diff and apply tools report it.
+func invalidCandidate(err error) error {
+	var ke *config.KeyError
+	if !errors.As(err, &ke) {
+		return err
+	}
+	te := errf(CodeInvalidArgument, "%s", strings.TrimPrefix(ke.Error(), "config: ")).with("parameter", "toml")
+	if ke.Key != "" {
+		te.with("key", ke.Key)
+	}
+	if ke.Value != nil {
+		te.with("value", ke.Value)
+	}
+	return te.hint("manage_config_validate shows every problem; manage_config_get lists the keys and their current values")
+}
+
+// configDiff is the candidate's diff against the configuration in force,
+// with the merged configuration it would put in force.
+func (a *Agent) configDiff(toml string) (ConfigDiffOut, config.Config, error) {
+	next, err := a.candidate(toml)
+	if err != nil {
+		return ConfigDiffOut{}, config.Config{}, invalidCandidate(err)
+	}
+	cur := a.conf()
+	inForce := next
+	restart := keepOnReload(cur, &inForce)
+	changes, switches := config.Diff(*cur, inForce)
+	on, off := a.toolsTurned(cur, &inForce)
+	return ConfigDiffOut{Changes: orEmptyChanges(changes), Switches: orEmptySwitches(switches), ToolsOn: on, ToolsOff: off,
+		RestartOnly: restart, DiffHash: config.DiffHash(changes), Path: config.MCPDropInPath(a.cfgPath)}, next, nil
+}
+
+func orEmptyChanges(c []config.KeyChange) []config.KeyChange {
+	if c == nil {
+		return []config.KeyChange{}
+	}
+	return c
+}
+
+func orEmptySwitches(s []config.SwitchChange) []config.SwitchChange {
+	if s == nil {
+		return []config.SwitchChange{}
+	}
+	return s
+}
+
+// toolsTurned names the local tools whose switches let them run under one
+// config and not the other (wire names, sorted).
+func (a *Agent) toolsTurned(old, next *config.Config) (on, off []string) {
+	on, off = []string{}, []string{}
+	for _, t := range a.tools.all() {
+		if t.lan {
+			continue
+		}
+		was, is := switchedOn(old, t.rule), switchedOn(next, t.rule)
+		switch {
+		case !was && is:
+			on = append(on, t.name)
+		case was && !is:
+			off = append(off, t.name)
+		}
+	}
+	slices.Sort(on)
+	slices.Sort(off)
+	return on, off
+}
+
+// switchedOn reports whether the config's switches let a tool with rule r
+// run: its namespace and its write switch.
+func switchedOn(c *config.Config, r Rule) bool {
+	on, _ := domainEnabled(c, r.Domain)
+	return on && r.Gate.Effective(c)
+}
+
+func (a *Agent) configApply(ctx context.Context, c *Call, in ConfigApplyIn) (ConfigApplyOut, error) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	d, _, err := a.configDiff(in.TOML)
+	if err != nil {
+		return ConfigApplyOut{}, err
+	}
+	if in.ExpectDiffHash != "" && in.ExpectDiffHash != d.DiffHash {
+		return ConfigApplyOut{}, errf(CodeFailedPrecondition, "the configuration changed since the diff: this candidate would now make a different change").
+			with("expect_diff_hash", in.ExpectDiffHash).with("diff_hash", d.DiffHash).with("changes", d.Changes).
+			hint("call manage_config_diff again, show the person the new changes, and apply with its diff_hash")
+	}
+	out := ConfigApplyOut{ConfigDiffOut: d}
+	if c.DryRun {
+		out.DryRun = true
+		return out, nil
+	}
+	res, err := client.Call(ctx, a.helper, proto.ConfigApply, proto.ConfigApplyReq{TOML: in.TOML, DiffHash: d.DiffHash})
+	if err != nil {
+		return ConfigApplyOut{}, err // the helper has put the previous drop-in back if it wrote one
+	}
+	a.log.Info("config drop-in written by the helper", "path", res.Path, "diff_hash", d.DiffHash, "helper_generation", res.Generation)
+	health, herr := a.configHealth(ctx)
+	if herr != nil {
+		return ConfigApplyOut{}, a.rollBack(ctx, d, herr)
+	}
+	gen, _ := a.ConfigGeneration()
+	out.Applied, out.Generation, out.Health = true, gen, health
+	return out, nil
+}
+
+// configHealth reloads the agent from the files the helper wrote and checks
+// that what is now in force is sound: the file loads, the helper answers
+// under its new rules, and (in tests) the staged check passes.
+func (a *Agent) configHealth(ctx context.Context) ([]string, error) {
+	if err := a.reloadLocked(); err != nil {
+		return nil, fmt.Errorf("the agent could not load the new configuration: %w", err)
+	}
+	passed := []string{"agent reloaded"}
+	if _, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
+		return nil, fmt.Errorf("the root helper does not answer after the reload: %w", err)
+	}
+	passed = append(passed, "helper answers")
+	if a.healthHook != nil {
+		if err := a.healthHook(ctx, a.conf()); err != nil {
+			return nil, err
+		}
+		passed = append(passed, "staged check")
+	}
+	return passed, nil
+}
+
+// rollBack has the helper put the previous drop-in back, reloads, and
+// returns the error that says why and that it happened.
+func (a *Agent) rollBack(ctx context.Context, d ConfigDiffOut, why error) error {
+	a.log.Warn("config apply failed its health check; rolling back", "diff_hash", d.DiffHash, "err", why)
+	te := errf(CodeFailedPrecondition, "the new configuration failed its health check and was rolled back: %v", why).
+		with("diff_hash", d.DiffHash).with("rolled_back", true)
+	if _, err := client.Call(ctx, a.helper, proto.ConfigRestore, proto.ConfigRestoreReq{}); err != nil {
+		a.log.Error("config roll back: the helper could not put the previous drop-in back", "err", err)
+		return errf(CodeInternal, "the new configuration failed its health check (%v) and the root helper could not put the previous drop-in back: %v", why, err).
+			with("diff_hash", d.DiffHash).with("rolled_back", false).
+			hint("on the device: check " + d.Path + " and its " + config.PrevSuffix + " copy, then `systemctl reload raspi-mcp`")
+	}
+	if err := a.reloadLocked(); err != nil {
+		a.log.Error("config roll back: the previous configuration does not load", "err", err)
+	}
+	return te.hint("manage_config_get shows the configuration in force; fix the candidate and try again")
+}
