@@ -67,14 +67,16 @@ func (s *Server) reloadLocked(ctx context.Context) error {
 
 // safeStatesOfNewPins configures the pins that next allows and old did not,
 // as ApplySafeStates does at start, so a pin is never handed to the agent
-// in a state nobody chose.
+// in a state nobody chose. A pin allowed before keeps its present state
+// (a relay that is on stays on); a new safe state for it applies at the
+// next helper start.
 func (s *Server) safeStatesOfNewPins(ctx context.Context, old, next HardwarePolicy) error {
 	if s.hw.GPIO == nil || !next.GPIO.Enabled {
 		return nil
 	}
 	var errs []error
 	for _, p := range next.GPIO.Pins {
-		if q, ok := old.GPIO.Pin(p.Pin); ok && old.GPIO.Enabled && q == p {
+		if _, ok := old.GPIO.Pin(p.Pin); ok && old.GPIO.Enabled {
 			continue
 		}
 		pull := p.Pull
