@@ -287,3 +287,34 @@ func TestReloadKeepsTheConfigOnABadFile(t *testing.T) {
 func callHelperWrite(r *rig, pin, value int) (any, error) {
 	return client.Call(context.Background(), r.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: pin, Value: value})
 }
+
+// BenchmarkConfigApply is one manage_config_apply through change_prepare
+// and change_commit on the simulated board: check, diff, the helper's
+// atomic write and reload, the agent's reload and the health check. Each
+// iteration turns [gpio] writes the other way.
+func BenchmarkConfigApply(b *testing.B) {
+	r := newRig(b, gpioWritesOff)
+	for i := range b.N {
+		args := map[string]any{"toml": []string{gpioWritesOnTOML, ""}[i%2]}
+		tok, e := callAs[PrepareOut](b, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": args})
+		if e != nil {
+			b.Fatal(e)
+		}
+		if _, e := callAs[CommitOut](b, r, admin, "change_commit", map[string]any{"token": tok.Token}); e != nil {
+			b.Fatal(e)
+		}
+	}
+}
+
+// BenchmarkConfigRollBack is the helper's side of a change it cannot put
+// in force: write, a refused reload (a pin the board lacks), the previous
+// file back.
+func BenchmarkConfigRollBack(b *testing.B) {
+	r := newRig(b, gpioWritesOff)
+	req := proto.ConfigApplyReq{TOML: "[gpio]\npins = [ { pin = 40, mode = \"output\" } ]\n", DiffHash: config.DiffHash(nil)}
+	for range b.N {
+		if _, err := client.Call(context.Background(), r.helper, proto.ConfigApply, req); proto.CodeOf(err) != proto.CodeFailedPrecondition {
+			b.Fatal(err)
+		}
+	}
+}

@@ -61,6 +61,15 @@ func TestReloadOnSIGHUPKeepsTheSession(t *testing.T) {
 	if _, m := call(t, cs, "gpio_write_pin", write); code(m) != "permission_denied" {
 		t.Fatalf("write after the reload turned [gpio] writes off: %v", m)
 	}
+	// The helper child got the signal too, as PropagatesReloadTo= does it
+	// on a device.
+	deadline := time.Now().Add(hangGuard)
+	for !strings.Contains(s.log.String(), "privhelper: config reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the helper did not reload:\n%s", s.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	// A bad drop-in: the reload fails, the config in force stays.
 	bad := filepath.Join(dropins, "30-typo.toml")
@@ -70,7 +79,7 @@ func TestReloadOnSIGHUPKeepsTheSession(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(hangGuard)
+	deadline = time.Now().Add(hangGuard)
 	for !strings.Contains(s.log.String(), "config reload failed") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no failed reload logged:\n%s", s.log)
