@@ -41,7 +41,7 @@ type ConfigGetOut struct {
 // ConfigKey is one key in force.
 type ConfigKey struct {
 	Key        string `json:"key" jsonschema:"table.key as in the file, e.g. gpio.writes"`
-	Value      any    `json:"value" jsonschema:"its value; secrets are shown as references (env:NAME, file:/path), never their content"`
+	Value      string `json:"value" jsonschema:"its value as JSON text, e.g. true, \"previous\" or [17, 27]; secrets are shown as references (env:NAME, file:/path), never their content"`
 	Source     string `json:"source" jsonschema:"the file that sets it, or default"`
 	Changeable bool   `json:"changeable" jsonschema:"manage_config_apply may set it; the others only the device's owner can"`
 }
@@ -199,7 +199,7 @@ func (a *Agent) configGet() (ConfigGetOut, error) {
 		if !ok {
 			src = "default"
 		}
-		out.Keys = append(out.Keys, ConfigKey{Key: k, Value: v, Source: src, Changeable: config.Changeable(k)})
+		out.Keys = append(out.Keys, ConfigKey{Key: k, Value: config.JSONText(v), Source: src, Changeable: config.Changeable(k)})
 	}
 	sort.Slice(out.Keys, func(i, j int) bool { return out.Keys[i].Key < out.Keys[j].Key })
 	if onDisk, err := config.Load(a.cfgPath); err == nil {
@@ -234,7 +234,7 @@ func invalidCandidate(err error) error {
 	if ke.Key != "" {
 		te.with("key", ke.Key)
 	}
-	if ke.Value != nil {
+	if ke.Value != "" {
 		te.with("value", ke.Value)
 	}
 	return te.hint("manage_config_validate shows every problem; manage_config_get lists the keys and their current values")

@@ -55,7 +55,7 @@ func TestConfigGetShowsSources(t *testing.T) {
 		keys[k.Key] = k
 	}
 	main := filepath.Join(r.dir, "config.toml")
-	if k := keys["gpio.writes"]; k.Value != false || k.Source != main || !k.Changeable {
+	if k := keys["gpio.writes"]; k.Value != "false" || k.Source != main || !k.Changeable {
 		t.Errorf("gpio.writes = %+v", k)
 	}
 	if k := keys["roles.users"]; k.Changeable {
@@ -63,7 +63,7 @@ func TestConfigGetShowsSources(t *testing.T) {
 	}
 	// The drop-in is on disk but not in force until a reload: the value
 	// shown is the one in force, the key pending.
-	if k := keys["metrics.max_jobs"]; k.Value != 8.0 || out.Generation != 1 || len(out.DropIns) != 1 {
+	if k := keys["metrics.max_jobs"]; k.Value != "8" || out.Generation != 1 || len(out.DropIns) != 1 {
 		t.Errorf("before reload: max_jobs %+v, generation %d, drop-ins %v", k, out.Generation, out.DropIns)
 	}
 	if err := r.a.Reload(); err != nil {
@@ -71,7 +71,7 @@ func TestConfigGetShowsSources(t *testing.T) {
 	}
 	out, _ = callAs[ConfigGetOut](t, r, reader, "manage_config_get", nil)
 	for _, k := range out.Keys {
-		if k.Key == "metrics.max_jobs" && (k.Value != 3.0 || !strings.HasSuffix(k.Source, "10-local.toml")) {
+		if k.Key == "metrics.max_jobs" && (k.Value != "3" || !strings.HasSuffix(k.Source, "10-local.toml")) {
 			t.Errorf("after reload: %+v", k)
 		}
 	}
@@ -113,7 +113,7 @@ func TestConfigDiff(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if len(out.Changes) != 1 || out.Changes[0].Key != "gpio.writes" || out.Changes[0].From != false || out.Changes[0].To != true {
+	if len(out.Changes) != 1 || out.Changes[0].Key != "gpio.writes" || out.Changes[0].From != "false" || out.Changes[0].To != "true" {
 		t.Errorf("changes = %+v", out.Changes)
 	}
 	if len(out.Switches) != 1 || out.Switches[0] != (config.SwitchChange{Key: "[gpio] writes", On: true}) {
@@ -127,7 +127,7 @@ func TestConfigDiff(t *testing.T) {
 	_, e = callAs[ConfigDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[gpio]\nmax = 1\n"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"key": "gpio.max", "mcp_drop_in": mcpDropIn(r)})
 	_, e = callAs[ConfigDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[gpio]\nrevert = \"up\"\n"})
-	wantErr(t, e, CodeInvalidArgument, map[string]any{"key": "gpio.revert", "value": "up", "parameter": "toml"})
+	wantErr(t, e, CodeInvalidArgument, map[string]any{"key": "gpio.revert", "value": `"up"`, "parameter": "toml"})
 	if _, err := os.Stat(mcpDropIn(r)); err == nil {
 		t.Error("a diff wrote the drop-in")
 	}
@@ -174,7 +174,7 @@ func TestConfigApplyTurnsAWriteSwitchOnAndOff(t *testing.T) {
 	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply",
 		"arguments": map[string]any{"toml": gpioWritesOnTOML, "expect_diff_hash": config.DiffHash(nil)}})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"diff_hash": dry.DiffHash, "expect_diff_hash": config.DiffHash(nil),
-		"changes": []any{map[string]any{"key": "gpio.writes", "from": false, "to": true}}})
+		"changes": []any{map[string]any{"key": "gpio.writes", "from": "false", "to": "true"}}})
 
 	// The live session's next call sees the switch: no reconnect.
 	s := r.session(t, admin)

@@ -77,8 +77,10 @@ func knownKey(table, field string) bool {
 // KeyError is a problem with one key of a candidate drop-in: its dotted
 // name, the value the candidate gave it when there is one, and why.
 type KeyError struct {
-	Key    string `json:"key,omitempty"`
-	Value  any    `json:"value,omitempty"`
+	Key string `json:"key,omitempty"`
+	// Value is the candidate's value as JSON text ("true", "\"off\"",
+	// "[1, 2]"): one type for every key, so a schema can say what it is.
+	Value  string `json:"value,omitempty"`
 	Reason string `json:"reason"`
 	// Forbidden marks a key that may be valid but can only be changed on
 	// the device (not Changeable).
@@ -138,7 +140,7 @@ func CheckCandidate(path string, candidate []byte) (Config, error) {
 	sort.Strings(names)
 	for _, k := range names {
 		if !Changeable(k) {
-			return Config{}, &KeyError{Key: k, Value: keys[k], Forbidden: true,
+			return Config{}, &KeyError{Key: k, Value: JSONText(keys[k]), Forbidden: true,
 				Reason: "cannot be changed over MCP, only on the device (it decides who may do what)"}
 		}
 	}
@@ -192,7 +194,7 @@ func keyError(err error, keys map[string]any) *KeyError {
 			base = base[:i]
 		}
 		if v, ok := keys[base]; ok {
-			ke.Value = v
+			ke.Value = JSONText(v)
 		}
 	}
 	return ke
@@ -307,11 +309,23 @@ func (c Config) Flat() map[string]any {
 	return flat
 }
 
+// JSONText is v as compact JSON, "" for nil (a key not set).
+func JSONText(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
 // KeyChange is one key a change sets differently.
 type KeyChange struct {
 	Key  string `json:"key"`
-	From any    `json:"from"`
-	To   any    `json:"to"`
+	From string `json:"from"` // JSON text, "" when not set
+	To   string `json:"to"`
 }
 
 // SwitchChange is a switch a change turns on or off in effect (a write
@@ -341,7 +355,7 @@ func Diff(old, new Config) ([]KeyChange, []SwitchChange) {
 		from, _ := json.Marshal(a[k])
 		to, _ := json.Marshal(b[k])
 		if !bytes.Equal(from, to) {
-			changes = append(changes, KeyChange{Key: k, From: a[k], To: b[k]})
+			changes = append(changes, KeyChange{Key: k, From: JSONText(a[k]), To: JSONText(b[k])})
 		}
 	}
 	var sw []SwitchChange
