@@ -33,6 +33,12 @@ import (
 //
 // The log is folded when it grows past auditLogFoldAt, before retention, at
 // open and at a clean close.
+//
+// Appending grows the file, so each fsync also commits ext4's journal. A
+// file kept at a fixed size, zero-filled and overwritten in place, would
+// avoid that, but measured far worse: the zeros went into the page cache
+// as 64 KiB folios, and every append then wrote back a whole folio (65 KB
+// per append against 4.7 KB appending, /proc/self/io write_bytes).
 const auditLogFoldAt = 64 << 10
 
 // auditLogPath is the log of the database at path.
