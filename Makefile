@@ -17,8 +17,10 @@ EVERYTHING_VERSION := 2026.8.31
 
 .PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
+# raspi-mcp-stdio is the small bridge `raspi-mcp stdio` replaces itself with,
+# one per SSH session.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio
 
 # Both binaries on PATH for laptop mode (the agent looks for the helper beside
 # itself). `sudo make install PREFIX=/usr/local` installs them for all users.
@@ -26,6 +28,8 @@ PREFIX ?= $(HOME)/.local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 bin/raspi-mcp bin/raspi-mcp-helper $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib/raspi-mcp
+	install -m 755 bin/raspi-mcp-stdio $(DESTDIR)$(PREFIX)/lib/raspi-mcp/
 	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "add $(PREFIX)/bin to your PATH" ;; esac
 
 # Start the agent and helper on the simulated board, run a scripted MCP
@@ -135,9 +139,9 @@ bench-compare: build
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:
-	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv6/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv7/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
-	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv6/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv7/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio
+	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio
 	@ls -l dist/*/
 
 # macOS laptop mode (darwin/arm64 and darwin/amd64): the binaries build, the
@@ -157,7 +161,7 @@ DEB_ARCHES := armhf arm64 amd64
 deb:
 	@for a in $(DEB_ARCHES); do \
 		case $$a in armhf) env="GOARCH=arm GOARM=6";; *) env="GOARCH=$$a";; esac; \
-		env GOOS=linux $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/$$a/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper || exit 1; \
+		env GOOS=linux $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/$$a/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio || exit 1; \
 		packaging/mkdeb $$a '$(VERSION)' dist/deb/$$a dist || exit 1; \
 	done
 

@@ -29,6 +29,10 @@ import (
 // MaxLine bounds one JSON-RPC message; the agent applies the same limit.
 const MaxLine = rpcid.MaxLine
 
+// Grace is how long a session waits, after the client closed stdin, for the
+// answers still owed to it, and then for the agent to close.
+const Grace = 10 * time.Second
+
 // Run copies until the agent closes its side or, after stdin ends, every
 // forwarded request has been answered (or grace has passed). Only protocol
 // bytes reach stdout.

@@ -196,20 +196,12 @@ func storedHash(v []byte) (string, bool) {
 	return *h.Hash, true
 }
 
-// chainTip is where the next record links to. The head is the authority; the
-// last stored record and the checkpoint are fallbacks so that a deleted head
-// or deleted records never make the agent overwrite a key or stop auditing.
-// Whatever was tampered with stays visible to VerifyAudit.
-//
-// after is the head the helper's witness holds (zero: none). When it is
-// beyond the chain's tip, or at it with another hash, the chain was cut or
-// rewritten behind the agent's back: the next record then follows the
-// witnessed head, seq and hash, instead of reusing sequence numbers the
-// witness already saw. That leaves the cut in the chain as a gap (or a
-// broken link) that VerifyAudit keeps reporting and retention will not
-// prune, lets new records be witnessed again, and a restore of the lost
-// records from a backup still links up.
-func chainTip(audit, meta *bolt.Bucket, after WitnessPoint) chainPoint {
+// chainTip is where the next record links to, as far as bbolt knows (the
+// audit log's newer records come on top, see DB.auditTip). The head is the
+// authority; the last stored record and the checkpoint are fallbacks so that
+// a deleted head or deleted records never make the agent overwrite a key or
+// stop auditing. Whatever was tampered with stays visible to VerifyAudit.
+func chainTip(audit, meta *bolt.Bucket) chainPoint {
 	var tip chainPoint
 	if cp, ok, err := readPoint(meta, metaAuditCheckpoint); ok && err == nil {
 		tip = chainPoint{Seq: cp.Seq, Hash: cp.Hash}
@@ -223,15 +215,28 @@ func chainTip(audit, meta *bolt.Bucket, after WitnessPoint) chainPoint {
 	if head, ok, err := readPoint(meta, metaAuditHead); ok && err == nil && head.Seq >= tip.Seq {
 		tip = chainPoint{Seq: head.Seq, Hash: head.Hash}
 	}
+	return tip
+}
+
+// followWitness is the tip a new record links to given after, the head the
+// helper's witness holds (zero: none). When the witness is beyond the
+// chain's tip, or at it with another hash, the chain was cut or rewritten
+// behind the agent's back: the next record then follows the witnessed head,
+// seq and hash, instead of reusing sequence numbers the witness already saw.
+// That leaves the cut in the chain as a gap (or a broken link) that
+// VerifyAudit keeps reporting and retention will not prune, lets new records
+// be witnessed again, and a restore of the lost records from a backup still
+// links up.
+func followWitness(tip chainPoint, after WitnessPoint) chainPoint {
 	if after.Seq > tip.Seq || (after.Seq == tip.Seq && after.Seq > 0 && after.Hash != tip.Hash) {
-		tip = chainPoint{Seq: after.Seq, Hash: after.Hash}
+		return chainPoint{Seq: after.Seq, Hash: after.Hash}
 	}
 	return tip
 }
 
-// AppendAudit assigns Seq, PrevHash and Hash, and writes the record, the chain
-// head and the running counts in one bbolt transaction. When it returns nil
-// the record has been fsynced: callers write the audit record before the tool
+// AppendAudit assigns Seq, PrevHash and Hash, and writes the record to the
+// audit log (see auditLogFoldAt). When it returns nil the record has been
+// fsynced: callers write the audit record before the tool
 // answers, so a crash can never leave an action without its record.
 //
 // A zero Time is set to now; any Time is stored in UTC. Decision must be
@@ -243,7 +248,7 @@ func (db *DB) AppendAudit(r AuditRecord) (AuditRecord, error) {
 // AppendAuditAfter is AppendAudit for an agent whose helper witnesses the
 // chain: after is the witnessed head. In the normal case the witness is at
 // or behind the chain's tip and nothing changes; when it is ahead or
-// disagrees, the new record follows the witnessed head (see chainTip).
+// disagrees, the new record follows the witnessed head (see followWitness).
 func (db *DB) AppendAuditAfter(r AuditRecord, after WitnessPoint) (AuditRecord, error) {
 	if r.Decision != DecisionAllow && r.Decision != DecisionDeny && r.Decision != DecisionDeclined {
 		return AuditRecord{}, fmt.Errorf("store: append audit for tool %q: decision %q: want %q, %q or %q",
@@ -260,48 +265,6 @@ func (db *DB) AppendAuditAfter(r AuditRecord, after WitnessPoint) (AuditRecord, 
 		return AuditRecord{}, fmt.Errorf("store: append audit (tool %q): %w", r.Tool, err)
 	}
 	return req.r, nil
-}
-
-// appendAuditTx writes one record, the chain head and the running counts
-// inside tx, filling in r's Seq, PrevHash and Hash.
-func appendAuditTx(tx *bolt.Tx, r *AuditRecord, after WitnessPoint) error {
-	audit, err := writableBucket(tx, bucketAudit)
-	if err != nil {
-		return err
-	}
-	// Keys only ever grow, so split pages full rather than at
-	// bbolt's default half: with ~0.5 KB records that is 5 records
-	// per 4 KB leaf instead of 3, 40% fewer pages on the SD card.
-	audit.FillPercent = 1.0
-	meta, err := writableBucket(tx, bucketMeta)
-	if err != nil {
-		return err
-	}
-	tip := chainTip(audit, meta, after)
-	r.Seq = tip.Seq + 1
-	r.PrevHash = tip.Hash
-	if r.Hash, err = recordHash(*r); err != nil {
-		return fmt.Errorf("audit record %d: hash: %w", r.Seq, err)
-	}
-	val, err := encodeRecord(r)
-	if err != nil {
-		return fmt.Errorf("audit record %d: encode: %w", r.Seq, err)
-	}
-	if err := audit.Put(seqKey(r.Seq), val); err != nil {
-		return fmt.Errorf("audit record %d: %w", r.Seq, err)
-	}
-	if err := putJSON(meta, metaAuditHead, chainPoint{Seq: r.Seq, Hash: r.Hash}); err != nil {
-		return fmt.Errorf("audit record %d: %w", r.Seq, err)
-	}
-	stats, stored := loadStats(audit, meta)
-	if stored {
-		// A recount already includes the record just written.
-		stats.add(r, 1)
-	}
-	if err := putJSON(meta, metaAuditStats, stats); err != nil {
-		return fmt.Errorf("audit record %d: %w", r.Seq, err)
-	}
-	return nil
 }
 
 // loadStats returns the stored counts, or recounts the bucket when they are
@@ -338,12 +301,19 @@ func (db *DB) GetAudit(seq uint64) (AuditRecord, error) {
 		r     AuditRecord
 		found bool
 	)
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		b := bucket(tx, bucketAudit)
-		if b == nil {
-			return nil
+	key := seqKey(seq)
+	err := db.viewAudit(func(tx *bolt.Tx) error {
+		var v []byte
+		if db.log != nil {
+			for i := range db.log.entries {
+				if e := &db.log.entries[i]; bytes.Equal(e.key, key) {
+					v = e.raw
+				}
+			}
 		}
-		v := b.Get(seqKey(seq))
+		if b := bucket(tx, bucketAudit); v == nil && b != nil {
+			v = b.Get(key)
+		}
 		if v == nil {
 			return nil
 		}
@@ -364,21 +334,21 @@ func (db *DB) GetAudit(seq uint64) (AuditRecord, error) {
 // newest readable record (zero when the trail is empty). It reads running
 // counts rather than scanning, so it stays cheap however long the trail.
 func (db *DB) AuditCounts() (total, denied, errored int, last AuditRecord, err error) {
-	err = db.bolt.View(func(tx *bolt.Tx) error {
-		audit := bucket(tx, bucketAudit)
-		if audit == nil {
-			return nil
+	err = db.viewAudit(func(tx *bolt.Tx) error {
+		s, _ := loadStats(bucket(tx, bucketAudit), bucket(tx, bucketMeta))
+		if db.log != nil {
+			ls := db.log.stats()
+			s.Total, s.Denied, s.Errors = s.Total+ls.Total, s.Denied+ls.Denied, s.Errors+ls.Errors
 		}
-		s, _ := loadStats(audit, bucket(tx, bucketMeta))
 		total, denied, errored = s.Total, s.Denied, s.Errors
-		c := audit.Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		db.eachAudit(tx, false, func(_, v []byte) bool {
 			var r AuditRecord
 			if json.Unmarshal(v, &r) == nil {
 				last = r
-				break
+				return false
 			}
-		}
+			return true
+		})
 		return nil
 	})
 	if err != nil {
@@ -414,6 +384,15 @@ func (db *DB) PruneAuditWitnessed(t time.Time, witness func(checkpoint WitnessPo
 		n    int
 		stop error
 	)
+	if db.log != nil {
+		// Retention works on bbolt alone: move the log's records there
+		// first, and hold appends until it is done.
+		db.log.mu.Lock()
+		defer db.log.mu.Unlock()
+		if err := db.foldLocked(); err != nil {
+			return 0, fmt.Errorf("store: prune audit before %s: %w", t.UTC().Format(time.RFC3339), err)
+		}
+	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		audit, err := writableBucket(tx, bucketAudit)
 		if err != nil {

@@ -86,11 +86,7 @@ func TestAppendReturnsStoredRecord(t *testing.T) {
 
 	// The stored JSON keeps the contract's field names and is readable:
 	// no HTML escaping, time in UTC RFC3339Nano.
-	var raw []byte
-	db.bolt.View(func(tx *bolt.Tx) error {
-		raw = append(raw, tx.Bucket([]byte(bucketAudit)).Get(seqKey(1))...)
-		return nil
-	})
+	raw := storedRaw(t, db, 1)
 	for _, want := range []string{`"seq":1,`, `"time":"2025-03-01T12:00:00.123456789Z"`, `"correlation_id":"req-000001"`,
 		`"reason":"guard: \"pin <17> & 18\""`, `"dry_run":false`, `"duration_ms":1`, `"prev_hash":""`, `"hash":"sha256:`} {
 		if !strings.Contains(string(raw), want) {

@@ -116,3 +116,24 @@ func requireOnly(t *testing.T, v AuditVerify, kind string, seq uint64) {
 		t.Fatalf("problem = %+v, want %s at %d", p, kind, seq)
 	}
 }
+
+// storedRaw is record seq exactly as stored: in the audit log, or in bbolt
+// once folded.
+func storedRaw(t testing.TB, db *DB, seq uint64) []byte {
+	t.Helper()
+	var raw []byte
+	err := db.viewAudit(func(tx *bolt.Tx) error {
+		db.eachAudit(tx, true, func(k, v []byte) bool {
+			if string(k) == string(seqKey(seq)) {
+				raw = append([]byte(nil), v...)
+				return false
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil || raw == nil {
+		t.Fatalf("record %d not stored: %v", seq, err)
+	}
+	return raw
+}

@@ -308,6 +308,14 @@ func initSchema(bdb *bolt.DB, path string, found fileSchema, sc schema) error {
 			}
 		}
 		meta := tx.Bucket([]byte(bucketMeta))
+		if k, _ := tx.Bucket([]byte(bucketAudit)).Cursor().First(); k == nil && meta.Get([]byte(metaAuditStats)) == nil {
+			// An empty trail counts from zero, so verification compares
+			// the count with the records from the first append on, not
+			// only after the audit log is first folded.
+			if err := putJSON(meta, metaAuditStats, auditStats{}); err != nil {
+				return err
+			}
+		}
 		if found.stamped && found.version == sc.version {
 			return nil
 		}

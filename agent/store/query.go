@@ -103,29 +103,20 @@ func (db *DB) QueryAudit(q AuditQuery) (recs []AuditRecord, total int, err error
 	}
 	offset := max(q.Offset, 0)
 	filtered, withTime := q.filters(), q.filtersTime()
-	err = db.bolt.View(func(tx *bolt.Tx) error {
-		audit := bucket(tx, bucketAudit)
-		if audit == nil {
-			return nil
-		}
-		c := audit.Cursor()
-		first, next := c.Last, c.Prev
-		if q.Oldest {
-			first, next = c.First, c.Next
-		}
-		for k, v := first(); k != nil; k, v = next() {
+	err = db.viewAudit(func(tx *bolt.Tx) error {
+		db.eachAudit(tx, q.Oldest, func(_, v []byte) bool {
 			switch {
 			case !filtered:
 				// Every record matches; decode only the page below.
 			case withTime:
 				var f auditFilterFieldsTime
 				if json.Unmarshal(v, &f) != nil || !q.matchTime(f.Time) || !q.match(&f.auditFilterFields) {
-					continue
+					return true
 				}
 			default:
 				var f auditFilterFields
 				if json.Unmarshal(v, &f) != nil || !q.match(&f) {
-					continue
+					return true
 				}
 			}
 			if total >= offset && len(recs) < limit {
@@ -134,11 +125,12 @@ func (db *DB) QueryAudit(q AuditQuery) (recs []AuditRecord, total int, err error
 				if json.Unmarshal(v, &r) == nil {
 					recs = append(recs, r)
 				} else if filtered {
-					continue
+					return true
 				}
 			}
 			total++
-		}
+			return true
+		})
 		return nil
 	})
 	if err != nil {

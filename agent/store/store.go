@@ -6,7 +6,9 @@
 // open with an exclusive flock, and the CLI can open it read-only when the
 // agent is stopped. Every write is one bbolt transaction, and bbolt fsyncs on
 // commit, so a write method that returned nil survives power loss, which is
-// what lets a tool promise its audit record exists before it answers.
+// what lets a tool promise its audit record exists before it answers. Audit
+// records are the exception: they go to an fsynced append-only log beside
+// the file first and are folded into it in bulk (see auditLogFoldAt).
 //
 // The file is kept small on purpose: a 32-bit Raspberry Pi OS can map at most
 // 2 GB, and SD cards wear with every page written. Records are compact JSON,
@@ -83,7 +85,9 @@ type DB struct {
 	bolt     *bolt.DB
 	path     string
 	readOnly bool
+	maxSize  int64 // 0: no limit
 	audit    auditGroup
+	log      *auditLog // audit records not yet folded into bbolt
 }
 
 // Open opens (or, unless o.ReadOnly, creates) the store at path. A new file's
@@ -145,13 +149,18 @@ func open(path string, o Options, sc schema) (*DB, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db := &DB{bolt: bdb, path: path, readOnly: o.ReadOnly}
+	db := &DB{bolt: bdb, path: path, readOnly: o.ReadOnly, maxSize: maxSize}
 	found, err := checkSchema(bdb, path, o.ReadOnly, sc)
 	if err != nil {
 		_ = bdb.Close()
 		return nil, err
 	}
 	if o.ReadOnly {
+		// Records a killed agent left in its log are read, not folded.
+		if db.log, err = openAuditLog(auditLogPath(path), true); err != nil {
+			_ = bdb.Close()
+			return nil, err
+		}
 		return db, nil
 	}
 	if err := tightenMode(path); err != nil {
@@ -162,6 +171,15 @@ func open(path string, o Options, sc schema) (*DB, error) {
 		_ = bdb.Close()
 		return nil, err
 	}
+	if db.log, err = openAuditLog(auditLogPath(path), false); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	db.log.mu.Lock()
+	// A fold that fails leaves the records in the log, where reads and
+	// verification still find them; the next fold tries again.
+	_ = db.foldLocked()
+	db.log.mu.Unlock()
 	return db, nil
 }
 
@@ -182,12 +200,25 @@ func tightenMode(path string) error {
 	return nil
 }
 
-// Close releases the file and its lock. Closing twice is harmless.
+// Close folds the audit log into the file, then releases the file and its
+// lock. Closing twice is harmless.
 func (db *DB) Close() error {
+	var ferr error
+	if l := db.log; l != nil {
+		l.mu.Lock()
+		if l.f != nil {
+			ferr = db.foldLocked()
+			if err := l.f.Close(); err != nil && ferr == nil {
+				ferr = fmt.Errorf("store: close audit log %s: %w", l.path, err)
+			}
+			l.f = nil
+		}
+		l.mu.Unlock()
+	}
 	if err := db.bolt.Close(); err != nil {
 		return fmt.Errorf("store: close %s: %w", db.path, err)
 	}
-	return nil
+	return ferr
 }
 
 // Path is the file this DB was opened from.

@@ -136,8 +136,12 @@ func (db *DB) VerifyAudit() (AuditVerify, error) { return db.VerifyAuditWitness(
 // the chain alone cannot show.
 func (db *DB) VerifyAuditWitness(w *Witness) (AuditVerify, error) {
 	var res AuditVerify
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		res = verifyTx(tx, w)
+	err := db.viewAudit(func(tx *bolt.Tx) error {
+		var log []logEntry
+		if db.log != nil {
+			log = db.log.entries
+		}
+		res = verifyTx(tx, w, log)
 		return nil
 	})
 	if err != nil {
@@ -146,7 +150,9 @@ func (db *DB) VerifyAuditWitness(w *Witness) (AuditVerify, error) {
 	return res, nil
 }
 
-func verifyTx(tx *bolt.Tx, w *Witness) AuditVerify {
+// verifyTx walks bbolt's records, checks the head against the last of them,
+// then walks the audit log's records (log) as the chain's continuation.
+func verifyTx(tx *bolt.Tx, w *Witness, log []logEntry) AuditVerify {
 	res := AuditVerify{StoredCount: -1}
 	meta := bucket(tx, bucketMeta)
 	head, headOK, headErr := readPoint(meta, metaAuditHead)
@@ -170,64 +176,83 @@ func verifyTx(tx *bolt.Tx, w *Witness) AuditVerify {
 	wc := newWitnessCheck(&res, w, chainCP)
 	var lastHash string
 	lastHashKnown := false
+	visit := func(k, v []byte) {
+		seq, ok := keySeq(k)
+		if !ok {
+			res.add(0, ProblemDecode, "key %x is not an 8-byte sequence number", k)
+			prevKnown = false
+			return
+		}
+		res.Records++
+		if res.Records == 1 {
+			res.FirstSeq = seq
+		}
+		res.LastSeq = seq
+		lastHashKnown = false
+
+		checkPrev := prevKnown
+		switch {
+		case cpOK && cpErr == nil && seq <= cp.Seq:
+			res.add(seq, ProblemCheckpoint, "record %d is at or before checkpoint %d, which should have been pruned", seq, cp.Seq)
+			checkPrev = false
+		case seq > expSeq:
+			if seq-1 == expSeq {
+				res.add(expSeq, ProblemGap, "record %d missing (next stored is %d)", expSeq, seq)
+			} else {
+				res.add(expSeq, ProblemGap, "records %d..%d missing (next stored is %d)", expSeq, seq-1, seq)
+			}
+			// The gap explains the broken link; do not report it twice.
+			checkPrev = false
+		}
+		expSeq = seq + 1
+
+		rc := checkRecord(seq, v)
+		if rc.problem != nil && rc.problem.Kind == ProblemDecode {
+			res.add(seq, rc.problem.Kind, "%s", rc.problem.Detail)
+			wc.record(seq, "", false)
+			prevKnown = false
+			return
+		}
+		wc.record(seq, rc.hash, true)
+		if rc.seq != seq {
+			res.add(seq, ProblemKeyMismatch, "record says seq %d but is stored under %d", rc.seq, seq)
+		}
+		if rc.problem != nil {
+			res.add(seq, rc.problem.Kind, "%s", rc.problem.Detail)
+		}
+		if checkPrev && rc.prev != expPrev {
+			if seq == 1 || (cpOK && seq == cp.Seq+1) {
+				res.add(seq, ProblemPrev, "prev_hash %s, want %q (start of chain)", rc.prev, expPrev)
+			} else {
+				res.add(seq, ProblemPrev, "prev_hash %s, but record %d has hash %s", rc.prev, seq-1, expPrev)
+			}
+		}
+		// Link the next record to the hash as stored: an edit is
+		// reported once, at the edited record, not again at the next.
+		expPrev, prevKnown = rc.hash, true
+		lastHash, lastHashKnown = rc.hash, true
+	}
 	audit := bucket(tx, bucketAudit)
 	if audit != nil {
 		c := audit.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			seq, ok := keySeq(k)
-			if !ok {
-				res.add(0, ProblemDecode, "key %x is not an 8-byte sequence number", k)
-				prevKnown = false
-				continue
-			}
-			res.Records++
-			if res.Records == 1 {
-				res.FirstSeq = seq
-			}
-			res.LastSeq = seq
-			lastHashKnown = false
+			visit(k, v)
+		}
+	}
 
-			checkPrev := prevKnown
-			switch {
-			case cpOK && cpErr == nil && seq <= cp.Seq:
-				res.add(seq, ProblemCheckpoint, "record %d is at or before checkpoint %d, which should have been pruned", seq, cp.Seq)
-				checkPrev = false
-			case seq > expSeq:
-				if seq-1 == expSeq {
-					res.add(expSeq, ProblemGap, "record %d missing (next stored is %d)", expSeq, seq)
-				} else {
-					res.add(expSeq, ProblemGap, "records %d..%d missing (next stored is %d)", expSeq, seq-1, seq)
-				}
-				// The gap explains the broken link; do not report it twice.
-				checkPrev = false
+	// The log continues the chain: its first record links to bbolt's last,
+	// and a cut in it is a gap like any other.
+	for i := range log {
+		visit(log[i].key, log[i].raw)
+	}
+	// A fold makes the log's newest record the head; verify as if it had.
+	for i := len(log) - 1; i >= 0; i-- {
+		if e := &log[i]; e.good() {
+			if !headOK || headErr != nil || e.seq >= head.Seq {
+				head, headOK, headErr = chainPoint{Seq: e.seq, Hash: e.hash}, true, nil
+				res.HeadSeq = e.seq
 			}
-			expSeq = seq + 1
-
-			rc := checkRecord(seq, v)
-			if rc.problem != nil && rc.problem.Kind == ProblemDecode {
-				res.add(seq, rc.problem.Kind, "%s", rc.problem.Detail)
-				wc.record(seq, "", false)
-				prevKnown = false
-				continue
-			}
-			wc.record(seq, rc.hash, true)
-			if rc.seq != seq {
-				res.add(seq, ProblemKeyMismatch, "record says seq %d but is stored under %d", rc.seq, seq)
-			}
-			if rc.problem != nil {
-				res.add(seq, rc.problem.Kind, "%s", rc.problem.Detail)
-			}
-			if checkPrev && rc.prev != expPrev {
-				if seq == 1 || (cpOK && seq == cp.Seq+1) {
-					res.add(seq, ProblemPrev, "prev_hash %s, want %q (start of chain)", rc.prev, expPrev)
-				} else {
-					res.add(seq, ProblemPrev, "prev_hash %s, but record %d has hash %s", rc.prev, seq-1, expPrev)
-				}
-			}
-			// Link the next record to the hash as stored: an edit is
-			// reported once, at the edited record, not again at the next.
-			expPrev, prevKnown = rc.hash, true
-			lastHash, lastHashKnown = rc.hash, true
+			break
 		}
 	}
 
@@ -255,6 +280,12 @@ func verifyTx(tx *bolt.Tx, w *Witness) AuditVerify {
 	// cut with the head rewritten to match, or records and head wiped
 	// together, which leave a chain that is intact in itself.
 	if stats, stored := loadStats(audit, meta); stored {
+		// The log's records are counted as they are read, not stored.
+		for i := range log {
+			if log[i].good() {
+				stats.Total++
+			}
+		}
 		res.StoredCount = stats.Total
 		if stats.Total != res.Records && res.ProblemCount == 0 {
 			found := "none found"

@@ -156,7 +156,8 @@ func cmdStdio(args []string) error {
 		return &exitError{code: 1} // the reason is on stderr already
 	}
 	defer conn.Close()
-	return bridge.Run(os.Stdin, os.Stdout, conn, 10*time.Second)
+	execBridge(conn) // returns only when raspi-mcp-stdio is not installed
+	return bridge.Run(os.Stdin, os.Stdout, conn, bridge.Grace)
 }
 
 // session opens an MCP client session to the agent with the Go SDK.

@@ -37,6 +37,8 @@ type DBus struct {
 
 	mu   sync.Mutex
 	conn *sd.Conn
+
+	cache listCache // List's per-unit properties that only a reload changes
 }
 
 var _ Units = (*DBus)(nil)
@@ -208,9 +210,11 @@ const listWorkers = 4
 
 // List returns the loaded service units (those LoadState not-found and
 // inactive left out: they are only names other units mention) plus the
-// service unit files systemd has not loaded. A loaded unit costs one
-// GetAll of its Unit properties and, unless it is inactive (then PID,
-// memory and CPU are unset anyway), four single reads of its Service
+// service unit files systemd has not loaded. A loaded unit seen for the
+// first time since systemd last loaded unit files costs one GetAll of its
+// Unit properties; after that only what changes while it runs is read
+// (see listcache.go). Unless it is inactive (then PID, memory and CPU are
+// unset anyway), it also costs four single reads of its Service
 // properties: GetAll on Service would make systemd read a dozen cgroup
 // and accounting files per unit. A unit that fails to read is listed with
 // what ListUnits said. Unloaded files are shown as systemd would load
@@ -219,8 +223,14 @@ const listWorkers = 4
 // (foo@.service) and for RefuseManualStart/Stop. Aliases (UnitFileState
 // "alias") are left out: they are other names of listed units.
 func (d *DBus) List(ctx context.Context) ([]Unit, error) {
+	conn, err := d.connection(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("units: list: %w", err)
+	}
+	stamp, stampOK := d.loadStamp(ctx, conn)
+	cached := d.cache.begin(conn, stamp, stampOK)
 	var loaded []sd.UnitStatus
-	err := d.read(ctx, func(c *sd.Conn) error {
+	err = d.read(ctx, func(c *sd.Conn) error {
 		var err error
 		loaded, err = c.ListUnitsByPatternsContext(ctx, nil, []string{"*.service"})
 		return err
@@ -250,12 +260,26 @@ func (d *DBus) List(ctx context.Context) ([]Unit, error) {
 		}
 	}
 	out := make([]Unit, len(keep), len(keep)+64)
+	// How each unit was read: from the cache, freshly (then it goes into
+	// the cache), or neither (its read failed).
+	const (
+		readFailed = iota
+		readFresh
+		readCached
+	)
+	how := make([]int, len(keep))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(listWorkers, len(keep)) {
 		wg.Go(func() {
 			for i := range work {
-				out[i] = d.listUnit(ctx, keep[i])
+				if p, ok := cached[keep[i].Name]; ok {
+					out[i], how[i] = d.cachedUnit(ctx, keep[i], p), readCached
+				} else if u, ok := d.listUnit(ctx, keep[i]); ok {
+					out[i], how[i] = u, readFresh
+				} else {
+					out[i] = u
+				}
 			}
 		})
 	}
@@ -276,9 +300,25 @@ feed:
 	if files.err != nil {
 		return nil, fmt.Errorf("units: list unit files: %w", files.err)
 	}
+	fresh := map[string]staticProps{}
+	for i, h := range how {
+		if h == readFresh {
+			fresh[keep[i].Name] = staticOf(out[i])
+		}
+	}
+	d.cache.keep(conn, stamp, loaded, fresh)
+	fileState := make(map[string]string, len(files.files))
+	for _, f := range files.files {
+		fileState[path.Base(f.Path)] = f.Type
+	}
 	seen := map[string]bool{}
-	for _, s := range keep {
+	for i, s := range keep {
 		seen[s.Name] = true
+		// Enabling or disabling needs no reload, so a cached unit takes
+		// its file state from this listing's ListUnitFiles.
+		if st, ok := fileState[s.Name]; ok && how[i] == readCached {
+			out[i].UnitFileState = st
+		}
 	}
 	for _, f := range files.files {
 		name := path.Base(f.Path)
@@ -292,8 +332,9 @@ feed:
 	return out, nil
 }
 
-// listUnit reads one loaded unit for List.
-func (d *DBus) listUnit(ctx context.Context, s sd.UnitStatus) Unit {
+// listUnit reads one loaded unit for List; ok is false when its Unit
+// properties could not be read and it is only what ListUnits said.
+func (d *DBus) listUnit(ctx context.Context, s sd.UnitStatus) (_ Unit, ok bool) {
 	var u map[string]any
 	err := d.read(ctx, func(c *sd.Conn) error {
 		var err error
@@ -301,7 +342,7 @@ func (d *DBus) listUnit(ctx context.Context, s sd.UnitStatus) Unit {
 		return err
 	})
 	if err != nil {
-		return Unit{Name: s.Name, Description: s.Description, LoadState: s.LoadState, ActiveState: s.ActiveState, SubState: s.SubState}
+		return Unit{Name: s.Name, Description: s.Description, LoadState: s.LoadState, ActiveState: s.ActiveState, SubState: s.SubState}, false
 	}
 	t := map[string]any{}
 	if typ := unitType(s.Name); typ != "" && s.ActiveState != "inactive" {
@@ -317,7 +358,7 @@ func (d *DBus) listUnit(ctx context.Context, s sd.UnitStatus) Unit {
 	}
 	x := unitFromProps(s.Name, u, t)
 	x.Name = s.Name // ListUnits' name, even if it is an alias of the Id
-	return x
+	return x, true
 }
 
 // unloadedUnit describes a unit file systemd has not loaded, from the file.

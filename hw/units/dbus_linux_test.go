@@ -193,6 +193,28 @@ func TestVMUnits(t *testing.T) {
 				t.Errorf("unexpected entry %+v", u)
 			}
 		}
+
+		// The second listing takes what only a reload changes from the
+		// cache, and must show the same.
+		d.cache.mu.Lock()
+		cached := len(d.cache.units)
+		d.cache.mu.Unlock()
+		if cached == 0 {
+			t.Error("nothing cached after a listing: is UnitsLoadTimestampMonotonic unreadable?")
+		}
+		start = time.Now()
+		again, err := d.List(ctx)
+		t.Logf("List again with %d units' properties cached: %v", cached, time.Since(start))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range again {
+			if w, ok := byName[u.Name]; ok && w.ActiveState == u.ActiveState &&
+				(w.UnitFileState != u.UnitFileState || w.Preset != u.Preset || w.CanStart != u.CanStart || w.CanStop != u.CanStop ||
+					w.CanReload != u.CanReload || w.Description != u.Description || (u.MainPID == 0) != (w.MainPID == 0)) {
+				t.Errorf("cached listing differs:\n first %+v\nsecond %+v", w, u)
+			}
+		}
 	})
 
 	t.Run("SetEnabled", func(t *testing.T) {
