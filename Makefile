@@ -59,7 +59,7 @@ VMSHARE := $(CURDIR)/.cache/vmshare
 test-vm:
 	$(GO) run ./vmtest/cmd/vmtest deps
 	mkdir -p $(VMSHARE)
-	$(GO) build -o $(VMSHARE)/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	$(GO) build -o $(VMSHARE)/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio
 	$(GO) test -c -o $(VMSHARE)/hw.test ./e2e/vm
 	$(GO) test -c -o $(VMSHARE)/gpio.test ./hw/gpio
 	$(GO) test -c -o $(VMSHARE)/i2c.test ./hw/i2c
