@@ -112,6 +112,7 @@ type Agent struct {
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
 	updates *watcher // resource subscriptions' updates (subscriptions.go)
+	exp     exporter // counters and buffers of /metrics (exporter.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -266,6 +267,7 @@ func (a *Agent) principalOf(conn *net.UnixConn) (identity.Principal, error) {
 // reason instead of "connection closed".
 func (a *Agent) refuse(conn *net.UnixConn, p identity.Principal) {
 	a.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID)
+	a.exp.refused.Add(1)
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: identity.RoleNone.String(),
 		Tool: "connect", Decision: "deny", ErrorCode: CodePermissionDenied, Message: "principal has no role"}
 	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID})

@@ -208,6 +208,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 			o.auditRef = ref
 		}
 	}
+	a.count(t, decision, o.err)
 	return o
 }
 

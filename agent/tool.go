@@ -47,6 +47,9 @@ type tool struct {
 	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
 
 	calls, failures atomic.Int64
+	// allowed, denied and declined count finished calls by decision for
+	// /metrics (exporter.go): atomics on the tool, so counting needs no map.
+	allowed, denied, declined atomic.Uint64
 }
 
 // Call is what a handler knows about the call it serves.

@@ -1,0 +1,265 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/promtext"
+)
+
+// scrape GETs /metrics from the agent's handler and returns the body.
+func scrape(t testing.TB, a *Agent) []byte {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: status %d: %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != promtext.ContentType {
+		t.Fatalf("scrape: Content-Type %q, want %q", ct, promtext.ContentType)
+	}
+	return rec.Body.Bytes()
+}
+
+// samples parses the text format into "name{labels}" -> value, and checks
+// on the way what promtool would: every sample follows the HELP and TYPE
+// of its own family, no family appears twice, no sample repeats.
+func samples(t testing.TB, body []byte) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	seen := map[string]bool{}
+	family, helped := "", false
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, help, _ := strings.Cut(rest, " ")
+			if seen[name] {
+				t.Fatalf("family %s appears twice", name)
+			}
+			if help == "" || !strings.HasPrefix(name, "raspi_") {
+				t.Fatalf("family %s: want the raspi_ prefix and a help text", name)
+			}
+			seen[name], family, helped = true, name, true
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(rest, " ")
+			if name != family || !helped {
+				t.Fatalf("TYPE of %s without its HELP", name)
+			}
+			if (typ == promtext.Counter) != strings.HasSuffix(name, "_total") {
+				t.Fatalf("family %s is a %s: counters and only counters end in _total", name, typ)
+			}
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		key, val := line[:i], line[i+1:]
+		name, _, _ := strings.Cut(key, "{")
+		if name != family {
+			t.Fatalf("sample %q outside its family (current family %s)", line, family)
+		}
+		if _, dup := out[key]; dup {
+			t.Fatalf("sample %s repeated", key)
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		out[key] = v
+	}
+	return out
+}
+
+func want(t testing.TB, m map[string]float64, key string, v float64) {
+	t.Helper()
+	got, ok := m[key]
+	if !ok {
+		t.Fatalf("no sample %s", key)
+	}
+	if got != v {
+		t.Fatalf("%s = %v, want %v", key, got, v)
+	}
+}
+
+// The device values come from the simulated board: its memory, its
+// temperature source, and the throttling bits as a test sets them.
+func TestMetricsFromSimBoard(t *testing.T) {
+	r := newSimRig(t, nil)
+	board := r.sim.Agent.Sys
+	m := samples(t, scrape(t, r.a))
+	want(t, m, `raspi_reading_ok{source="health"}`, 1)
+	want(t, m, `raspi_reading_ok{source="counters"}`, 1)
+	want(t, m, `raspi_memory_total_bytes`, 4<<30)
+	want(t, m, `raspi_mcp_info{version="test",build="",mode="sim"}`, 1)
+	// A past under-voltage and nothing now: the board's start-up state.
+	want(t, m, `raspi_throttled{flag="under_voltage",when="now"}`, 0)
+	want(t, m, `raspi_throttled{flag="under_voltage",when="since_boot"}`, 1)
+	want(t, m, `raspi_throttled{flag="throttled",when="now"}`, 0)
+	if c := m[`raspi_temperature_celsius{source="sim"}`]; c < 20 || c > 90 {
+		t.Fatalf("sim temperature %v (or absent)", c)
+	}
+	h, err := board.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, m, `raspi_filesystem_size_bytes{mountpoint="/"}`, float64(h.DiskTotalBytes))
+	c, err := board.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Net) == 0 || len(c.Disk) == 0 {
+		t.Fatalf("the sim board has no interfaces or disks: %+v", c)
+	}
+	for _, n := range c.Net {
+		if _, ok := m[`raspi_network_receive_bytes_total{interface="`+n.Name+`"}`]; !ok {
+			t.Fatalf("no receive counter of %s", n.Name)
+		}
+	}
+	for _, d := range c.Disk {
+		if _, ok := m[`raspi_disk_written_bytes_total{device="`+d.Name+`"}`]; !ok {
+			t.Fatalf("no write counter of %s", d.Name)
+		}
+	}
+	if _, ok := m[`raspi_clock_synchronized`]; ok {
+		t.Fatalf("the simulated board has no time service, yet clock sync is reported")
+	}
+	want(t, m, `raspi_mcp_audit_chain_status{status="ok"}`, 1)
+	want(t, m, `raspi_mcp_audit_chain_status{status="tampered"}`, 0)
+	if m[`raspi_mcp_database_size_bytes`] <= 0 {
+		t.Fatalf("database size %v", m[`raspi_mcp_database_size_bytes`])
+	}
+
+	// Under-voltage and throttling now, as a failing supply shows them.
+	board.SetThrottle(1<<0 | 1<<2 | 1<<16 | 1<<18)
+	m = samples(t, scrape(t, r.a))
+	want(t, m, `raspi_throttled{flag="under_voltage",when="now"}`, 1)
+	want(t, m, `raspi_throttled{flag="throttled",when="now"}`, 1)
+	want(t, m, `raspi_throttled{flag="throttled",when="since_boot"}`, 1)
+	want(t, m, `raspi_throttled{flag="frequency_capped",when="now"}`, 0)
+}
+
+// A denied call counts as a denial of its tool and as an error of its
+// code; an allowed one as allowed; neither touches the other's counters.
+func TestMetricsCountDecisions(t *testing.T) {
+	r := newSimRig(t, nil)
+	m := samples(t, scrape(t, r.a))
+	want(t, m, `raspi_mcp_denials_total`, 0)
+	want(t, m, `raspi_mcp_tool_errors_total{code="permission_denied"}`, 0)
+	if _, ok := m[`raspi_mcp_tool_calls_total{tool="system.reboot",decision="deny"}`]; ok {
+		t.Fatal("a tool never called is listed")
+	}
+
+	// A reader may not reboot, not even as a dry run.
+	res, sc := r.as(reader, "system_reboot", map[string]any{"dry_run": true, "confirm": true, "reason": "test"})
+	if !res.IsError || errCode(res, sc) != CodePermissionDenied {
+		t.Fatalf("reader's reboot: %v", sc)
+	}
+	if ev := r.pw.Events(); len(ev) != 0 {
+		t.Fatalf("the denied call reached the power backend: %v", ev)
+	}
+	res, sc = r.as(reader, "system_get_health_snapshot", map[string]any{})
+	if res.IsError {
+		t.Fatalf("health: %v", sc)
+	}
+
+	m = samples(t, scrape(t, r.a))
+	want(t, m, `raspi_mcp_denials_total`, 1)
+	want(t, m, `raspi_mcp_tool_calls_total{tool="system.reboot",decision="deny"}`, 1)
+	want(t, m, `raspi_mcp_tool_calls_total{tool="system.reboot",decision="allow"}`, 0)
+	want(t, m, `raspi_mcp_tool_errors_total{code="permission_denied"}`, 1)
+	want(t, m, `raspi_mcp_tool_calls_total{tool="system.get_health_snapshot",decision="allow"}`, 1)
+	want(t, m, `raspi_mcp_tool_calls_total{tool="system.get_health_snapshot",decision="deny"}`, 0)
+	want(t, m, `raspi_mcp_audit_denied_records`, 1)
+}
+
+// Only GET and HEAD scrape; anything else is refused and reads nothing.
+func TestMetricsMethod(t *testing.T) {
+	r := newSimRig(t, nil)
+	rec := httptest.NewRecorder()
+	r.a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/metrics", strings.NewReader("x")))
+	if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" {
+		t.Fatalf("POST: %d %q", rec.Code, rec.Header().Get("Allow"))
+	}
+	rec = httptest.NewRecorder()
+	r.a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/metrics", nil))
+	if rec.Code != http.StatusOK || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") == "0" {
+		t.Fatalf("HEAD: %d, %d body bytes, length %q", rec.Code, rec.Body.Len(), rec.Header().Get("Content-Length"))
+	}
+}
+
+// promtool, Prometheus's own checker, accepts the output (names, units,
+// HELP, TYPE, counters' _total). CI installs it with the Debian package
+// prometheus; elsewhere the test skips.
+func TestMetricsPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian package prometheus)")
+	}
+	r := newSimRig(t, nil)
+	// Every kind of sample present: a denial, an allowed call, an error.
+	r.as(reader, "system_reboot", map[string]any{"dry_run": true})
+	r.as(reader, "system_get_basic_info", map[string]any{})
+	body := scrape(t, r.a)
+	f := filepath.Join(t.TempDir(), "metrics.txt")
+	if err := os.WriteFile(f, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("promtool check metrics: %v\n%s\n(output kept in %s)", err, out, f)
+	}
+}
+
+// Counting a call is on every call's path: it must not allocate.
+func TestCountNoAllocs(t *testing.T) {
+	r := newSimRig(t, nil)
+	tl, _ := r.a.tools.lookup("system_reboot")
+	e := errf(CodePermissionDenied, "no")
+	if n := testing.AllocsPerRun(1000, func() { r.a.count(tl, "deny", e) }); n != 0 {
+		t.Fatalf("count allocates %v times per call", n)
+	}
+}
+
+func BenchmarkCountCall(b *testing.B) {
+	r := newSimRig(b, nil)
+	tl, _ := r.a.tools.lookup("system_reboot")
+	e := errf(CodePermissionDenied, "no")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.a.count(tl, "deny", e)
+		}
+	})
+}
+
+// BenchmarkScrape is one whole scrape on the simulated board after every
+// tool has been called once: reading the board, the audit counts, the
+// database size, and writing the text.
+func BenchmarkScrape(b *testing.B) {
+	r := newSimRig(b, nil)
+	for _, tl := range r.a.tools.all() {
+		r.a.count(tl, "allow", nil)
+	}
+	h := r.a.MetricsHandler()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	var size int
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "body_bytes")
+}
