@@ -119,6 +119,18 @@ scrape_configs:
 	if up, ok := query(`up{job="raspi-mcp"}`); !ok || up != 1 {
 		t.Fatalf("up = %v (%v): Prometheus does not see a healthy target", up, ok)
 	}
+	// Every query of the packaged dashboard is one this Prometheus runs.
+	for _, e := range dashboardExprs(t) {
+		resp, err := http.Get(api + url.QueryEscape(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("dashboard query %s: %s: %s", e, resp.Status, body)
+		}
+	}
 }
 
 // freePort is a loopback TCP port nobody listens on right now.

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,3 +275,89 @@ type countingWriter struct {
 func (w *countingWriter) Header() http.Header         { return w.h }
 func (w *countingWriter) WriteHeader(int)             {}
 func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// dashboardExprs are the PromQL expressions of the packaged Grafana
+// dashboard, with its variables replaced by what Grafana would send.
+func dashboardExprs(t testing.TB) []string {
+	t.Helper()
+	b, err := os.ReadFile("../packaging/prometheus/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Fatalf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			out = append(out, strings.NewReplacer("$instance", ".+", "$__rate_interval", "1m").Replace(tg.Expr))
+		}
+	}
+	return out
+}
+
+// The dashboard asks only for metrics the exporter writes: a renamed
+// metric must not leave an empty panel behind.
+func TestDashboardUsesExportedNames(t *testing.T) {
+	src, err := os.ReadFile("exporter.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?:Family|Fam)\("(raspi_[a-z0-9_]+)"`).FindAllSubmatch(src, -1) {
+		exported[string(m[1])] = true
+	}
+	if len(exported) < 30 {
+		t.Fatalf("found only %d families in exporter.go", len(exported))
+	}
+	used := 0
+	for _, e := range dashboardExprs(t) {
+		for _, n := range regexp.MustCompile(`raspi_[a-z0-9_]+`).FindAllString(e, -1) {
+			if !exported[n] {
+				t.Errorf("dashboard query %q uses %s, which the exporter does not write", e, n)
+			}
+			used++
+		}
+	}
+	if used == 0 {
+		t.Fatal("the dashboard queries no raspi_ metric")
+	}
+}
+
+// The packaged scrape configuration is one Prometheus accepts, once the
+// token and certificate files it names exist.
+func TestPackagedScrapeConfig(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian package prometheus)")
+	}
+	b, err := os.ReadFile("../packaging/prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := strings.ReplaceAll(string(b), "/etc/prometheus/raspi-mcp/", dir+"/")
+	for _, m := range regexp.MustCompile(regexp.QuoteMeta(dir)+`/[a-z0-9.-]+`).FindAllString(cfg, -1) {
+		if err := os.WriteFile(m, []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "config", "--syntax-only", f).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check config: %v\n%s", err, out)
+	}
+}
