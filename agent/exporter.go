@@ -127,6 +127,7 @@ func (a *Agent) writeMetrics(ctx context.Context, w *promtext.Writer) {
 	if hasCtr && cerr == nil {
 		writeCounters(w, ctr)
 	}
+	a.writeFilesystems(ctx, w, h, herr == nil)
 	if synced, ok := a.clockSynced(); ok {
 		w.Family("raspi_clock_synchronized", promtext.Gauge, "1 when an NTP client has synchronised the clock (a Pi has no battery clock), else 0.")
 		w.Bool("raspi_clock_synchronized", synced)
@@ -176,12 +177,36 @@ func writeHealth(w *promtext.Writer, h sysinfo.Health) {
 	w.Uint("raspi_swap_total_bytes", h.SwapTotalBytes)
 	w.Family("raspi_swap_used_bytes", promtext.Gauge, "Swap in use in bytes.")
 	w.Uint("raspi_swap_used_bytes", h.SwapUsedBytes)
-	w.Family("raspi_filesystem_size_bytes", promtext.Gauge, "Size of the file system in bytes, as df counts it.")
-	w.Uint("raspi_filesystem_size_bytes", h.DiskTotalBytes, "mountpoint", "/")
-	w.Family("raspi_filesystem_used_bytes", promtext.Gauge, "Bytes in use on the file system, as df counts them.")
-	w.Uint("raspi_filesystem_used_bytes", h.DiskUsedBytes, "mountpoint", "/")
 	w.Family("raspi_uptime_seconds", promtext.Gauge, "Seconds since the board booted.")
 	w.Uint("raspi_uptime_seconds", h.UptimeSeconds)
+}
+
+// writeFilesystems writes the use of each mounted block-device file
+// system. A source that cannot list its mounts still has the root's, from
+// the health snapshot.
+func (a *Agent) writeFilesystems(ctx context.Context, w *promtext.Writer, h sysinfo.Health, hok bool) {
+	var fss []sysinfo.Filesystem
+	if src, ok := a.sys.(sysinfo.FilesystemSource); ok {
+		var err error
+		if fss, err = src.Filesystems(ctx); err != nil {
+			a.log.Warn("metrics: reading mounts", "err", err)
+			fss = nil
+		}
+	}
+	if fss == nil && hok {
+		fss = []sysinfo.Filesystem{{Mountpoint: "/", TotalBytes: h.DiskTotalBytes, UsedBytes: h.DiskUsedBytes}}
+	}
+	if fss == nil {
+		return
+	}
+	w.Family("raspi_filesystem_size_bytes", promtext.Gauge, "Size of the mounted file system in bytes, as df counts it.")
+	for _, f := range fss {
+		w.Uint("raspi_filesystem_size_bytes", f.TotalBytes, "mountpoint", f.Mountpoint, "device", f.Device, "fstype", f.Type)
+	}
+	w.Family("raspi_filesystem_used_bytes", promtext.Gauge, "Bytes in use on the mounted file system, as df counts them.")
+	for _, f := range fss {
+		w.Uint("raspi_filesystem_used_bytes", f.UsedBytes, "mountpoint", f.Mountpoint, "device", f.Device, "fstype", f.Type)
+	}
 }
 
 // writeCounters writes the kernel's cumulative network and disk counters,

@@ -114,7 +114,11 @@ func TestMetricsFromSimBoard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, m, `raspi_filesystem_size_bytes{mountpoint="/"}`, float64(h.DiskTotalBytes))
+	want(t, m, `raspi_filesystem_size_bytes{mountpoint="/",device="/dev/mmcblk0p2",fstype="ext4"}`, float64(h.DiskTotalBytes))
+	want(t, m, `raspi_filesystem_used_bytes{mountpoint="/",device="/dev/mmcblk0p2",fstype="ext4"}`, float64(h.DiskUsedBytes))
+	if _, ok := m[`raspi_filesystem_used_bytes{mountpoint="/boot/firmware",device="/dev/mmcblk0p1",fstype="vfat"}`]; !ok {
+		t.Fatal("no use of the boot partition")
+	}
 	c, err := board.Counters(context.Background())
 	if err != nil {
 		t.Fatal(err)
