@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/promtext"
 )
 
@@ -364,4 +366,65 @@ func TestPackagedScrapeConfig(t *testing.T) {
 	if out, err := exec.Command(promtool, "check", "config", "--syntax-only", f).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
+}
+
+// A mounted upstream shows as up, with the latency of its answered calls,
+// and its tools are counted like ours; the served agent's helper is up and
+// its default sampling job is on time.
+func TestMetricsUpstreamAndHelper(t *testing.T) {
+	f := newFakeLAN(t)
+	r, _ := lanRig(t, f)
+	if res, sc := r.as(reader, "hs4_devices_get_level", map[string]any{}); res.IsError {
+		t.Fatalf("upstream read: %v", sc)
+	}
+	var m map[string]float64
+	lag := func() (float64, bool) {
+		for k, v := range m {
+			if strings.HasPrefix(k, `raspi_mcp_sampler_lag_seconds{job="`) {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	waitFor(t, "the helper watch's first look and the default job's first sample", hangGuard, func() bool {
+		m = samples(t, scrape(t, r.a))
+		_, ok := m[`raspi_mcp_helper_up`]
+		_, sampled := lag()
+		return ok && sampled
+	})
+	if l, _ := lag(); l < 0 {
+		t.Fatalf("sampler lag %v", l)
+	}
+	want(t, m, `raspi_mcp_helper_up`, 1)
+	want(t, m, `raspi_mcp_upstream_up{upstream="hs4"}`, 1)
+	if l := m[`raspi_mcp_upstream_latency_seconds{upstream="hs4"}`]; l <= 0 {
+		t.Fatalf("upstream latency %v (or absent)", l)
+	}
+	tl, _ := r.a.tools.lookup("hs4_devices_get_level")
+	want(t, m, `raspi_mcp_tool_calls_total{tool="`+tl.id+`",decision="allow"}`, 1)
+}
+
+// failingBoard is a board whose readings all fail.
+type failingBoard struct{ sysinfo.Source }
+
+func (failingBoard) Health(context.Context) (sysinfo.Health, error) {
+	return sysinfo.Health{}, errors.New("sysinfo: read /proc/meminfo: permission denied")
+}
+
+// A board that cannot be read loses its own families and says so; the
+// agent's metrics still come, and a tampered audit trail shows.
+func TestMetricsSurviveUnreadableBoard(t *testing.T) {
+	r := newSimRig(t, nil)
+	r.a.sys = failingBoard{r.a.sys}
+	r.a.witness.note("gap: record 7 missing")
+	m := samples(t, scrape(t, r.a))
+	want(t, m, `raspi_reading_ok{source="health"}`, 0)
+	for k := range m {
+		if strings.HasPrefix(k, "raspi_temperature") || strings.HasPrefix(k, "raspi_load1") || strings.HasPrefix(k, "raspi_network_") {
+			t.Fatalf("%s reported from a board that cannot be read", k)
+		}
+	}
+	want(t, m, `raspi_mcp_denials_total`, 0)
+	want(t, m, `raspi_mcp_audit_chain_status{status="ok"}`, 0)
+	want(t, m, `raspi_mcp_audit_chain_status{status="tampered"}`, 1)
 }
