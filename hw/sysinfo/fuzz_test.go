@@ -58,6 +58,13 @@ func FuzzParsers(f *testing.F) {
 		}
 		_, _ = ParseNetDev(data)
 		_, _ = ParseDiskstats(data)
+		if ms, err := ParseMounts(data); err == nil {
+			for _, m := range ms {
+				if m.Device == "" || m.Mountpoint == "" || m.Type == "" {
+					t.Fatalf("mount with an empty field: %+v", m)
+				}
+			}
+		}
 	})
 }
 
