@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/promtext"
@@ -257,6 +258,28 @@ func BenchmarkCountCall(b *testing.B) {
 // database size, and writing the text.
 func BenchmarkScrape(b *testing.B) {
 	r := newSimRig(b, nil)
+	for _, tl := range r.a.tools.all() {
+		r.a.count(tl, "allow", nil)
+	}
+	h := r.a.MetricsHandler()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	w := &countingWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		w.n = 0
+		h.ServeHTTP(w, req)
+	}
+	b.ReportMetric(float64(w.n), "body_bytes")
+}
+
+// BenchmarkScrapeLinux is BenchmarkScrape reading this machine's /proc and
+// /sys as on a device (mounts, counters, clock sync), without the CPU
+// reading's wait for a second /proc/stat sample, which is time asleep, not
+// work.
+func BenchmarkScrapeLinux(b *testing.B) {
+	r := newRig(b, nil)
+	r.a.sys = sysinfo.NewLinux(sysinfo.LinuxOptions{Sleep: func(context.Context, time.Duration) error { return nil }})
+	r.a.mode = "device"
 	for _, tl := range r.a.tools.all() {
 		r.a.count(tl, "allow", nil)
 	}

@@ -3,7 +3,6 @@ package sysinfo
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"strings"
 )
 
@@ -35,20 +34,24 @@ type Mount struct {
 
 // ParseMounts parses /proc/self/mounts (the fstab format): device, mount
 // point and type, with the kernel's octal escapes (\040 for a space)
-// decoded. Options and the two numbers are ignored.
+// decoded. Options and the two numbers are ignored. The text is copied
+// once and the fields share it, so b may be reused afterwards.
 func ParseMounts(b []byte) ([]Mount, error) {
-	var out []Mount
+	s := string(b)
+	out := make([]Mount, 0, strings.Count(s, "\n"))
 	n := 0
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(s) {
 		n++
-		f := strings.Fields(line)
-		if len(f) == 0 {
+		dev, rest := nextField(strings.TrimRight(line, "\n"))
+		mp, rest := nextField(rest)
+		typ, _ := nextField(rest)
+		if dev == "" {
 			continue
 		}
-		if len(f) < 3 {
+		if typ == "" {
 			return nil, fmt.Errorf("sysinfo: parse /proc/self/mounts: line %d %q: want device, mount point and type", n, strings.TrimSpace(line))
 		}
-		out = append(out, Mount{Device: unescapeMount(f[0]), Mountpoint: unescapeMount(f[1]), Type: f[2]})
+		out = append(out, Mount{Device: unescapeMount(dev), Mountpoint: unescapeMount(mp), Type: typ})
 	}
 	return out, nil
 }
@@ -96,11 +99,7 @@ func (l *Linux) Filesystems(ctx context.Context) ([]Filesystem, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, err := fs.ReadFile(l.root, "proc/self/mounts")
-	if err != nil {
-		return nil, fmt.Errorf("sysinfo: read /proc/self/mounts: %w", err)
-	}
-	ms, err := ParseMounts(b)
+	ms, err := parseFile(l, "proc/self/mounts", ParseMounts)
 	if err != nil {
 		return nil, err
 	}
