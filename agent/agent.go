@@ -112,7 +112,7 @@ type Agent struct {
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
 	updates *watcher // resource subscriptions' updates (subscriptions.go)
-	exp     exporter // counters and buffers of /metrics (exporter.go)
+	exp     exporter // counters and handler of /metrics (exporter.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -173,6 +173,7 @@ func New(o Options) (*Agent, error) {
 	if err := a.newLAN(); err != nil {
 		return nil, err
 	}
+	a.exp.handler = a.newMetricsHandler()
 	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),

@@ -5,38 +5,47 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
-	"github.com/raspi-mcp/raspi-mcp/internal/promtext"
 )
 
 // The agent exports Prometheus metrics at /metrics (served by the HTTP
 // endpoint, which decides who may scrape). Owners with several Pis already
 // run Prometheus and Grafana, so the fleet view belongs there.
 //
-// Device values are read at scrape time from the same sources the tools
-// read (sysinfo's health snapshot and kernel counters), so a scrape never
-// shows something older than the scrape. Network and disk traffic are
-// exported as the kernel's cumulative counters (*_total) for PromQL's rate()
-// to turn into rates over whatever window a dashboard wants, rather than as
-// rates over an interval the exporter would have to choose.
+// The exposition is Prometheus's own client library, client_golang: a
+// registry owned by the Agent (never the library's global one) holding one
+// collector, and promhttp serving it, so the format, content negotiation
+// (OpenMetrics for a Prometheus that asks for it), compression and the
+// registry's consistency checks are the library's. It costs about 2 MB on
+// the stripped armv6 binary; VictoriaMetrics/metrics is far smaller but
+// writes HELP lines without text, which `promtool check metrics` rejects.
+//
+// Device values are read at scrape time, in the collector's Collect, from
+// the same sources the tools read (sysinfo's health snapshot and kernel
+// counters), so a scrape never shows something older than the scrape.
+// Network and disk traffic are exported as the kernel's cumulative counters
+// (*_total) for PromQL's rate() to turn into rates over whatever window a
+// dashboard wants, rather than as rates over an interval the exporter would
+// have to choose.
 //
 // The agent's own counters sit on every call's path, so they are atomics
 // that live on the tool (calls by decision) or in a fixed array (errors by
 // code): counting a call takes no lock, no map lookup and no allocation.
-// The text format is written by internal/promtext, which says why no metrics
-// library is used.
+// The collector turns them into const metrics at scrape time.
 
 // exporter is what the agent keeps for /metrics.
 type exporter struct {
 	errors  [len(exportedCodes) + 1]atomic.Uint64 // by exportedCodes index; the last counts any other code
 	refused atomic.Uint64                         // connections refused before any call: the principal had no role
-	bufs    sync.Pool                             // *promtext.Writer, so a scrape reuses the last one's buffer
+	handler http.Handler                          // serves the agent's registry (newMetricsHandler)
 }
 
 // exportedCodes are the error codes a call can end with, in the order of
@@ -70,40 +79,224 @@ func (a *Agent) count(t *tool, decision string, e *ToolError) {
 	}
 }
 
-// scrapeTimeout bounds how long reading the device may take for one scrape
-// when the scraper sets no deadline of its own.
+// scrapeTimeout bounds how long reading the device may take for one
+// scrape. The library's Collect has no context, so the collector sets its
+// own deadline, as client_golang advises for slow collectors; its handler
+// timeout would only answer 503 while the reads went on.
 const scrapeTimeout = 10 * time.Second
 
-// MetricsHandler serves the Prometheus text format. It does no
-// authentication: whoever mounts it decides who may scrape.
-func (a *Agent) MetricsHandler() http.Handler {
+// MetricsHandler serves the agent's metrics in the Prometheus text format,
+// or OpenMetrics to a scraper that asks for it. It does no authentication:
+// whoever mounts it decides who may scrape.
+func (a *Agent) MetricsHandler() http.Handler { return a.exp.handler }
+
+// newMetricsHandler builds the agent's registry and its handler, once.
+func (a *Agent) newMetricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(a))
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		// One bad sample (a device label that is not UTF-8, a mount
+		// listed twice) is logged and left out; the rest is served.
+		ErrorHandling:     promhttp.ContinueOnError,
+		ErrorLog:          promLog{a},
+		EnableOpenMetrics: true,
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		switch r.Method {
+		case http.MethodGet:
+			h.ServeHTTP(w, r)
+		case http.MethodHead:
+			serveHead(h, w, r)
+		default:
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "metrics: method "+r.Method+" not allowed; scrape with GET", http.StatusMethodNotAllowed)
-			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout)
-		defer cancel()
-		pw, _ := a.exp.bufs.Get().(*promtext.Writer)
-		if pw == nil {
-			pw = &promtext.Writer{}
-		}
-		pw.Reset()
-		a.writeMetrics(ctx, pw)
-		w.Header().Set("Content-Type", promtext.ContentType)
-		w.Header().Set("Content-Length", strconv.Itoa(len(pw.Bytes())))
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(pw.Bytes())
-		}
-		a.exp.bufs.Put(pw)
 	})
 }
 
-// writeMetrics writes every family. A source that fails leaves its
-// families out and says so in raspi_reading_ok, rather than failing the
-// whole scrape: Prometheus would then lose the agent's own metrics too.
-func (a *Agent) writeMetrics(ctx context.Context, w *promtext.Writer) {
+// promLog sends the library's errors to the agent's log.
+type promLog struct{ a *Agent }
+
+func (l promLog) Println(v ...any) {
+	l.a.log.Warn("metrics: serving", "err", v)
+}
+
+// serveHead answers HEAD with the status and headers a GET would have,
+// including its length, and no body.
+func serveHead(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	hw := &headWriter{h: w.Header(), status: http.StatusOK}
+	h.ServeHTTP(hw, r)
+	w.Header().Set("Content-Length", strconv.Itoa(hw.n))
+	w.WriteHeader(hw.status)
+}
+
+// headWriter counts the body instead of sending it and holds back the
+// status, so the length can still go in the headers.
+type headWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *headWriter) Header() http.Header         { return w.h }
+func (w *headWriter) WriteHeader(code int)        { w.status = code }
+func (w *headWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// family is one metric family the agent exports; families holds them all,
+// so Describe lists every one and the tests can check the dashboard
+// against their names.
+type family int
+
+const (
+	famReadingOK family = iota
+	famTemperature
+	famThrottled
+	famCPUUsage
+	famCPUFreq
+	famLoad1
+	famLoad5
+	famLoad15
+	famMemTotal
+	famMemUsed
+	famMemAvailable
+	famSwapTotal
+	famSwapUsed
+	famUptime
+	famFSSize
+	famFSUsed
+	famNetRxBytes
+	famNetTxBytes
+	famNetRxPackets
+	famNetTxPackets
+	famNetRxErrors
+	famNetTxErrors
+	famNetRxDrops
+	famNetTxDrops
+	famDiskReadBytes
+	famDiskWrittenBytes
+	famDiskReads
+	famDiskWrites
+	famDiskIOTime
+	famDiskIONow
+	famClockSync
+	famInfo
+	famStartTime
+	famToolCalls
+	famDenials
+	famRefused
+	famToolErrors
+	famAuditRecords
+	famAuditDenied
+	famAuditErrors
+	famChainStatus
+	famHelperUp
+	famUpstreamUp
+	famUpstreamLatency
+	famSamplerLag
+	famSamplerBuffered
+	famSamplerFlushOK
+	famDatabaseSize
+	numFamilies
+)
+
+const (
+	gauge   = prometheus.GaugeValue
+	counter = prometheus.CounterValue
+)
+
+var (
+	fsLabels   = []string{"mountpoint", "device", "fstype"}
+	netLabels  = []string{"interface"}
+	diskLabels = []string{"device"}
+)
+
+var families = [numFamilies]struct {
+	name   string
+	typ    prometheus.ValueType
+	help   string
+	labels []string
+}{
+	famReadingOK:    {"raspi_reading_ok", gauge, "1 when the agent could read this source of device metrics at this scrape, 0 when its metrics are missing (see the agent log).", []string{"source"}},
+	famTemperature:  {"raspi_temperature_celsius", gauge, "SoC temperature in degrees Celsius.", []string{"source"}},
+	famThrottled:    {"raspi_throttled", gauge, "Firmware throttling flags (get_throttled): 1 when the flag is set now (when=\"now\") or was set at any time since boot (when=\"since_boot\").", []string{"flag", "when"}},
+	famCPUUsage:     {"raspi_cpu_usage_ratio", gauge, "Share of CPU time in use over all cores since the previous reading, 0 to 1.", nil},
+	famCPUFreq:      {"raspi_cpu_frequency_hertz", gauge, "Current frequency of CPU 0 in hertz.", nil},
+	famLoad1:        {"raspi_load1", gauge, "Load average over 1 minute.", nil},
+	famLoad5:        {"raspi_load5", gauge, "Load average over 5 minutes.", nil},
+	famLoad15:       {"raspi_load15", gauge, "Load average over 15 minutes.", nil},
+	famMemTotal:     {"raspi_memory_total_bytes", gauge, "Physical memory in bytes.", nil},
+	famMemUsed:      {"raspi_memory_used_bytes", gauge, "Memory in use in bytes: total minus available.", nil},
+	famMemAvailable: {"raspi_memory_available_bytes", gauge, "Memory available to new programs without swapping, in bytes.", nil},
+	famSwapTotal:    {"raspi_swap_total_bytes", gauge, "Swap space in bytes.", nil},
+	famSwapUsed:     {"raspi_swap_used_bytes", gauge, "Swap in use in bytes.", nil},
+	famUptime:       {"raspi_uptime_seconds", gauge, "Seconds since the board booted.", nil},
+	famFSSize:       {"raspi_filesystem_size_bytes", gauge, "Size of the mounted file system in bytes, as df counts it.", fsLabels},
+	famFSUsed:       {"raspi_filesystem_used_bytes", gauge, "Bytes in use on the mounted file system, as df counts them.", fsLabels},
+
+	famNetRxBytes:   {"raspi_network_receive_bytes_total", counter, "Bytes received by the interface.", netLabels},
+	famNetTxBytes:   {"raspi_network_transmit_bytes_total", counter, "Bytes sent by the interface.", netLabels},
+	famNetRxPackets: {"raspi_network_receive_packets_total", counter, "Packets received by the interface.", netLabels},
+	famNetTxPackets: {"raspi_network_transmit_packets_total", counter, "Packets sent by the interface.", netLabels},
+	famNetRxErrors:  {"raspi_network_receive_errors_total", counter, "Receive errors of the interface.", netLabels},
+	famNetTxErrors:  {"raspi_network_transmit_errors_total", counter, "Transmit errors of the interface.", netLabels},
+	famNetRxDrops:   {"raspi_network_receive_drops_total", counter, "Received packets dropped, including those the NIC had no room for.", netLabels},
+	famNetTxDrops:   {"raspi_network_transmit_drops_total", counter, "Packets dropped before sending.", netLabels},
+
+	famDiskReadBytes:    {"raspi_disk_read_bytes_total", counter, "Bytes read from the whole disk.", diskLabels},
+	famDiskWrittenBytes: {"raspi_disk_written_bytes_total", counter, "Bytes written to the whole disk.", diskLabels},
+	famDiskReads:        {"raspi_disk_reads_completed_total", counter, "Reads completed by the disk.", diskLabels},
+	famDiskWrites:       {"raspi_disk_writes_completed_total", counter, "Writes completed by the disk.", diskLabels},
+	famDiskIOTime:       {"raspi_disk_io_time_seconds_total", counter, "Seconds the disk spent with I/O in flight; its rate is the share of time busy.", diskLabels},
+	famDiskIONow:        {"raspi_disk_io_now", gauge, "I/Os in flight on the disk at the scrape.", diskLabels},
+	famClockSync:        {"raspi_clock_synchronized", gauge, "1 when an NTP client has synchronised the clock (a Pi has no battery clock), else 0.", nil},
+
+	famInfo:            {"raspi_mcp_info", gauge, "Always 1; the labels say which raspi-mcp runs and in which mode (device or sim).", []string{"version", "build", "mode"}},
+	famStartTime:       {"raspi_mcp_start_time_seconds", gauge, "When the agent started, in seconds since the Unix epoch.", nil},
+	famToolCalls:       {"raspi_mcp_tool_calls_total", counter, "Tool calls since the agent started, by tool and decision: allow (the call ran), deny (refused by validation, policy or an allowlist), declined (the person said no when asked).", []string{"tool", "decision"}},
+	famDenials:         {"raspi_mcp_denials_total", counter, "Tool calls denied or declined since the agent started, all tools together.", nil},
+	famRefused:         {"raspi_mcp_connections_refused_total", counter, "Connections refused before any call since the agent started, because the caller has no role.", nil},
+	famToolErrors:      {"raspi_mcp_tool_errors_total", counter, "Tool calls that ended in an error since the agent started, by error code.", []string{"code"}},
+	famAuditRecords:    {"raspi_mcp_audit_records", gauge, "Records in the audit trail (retention removes old ones).", nil},
+	famAuditDenied:     {"raspi_mcp_audit_denied_records", gauge, "Records in the audit trail of calls denied or declined.", nil},
+	famAuditErrors:     {"raspi_mcp_audit_error_records", gauge, "Records in the audit trail of calls that ended in an error.", nil},
+	famChainStatus:     {"raspi_mcp_audit_chain_status", gauge, "1 for the audit hash chain's state as verified at the agent's start: ok, or tampered (raspi-mcp audit verify shows what).", []string{"status"}},
+	famHelperUp:        {"raspi_mcp_helper_up", gauge, "1 when the root helper answered the agent's last look (every few seconds), else 0.", nil},
+	famUpstreamUp:      {"raspi_mcp_upstream_up", gauge, "1 when the mounted MCP server ([[upstream]]) is connected, else 0.", []string{"upstream"}},
+	famUpstreamLatency: {"raspi_mcp_upstream_latency_seconds", gauge, "Median latency of the upstream's last answered calls (up to 64), in seconds; absent before the first.", []string{"upstream"}},
+	famSamplerLag:      {"raspi_mcp_sampler_lag_seconds", gauge, "How long a running sampling job's newest sample is overdue, in seconds: 0 on time, growing when the job has stopped sampling.", []string{"job"}},
+	famSamplerBuffered: {"raspi_mcp_sampler_buffered_samples", gauge, "Samples taken but not yet written to the database (written once per flush interval to spare the SD card).", nil},
+	famSamplerFlushOK:  {"raspi_mcp_sampler_flush_ok", gauge, "1 when the last write of samples to the database succeeded, else 0.", nil},
+	famDatabaseSize:    {"raspi_mcp_database_size_bytes", gauge, "Size of the agent's database file in bytes (bbolt reuses freed pages but never shrinks the file).", nil},
+}
+
+// collector is the agent's one prometheus.Collector: at each scrape it
+// reads the device and the agent's counters and sends const metrics.
+type collector struct {
+	a     *Agent
+	descs [numFamilies]*prometheus.Desc
+}
+
+func newCollector(a *Agent) *collector {
+	c := &collector{a: a}
+	for i, f := range families {
+		c.descs[i] = prometheus.NewDesc(f.name, f.help, f.labels, nil)
+	}
+	return c
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect sends every family. A source that fails leaves its families out
+// and says so in raspi_reading_ok, rather than failing the whole scrape:
+// Prometheus would then lose the agent's own metrics too.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	a, e := c.a, emitter{ch: ch, descs: &c.descs}
 	h, herr := a.sys.Health(ctx)
 	if herr != nil {
 		a.log.Warn("metrics: reading health", "err", herr)
@@ -116,32 +309,58 @@ func (a *Agent) writeMetrics(ctx context.Context, w *promtext.Writer) {
 			a.log.Warn("metrics: reading network and disk counters", "err", cerr)
 		}
 	}
-	w.Family("raspi_reading_ok", promtext.Gauge, "1 when the agent could read this source of device metrics at this scrape, 0 when its metrics are missing (see the agent log).")
-	w.Bool("raspi_reading_ok", herr == nil, "source", "health")
+	e.bool(famReadingOK, herr == nil, "health")
 	if hasCtr {
-		w.Bool("raspi_reading_ok", cerr == nil, "source", "counters")
+		e.bool(famReadingOK, cerr == nil, "counters")
 	}
 	if herr == nil {
-		writeHealth(w, h)
+		e.health(h)
 	}
 	if hasCtr && cerr == nil {
-		writeCounters(w, ctr)
+		e.counters(ctr)
 	}
-	a.writeFilesystems(ctx, w, h, herr == nil)
+	a.filesystems(ctx, e, h, herr == nil)
 	if synced, ok := a.clockSynced(); ok {
-		w.Family("raspi_clock_synchronized", promtext.Gauge, "1 when an NTP client has synchronised the clock (a Pi has no battery clock), else 0.")
-		w.Bool("raspi_clock_synchronized", synced)
+		e.bool(famClockSync, synced)
 	}
-	a.writeOwn(w)
+	a.collectOwn(e)
 }
 
-func writeHealth(w *promtext.Writer, h sysinfo.Health) {
+// emitter sends the samples of one scrape.
+type emitter struct {
+	ch    chan<- prometheus.Metric
+	descs *[numFamilies]*prometheus.Desc
+}
+
+// val sends one sample. Label values come from the device (interface and
+// mount names), so one that the library refuses (not UTF-8) becomes an
+// invalid metric, which the handler logs and leaves out, rather than a
+// panic.
+func (e emitter) val(f family, v float64, labels ...string) {
+	d := e.descs[f]
+	m, err := prometheus.NewConstMetric(d, families[f].typ, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	e.ch <- m
+}
+
+// bool sends 1 for true and 0 for false, the format's way to say yes or no.
+func (e emitter) bool(f family, v bool, labels ...string) {
+	var n float64
+	if v {
+		n = 1
+	}
+	e.val(f, n, labels...)
+}
+
+func (e emitter) uint(f family, v uint64, labels ...string) { e.val(f, float64(v), labels...) }
+
+func (e emitter) health(h sysinfo.Health) {
 	if h.TemperatureCelsius != nil {
-		w.Family("raspi_temperature_celsius", promtext.Gauge, "SoC temperature in degrees Celsius.")
-		w.Float("raspi_temperature_celsius", *h.TemperatureCelsius, "source", h.TemperatureSource)
+		e.val(famTemperature, *h.TemperatureCelsius, h.TemperatureSource)
 	}
 	if t := h.Throttle; t != nil {
-		w.Family("raspi_throttled", promtext.Gauge, "Firmware throttling flags (get_throttled): 1 when the flag is set now (when=\"now\") or was set at any time since boot (when=\"since_boot\").")
 		for _, f := range [...]struct {
 			name           string
 			now, sinceBoot bool
@@ -151,40 +370,29 @@ func writeHealth(w *promtext.Writer, h sysinfo.Health) {
 			{"throttled", t.Throttled, t.ThrottledOccurred},
 			{"soft_temperature_limit", t.SoftTempLimit, t.SoftTempLimitOccurred},
 		} {
-			w.Bool("raspi_throttled", f.now, "flag", f.name, "when", "now")
-			w.Bool("raspi_throttled", f.sinceBoot, "flag", f.name, "when", "since_boot")
+			e.bool(famThrottled, f.now, f.name, "now")
+			e.bool(famThrottled, f.sinceBoot, f.name, "since_boot")
 		}
 	}
-	w.Family("raspi_cpu_usage_ratio", promtext.Gauge, "Share of CPU time in use over all cores since the previous reading, 0 to 1.")
-	w.Float("raspi_cpu_usage_ratio", min(max(h.CPUUsagePercent/100, 0), 1))
+	e.val(famCPUUsage, min(max(h.CPUUsagePercent/100, 0), 1))
 	if h.CPUFreqMHz != nil {
-		w.Family("raspi_cpu_frequency_hertz", promtext.Gauge, "Current frequency of CPU 0 in hertz.")
-		w.Float("raspi_cpu_frequency_hertz", *h.CPUFreqMHz*1e6)
+		e.val(famCPUFreq, *h.CPUFreqMHz*1e6)
 	}
-	w.Family("raspi_load1", promtext.Gauge, "Load average over 1 minute.")
-	w.Float("raspi_load1", h.Load1)
-	w.Family("raspi_load5", promtext.Gauge, "Load average over 5 minutes.")
-	w.Float("raspi_load5", h.Load5)
-	w.Family("raspi_load15", promtext.Gauge, "Load average over 15 minutes.")
-	w.Float("raspi_load15", h.Load15)
-	w.Family("raspi_memory_total_bytes", promtext.Gauge, "Physical memory in bytes.")
-	w.Uint("raspi_memory_total_bytes", h.MemoryTotalBytes)
-	w.Family("raspi_memory_used_bytes", promtext.Gauge, "Memory in use in bytes: total minus available.")
-	w.Uint("raspi_memory_used_bytes", h.MemoryUsedBytes)
-	w.Family("raspi_memory_available_bytes", promtext.Gauge, "Memory available to new programs without swapping, in bytes.")
-	w.Uint("raspi_memory_available_bytes", h.MemoryAvailableBytes)
-	w.Family("raspi_swap_total_bytes", promtext.Gauge, "Swap space in bytes.")
-	w.Uint("raspi_swap_total_bytes", h.SwapTotalBytes)
-	w.Family("raspi_swap_used_bytes", promtext.Gauge, "Swap in use in bytes.")
-	w.Uint("raspi_swap_used_bytes", h.SwapUsedBytes)
-	w.Family("raspi_uptime_seconds", promtext.Gauge, "Seconds since the board booted.")
-	w.Uint("raspi_uptime_seconds", h.UptimeSeconds)
+	e.val(famLoad1, h.Load1)
+	e.val(famLoad5, h.Load5)
+	e.val(famLoad15, h.Load15)
+	e.uint(famMemTotal, h.MemoryTotalBytes)
+	e.uint(famMemUsed, h.MemoryUsedBytes)
+	e.uint(famMemAvailable, h.MemoryAvailableBytes)
+	e.uint(famSwapTotal, h.SwapTotalBytes)
+	e.uint(famSwapUsed, h.SwapUsedBytes)
+	e.uint(famUptime, h.UptimeSeconds)
 }
 
-// writeFilesystems writes the use of each mounted block-device file
-// system. A source that cannot list its mounts still has the root's, from
-// the health snapshot.
-func (a *Agent) writeFilesystems(ctx context.Context, w *promtext.Writer, h sysinfo.Health, hok bool) {
+// filesystems sends the use of each mounted block-device file system. A
+// source that cannot list its mounts still has the root's, from the
+// health snapshot.
+func (a *Agent) filesystems(ctx context.Context, e emitter, h sysinfo.Health, hok bool) {
 	var fss []sysinfo.Filesystem
 	if src, ok := a.sys.(sysinfo.FilesystemSource); ok {
 		var err error
@@ -196,54 +404,35 @@ func (a *Agent) writeFilesystems(ctx context.Context, w *promtext.Writer, h sysi
 	if fss == nil && hok {
 		fss = []sysinfo.Filesystem{{Mountpoint: "/", TotalBytes: h.DiskTotalBytes, UsedBytes: h.DiskUsedBytes}}
 	}
-	if fss == nil {
-		return
-	}
-	w.Family("raspi_filesystem_size_bytes", promtext.Gauge, "Size of the mounted file system in bytes, as df counts it.")
 	for _, f := range fss {
-		w.Uint("raspi_filesystem_size_bytes", f.TotalBytes, "mountpoint", f.Mountpoint, "device", f.Device, "fstype", f.Type)
-	}
-	w.Family("raspi_filesystem_used_bytes", promtext.Gauge, "Bytes in use on the mounted file system, as df counts them.")
-	for _, f := range fss {
-		w.Uint("raspi_filesystem_used_bytes", f.UsedBytes, "mountpoint", f.Mountpoint, "device", f.Device, "fstype", f.Type)
+		e.uint(famFSSize, f.TotalBytes, f.Mountpoint, f.Device, f.Type)
+		e.uint(famFSUsed, f.UsedBytes, f.Mountpoint, f.Device, f.Type)
 	}
 }
 
-// writeCounters writes the kernel's cumulative network and disk counters,
-// one family at a time as the format wants.
-func writeCounters(w *promtext.Writer, c sysinfo.Counters) {
-	netFam := func(name, help string, v func(n *sysinfo.NetCounters) uint64) {
-		w.Family(name, promtext.Counter, help)
-		for i := range c.Net {
-			w.Uint(name, v(&c.Net[i]), "interface", c.Net[i].Name)
-		}
+// counters sends the kernel's cumulative network and disk counters.
+// Values past 2^53 bytes lose their last digits as float64, the library's
+// value type, which rate() does not notice.
+func (e emitter) counters(c sysinfo.Counters) {
+	for i := range c.Net {
+		n := &c.Net[i]
+		e.uint(famNetRxBytes, n.RxBytes, n.Name)
+		e.uint(famNetTxBytes, n.TxBytes, n.Name)
+		e.uint(famNetRxPackets, n.RxPackets, n.Name)
+		e.uint(famNetTxPackets, n.TxPackets, n.Name)
+		e.uint(famNetRxErrors, n.RxErrors, n.Name)
+		e.uint(famNetTxErrors, n.TxErrors, n.Name)
+		e.uint(famNetRxDrops, n.RxDrops, n.Name)
+		e.uint(famNetTxDrops, n.TxDrops, n.Name)
 	}
-	netFam("raspi_network_receive_bytes_total", "Bytes received by the interface.", func(n *sysinfo.NetCounters) uint64 { return n.RxBytes })
-	netFam("raspi_network_transmit_bytes_total", "Bytes sent by the interface.", func(n *sysinfo.NetCounters) uint64 { return n.TxBytes })
-	netFam("raspi_network_receive_packets_total", "Packets received by the interface.", func(n *sysinfo.NetCounters) uint64 { return n.RxPackets })
-	netFam("raspi_network_transmit_packets_total", "Packets sent by the interface.", func(n *sysinfo.NetCounters) uint64 { return n.TxPackets })
-	netFam("raspi_network_receive_errors_total", "Receive errors of the interface.", func(n *sysinfo.NetCounters) uint64 { return n.RxErrors })
-	netFam("raspi_network_transmit_errors_total", "Transmit errors of the interface.", func(n *sysinfo.NetCounters) uint64 { return n.TxErrors })
-	netFam("raspi_network_receive_drops_total", "Received packets dropped, including those the NIC had no room for.", func(n *sysinfo.NetCounters) uint64 { return n.RxDrops })
-	netFam("raspi_network_transmit_drops_total", "Packets dropped before sending.", func(n *sysinfo.NetCounters) uint64 { return n.TxDrops })
-
-	diskFam := func(name, help string, v func(d *sysinfo.DiskCounters) uint64) {
-		w.Family(name, promtext.Counter, help)
-		for i := range c.Disk {
-			w.Uint(name, v(&c.Disk[i]), "device", c.Disk[i].Name)
-		}
-	}
-	diskFam("raspi_disk_read_bytes_total", "Bytes read from the whole disk.", func(d *sysinfo.DiskCounters) uint64 { return d.SectorsRead * 512 })
-	diskFam("raspi_disk_written_bytes_total", "Bytes written to the whole disk.", func(d *sysinfo.DiskCounters) uint64 { return d.SectorsWritten * 512 })
-	diskFam("raspi_disk_reads_completed_total", "Reads completed by the disk.", func(d *sysinfo.DiskCounters) uint64 { return d.ReadsCompleted })
-	diskFam("raspi_disk_writes_completed_total", "Writes completed by the disk.", func(d *sysinfo.DiskCounters) uint64 { return d.WritesCompleted })
-	w.Family("raspi_disk_io_time_seconds_total", promtext.Counter, "Seconds the disk spent with I/O in flight; its rate is the share of time busy.")
-	for _, d := range c.Disk {
-		w.Float("raspi_disk_io_time_seconds_total", float64(d.IOTicksMs)/1000, "device", d.Name)
-	}
-	w.Family("raspi_disk_io_now", promtext.Gauge, "I/Os in flight on the disk at the scrape.")
-	for _, d := range c.Disk {
-		w.Uint("raspi_disk_io_now", d.InFlight, "device", d.Name)
+	for i := range c.Disk {
+		d := &c.Disk[i]
+		e.uint(famDiskReadBytes, d.SectorsRead*512, d.Name)
+		e.uint(famDiskWrittenBytes, d.SectorsWritten*512, d.Name)
+		e.uint(famDiskReads, d.ReadsCompleted, d.Name)
+		e.uint(famDiskWrites, d.WritesCompleted, d.Name)
+		e.val(famDiskIOTime, float64(d.IOTicksMs)/1000, d.Name)
+		e.uint(famDiskIONow, d.InFlight, d.Name)
 	}
 }
 
@@ -261,88 +450,68 @@ func (a *Agent) clockSynced() (synced, ok bool) {
 	return s, err == nil
 }
 
-// writeOwn writes raspi-mcp's own metrics.
-func (a *Agent) writeOwn(w *promtext.Writer) {
-	w.Family("raspi_mcp_info", promtext.Gauge, "Always 1; the labels say which raspi-mcp runs and in which mode (device or sim).")
-	w.Uint("raspi_mcp_info", 1, "version", a.version, "build", a.build, "mode", a.mode)
-	w.Family("raspi_mcp_start_time_seconds", promtext.Gauge, "When the agent started, in seconds since the Unix epoch.")
-	w.Uint("raspi_mcp_start_time_seconds", uint64(a.started.Unix()))
+// collectOwn sends raspi-mcp's own metrics.
+func (a *Agent) collectOwn(e emitter) {
+	e.val(famInfo, 1, a.version, a.build, a.mode)
+	e.uint(famStartTime, uint64(a.started.Unix()))
 
-	tools := a.tools.all()
-	w.Family("raspi_mcp_tool_calls_total", promtext.Counter, "Tool calls since the agent started, by tool and decision: allow (the call ran), deny (refused by validation, policy or an allowlist), declined (the person said no when asked).")
 	var denials uint64
-	for _, t := range tools {
+	for _, t := range a.tools.all() {
 		al, de, dc := t.allowed.Load(), t.denied.Load(), t.declined.Load()
 		denials += de + dc
 		if al+de+dc == 0 {
 			continue // a tool never called adds nothing but lines
 		}
-		w.Uint("raspi_mcp_tool_calls_total", al, "tool", t.id, "decision", "allow")
-		w.Uint("raspi_mcp_tool_calls_total", de, "tool", t.id, "decision", "deny")
-		w.Uint("raspi_mcp_tool_calls_total", dc, "tool", t.id, "decision", "declined")
+		e.uint(famToolCalls, al, t.id, "allow")
+		e.uint(famToolCalls, de, t.id, "deny")
+		e.uint(famToolCalls, dc, t.id, "declined")
 	}
-	w.Family("raspi_mcp_denials_total", promtext.Counter, "Tool calls denied or declined since the agent started, all tools together.")
-	w.Uint("raspi_mcp_denials_total", denials)
-	w.Family("raspi_mcp_connections_refused_total", promtext.Counter, "Connections refused before any call since the agent started, because the caller has no role.")
-	w.Uint("raspi_mcp_connections_refused_total", a.exp.refused.Load())
-	w.Family("raspi_mcp_tool_errors_total", promtext.Counter, "Tool calls that ended in an error since the agent started, by error code.")
+	e.uint(famDenials, denials)
+	e.uint(famRefused, a.exp.refused.Load())
 	for i, c := range exportedCodes {
-		w.Uint("raspi_mcp_tool_errors_total", a.exp.errors[i].Load(), "code", c)
+		e.uint(famToolErrors, a.exp.errors[i].Load(), c)
 	}
 	if n := a.exp.errors[len(exportedCodes)].Load(); n > 0 {
-		w.Uint("raspi_mcp_tool_errors_total", n, "code", "other")
+		e.uint(famToolErrors, n, "other")
 	}
 
 	if total, denied, errored, _, err := a.store.AuditCounts(); err != nil {
 		a.log.Warn("metrics: audit counts", "err", err)
 	} else {
-		w.Family("raspi_mcp_audit_records", promtext.Gauge, "Records in the audit trail (retention removes old ones).")
-		w.Uint("raspi_mcp_audit_records", uint64(total))
-		w.Family("raspi_mcp_audit_denied_records", promtext.Gauge, "Records in the audit trail of calls denied or declined.")
-		w.Uint("raspi_mcp_audit_denied_records", uint64(denied))
-		w.Family("raspi_mcp_audit_error_records", promtext.Gauge, "Records in the audit trail of calls that ended in an error.")
-		w.Uint("raspi_mcp_audit_error_records", uint64(errored))
+		e.uint(famAuditRecords, uint64(total))
+		e.uint(famAuditDenied, uint64(denied))
+		e.uint(famAuditErrors, uint64(errored))
 	}
 	_, _, findings := a.witness.status()
-	w.Family("raspi_mcp_audit_chain_status", promtext.Gauge, "1 for the audit hash chain's state as verified at the agent's start: ok, or tampered (raspi-mcp audit verify shows what).")
-	w.Bool("raspi_mcp_audit_chain_status", len(findings) == 0, "status", "ok")
-	w.Bool("raspi_mcp_audit_chain_status", len(findings) > 0, "status", "tampered")
+	e.bool(famChainStatus, len(findings) == 0, "ok")
+	e.bool(famChainStatus, len(findings) > 0, "tampered")
 
 	a.watch.mu.Lock()
 	helperUp := a.watch.helperUp
 	a.watch.mu.Unlock()
 	if helperUp != nil {
-		w.Family("raspi_mcp_helper_up", promtext.Gauge, "1 when the root helper answered the agent's last look (every few seconds), else 0.")
-		w.Bool("raspi_mcp_helper_up", *helperUp)
+		e.bool(famHelperUp, *helperUp)
 	}
-	if len(a.lan) > 0 {
-		w.Family("raspi_mcp_upstream_up", promtext.Gauge, "1 when the mounted MCP server ([[upstream]]) is connected, else 0.")
-		sts := make([]upstream.Status, len(a.lan))
-		for i, d := range a.lan {
-			sts[i] = d.client.Status()
-			w.Bool("raspi_mcp_upstream_up", sts[i].State == upstream.StateUp, "upstream", d.cfg.Name)
-		}
-		w.Family("raspi_mcp_upstream_latency_seconds", promtext.Gauge, "Median latency of the upstream's last answered calls (up to 64), in seconds; absent before the first.")
-		for i, d := range a.lan {
-			if sts[i].P50Latency > 0 {
-				w.Float("raspi_mcp_upstream_latency_seconds", sts[i].P50Latency.Seconds(), "upstream", d.cfg.Name)
-			}
+	for _, d := range a.lan {
+		st := d.client.Status()
+		e.bool(famUpstreamUp, st.State == upstream.StateUp, d.cfg.Name)
+		if st.P50Latency > 0 {
+			e.val(famUpstreamLatency, st.P50Latency.Seconds(), d.cfg.Name)
 		}
 	}
 
-	a.writeSampler(w)
+	a.collectSampler(e)
 	if n, err := a.store.Size(); err != nil {
 		a.log.Warn("metrics: database size", "err", err)
 	} else {
-		w.Family("raspi_mcp_database_size_bytes", promtext.Gauge, "Size of the agent's database file in bytes (bbolt reuses freed pages but never shrinks the file).")
-		w.Uint("raspi_mcp_database_size_bytes", uint64(n))
+		e.uint(famDatabaseSize, uint64(n))
 	}
 }
 
-// writeSampler writes how far each running sampling job is behind: the
+// collectSampler sends how far each running sampling job is behind: the
 // age of its newest sample beyond one interval. 0 is on time; a growing
 // value is a job that stopped sampling.
-func (a *Agent) writeSampler(w *promtext.Writer) {
+func (a *Agent) collectSampler(e emitter) {
 	s := a.sampler
 	jobs, err := s.db.ListJobs()
 	if err != nil {
@@ -365,14 +534,11 @@ func (a *Agent) writeSampler(w *promtext.Writer) {
 		}
 	}
 	s.mu.Unlock()
-	w.Family("raspi_mcp_sampler_lag_seconds", promtext.Gauge, "How long a running sampling job's newest sample is overdue, in seconds: 0 on time, growing when the job has stopped sampling.")
 	for i, j := range jobs {
 		if lags[i] >= 0 {
-			w.Float("raspi_mcp_sampler_lag_seconds", lags[i], "job", j.ID)
+			e.val(famSamplerLag, lags[i], j.ID)
 		}
 	}
-	w.Family("raspi_mcp_sampler_buffered_samples", promtext.Gauge, "Samples taken but not yet written to the database (written once per flush interval to spare the SD card).")
-	w.Uint("raspi_mcp_sampler_buffered_samples", uint64(buffered))
-	w.Family("raspi_mcp_sampler_flush_ok", promtext.Gauge, "1 when the last write of samples to the database succeeded, else 0.")
-	w.Bool("raspi_mcp_sampler_flush_ok", flushOK)
+	e.uint(famSamplerBuffered, uint64(buffered))
+	e.bool(famSamplerFlushOK, flushOK)
 }
