@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,6 +147,11 @@ func TestMetricsFromSimBoard(t *testing.T) {
 	want(t, m, `raspi_mcp_audit_chain_status{status="tampered"}`, 0)
 	if m[`raspi_mcp_database_size_bytes`] <= 0 {
 		t.Fatalf("database size %v", m[`raspi_mcp_database_size_bytes`])
+	}
+	// The agent's own process, from /proc/self (the library reads other
+	// systems differently).
+	if runtime.GOOS == "linux" && (m[`raspi_mcp_process_resident_memory_bytes`] <= 0 || m[`raspi_mcp_process_open_fds`] <= 0) {
+		t.Fatalf("agent process: resident memory %v, open files %v", m[`raspi_mcp_process_resident_memory_bytes`], m[`raspi_mcp_process_open_fds`])
 	}
 
 	// Under-voltage and throttling now, as a failing supply shows them.
@@ -446,4 +452,68 @@ func TestMetricsSurviveUnreadableBoard(t *testing.T) {
 	want(t, m, `raspi_mcp_denials_total`, 0)
 	want(t, m, `raspi_mcp_audit_chain_status{status="ok"}`, 0)
 	want(t, m, `raspi_mcp_audit_chain_status{status="tampered"}`, 1)
+}
+
+// oddBoard is the simulated board with an interface whose name is not
+// UTF-8 and a file system listed twice, as a device can show them.
+type oddBoard struct {
+	sysinfo.Source
+	base interface {
+		sysinfo.CounterSource
+		sysinfo.FilesystemSource
+	}
+}
+
+func (b oddBoard) Counters(ctx context.Context) (sysinfo.Counters, error) {
+	c, err := b.base.Counters(ctx)
+	c.Net = append(c.Net, sysinfo.NetCounters{Name: "wlan\xff", RxBytes: 7})
+	return c, err
+}
+
+func (b oddBoard) Filesystems(ctx context.Context) ([]sysinfo.Filesystem, error) {
+	fss, err := b.base.Filesystems(ctx)
+	if len(fss) > 0 {
+		fss = append(fss, fss[0])
+	}
+	return fss, err
+}
+
+// A sample the format cannot carry is left out and the rest is served,
+// and the agent does not panic over a device's odd names.
+func TestMetricsSkipBadSamples(t *testing.T) {
+	r := newSimRig(t, nil)
+	base, ok := r.a.sys.(interface {
+		sysinfo.CounterSource
+		sysinfo.FilesystemSource
+	})
+	if !ok {
+		t.Fatal("the simulated board has no counters or mounts")
+	}
+	r.a.sys = oddBoard{Source: r.a.sys, base: base}
+	body := scrape(t, r.a)
+	if bytes.Contains(body, []byte("wlan\xff")) {
+		t.Fatal("an interface name that is not UTF-8 was served")
+	}
+	m := samples(t, body) // which also fails on a repeated sample
+	want(t, m, `raspi_reading_ok{source="counters"}`, 1)
+	want(t, m, `raspi_mcp_denials_total`, 0)
+	if _, ok := m[`raspi_filesystem_size_bytes{device="/dev/mmcblk0p2",fstype="ext4",mountpoint="/"}`]; !ok {
+		t.Fatal("the root file system is missing")
+	}
+}
+
+// A scraper that asks for OpenMetrics (as Prometheus does) gets it, with
+// the format's closing line.
+func TestMetricsOpenMetrics(t *testing.T) {
+	r := newSimRig(t, nil)
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+	rec := httptest.NewRecorder()
+	r.a.MetricsHandler().ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); rec.Code != http.StatusOK || !strings.HasPrefix(ct, "application/openmetrics-text") {
+		t.Fatalf("status %d, Content-Type %q", rec.Code, ct)
+	}
+	if !bytes.HasSuffix(rec.Body.Bytes(), []byte("# EOF\n")) || !bytes.Contains(rec.Body.Bytes(), []byte("\n# TYPE raspi_mcp_denials counter\nraspi_mcp_denials_total 0.0\n")) {
+		t.Fatalf("not OpenMetrics with the agent's metrics:\n%s", rec.Body)
+	}
 }
