@@ -26,7 +26,7 @@ import (
 // registry owned by the Agent (never the library's global one) holding one
 // collector, and promhttp serving it, so the format, content negotiation
 // (OpenMetrics for a Prometheus that asks for it), compression and the
-// registry's consistency checks are the library's. It costs 3.5 MB on the
+// registry's consistency checks are the library's. It costs 3.6 MiB on the
 // stripped armv6 binary (docs/ARCHITECTURE.md has the numbers);
 // VictoriaMetrics/metrics is far smaller but writes HELP lines without
 // text, which `promtool check metrics` rejects.
