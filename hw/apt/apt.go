@@ -232,10 +232,10 @@ type Sizes struct {
 
 // State is the package manager's state around the plans.
 type State struct {
-	RebootRequired     bool      // /run/reboot-required exists
-	RebootPackages     []string  // /run/reboot-required.pkgs
-	ListsUpdated       time.Time // the last successful apt-get update; zero if never
-	Lock               *Holder   // who holds the dpkg lock, nil if free
+	RebootRequired bool      // /run/reboot-required exists
+	RebootPackages []string  // /run/reboot-required.pkgs
+	ListsUpdated   time.Time // the last successful apt-get update; zero if never
+	Lock           *Holder   // who holds the dpkg lock, nil if free
 }
 
 // Source is the read side the agent uses: nothing here changes the system.
