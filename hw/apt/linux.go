@@ -125,6 +125,35 @@ func (l Linux) Sizes(ctx context.Context, p Plan) (Sizes, error) {
 	return s, nil
 }
 
+// Installed asks dpkg-query; it exits 1 when a name is not installed but
+// still prints the others, so its output is read either way.
+func (l Linux) Installed(ctx context.Context, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(names) == 0 {
+		return out, nil
+	}
+	for _, n := range names {
+		if err := ValidName(n); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.CommandContext(ctx, orDefault(l.DpkgQuery, "/usr/bin/dpkg-query"), append([]string{"-W", "-f=${Package} ${db:Status-Abbrev} ${Version}\\n", "--"}, names...)...)
+	cmd.Env = []string{"LANG=C", "LC_ALL=C"}
+	b, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return nil, fmt.Errorf("apt: dpkg-query: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		// "bash ii  5.2.15-2+b8": installed ("i" in the second column).
+		if len(f) == 3 && len(f[1]) >= 2 && f[1][1] == 'i' {
+			out[f[0]] = f[2]
+		}
+	}
+	return out, nil
+}
+
 // Policy runs apt-cache policy for one package.
 func (l Linux) Policy(ctx context.Context, pkg string) (Policy, error) {
 	if err := ValidName(pkg); err != nil {

@@ -66,6 +66,9 @@ func TestLinuxReadsThisMachine(t *testing.T) {
 	if _, err := l.Policy(t.Context(), "-o=evil"); err == nil {
 		t.Error("an option was taken for a package name")
 	}
+	if v, err := l.Installed(t.Context(), []string{"dpkg", "raspi-mcp-not-a-package"}); err != nil || v["dpkg"] != pol.Installed || len(v) != 1 {
+		t.Errorf("Installed = %v, %v; want dpkg %s only", v, err, pol.Installed)
+	}
 	if _, err := l.State(t.Context()); err != nil {
 		t.Fatal(err)
 	}

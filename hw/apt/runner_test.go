@@ -90,11 +90,11 @@ func TestRunnerApplyInstallsExactlyThePlan(t *testing.T) {
 		t.Fatalf("ended %+v", info)
 	}
 	for _, c := range append(p.Upgrades, p.Installs...) {
-		if v, _ := s.Installed(c.Name); v != c.To {
+		if v, _ := s.Version(c.Name); v != c.To {
 			t.Errorf("%s is %s, want %s", c.Name, v, c.To)
 		}
 	}
-	if v, _ := s.Installed("raspi-firmware"); v != "1:1.20240902-1" {
+	if v, _ := s.Version("raspi-firmware"); v != "1:1.20240902-1" {
 		t.Errorf("the held package moved to %s", v)
 	}
 	after, _ := s.State(t.Context())
@@ -147,7 +147,7 @@ func TestRunnerCancelBeforeDpkg(t *testing.T) {
 	if info.State != StateCancelled {
 		t.Fatalf("cancelled run %+v", info)
 	}
-	if v, _ := s.Installed("openssl"); v != "3.0.14-1~deb12u2" {
+	if v, _ := s.Version("openssl"); v != "3.0.14-1~deb12u2" {
 		t.Errorf("openssl is %s after a cancel", v)
 	}
 }
@@ -195,7 +195,7 @@ func TestRunnerStalePlanFails(t *testing.T) {
 	if info.State != StateFailed || !strings.Contains(info.Error, "tzdata") {
 		t.Fatalf("run %+v", info)
 	}
-	if v, _ := s.Installed("openssl"); v != "3.0.14-1~deb12u2" {
+	if v, _ := s.Version("openssl"); v != "3.0.14-1~deb12u2" {
 		t.Errorf("openssl is %s after a failed download", v)
 	}
 }

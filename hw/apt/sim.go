@@ -300,8 +300,22 @@ func (s *Sim) SetPause(phase string) error {
 	return s.update(func(st *simState) error { st.Pause = phase; return nil })
 }
 
-// Installed is the installed version of a package, "" if none.
-func (s *Sim) Installed(name string) (string, error) {
+// Installed implements Source.
+func (s *Sim) Installed(ctx context.Context, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.view(func(st *simState) error {
+		for _, n := range names {
+			if v, ok := st.Installed[n]; ok {
+				out[n] = v
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Version is the installed version of a package, "" if none.
+func (s *Sim) Version(name string) (string, error) {
 	var v string
 	err := s.view(func(st *simState) error { v = st.Installed[name]; return nil })
 	return v, err
