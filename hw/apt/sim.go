@@ -247,8 +247,11 @@ func (s *Sim) Policy(ctx context.Context, pkg string) (Policy, error) {
 	err := s.view(func(st *simState) error {
 		p.Installed = st.Installed[pkg]
 		p.Candidate = p.Installed
-		if a, ok := st.Archive[pkg]; ok && (p.Installed == "" || CompareVersions(a.Version, p.Installed) > 0) {
+		a, ok := st.Archive[pkg]
+		if ok && (p.Installed == "" || CompareVersions(a.Version, p.Installed) > 0) {
 			p.Candidate = a.Version
+		}
+		if ok && p.Candidate == a.Version {
 			_, suite, _ := strings.Cut(a.Origin, "/")
 			p.CandidateSuites = []string{suite}
 		}
