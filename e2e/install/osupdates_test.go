@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,8 +21,9 @@ import (
 // systemd: raspi-mcp and raspi-mcp-testpkg 1.0 installed from the test's
 // signed repository; 1.1 published, previewed and applied through MCP
 // (the helper runs apt as transient units); a preview made stale by a
-// newer publication refused at apply; the dpkg lock held by a test
-// process refused naming it. It needs the package make test-e2e builds:
+// newer publication refused at apply; a cancel before dpkg starts leaving
+// the installed version; the dpkg lock held by a test process refused
+// naming it. It needs the package make test-e2e builds:
 //
 //	RASPI_MCP_E2E_DEB=dist/raspi-mcp_X_amd64.deb go test -count=1 -v -timeout 40m -run TestOSUpdatesThroughMCP ./e2e/install
 func TestOSUpdatesThroughMCP(t *testing.T) {
@@ -97,6 +99,37 @@ func TestOSUpdatesThroughMCP(t *testing.T) {
 	if got := testpkg(); got != "1.1" {
 		t.Fatalf("a refused apply changed %s to %s", TestPackage, got)
 	}
+
+	// ---- A cancel before dpkg starts: the download is held at the door by
+	// an apt method that waits for a flag file before it hands over to
+	// apt's own copy method, so the run stays in its download phase for as
+	// long as the test needs, without depending on timing.
+	l.rootScript("a held download", heldMethod+GuestAptUpdate+"rm /run/e2e-go\n")
+	pre = mustCall(t, cs, "manage_preview_os_updates", map[string]any{"refresh": false})
+	if !planHas(pre, TestPackage, "1.1", "1.3") {
+		t.Fatalf("preview of 1.3: %v", pre)
+	}
+	tok = mustCall(t, cs, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": pre["plan_hash"]}})
+	applied := make(chan map[string]any, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "change_commit", Arguments: map[string]any{"token": tok["token"]}})
+		m := map[string]any{"transport_error": fmt.Sprint(err)}
+		if err == nil {
+			m = map[string]any{"result": res.StructuredContent, "meta": res.Meta}
+		}
+		applied <- m
+	}()
+	job := l.runningJob(cs, "download")
+	if c := mustCall(t, cs, "manage_cancel_job", map[string]any{"job_id": job}); c["cancelled"] != true {
+		t.Fatalf("cancel: %v", c)
+	}
+	if m := <-applied; !strings.Contains(jsonText(m), "failed_precondition") || !strings.Contains(jsonText(m), "cancelled") {
+		t.Fatalf("the cancelled apply: %v", m)
+	}
+	if got := testpkg(); got != "1.1" {
+		t.Fatalf("after a cancel before dpkg, %s is %s, want 1.1", TestPackage, got)
+	}
+	l.rootScript("the download let go", "touch /run/e2e-go\nsed -i 's|^URIs: held:|URIs: copy:|' /etc/apt/sources.list.d/raspi-mcp.sources\n"+GuestAptUpdate)
 
 	// ---- The dpkg lock held by a test process: refused, naming it.
 	l.mustPi("hold the dpkg lock", "sudo systemd-run --unit raspi-mcp-e2e-lock flock /var/lib/dpkg/lock-frontend sleep 600")
@@ -207,4 +240,41 @@ func (l *lab) bootVM(share string) {
 		t.Fatal("the VM was not ready after 10 minutes")
 	}
 	l.waitSSH()
+}
+
+// heldMethod is a root script for the guest: an apt method "held" that,
+// started by an apt-get --download-only, waits for /run/e2e-go, and then
+// runs apt's copy method; and the test's source switched to it. apt starts
+// its methods for other commands too (apt-get -s asks them for their
+// capabilities), which must not wait.
+const heldMethod = `cat >/usr/lib/apt/methods/held <<'SH'
+#!/bin/sh
+if tr '\0' ' ' </proc/$PPID/cmdline | grep -q -e --download-only; then
+	while [ ! -e /run/e2e-go ]; do sleep 0.2; done
+fi
+exec /usr/lib/apt/methods/copy "$@"
+SH
+chmod 0755 /usr/lib/apt/methods/held
+touch /run/e2e-go
+sed -i 's|^URIs: copy:|URIs: held:|' /etc/apt/sources.list.d/raspi-mcp.sources
+`
+
+// runningJob waits until manage_list_jobs shows an OS update running in
+// phase and returns its id.
+func (l *lab) runningJob(cs *mcp.ClientSession, phase string) string {
+	l.t.Helper()
+	deadline := time.Now().Add(guestGuard)
+	for time.Now().Before(deadline) {
+		jobs := mustCall(l.t, cs, "manage_list_jobs", map[string]any{})
+		list, _ := jobs["jobs"].([]any)
+		for _, x := range list {
+			j, _ := x.(map[string]any)
+			if j["kind"] == "os_update" && j["status"] == "running" && strings.Contains(fmt.Sprint(j["summary"]), "apply: "+phase) {
+				return fmt.Sprint(j["job_id"])
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	l.t.Fatalf("no OS update running in phase %s", phase)
+	return ""
 }
