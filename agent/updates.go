@@ -85,6 +85,8 @@ type ServerUpdate struct {
 	UpdateAvailable bool
 	Channel         string
 	LastChecked     time.Time
+	ReleaseDate     time.Time // the candidate's, where the repository gives it
+	ReleaseNotesURL string
 }
 
 // serverUpdate reads apt-cache policy raspi-mcp. Not installed from a
@@ -105,6 +107,11 @@ func (a *Agent) serverUpdate(ctx context.Context) (ServerUpdate, error) {
 	if len(pol.CandidateSuites) > 0 {
 		u.Channel = pol.CandidateSuites[0]
 	}
+	if u.Candidate != "" {
+		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, ServerPackage, u.Candidate); err != nil {
+			return u, err
+		}
+	}
 	return u, nil
 }
 
@@ -117,6 +124,8 @@ type CheckUpdatesOut struct {
 	LatestVersion   string    `json:"latest_version" jsonschema:"the candidate apt would install; equal to current_version when there is none"`
 	RunningVersion  string    `json:"running_version"`
 	Channel         string    `json:"channel,omitempty" jsonschema:"the suite the candidate comes from: stable or beta"`
+	ReleaseDate     string    `json:"release_date,omitempty" jsonschema:"when the candidate was published, where the repository says"`
+	ReleaseNotesURL string    `json:"release_notes_url,omitempty"`
 	LastChecked     string    `json:"last_checked,omitempty" jsonschema:"when the package lists were last refreshed (apt-get update)"`
 	OS              OSPending `json:"os"`
 }
@@ -208,9 +217,10 @@ func (a *Agent) registerUpdates() {
 		ID: "manage.check_for_updates", Title: "Check for updates",
 		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
 		Rule:        Rule{MinRole: identity.RoleRead},
-		OutProps:    []Prop{prop("last_checked", format("date-time")), prop("os.lists_updated_at", format("date-time"))},
-		Slow:        true,
-		Run:         a.checkForUpdates,
+		OutProps: []Prop{prop("last_checked", format("date-time")), prop("release_date", format("date-time")), prop("release_notes_url", format("uri")),
+			prop("os.lists_updated_at", format("date-time"))},
+		Slow: true,
+		Run:  a.checkForUpdates,
 		Summary: func(_ NoArgs, o CheckUpdatesOut) string {
 			s := "raspi-mcp " + o.CurrentVersion + " is current"
 			if o.UpdateAvailable {
@@ -307,7 +317,7 @@ func (a *Agent) checkForUpdates(ctx context.Context, _ *Call, _ NoArgs) (CheckUp
 		return CheckUpdatesOut{}, err
 	}
 	out := CheckUpdatesOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
-		Channel: u.Channel, LastChecked: timeText(u.LastChecked)}
+		Channel: u.Channel, LastChecked: timeText(u.LastChecked), ReleaseDate: timeText(u.ReleaseDate), ReleaseNotesURL: u.ReleaseNotesURL}
 	if out.CurrentVersion == "" {
 		out.CurrentVersion = a.version
 	}

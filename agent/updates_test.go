@@ -47,7 +47,8 @@ func TestCheckForUpdates(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if !out.UpdateAvailable || out.CurrentVersion != "0.3.0" || out.LatestVersion != "0.4.0" || out.Channel != "stable" || out.RunningVersion != "test" || out.LastChecked == "" {
+	if !out.UpdateAvailable || out.CurrentVersion != "0.3.0" || out.LatestVersion != "0.4.0" || out.Channel != "stable" || out.RunningVersion != "test" || out.LastChecked == "" ||
+		out.ReleaseDate == "" || !strings.HasSuffix(out.ReleaseNotesURL, "v0.4.0") {
 		t.Errorf("server: %+v", out)
 	}
 	if o := out.OS; o.Upgradable != 5 || o.Security != 2 || o.Held != 1 || o.NewPackages != 1 || o.RebootRequired || o.DpkgLock != nil || !strings.HasPrefix(o.PlanHash, "sha256:") {

@@ -248,6 +248,9 @@ type Source interface {
 	Policy(ctx context.Context, pkg string) (Policy, error)
 	// State is reboot-required, the lists' age and the dpkg lock.
 	State(ctx context.Context) (State, error)
+	// Release is the publication date and release notes URL of one
+	// version, where the repository gives them (zero and "" otherwise).
+	Release(ctx context.Context, pkg, version string) (time.Time, string, error)
 	// Installed is the installed version of each named package; a
 	// package that is not installed is absent from the map.
 	Installed(ctx context.Context, names []string) (map[string]string, error)

@@ -154,6 +154,22 @@ func (l Linux) Installed(ctx context.Context, names []string) (map[string]string
 	return out, nil
 }
 
+// Release reads apt-cache show pkg=version.
+func (l Linux) Release(ctx context.Context, pkg, version string) (time.Time, string, error) {
+	if err := ValidName(pkg); err != nil {
+		return time.Time{}, "", err
+	}
+	if err := ValidVersion(version); err != nil {
+		return time.Time{}, "", err
+	}
+	out, err := run(ctx, orDefault(l.AptCache, "/usr/bin/apt-cache"), "show", "--no-all-versions", "--", pkg+"="+version)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	e := ParseShow(out)[pkg+"="+version]
+	return e.ReleaseDate, e.ReleaseNotes, nil
+}
+
 // Policy runs apt-cache policy for one package.
 func (l Linux) Policy(ctx context.Context, pkg string) (Policy, error) {
 	if err := ValidName(pkg); err != nil {

@@ -63,6 +63,9 @@ func TestLinuxReadsThisMachine(t *testing.T) {
 	if err != nil || pol.Installed == "" {
 		t.Errorf("policy of dpkg: %+v, %v", pol, err)
 	}
+	if d, n, err := l.Release(t.Context(), "dpkg", pol.Installed); err != nil || !d.IsZero() || n != "" {
+		t.Errorf("Debian's dpkg has no release fields: %v %q %v", d, n, err)
+	}
 	if _, err := l.Policy(t.Context(), "-o=evil"); err == nil {
 		t.Error("an option was taken for a package name")
 	}

@@ -303,8 +303,9 @@ func ParseConffiles(log string, since time.Time) (kept, replaced []string) {
 	return kept, replaced
 }
 
-// ParseShow reads apt-cache show stanzas for Package, Version, Size and
-// Installed-Size (KiB), keyed "name=version".
+// ParseShow reads apt-cache show stanzas for Package, Version, Size,
+// Installed-Size (KiB), Release-Date and Release-Notes, keyed
+// "name=version".
 func ParseShow(out string) map[string]ShowEntry {
 	m := map[string]ShowEntry{}
 	var e ShowEntry
@@ -332,17 +333,27 @@ func ParseShow(out string) map[string]ShowEntry {
 			e.Size, _ = strconv.ParseInt(v, 10, 64)
 		case "Installed-Size":
 			e.InstalledKiB, _ = strconv.ParseInt(v, 10, 64)
+		case "Release-Date":
+			e.ReleaseDate, _ = time.Parse(time.RFC3339, v)
+		case "Release-Notes":
+			if strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://") {
+				e.ReleaseNotes = v
+			}
 		}
 	}
 	flush()
 	return m
 }
 
-// ShowEntry is one package version's sizes.
+// ShowEntry is one package version's sizes and, where raspi-mcp's own
+// repository adds them (packaging/apt-repo), its publication date and
+// release notes.
 type ShowEntry struct {
 	Package, Version string
 	Size             int64 // bytes to download
 	InstalledKiB     int64
+	ReleaseDate      time.Time // Release-Date, RFC 3339; zero when absent
+	ReleaseNotes     string    // Release-Notes, an http(s) URL; "" when absent
 }
 
 // CompareVersions orders two Debian versions as dpkg does: epoch, then

@@ -196,7 +196,15 @@ func TestParseConffiles(t *testing.T) {
 }
 
 func TestParseShow(t *testing.T) {
-	m := ParseShow("Package: bash\nVersion: 5.2\nInstalled-Size: 7164\nSize: 1490652\n\nPackage: zip\nVersion: 3.0\nSize: 10\n")
+	m := ParseShow("Package: bash\nVersion: 5.2\nInstalled-Size: 7164\nSize: 1490652\n\nPackage: zip\nVersion: 3.0\nSize: 10\n" +
+		"\nPackage: raspi-mcp\nVersion: 0.4.0\nRelease-Date: 2026-11-25T01:02:17Z\nRelease-Notes: https://example.org/notes/0.4.0\n" +
+		"\nPackage: evil\nVersion: 1\nRelease-Notes: javascript:alert(1)\n")
+	if e := m["raspi-mcp=0.4.0"]; e.ReleaseDate.IsZero() || e.ReleaseNotes != "https://example.org/notes/0.4.0" {
+		t.Errorf("raspi-mcp = %+v", e)
+	}
+	if e := m["evil=1"]; e.ReleaseNotes != "" {
+		t.Errorf("a notes URL that is not http(s) was kept: %q", e.ReleaseNotes)
+	}
 	if e := m["bash=5.2"]; e.Size != 1490652 || e.InstalledKiB != 7164 {
 		t.Errorf("bash = %+v", e)
 	}

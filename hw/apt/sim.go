@@ -45,6 +45,10 @@ type SimPackage struct {
 	// which the upgrade keeps.
 	New      bool   `json:"new,omitempty"`
 	Conffile string `json:"conffile,omitempty"`
+	// ReleaseDate and ReleaseNotes are what raspi-mcp's own repository
+	// adds to its packages.
+	ReleaseDate  time.Time `json:"release_date,omitzero"`
+	ReleaseNotes string    `json:"release_notes,omitempty"`
 }
 
 type simState struct {
@@ -116,7 +120,8 @@ func seed(now time.Time) *simState {
 			"linux-image-rpi-v8":            {Version: "1:6.6.51-1+rpt3", Origin: rpi, Size: 9000, InstalledKiB: 40},
 			"linux-image-6.6.51+rpt-rpi-v8": {Version: "1:6.6.51-1+rpt3", Origin: rpi, Size: 24000000, InstalledKiB: 61000, New: true},
 			"raspi-firmware":                {Version: "1:1.20241008-1", Origin: rpi, Size: 12000000, InstalledKiB: 31000},
-			"raspi-mcp":                     {Version: "0.4.0", Origin: own, Size: 7000000, InstalledKiB: 21500},
+			"raspi-mcp": {Version: "0.4.0", Origin: own, Size: 7000000, InstalledKiB: 21500,
+				ReleaseDate: now.Add(-72 * time.Hour).UTC().Truncate(time.Second), ReleaseNotes: "https://github.com/raspi-mcp/raspi-mcp/releases/tag/v0.4.0"},
 		},
 		Held:         []string{"raspi-firmware"},
 		ListsUpdated: now.Add(-26 * time.Hour).UTC().Truncate(time.Second),
@@ -272,6 +277,19 @@ func (s *Sim) State(ctx context.Context) (State, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Release implements Source.
+func (s *Sim) Release(ctx context.Context, pkg, version string) (time.Time, string, error) {
+	var d time.Time
+	var n string
+	err := s.view(func(st *simState) error {
+		if a, ok := st.Archive[pkg]; ok && a.Version == version {
+			d, n = a.ReleaseDate, a.ReleaseNotes
+		}
+		return nil
+	})
+	return d, n, err
 }
 
 // LockHolder is the simulated dpkg lock, for Runner.Lock.
