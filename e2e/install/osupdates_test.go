@@ -60,6 +60,12 @@ func TestOSUpdatesThroughMCP(t *testing.T) {
 		return strings.TrimSpace(l.mustPi("testpkg version", "dpkg-query -W -f '${Version}' "+TestPackage))
 	}
 
+	// raspi-mcp is what the repository has, with its publication date.
+	check := mustCall(t, cs, "manage_check_for_updates", map[string]any{})
+	if check["current_version"] != debVersion(t, deb) || check["update_available"] != false || check["release_date"] == nil || check["channel"] != "stable" {
+		t.Fatalf("check_for_updates: %v", check)
+	}
+
 	// ---- 1.1 is published, previewed (the lists refreshed by the helper)
 	// and applied through change_prepare and change_commit.
 	publish("1.1")
