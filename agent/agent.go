@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -55,6 +56,7 @@ type Options struct {
 	Logger  *slog.Logger
 
 	Units   units.Units    // systemd, read over D-Bus (changes go through the helper)
+	Apt     apt.Source     // the package manager's read side (changes go through the helper); nil: the update tools answer unavailable
 	Journal journal.Reader // journalctl, or the simulated units' journal
 	Root    fs.FS          // the file system root /proc, /sys and /etc are read from
 	Net     Network        // interfaces, routes, sockets
@@ -98,6 +100,8 @@ type Agent struct {
 	reverter   *reverter
 	powerJobs  *powerWatch
 	units      units.Units
+	apt        apt.Source // nil: the update tools answer unavailable
+	prevs      previews
 	journal    journal.Reader
 	root       fs.FS
 	simProcs   *procs.Sim
@@ -122,7 +126,7 @@ func New(o Options) (*Agent, error) {
 	}
 	a := &Agent{store: o.Store, sys: o.Sys, helper: o.Helper, version: o.Version, build: o.Build,
 		mode: o.Mode, log: o.Logger, started: time.Now(),
-		units: o.Units, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog, simProcs: o.SimProcs}
+		units: o.Units, apt: o.Apt, journal: o.Journal, root: o.Root, net: o.Net, appLog: o.AppLog, simProcs: o.SimProcs}
 	a.checkOutput = o.CheckOutput
 	a.cfg.Store(&loadedConfig{cfg: o.Config, gen: 1, at: time.Now()})
 	a.cfgPath = o.ConfigPath
@@ -166,6 +170,7 @@ func New(o Options) (*Agent, error) {
 	a.registerProcess()
 	a.registerNetwork()
 	a.registerJobs()
+	a.registerUpdates()
 	a.registerSelftest()
 	if a.tools.err != nil {
 		return nil, a.tools.err

@@ -177,7 +177,9 @@ func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, er
 		return CommitOut{}, errf(CodeFailedPrecondition, "your client asks the person to confirm %s: call it directly, the person's answer stands in for the change token", t.name).
 			with("tool", t.id).next(SuggestedCall{Tool: t.name, Arguments: args, Why: "the client puts the question to the person"})
 	}
-	o := a.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session, committed: true}, tok.Arguments)
+	// The client's progress token goes along: a long committed call (an OS
+	// update) reports its progress to the change_commit it answers.
+	o := a.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session, ProgressToken: c.ProgressToken, committed: true}, tok.Arguments)
 	if o.err != nil {
 		return CommitOut{}, o.err
 	}

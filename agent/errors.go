@@ -171,7 +171,7 @@ func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) 
 // whose valid values only a list tool knows.
 func identifies(param string) bool {
 	switch param {
-	case "pin", "pid", "bus", "address", "service_name", "unit", "units", "job_id", "name", "tool", "token", "metrics":
+	case "pin", "pid", "bus", "address", "service_name", "unit", "units", "job_id", "name", "tool", "token", "metrics", "plan_hash":
 		return true
 	}
 	return false
@@ -219,6 +219,8 @@ func (a *Agent) lookupFor(t *tool, param string, args map[string]any) (Suggested
 		id, why = "process.list_processes", "find the process by name or user"
 	case param == "job_id" && domain == "metrics":
 		id, why = "metrics.list_sampling_jobs", "see the sampling jobs and their ids"
+	case param == "plan_hash":
+		id, why, with = "manage.preview_os_updates", "see the plan as it is now and its plan_hash", map[string]any{"refresh": false}
 	case param == "job_id" || domain == "manage":
 		id, why = "manage.list_jobs", "see the queued jobs and their ids"
 	case param == "metrics":

@@ -32,6 +32,7 @@ var validArgs = map[string]map[string]any{
 	"manage_config_apply":         {"toml": "[gpio]\nwrites = true\n"},
 	"manage_config_diff":          {"toml": "[gpio]\nwrites = true\n"},
 	"manage_config_validate":      {"toml": "[gpio]\nwrites = true\n"},
+	"manage_apply_os_updates":     {"plan_hash": "sha256:" + strings.Repeat("0", 64)},
 	"metrics_query_history":       {"metric_names": []any{"cpu_percent"}},
 	"metrics_start_sampling_job":  {"interval_seconds": 10},
 	"metrics_stop_sampling_job":   {"job_id": "job-nope"},

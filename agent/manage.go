@@ -190,7 +190,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 // QueuedJob is one entry of the jobs queue, whatever its kind.
 type QueuedJob struct {
 	JobID     string `json:"job_id"`
-	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert or power"`
+	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert, power or os_update"`
 	Status    string `json:"status"`
 	Summary   string `json:"summary"`
 	Due       string `json:"due,omitempty" jsonschema:"when it acts next (gpio_revert, power)"`
@@ -278,6 +278,7 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 		out.Jobs = append(out.Jobs, QueuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
 			Summary: fmt.Sprintf("every %d s, kept %d h, %d samples", j.IntervalSeconds, j.RetentionHours, j.Samples), Cancel: "sampling stops; samples stay"})
 	}
+	out.Jobs = append(out.Jobs, a.osJobs()...)
 	out.TotalCount = len(out.Jobs)
 	return out, nil
 }
@@ -299,6 +300,7 @@ func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJ
 		"sampling":    a.rule("metrics.stop_sampling_job"),
 		"gpio_revert": a.rule("gpio.write_pin"),
 		"power":       a.rule("system.cancel_scheduled_power_action"),
+		osJobKind:     a.rule("manage.preview_os_updates"),
 	}
 	if err := Decide(a.conf(), c.Principal, gates[j.Kind], Guard{DryRun: true}, false); err != nil {
 		return out, err
@@ -308,6 +310,10 @@ func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJ
 		return out, nil
 	}
 	switch j.Kind {
+	case osJobKind:
+		if err := a.cancelOSJob(ctx, j.JobID); err != nil {
+			return out, err
+		}
 	case "power":
 		if _, err := a.cancelPower(ctx, c); err != nil {
 			return out, err

@@ -139,7 +139,13 @@ func run(binDir string) error {
 		{"The audit trail of this session", "logs_get_recent_audit_logs", map[string]any{"limit": 10, "oldest_first": true}},
 		{"Is the hash chain intact?", "logs_verify_audit_chain", nil},
 	}
-	for _, c := range calls {
+	closing := calls[len(calls)-2:]
+	calls = calls[:len(calls)-2]
+	run := func(c struct {
+		title string
+		tool  string
+		args  map[string]any
+	}) error {
 		step(c.title)
 		argJSON, _ := json.Marshal(c.args)
 		if c.args == nil {
@@ -151,6 +157,20 @@ func run(binDir string) error {
 			return err
 		}
 		show(c.tool, res)
+		return nil
+	}
+	for _, c := range calls {
+		if err := run(c); err != nil {
+			return err
+		}
+	}
+	if err := osUpdates(ctx, raspi, dir); err != nil {
+		return err
+	}
+	for _, c := range closing {
+		if err := run(c); err != nil {
+			return err
+		}
 	}
 
 	step("On the device, a person checks the audit trail")
@@ -160,6 +180,66 @@ func run(binDir string) error {
 	fmt.Printf("  sim board power log:\n%s", indent(string(power)))
 	step("Stop (SIGTERM)")
 	return nil
+}
+
+// osUpdates walks the OS update tools on the simulated package manager:
+// check, preview (which refreshes the lists), the critical apply through
+// change_prepare and change_commit, and the check again.
+//
+// It uses a second client, one that cannot ask its person (a script, or
+// an assistant without elicitation): for it a critical call goes through
+// the change token, which the person approves by letting the commit run.
+func osUpdates(ctx context.Context, raspi, dir string) error {
+	client := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-demo-updates", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			fmt.Printf("    … %3.0f%% %s\n", req.Params.Progress, req.Params.Message)
+		},
+	})
+	step("OS updates, from a client that cannot ask its person: critical calls take a change token")
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(raspi, "stdio", "--dir", dir)}, nil)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	call := func(title, tool string, args map[string]any, progress bool) (map[string]any, error) {
+		step(title)
+		argJSON, _ := json.Marshal(args)
+		fmt.Printf("  → %s %s\n", tool, argJSON)
+		p := &mcp.CallToolParams{Name: tool, Arguments: args}
+		if progress {
+			p.SetProgressToken("demo-os-update")
+		}
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		show(tool, res)
+		var m map[string]any
+		if res.IsError {
+			return nil, fmt.Errorf("%s failed", tool)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &m)
+		return m, nil
+	}
+	if _, err := call("Is anything waiting? raspi-mcp and the OS", "manage_check_for_updates", map[string]any{}, false); err != nil {
+		return err
+	}
+	pre, err := call("Preview the OS updates: the lists are refreshed, nothing is installed", "manage_preview_os_updates", map[string]any{}, false)
+	if err != nil {
+		return err
+	}
+	prep, err := call("Applying is critical: change_prepare binds a token to exactly this plan_hash", "change_prepare",
+		map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": pre["plan_hash"], "reason": "demo: monthly updates"}}, false)
+	if err != nil {
+		return err
+	}
+	if _, err := call("The person agrees: change_commit installs exactly the previewed versions, with progress", "change_commit",
+		map[string]any{"token": prep["token"]}, true); err != nil {
+		return err
+	}
+	_, err = call("Checked again: nothing left but the held package, and a reboot is required", "manage_check_for_updates", map[string]any{}, false)
+	return err
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
@@ -229,6 +309,32 @@ func show(tool string, res *mcp.CallToolResult) {
 		for _, p := range m["pins"].([]any) {
 			pm := p.(map[string]any)
 			fmt.Printf("    GPIO%-3v %-7v %-6v %v\n", pm["pin"], pm["name"], pm["mode"], orDash(pm["value"]))
+		}
+	case "manage_check_for_updates":
+		o, _ := m["os"].(map[string]any)
+		fmt.Printf("    raspi-mcp installed %v, candidate %v on %v; OS: %v upgradable (%v security), %v held, reboot required %v, lists from %v\n",
+			m["current_version"], m["latest_version"], orDash(m["channel"]), o["upgradable"], o["security"], o["held"], o["reboot_required"], o["lists_updated_at"])
+	case "manage_preview_os_updates":
+		for _, k := range []string{"upgrades", "installs", "removals"} {
+			for _, x := range m[k].([]any) {
+				c := x.(map[string]any)
+				sec := ""
+				if c["security"] == true {
+					sec = " (security)"
+				}
+				fmt.Printf("    %-9s %-32v %v -> %v%s\n", strings.TrimSuffix(k, "s"), c["name"], orDash(c["from"]), orDash(c["to"]), sec)
+			}
+		}
+		fmt.Printf("    held: %v; download %.0f B; reboot needed %v\n    plan_hash %v\n", m["held"], m["download_bytes"], m["reboot_needed"], m["plan_hash"])
+	case "change_prepare":
+		fmt.Printf("    token %v, expires %v\n", m["token"], m["expires_at"])
+	case "change_commit":
+		res, _ := m["result"].(map[string]any)
+		st, _ := res["status"].(map[string]any)
+		fmt.Printf("    job %v: %v; configuration files kept: %v\n", res["job_id"], st["status"], res["conffiles_kept"])
+		for _, x := range res["packages"].([]any) {
+			p := x.(map[string]any)
+			fmt.Printf("    %-32v %v -> %v\n", p["name"], orDash(p["before"]), orDash(p["after"]))
 		}
 	case "system_reboot":
 		if p, ok := m["plan"].([]any); ok {

@@ -77,7 +77,7 @@ func OptionsFromConfig(cfg *config.Config, b Backends) (Options, error) {
 		HardwarePolicy: HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera},
 		Ops:            b.Ops,
 		OpsPolicy: OpsPolicy{Service: cfg.Service, Process: cfg.Process,
-			ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers},
+			ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers, Updates: cfg.Manage.Enabled && cfg.Manage.Updates},
 		Witness: b.Witness,
 		Backend: b.Backend,
 		Version: b.Version,

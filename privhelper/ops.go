@@ -41,6 +41,7 @@ type Processes interface {
 type Ops struct {
 	Units     Units
 	Processes Processes
+	Apt       AptRunner // apt-get update and plans, as transient units
 }
 
 // OpsPolicy is the helper's own copy of the owner's service and process rules.
@@ -49,6 +50,7 @@ type OpsPolicy struct {
 	Process        config.Process
 	ProtectedUIDs  []int // uids of config.Process.ProtectedUsers, resolved at start
 	ProtectedNames []string
+	Updates        bool // [manage] enabled and updates: refresh and apply package plans
 }
 
 func (s *Server) registerOps() {
@@ -59,6 +61,7 @@ func (s *Server) registerOps() {
 	if s.ops.Processes != nil {
 		handle(s.mux, proto.ProcessSignal, s.processSignal)
 	}
+	s.registerApt()
 }
 
 func (s *Server) unitChangeAllowed(unit string) error {

@@ -21,7 +21,9 @@ import (
 
 func TestHelloAndStatus(t *testing.T) {
 	fh := newFakeHW()
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), Ops: (&fakeOps{}).ops()})
+	ops := (&fakeOps{}).ops()
+	_, ops.Apt = simApt(t)
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), Ops: ops})
 	c := newClient(t, h.sock)
 	if c.Connected() {
 		t.Fatal("Connected before the first call")

@@ -41,6 +41,7 @@ func run() error {
 	sim := flag.Bool("sim", false, "simulated board: record power actions instead of performing them")
 	powerLog := flag.String("power-log", "", "with --sim: append power events as JSON lines to this file")
 	simUnits := flag.String("sim-units", "", "with --sim: the simulated systemd's state file (shared with the agent)")
+	simApt := flag.String("sim-apt", "", "with --sim: the directory of the simulated package manager's state (shared with the agent); without it no package method is served")
 	simProcs := flag.String("sim-procs", "", "with --sim: the simulated process table's state file (shared with the agent); without it no process is signalled")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -78,7 +79,7 @@ func run() error {
 	} else {
 		cam = camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot})
 	}
-	ops, accounts, closeOps, err := operations(*sim, *simUnits, *simProcs, log)
+	ops, accounts, closeOps, err := operations(*sim, *simUnits, *simProcs, *simApt, log)
 	if err != nil {
 		return err
 	}
@@ -211,9 +212,12 @@ func hardware(sim bool, log *slog.Logger) (privhelper.Hardware, func()) {
 // for protected users (nil without --sim-procs: then no process is
 // signalled, and never a real one). Without a system bus the service
 // methods are not served; signals on a device always are.
-func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops privhelper.Ops, accounts func(string) (int, bool), closeAll func(), err error) {
+func operations(sim bool, simUnits, simProcs, simApt string, log *slog.Logger) (ops privhelper.Ops, accounts func(string) (int, bool), closeAll func(), err error) {
 	if sim {
 		ops, accounts, err = privhelper.OpenSimOps(simUnits, simProcs)
+		if err == nil && simApt != "" {
+			ops.Apt, err = privhelper.OpenSimApt(simApt)
+		}
 		return ops, accounts, func() {}, err
 	}
 	ops.Processes = privhelper.ProcessesFrom("/")
@@ -223,5 +227,8 @@ func operations(sim bool, simUnits, simProcs string, log *slog.Logger) (ops priv
 		return ops, nil, func() {}, nil
 	}
 	ops.Units = privhelper.UnitsFrom(d)
+	// apt runs as transient units of the same systemd, outside the
+	// helper's sandbox.
+	ops.Apt = privhelper.NewAptRunner(d)
 	return ops, nil, d.Close, nil
 }

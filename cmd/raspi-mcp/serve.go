@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"io"
 	"log/slog"
 	"net"
@@ -127,7 +128,7 @@ func cmdServe(args []string) error {
 		helperLog := ring.Writer("helper", os.Stderr)
 		defer helperLog.Close()
 		sup = &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
-			"--sim-units", filepath.Join(dirPath, "units.json"), "--sim-procs", filepath.Join(dirPath, "procs.json")}, log: log, output: helperLog}
+			"--sim-units", filepath.Join(dirPath, "units.json"), "--sim-procs", filepath.Join(dirPath, "procs.json"), "--sim-apt", dirPath}, log: log, output: helperLog}
 		done := make(chan struct{})
 		go func() { sup.run(ctx); close(done) }()
 		defer func() { stop(); <-done }()
@@ -148,7 +149,9 @@ func cmdServe(args []string) error {
 		// simulated board's.
 		opts.SimProcs, opts.Net = board.Procs, board.Net
 		opts.Units, opts.Journal = board.Units, board.Units.Journal()
+		opts.Apt = board.Apt
 	} else {
+		opts.Apt = apt.Linux{}
 		u, err := units.NewDBus(ctx)
 		if err != nil {
 			// Service tools answer unavailable; everything else works.

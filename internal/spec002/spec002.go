@@ -74,7 +74,6 @@ var Differences = []Difference{
 	// Renamed or unserved tools of the examples.
 	{"service.start", "", "served-as", "the example's service.start is service_control_service with action start (the catalog's own tool for it)", nil},
 	{"manage.get_capabilities", "", "served-as", "the addendum's manage.get_capabilities is system_get_capabilities, as the main catalog names it; it answers tool_namespaces and capabilities as the addendum shows", nil},
-	{"manage.check_for_updates", "", "not-served", whyNoUpdate, nil},
 	{"manage.update_server", "", "not-served", whyNoUpdate, nil},
 	{"service.start", "example: Request (start a service)", "example", whyGuards, map[string]any{"confirm": true, "reason": "contract test"}},
 	{"service.control_service", "example: Force override (admin only)", "example", whyGuards, map[string]any{"confirm": true, "reason": "contract test"}},

@@ -35,6 +35,10 @@ var requestTypes = map[string]func() Validator{
 	AuditWitness.Name:   func() Validator { return new(AuditWitnessReq) },
 	ConfigApply.Name:    func() Validator { return new(ConfigApplyReq) },
 	ConfigRestore.Name:  func() Validator { return new(ConfigRestoreReq) },
+	AptRefresh.Name:     func() Validator { return new(AptRefreshReq) },
+	AptApply.Name:       func() Validator { return new(AptApplyReq) },
+	AptCancel.Name:      func() Validator { return new(AptCancelReq) },
+	AptStatus.Name:      func() Validator { return new(AptStatusReq) },
 }
 
 func TestRequestTypesCoverTable(t *testing.T) {

@@ -1,0 +1,728 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
+)
+
+// OS updates. The agent works out what an upgrade would do itself (apt-get
+// -s needs no privilege); the root helper refreshes the package lists and
+// installs, running apt as a transient systemd unit. A plan is named by
+// its hash over exactly the versions it installs and removes: apply takes
+// that hash (and, being critical, goes through a change token, whose
+// arguments carry it), recomputes the plan and refuses when it is no
+// longer the same, so what runs is what the person saw.
+
+// ServerPackage is the package raspi-mcp itself is installed from.
+const ServerPackage = "raspi-mcp"
+
+// osJobKind is manage_list_jobs' kind for a run of apt.
+const osJobKind = "os_update"
+
+// previewsKept is how many previewed plans the agent remembers, to show
+// what changed when an apply finds its plan stale.
+const previewsKept = 8
+
+// previews remembers recent plans by hash. Memory only: after a restart a
+// stale apply still fails, just without the difference.
+type previews struct {
+	mu    sync.Mutex
+	plans []apt.Plan
+}
+
+func (p *previews) put(plan apt.Plan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := plan.Hash()
+	p.plans = slices.DeleteFunc(p.plans, func(x apt.Plan) bool { return x.Hash() == h })
+	p.plans = append(p.plans, plan)
+	if len(p.plans) > previewsKept {
+		p.plans = p.plans[len(p.plans)-previewsKept:]
+	}
+}
+
+func (p *previews) get(hash string) (apt.Plan, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, x := range p.plans {
+		if x.Hash() == hash {
+			return x, true
+		}
+	}
+	return apt.Plan{}, false
+}
+
+// RunStatus is the tool catalog's common status object (spec 002 §8.4:
+// status pending, running, succeeded or failed; start and end times;
+// progress in percent; a message), used by the update tools' results.
+type RunStatus struct {
+	Status          string  `json:"status"`
+	StartedAt       string  `json:"started_at,omitempty"`
+	FinishedAt      string  `json:"finished_at,omitempty"`
+	ProgressPercent float64 `json:"progress_percent"`
+	Message         string  `json:"message,omitempty"`
+}
+
+// ServerUpdate is raspi-mcp's own package: installed against candidate on
+// the channel apt offers it from. manage_update_server reads it too.
+type ServerUpdate struct {
+	Installed       string
+	Candidate       string
+	UpdateAvailable bool
+	Channel         string
+	LastChecked     time.Time
+	ReleaseDate     time.Time // the candidate's, where the repository gives it
+	ReleaseNotesURL string
+}
+
+// serverUpdate reads apt-cache policy raspi-mcp. Not installed from a
+// package (a build from source), the running version stands in.
+func (a *Agent) serverUpdate(ctx context.Context) (ServerUpdate, error) {
+	if a.apt == nil {
+		return ServerUpdate{}, errf(CodeUnavailable, "this agent has no package manager to ask")
+	}
+	pol, err := a.apt.Policy(ctx, ServerPackage)
+	if err != nil {
+		return ServerUpdate{}, err
+	}
+	st, err := a.apt.State(ctx)
+	if err != nil {
+		return ServerUpdate{}, err
+	}
+	u := ServerUpdate{Installed: pol.Installed, Candidate: pol.Candidate, UpdateAvailable: pol.UpdateAvailable(), LastChecked: st.ListsUpdated}
+	if len(pol.CandidateSuites) > 0 {
+		u.Channel = pol.CandidateSuites[0]
+	}
+	if u.Candidate != "" {
+		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, ServerPackage, u.Candidate); err != nil {
+			return u, err
+		}
+	}
+	return u, nil
+}
+
+// CheckUpdatesOut is manage.check_for_updates: the spec's self-update
+// answer (§2.6.6: update_available, current_version, latest_version,
+// last_checked) and the OS's pending updates beside it.
+type CheckUpdatesOut struct {
+	UpdateAvailable bool      `json:"update_available"`
+	CurrentVersion  string    `json:"current_version" jsonschema:"raspi-mcp as installed by the package manager; the running version when it was not installed from a package"`
+	LatestVersion   string    `json:"latest_version" jsonschema:"the candidate apt would install; equal to current_version when there is none"`
+	RunningVersion  string    `json:"running_version"`
+	Channel         string    `json:"channel,omitempty" jsonschema:"the suite the candidate comes from: stable or beta"`
+	ReleaseDate     string    `json:"release_date,omitempty" jsonschema:"when the candidate was published, where the repository says"`
+	ReleaseNotesURL string    `json:"release_notes_url,omitempty"`
+	LastChecked     string    `json:"last_checked,omitempty" jsonschema:"when the package lists were last refreshed (apt-get update)"`
+	OS              OSPending `json:"os"`
+}
+
+// OSPending is what the OS has waiting.
+type OSPending struct {
+	Upgradable     int          `json:"upgradable" jsonschema:"packages a full upgrade would upgrade"`
+	Security       int          `json:"security" jsonschema:"of which fixes from a security archive"`
+	NewPackages    int          `json:"new_packages"`
+	Removals       int          `json:"removals"`
+	Held           int          `json:"held" jsonschema:"packages kept back"`
+	RebootRequired bool         `json:"reboot_required" jsonschema:"/run/reboot-required: an installed update waits for a reboot"`
+	RebootPackages []string     `json:"reboot_packages,omitempty"`
+	ListsUpdatedAt string       `json:"lists_updated_at,omitempty"`
+	DpkgLock       *apt.Holder  `json:"dpkg_lock,omitempty" jsonschema:"who holds the dpkg lock right now"`
+	PlanHash       string       `json:"plan_hash"`
+	Jobs           []OSJobBrief `json:"jobs,omitempty" jsonschema:"runs of apt the helper remembers"`
+}
+
+// OSJobBrief is one run of apt.
+type OSJobBrief struct {
+	JobID string `json:"job_id"`
+	Kind  string `json:"kind"`
+	State string `json:"state"`
+}
+
+// PreviewIn is manage.preview_os_updates.
+type PreviewIn struct {
+	Refresh *bool `json:"refresh,omitempty" jsonschema:"refresh the package lists first (apt-get update); default true"`
+	GuardArgs
+}
+
+// PreviewOut is the plan a full upgrade would carry out now.
+type PreviewOut struct {
+	PlanHash                string       `json:"plan_hash" jsonschema:"pass it to manage_apply_os_updates; it names exactly these versions"`
+	Upgrades                []apt.Change `json:"upgrades"`
+	Installs                []apt.Change `json:"installs" jsonschema:"new packages the upgrade brings in"`
+	Removals                []apt.Change `json:"removals" jsonschema:"packages the upgrade would remove: look at these"`
+	Held                    []string     `json:"held" jsonschema:"packages kept back; the plan leaves them"`
+	SecurityCount           int          `json:"security_count"`
+	DownloadBytes           int64        `json:"download_bytes"`
+	InstalledSizeDeltaBytes int64        `json:"installed_size_delta_bytes" jsonschema:"disk space the upgrade takes (negative: frees)"`
+	RebootNeeded            bool         `json:"reboot_needed" jsonschema:"a kernel, firmware or the C library is upgraded, or a reboot is already pending"`
+	RebootPackages          []string     `json:"reboot_packages,omitempty"`
+	ListsUpdatedAt          string       `json:"lists_updated_at,omitempty"`
+	Refreshed               bool         `json:"refreshed"`
+	Status                  RunStatus    `json:"status" jsonschema:"the refresh of the package lists"`
+	DryRun                  bool         `json:"dry_run,omitempty"`
+	Plan                    []string     `json:"plan,omitempty"`
+}
+
+// ApplyIn is manage.apply_os_updates.
+type ApplyIn struct {
+	PlanHash string `json:"plan_hash" jsonschema:"from manage_preview_os_updates"`
+	GuardArgs
+}
+
+// UpdateOSIn is manage.update_os: preview and apply in one call; a
+// plan_hash binds it to a preview as apply does.
+type UpdateOSIn struct {
+	PlanHash string `json:"plan_hash,omitempty" jsonschema:"optional: the preview's plan_hash, to install only if the plan is still that one"`
+	GuardArgs
+}
+
+// PackageVersions is one package around an apply.
+type PackageVersions struct {
+	Name   string `json:"name"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+	Target string `json:"target,omitempty" jsonschema:"the version the plan installs; empty for a removal"`
+}
+
+// ApplyOut is the outcome of installing a plan.
+type ApplyOut struct {
+	Status            RunStatus         `json:"status"`
+	JobID             string            `json:"job_id,omitempty" jsonschema:"in manage_list_jobs; manage_cancel_job stops it before dpkg starts"`
+	PlanHash          string            `json:"plan_hash"`
+	Packages          []PackageVersions `json:"packages"`
+	ConffilesKept     []string          `json:"conffiles_kept" jsonschema:"configuration files you changed that were kept; the package's new version is beside each as .dpkg-dist"`
+	ConffilesReplaced []string          `json:"conffiles_replaced"`
+	RebootRequired    bool              `json:"reboot_required"`
+	DryRun            bool              `json:"dry_run,omitempty"`
+	Plan              []string          `json:"plan,omitempty"`
+	Preview           *PreviewOut       `json:"preview,omitempty" jsonschema:"manage_update_os: the plan it installed"`
+}
+
+func (a *Agent) registerUpdates() {
+	add(a.tools, Spec[NoArgs, CheckUpdatesOut]{
+		ID: "manage.check_for_updates", Title: "Check for updates",
+		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
+		Rule:        Rule{MinRole: identity.RoleRead},
+		OutProps: []Prop{prop("last_checked", format("date-time")), prop("release_date", format("date-time")), prop("release_notes_url", format("uri")),
+			prop("os.lists_updated_at", format("date-time"))},
+		Slow: true,
+		Run:  a.checkForUpdates,
+		Summary: func(_ NoArgs, o CheckUpdatesOut) string {
+			s := "raspi-mcp " + o.CurrentVersion + " is current"
+			if o.UpdateAvailable {
+				s = fmt.Sprintf("raspi-mcp %s available (installed %s, channel %s)", o.LatestVersion, o.CurrentVersion, o.Channel)
+			}
+			s += fmt.Sprintf("; OS: %d upgradable, %d security, %d held", o.OS.Upgradable, o.OS.Security, o.OS.Held)
+			if o.OS.RebootRequired {
+				s += "; REBOOT REQUIRED"
+			}
+			return s
+		},
+	})
+	add(a.tools, Spec[PreviewIn, PreviewOut]{
+		ID: "manage.preview_os_updates", Title: "Preview OS updates",
+		Description: "Refresh the package lists (unless refresh is false) and show what a full upgrade would do: every package with its versions and archive, security fixes, new packages, removals, held packages, download size, disk space and whether a reboot will be needed, with a plan_hash naming exactly that plan. Installs nothing; apply it with manage_apply_os_updates. Needs [manage] updates.",
+		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: config.SwitchManageUpdates},
+		Props:       []Prop{prop("refresh", def(true))},
+		OutProps:    []Prop{prop("lists_updated_at", format("date-time"))},
+		Run:         a.previewOSUpdates,
+		Summary: func(_ PreviewIn, o PreviewOut) string {
+			return fmt.Sprintf("%d upgrades (%d security), %d new, %d removed, %d held; %s to download; plan %s", len(o.Upgrades), o.SecurityCount,
+				len(o.Installs), len(o.Removals), len(o.Held), bytesText(o.DownloadBytes), o.PlanHash)
+		},
+	})
+	add(a.tools, Spec[ApplyIn, ApplyOut]{
+		ID: "manage.apply_os_updates", Title: "Apply OS updates",
+		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash): refused with the difference if the packages on offer changed since. Configuration files you changed are kept. Runs as a job (manage_list_jobs) that manage_cancel_job can stop until dpkg starts. Critical: change_prepare then change_commit; needs [manage] updates and an admin.",
+		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchManageUpdates},
+		Destructive: true,
+		Props:       []Prop{prop("plan_hash", minLen(71), maxLen(71))},
+		Run: func(ctx context.Context, c *Call, in ApplyIn) (ApplyOut, error) {
+			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
+		},
+		Summary: applySummary,
+	})
+	add(a.tools, Spec[UpdateOSIn, ApplyOut]{
+		ID: "manage.update_os", Title: "Update the OS",
+		Description: "Preview and apply in one step: refresh the package lists, work out the full upgrade and install it, with the plan in the audit trail. With plan_hash it installs only if the plan is still that one. Critical: change_prepare (whose plan is this tool's dry run) then change_commit; needs [manage] updates and an admin.",
+		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchManageUpdates},
+		Destructive: true,
+		Props:       []Prop{prop("plan_hash", minLen(71), maxLen(71))},
+		Run:         a.updateOS,
+		Summary:     func(_ UpdateOSIn, o ApplyOut) string { return applySummary(ApplyIn{}, o) },
+	})
+}
+
+func applySummary(_ ApplyIn, o ApplyOut) string {
+	if o.DryRun {
+		return fmt.Sprintf("would install plan %s: %d packages", o.PlanHash, len(o.Packages))
+	}
+	s := fmt.Sprintf("OS update %s: %s", o.JobID, o.Status.Status)
+	if o.Status.Message != "" {
+		s += " (" + o.Status.Message + ")"
+	}
+	if len(o.ConffilesKept) > 0 {
+		s += fmt.Sprintf("; kept %d changed configuration files", len(o.ConffilesKept))
+	}
+	if o.RebootRequired {
+		s += "; REBOOT REQUIRED"
+	}
+	return s
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func (a *Agent) needApt() error {
+	if a.apt == nil {
+		return errf(CodeUnavailable, "this agent has no package manager (not a Debian system)")
+	}
+	return nil
+}
+
+func (a *Agent) checkForUpdates(ctx context.Context, _ *Call, _ NoArgs) (CheckUpdatesOut, error) {
+	if err := a.needApt(); err != nil {
+		return CheckUpdatesOut{}, err
+	}
+	u, err := a.serverUpdate(ctx)
+	if err != nil {
+		return CheckUpdatesOut{}, err
+	}
+	out := CheckUpdatesOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
+		Channel: u.Channel, LastChecked: timeText(u.LastChecked), ReleaseDate: timeText(u.ReleaseDate), ReleaseNotesURL: u.ReleaseNotesURL}
+	if out.CurrentVersion == "" {
+		out.CurrentVersion = a.version
+	}
+	if out.LatestVersion == "" {
+		out.LatestVersion = out.CurrentVersion
+	}
+	plan, err := a.apt.Simulate(ctx)
+	if err != nil {
+		return out, err
+	}
+	st, err := a.apt.State(ctx)
+	if err != nil {
+		return out, err
+	}
+	out.OS = OSPending{Upgradable: len(plan.Upgrades), Security: plan.SecurityCount(), NewPackages: len(plan.Installs), Removals: len(plan.Removals),
+		Held: len(plan.Held), RebootRequired: st.RebootRequired, RebootPackages: st.RebootPackages, ListsUpdatedAt: timeText(st.ListsUpdated),
+		DpkgLock: st.Lock, PlanHash: plan.Hash()}
+	if runs, err := a.aptRuns(ctx); err == nil {
+		for _, r := range runs {
+			out.OS.Jobs = append(out.OS.Jobs, OSJobBrief{JobID: r.ID, Kind: r.Kind, State: r.State})
+		}
+	}
+	return out, nil
+}
+
+// aptRuns are the helper's runs of apt; none when it does not serve them.
+func (a *Agent) aptRuns(ctx context.Context) ([]proto.AptRun, error) {
+	resp, err := client.Call(ctx, a.helper, proto.AptStatus, proto.AptStatusReq{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Runs, nil
+}
+
+// pollEvery is how often a running apt job is looked at. apt takes
+// minutes; a second is plenty for progress and costs nothing.
+const pollEvery = time.Second
+
+// progressOut sends a run's percent to a client that sent a progress
+// token, mapped into [lo, lo+span] of the call's whole progress so that
+// a call with two runs (update_os: refresh, then apply) only ever counts
+// up, as the protocol wants. The update tools are not marked Slow: this
+// is their progress, and a second-counting heartbeat beside it would not
+// grow in step with it.
+type progressOut struct {
+	c        *Call
+	lo, span float64
+	sent     float64
+}
+
+func newProgress(c *Call, lo, span float64) *progressOut {
+	return &progressOut{c: c, lo: lo, span: span, sent: -1}
+}
+
+func (p *progressOut) report(ctx context.Context, pct float64, msg string) {
+	if p == nil || p.c == nil || p.c.ProgressToken == nil || p.c.Session == nil {
+		return
+	}
+	v := p.lo + p.span*pct/100
+	if v <= p.sent {
+		return
+	}
+	p.sent = v
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = p.c.Session.NotifyProgress(pctx, &mcp.ProgressNotificationParams{ProgressToken: p.c.ProgressToken, Progress: v, Total: 100, Message: msg})
+}
+
+// waitRun polls the helper until the run ends or ctx does, reporting
+// progress to pr.
+func (a *Agent) waitRun(ctx context.Context, pr *progressOut, id string) (proto.AptRun, error) {
+	var last proto.AptRun
+	for {
+		resp, err := client.Call(ctx, a.helper, proto.AptStatus, proto.AptStatusReq{ID: id})
+		if err != nil {
+			return last, err
+		}
+		if len(resp.Runs) == 1 {
+			last = resp.Runs[0]
+		}
+		pr.report(ctx, last.Percent, strings.TrimSpace(last.Kind+" "+last.Phase+": "+last.Message))
+		if last.State != "" && last.State != apt.StateRunning {
+			return last, nil
+		}
+		t := time.NewTimer(pollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func runStatus(r proto.AptRun) RunStatus {
+	s := RunStatus{Status: r.State, StartedAt: timeText(r.StartedAt), FinishedAt: timeText(r.FinishedAt), ProgressPercent: r.Percent, Message: r.Message}
+	if r.State == apt.StateCancelled {
+		// The common status has no "cancelled": a cancelled run failed
+		// to do what it was asked, and the message says why.
+		s.Status = apt.StateFailed
+		s.Message = "cancelled: " + r.Message
+	}
+	if r.Error != "" {
+		s.Message = r.Error
+	}
+	return s
+}
+
+// refresh runs apt-get update through the helper and waits for it.
+func (a *Agent) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, error) {
+	run, err := client.Call(ctx, a.helper, proto.AptRefresh, proto.AptRefreshReq{})
+	if err != nil {
+		return run, err
+	}
+	return a.waitRun(ctx, pr, run.ID)
+}
+
+func (a *Agent) previewOSUpdates(ctx context.Context, c *Call, in PreviewIn) (PreviewOut, error) {
+	return a.preview(ctx, c, in, newProgress(c, 0, 100))
+}
+
+func (a *Agent) preview(ctx context.Context, c *Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
+	if err := a.needApt(); err != nil {
+		return PreviewOut{}, err
+	}
+	refresh := in.Refresh == nil || *in.Refresh
+	out := PreviewOut{Status: RunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
+	if refresh && c.DryRun {
+		out.Plan = append(out.Plan, "refresh the package lists (apt-get update) through the root helper")
+	}
+	if refresh && !c.DryRun {
+		run, err := a.refresh(ctx, pr)
+		if err != nil {
+			return out, err
+		}
+		out.Status = runStatus(run)
+		if run.State != apt.StateSucceeded {
+			return out, errf(CodeUnavailable, "refreshing the package lists failed: %s", out.Status.Message).with("job_id", run.ID).
+				hint("check the network and the apt sources, or preview with refresh: false to use the lists as they are").retry()
+		}
+		out.Refreshed = true
+		out.Status.Message = "package lists refreshed"
+	}
+	if err := a.fillPreview(ctx, &out); err != nil {
+		return out, err
+	}
+	if c.DryRun {
+		out.DryRun = true
+		out.Plan = append(out.Plan, fmt.Sprintf("show the full upgrade as of now (plan %s; it may change after the refresh)", out.PlanHash))
+	}
+	return out, nil
+}
+
+// fillPreview simulates the upgrade and fills the plan's fields.
+func (a *Agent) fillPreview(ctx context.Context, out *PreviewOut) error {
+	plan, err := a.apt.Simulate(ctx)
+	if err != nil {
+		return err
+	}
+	sz, err := a.apt.Sizes(ctx, plan)
+	if err != nil {
+		return err
+	}
+	st, err := a.apt.State(ctx)
+	if err != nil {
+		return err
+	}
+	a.prevs.put(plan)
+	out.PlanHash, out.Upgrades, out.Installs, out.Removals, out.Held = plan.Hash(), plan.Upgrades, plan.Installs, plan.Removals, plan.Held
+	out.SecurityCount, out.DownloadBytes, out.InstalledSizeDeltaBytes = plan.SecurityCount(), sz.DownloadBytes, sz.InstalledSizeDelta
+	out.RebootPackages = apt.NeedsReboot(plan)
+	out.RebootNeeded = len(out.RebootPackages) > 0 || st.RebootRequired
+	out.ListsUpdatedAt = timeText(st.ListsUpdated)
+	return nil
+}
+
+// currentPlan recomputes the plan and checks it against want (when set):
+// a different plan is failed_precondition with the difference.
+func (a *Agent) currentPlan(ctx context.Context, want string) (apt.Plan, error) {
+	plan, err := a.apt.Simulate(ctx)
+	if err != nil {
+		return plan, err
+	}
+	if want == "" || plan.Hash() == want {
+		return plan, nil
+	}
+	e := errf(CodeFailedPrecondition, "the packages on offer changed since the preview: plan %s is now %s", want, plan.Hash()).
+		with("plan_hash", want).with("current_plan_hash", plan.Hash()).
+		hint("preview again, show the person the new plan, and apply its plan_hash").
+		next(SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Arguments: map[string]any{"refresh": false}, Why: "see the plan as it is now"})
+	if old, ok := a.prevs.get(want); ok {
+		e.with("difference", plan.Diff(old))
+	} else {
+		e.with("difference", "unknown: this agent does not remember plan "+want)
+	}
+	return plan, e
+}
+
+func planLines(p apt.Plan) []string {
+	var out []string
+	for _, c := range p.Upgrades {
+		out = append(out, fmt.Sprintf("upgrade %s %s -> %s", c.Name, c.From, c.To))
+	}
+	for _, c := range p.Installs {
+		out = append(out, fmt.Sprintf("install %s %s (new)", c.Name, c.To))
+	}
+	for _, c := range p.Removals {
+		out = append(out, fmt.Sprintf("REMOVE %s %s", c.Name, c.From))
+	}
+	for _, h := range p.Held {
+		out = append(out, "keep back "+h)
+	}
+	return out
+}
+
+func packagesOf(p apt.Plan) []PackageVersions {
+	var out []PackageVersions
+	for _, c := range append(slices.Clip(p.Upgrades), p.Installs...) {
+		out = append(out, PackageVersions{Name: c.Name, Before: c.From, Target: c.To})
+	}
+	for _, c := range p.Removals {
+		out = append(out, PackageVersions{Name: c.Name, Before: c.From})
+	}
+	return out
+}
+
+// applyOSUpdates installs the plan named by hash (any current plan when
+// hash is "" and bound is false: manage_update_os without a hash).
+func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
+	if err := a.needApt(); err != nil {
+		return ApplyOut{}, err
+	}
+	if bound && !strings.HasPrefix(hash, "sha256:") {
+		return ApplyOut{}, errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).with("parameter", "plan_hash")
+	}
+	plan, err := a.currentPlan(ctx, hash)
+	if err != nil {
+		return ApplyOut{}, err
+	}
+	out := ApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
+	if plan.Empty() {
+		return out, errf(CodeFailedPrecondition, "there is nothing to install: the plan is empty").with("plan_hash", out.PlanHash).
+			next(SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
+	}
+	if c.DryRun {
+		st, err := a.apt.State(ctx)
+		if err != nil {
+			return out, err
+		}
+		if st.Lock != nil {
+			return out, errf(CodeResourceExhausted, "the dpkg lock is held by pid %d (%s)", st.Lock.PID, st.Lock.Command).
+				with("holder_pid", st.Lock.PID).with("holder_command", st.Lock.Command).retry()
+		}
+		out.DryRun, out.Status = true, RunStatus{Status: "pending"}
+		out.Plan = append(planLines(plan), "download every package first (cancellable), then install with dpkg keeping changed configuration files")
+		return out, nil
+	}
+	req := proto.AptApplyReq{PlanHash: out.PlanHash, Upgrades: protoPackages(plan.Upgrades), Installs: protoPackages(plan.Installs),
+		Removals: protoPackages(plan.Removals), Held: plan.Held}
+	run, err := client.Call(ctx, a.helper, proto.AptApply, req)
+	if err != nil {
+		return out, err
+	}
+	out.JobID = run.ID
+	a.auditRun(c, run, "started", "plan "+out.PlanHash+": "+strings.Join(run.Targets, " "))
+	// The run goes on without the caller; follow reports its end to the
+	// audit trail whatever becomes of this call.
+	done := make(chan proto.AptRun, 1)
+	go func() { done <- a.follow(context.WithoutCancel(ctx), c, pr, run.ID, plan) }()
+	select {
+	case run = <-done:
+	case <-ctx.Done():
+		out.Status = RunStatus{Status: "running", StartedAt: timeText(run.StartedAt), Message: "still running: follow it in manage_list_jobs"}
+		return out, nil
+	}
+	return a.applyResult(ctx, out, run, plan)
+}
+
+// follow waits for a run to end and audits how it ended, with the
+// versions before and after.
+func (a *Agent) follow(ctx context.Context, c *Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
+	run, err := a.waitRun(ctx, pr, id)
+	if err != nil {
+		a.log.Warn("lost track of an OS update run", "job", id, "err", err)
+		return run
+	}
+	var after map[string]string
+	if a.apt != nil {
+		after, _ = a.apt.Installed(ctx, planNames(plan))
+	}
+	var changes []string
+	for _, p := range packagesOf(plan) {
+		changes = append(changes, fmt.Sprintf("%s %s->%s", p.Name, orNone(p.Before), orNone(after[p.Name])))
+	}
+	a.auditRun(c, run, run.State, "plan "+run.PlanHash+": "+strings.Join(changes, ", "))
+	return run
+}
+
+func planNames(p apt.Plan) []string {
+	var out []string
+	for _, c := range append(append(slices.Clip(p.Upgrades), p.Installs...), p.Removals...) {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// auditRun records one step of a run under the caller's correlation id,
+// as the job it is.
+func (a *Agent) auditRun(c *Call, run proto.AptRun, what, msg string) {
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
+		Tool: "manage.apply_os_updates", Reason: "OS update " + run.ID + " " + what, Message: truncate(msg, 4000)}
+	if err := a.auditJob(rec, map[string]any{"job_id": run.ID, "plan_hash": run.PlanHash}, map[string]any{"state": run.State, "error": run.Error}); err != nil {
+		a.log.Error("audit append failed", "job", run.ID, "err", err)
+	}
+}
+
+func (a *Agent) applyResult(ctx context.Context, out ApplyOut, run proto.AptRun, plan apt.Plan) (ApplyOut, error) {
+	out.Status = runStatus(run)
+	out.ConffilesKept = append(out.ConffilesKept, run.ConffilesKept...)
+	out.ConffilesReplaced = append(out.ConffilesReplaced, run.ConffilesReplaced...)
+	after, err := a.apt.Installed(ctx, planNames(plan))
+	if err != nil {
+		return out, err
+	}
+	for i := range out.Packages {
+		out.Packages[i].After = after[out.Packages[i].Name]
+	}
+	if st, err := a.apt.State(ctx); err == nil {
+		out.RebootRequired = st.RebootRequired
+	}
+	switch run.State {
+	case apt.StateSucceeded:
+		return out, nil
+	case apt.StateCancelled:
+		return out, errf(CodeFailedPrecondition, "OS update %s was cancelled before dpkg started; nothing was installed", run.ID).with("job_id", run.ID)
+	}
+	return out, errf(CodeInternal, "OS update %s failed: %s", run.ID, run.Error).with("job_id", run.ID).with("phase", run.Phase).
+		hint("if it failed while downloading nothing was installed; read the unit's journal (" + run.Unit + ") for the details")
+}
+
+func protoPackages(cs []apt.Change) []proto.AptPackage {
+	out := make([]proto.AptPackage, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, proto.AptPackage{Name: c.Name, From: c.From, To: c.To})
+	}
+	return out
+}
+
+// updateOS is preview and apply in one: the dry run (change_prepare's
+// plan) is the preview without a refresh; the real call refreshes,
+// previews and, if plan_hash is given, applies only that plan.
+func (a *Agent) updateOS(ctx context.Context, c *Call, in UpdateOSIn) (ApplyOut, error) {
+	if err := a.needApt(); err != nil {
+		return ApplyOut{}, err
+	}
+	// The refresh counts for the first tenth of the progress.
+	pr := newProgress(c, 0, 10)
+	pre, err := a.preview(ctx, c, PreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
+	if err != nil {
+		return ApplyOut{}, err
+	}
+	pr.lo, pr.span = 10, 90
+	out, err := a.applyOSUpdates(ctx, c, in.PlanHash, in.PlanHash != "", pr)
+	pre.DryRun, pre.Plan = false, nil
+	out.Preview = &pre
+	return out, err
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// osJobs are the helper's apt runs as manage_list_jobs shows them.
+// The helper client bounds the call with its own timeout.
+func (a *Agent) osJobs() []QueuedJob {
+	runs, err := a.aptRuns(context.Background())
+	if err != nil {
+		return nil
+	}
+	var out []QueuedJob
+	for _, r := range runs {
+		j := QueuedJob{JobID: r.ID, Kind: osJobKind, Status: r.State,
+			Summary: fmt.Sprintf("%s: %s %.0f%% %s", r.Kind, r.Phase, r.Percent, r.Message), Cancel: "nothing: it has ended"}
+		if r.PlanHash != "" {
+			j.Summary += " (plan " + r.PlanHash + ")"
+		}
+		if r.Error != "" {
+			j.Summary += ": " + r.Error
+		}
+		switch {
+		case r.State == apt.StateRunning && r.Cancellable:
+			j.Cancel = "the run stops before dpkg starts; nothing is installed"
+		case r.State == apt.StateRunning:
+			j.Cancel = "refused: dpkg has started, and stopping it would leave packages half installed"
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// cancelOSJob asks the helper to stop a run.
+func (a *Agent) cancelOSJob(ctx context.Context, id string) error {
+	_, err := client.Call(ctx, a.helper, proto.AptCancel, proto.AptCancelReq{ID: id})
+	var pe *proto.Error
+	if errors.As(err, &pe) && pe.Code == proto.CodeFailedPrecondition {
+		return errf(CodeFailedPrecondition, "%s cannot be cancelled: %s", id, pe.Message).details(pe.Details).with("job_id", id).
+			hint("wait for it to finish; manage_list_jobs shows its progress")
+	}
+	return err
+}
