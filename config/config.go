@@ -61,6 +61,11 @@ type Manage struct {
 	// Updates lets manage_preview_os_updates refresh the package lists and
 	// the apply and self-update tools change installed packages.
 	Updates bool `toml:"updates"`
+	// UpdateHealthTimeout is how long a new raspi-mcp has, after
+	// manage_update_server installed it, to start and pass its own check
+	// before the previous version is reinstalled. The root helper reads
+	// it from its own config; the agent cannot change it.
+	UpdateHealthTimeout Duration `toml:"update_health_timeout"`
 }
 
 // HTTP is the Streamable HTTP endpoint. Who may call it is decided by the
@@ -289,6 +294,7 @@ func Default() Config {
 		Metrics: Metrics{DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(45 * time.Minute), MaxJobs: 8},
 		Logs:    Logs{JournalUnits: []string{"*"}},
+		Manage:  Manage{UpdateHealthTimeout: Duration(2 * time.Minute)},
 		Service: Service{Allow: []string{}},
 		Process: Process{AllowedSignals: []string{"TERM", "INT", "HUP", "USR1", "USR2"}, ProtectedUsers: []string{"root"}},
 	}
@@ -452,6 +458,9 @@ func (c Config) Validate() error {
 	}
 	if d := c.Guard.ElicitationTimeout.D(); d < time.Second || d > time.Hour {
 		return fmt.Errorf("guard.elicitation_timeout: want 1s..1h, got %s", d)
+	}
+	if d := c.Manage.UpdateHealthTimeout.D(); d < 10*time.Second || d > 30*time.Minute {
+		return fmt.Errorf("manage.update_health_timeout: want 10s..30m, got %s", d)
 	}
 	if d := c.Metrics.DefaultInterval.D(); d < 5*time.Second || d > time.Hour {
 		return fmt.Errorf("metrics.default_interval: want 5s..1h, got %s", d)

@@ -25,6 +25,8 @@ type Backends struct {
 	Camera  camera.Camera
 	Ops     Ops
 	Witness *witness.Log
+	// Updates updates raspi-mcp itself; its zero value serves no update.*.
+	Updates Updates
 	Backend string // "linux" or "sim", reported by Status
 	Version string
 	Logger  *slog.Logger
@@ -71,6 +73,10 @@ func OptionsFromConfig(cfg *config.Config, b Backends) (Options, error) {
 			AgentUID: agentUID,
 			Reboot:   cfg.System.Enabled && cfg.System.Reboot,
 			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
+			Updates:  cfg.Manage.Enabled && cfg.Manage.Updates,
+			// The helper's own copy: the agent cannot give a broken
+			// release more (or less) time to prove itself.
+			UpdateHealthTimeout: cfg.Manage.UpdateHealthTimeout.D(),
 		},
 		Power:          b.Power,
 		Hardware:       hw,
@@ -79,6 +85,7 @@ func OptionsFromConfig(cfg *config.Config, b Backends) (Options, error) {
 		OpsPolicy: OpsPolicy{Service: cfg.Service, Process: cfg.Process,
 			ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers, Updates: cfg.Manage.Enabled && cfg.Manage.Updates},
 		Witness: b.Witness,
+		Updates: b.Updates,
 		Backend: b.Backend,
 		Version: b.Version,
 		Logger:  b.Logger,

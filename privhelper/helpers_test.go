@@ -130,6 +130,9 @@ func startHelperWith(t testing.TB, sock string, o privhelper.Options) *helper {
 	if o.Version == "" {
 		o.Version = "0.1.0"
 	}
+	if o.Updates.Catalog == nil {
+		o.Updates = simUpdates(t, time.Minute)
+	}
 	if o.ConfigPath == "" {
 		o.ConfigPath = filepath.Join(t.TempDir(), "config.toml")
 		if err := os.WriteFile(o.ConfigPath, nil, 0o600); err != nil {

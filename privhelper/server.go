@@ -54,6 +54,11 @@ type Policy struct {
 	AgentUID int  // the only non-root uid allowed to connect
 	Reboot   bool // power.schedule action=reboot allowed
 	Poweroff bool // power.schedule action=poweroff allowed
+	// Updates allows update.start ([manage] updates); UpdateHealthTimeout
+	// is how long the new agent has to report healthy before the update
+	// is rolled back ([manage] update_health_timeout).
+	Updates             bool
+	UpdateHealthTimeout time.Duration
 }
 
 // allowsPeer reports whether a peer with this uid may talk to the helper.
@@ -79,6 +84,7 @@ type Options struct {
 	Ops            Ops            // systemd units and signals; nil members are not served
 	OpsPolicy      OpsPolicy      // the owner's unit and signal rules
 	Witness        *witness.Log   // the audit witness file; nil: audit.witness is not served
+	Updates        Updates        // updating raspi-mcp itself; zero: update.* is not served
 	Backend        string         // "linux" or "sim", reported by Status
 	Version        string         // helper version, e.g. "0.1.0"
 	Logger         *slog.Logger   // refusals are logged at Warn with uid/gid/pid; nil discards
@@ -105,6 +111,7 @@ type Server struct {
 	hw      Hardware
 	ops     Ops
 	witness *witness.Log
+	updates Updates
 	backend string
 	helper  string
 	log     *slog.Logger
@@ -128,6 +135,7 @@ func NewServer(o Options) *Server {
 		cfgPath: o.ConfigPath,
 		reload:  o.Reload,
 		witness: o.Witness,
+		updates: o.Updates,
 		backend: o.Backend,
 		helper:  "raspi-mcp-helper/" + o.Version,
 		log:     o.Logger,
@@ -153,6 +161,7 @@ func NewServer(o Options) *Server {
 	s.registerOps()
 	s.registerWitness()
 	s.registerConfig()
+	s.registerUpdates()
 	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
 	return s
 }

@@ -30,6 +30,13 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "self-update" {
+		if err := runSelfUpdate(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "raspi-mcp-helper:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "raspi-mcp-helper:", err)
 		os.Exit(1)
@@ -88,8 +95,10 @@ func run() error {
 	if wit != nil {
 		defer wit.Close()
 	}
+	updates, closeUpdates := selfUpdates(*sim, &cfg, *cfgPath, log)
+	defer closeUpdates()
 	backends := privhelper.Backends{Power: pw, Hardware: hw, Camera: cam, Ops: ops,
-		Witness: wit, Backend: backend, Version: version, Logger: log, Accounts: accounts}
+		Witness: wit, Backend: backend, Version: version, Logger: log, Accounts: accounts, Updates: updates}
 	opts, err := privhelper.OptionsFromConfig(&cfg, backends)
 	if err != nil {
 		return err

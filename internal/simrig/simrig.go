@@ -27,6 +27,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/selfupdate"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
@@ -70,8 +71,11 @@ type Rig struct {
 	Board  *privhelper.SimBoard
 	Power  *power.Sim
 	Store  *store.DB // nil before OpenStore
-	Agent  AgentSide // what the agent reads; Agent.Procs is nil with HostProcesses
-	Helper *client.Client
+	// Packages is the simulated package manager raspi-mcp updates itself
+	// with (manage_update_server); it outlives helper restarts.
+	Packages *selfupdate.Sim
+	Agent    AgentSide // what the agent reads; Agent.Procs is nil with HostProcesses
+	Helper   *client.Client
 	// SafeStates is what applying the pins' safe states said at the last
 	// helper start: the helper serves even when it fails, as the binary
 	// does (a line another program holds), and logs a warning.
@@ -90,6 +94,10 @@ func New(o Options) (*Rig, error) {
 	cfg := o.Config
 	r := &Rig{Config: &cfg, o: o, Board: privhelper.NewSimBoard(o.Chips...), Power: power.NewSim(o.PowerLog)}
 	var err error
+	if r.Packages, err = selfupdate.NewSim(filepath.Join(o.Dir, SimPackagesFile)); err != nil {
+		r.Close()
+		return nil, err
+	}
 	if r.Agent, err = openAgentSide(o.Dir, o.HostProcesses); err != nil {
 		r.Close()
 		return nil, err
@@ -170,6 +178,7 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 	if err != nil {
 		return privhelper.Options{}, nil, err
 	}
+	b.Updates = privhelper.SimUpdates(r.Config, r.Packages, log)
 	if b.Witness, err = witness.Open(r.Config.Helper.StateDir); err != nil {
 		return privhelper.Options{}, nil, err
 	}
@@ -211,6 +220,10 @@ func (r *Rig) helperOps(b privhelper.Backends) (privhelper.Backends, error) {
 	}
 	return b, nil
 }
+
+// SimPackagesFile holds the simulated package manager's state in the
+// device's directory.
+const SimPackagesFile = "packages.json"
 
 // StopHelper ends the helper server, as a crash or a restart would: its
 // connections drop and its witness closes; the board keeps its state.

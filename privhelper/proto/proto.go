@@ -55,6 +55,7 @@ func Names() []string {
 	names := append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
 	names = append(names, opsNames()...)
 	names = append(names, configNames()...)
+	names = append(names, updateNames()...)
 	names = append(names, aptNames()...)
 	return append(names, AuditWitness.Name)
 }
