@@ -72,6 +72,12 @@ type Options struct {
 	// re-parse and a schema walk per call were half the CPU of a process
 	// list, to catch a bug the tests already catch.
 	CheckOutput bool
+
+	// SelfCheckFault makes the start-up check a new version reports after
+	// manage_update_server fail with this text. Only test builds set it
+	// (cmd/raspi-mcp's selfCheckFault, by -ldflags), to publish an honestly
+	// broken release; no config reaches it.
+	SelfCheckFault string
 }
 
 // Agent serves MCP on a Unix socket.
@@ -99,6 +105,7 @@ type Agent struct {
 	io         ioMeter // the health snapshot's network and disk rates
 	reverter   *reverter
 	powerJobs  *powerWatch
+	selfUpdate *selfUpdateWatch
 	units      units.Units
 	apt        apt.Source // nil: the update tools answer unavailable
 	prevs      previews
@@ -156,6 +163,7 @@ func New(o Options) (*Agent, error) {
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
+	a.selfUpdate = newSelfUpdateWatch(a, o.SelfCheckFault)
 	a.updates = newWatcher(a)
 	a.registerSystem()
 	a.registerMetrics()
@@ -171,6 +179,7 @@ func New(o Options) (*Agent, error) {
 	a.registerNetwork()
 	a.registerJobs()
 	a.registerUpdates()
+	a.registerSelfUpdate()
 	a.registerSelftest()
 	if a.tools.err != nil {
 		return nil, a.tools.err
@@ -219,6 +228,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	go a.reverter.run(rctx)
 	go a.witness.retry(rctx)
 	go a.powerJobs.run(rctx)
+	go a.selfUpdate.run(rctx)
 	go a.watchEvents(rctx)
 	go a.updates.run(rctx)
 	// The LAN clients stop with the reverts, before Serve returns.

@@ -169,7 +169,7 @@ func (a *Agent) features(hw HardwareCaps) map[string]bool {
 		"system.reboot":             a.conf().System.Reboot,
 		"system.shutdown":           a.conf().System.Shutdown,
 		"metrics.sampling_jobs":     a.conf().Metrics.Jobs,
-		"manage.self_update":        false,
+		"manage.self_update":        a.conf().Manage.Enabled && a.conf().Manage.Updates,
 		"manage.os_updates":         false,
 		"lan.upstreams":             len(a.lanStatus()) > 0,
 	}

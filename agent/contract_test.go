@@ -56,6 +56,9 @@ func liveArgs(id string) map[string]any {
 		return map[string]any{"service_name": "nginx"}
 	case "process.get_process_details":
 		return map[string]any{"pid": os.Getpid()}
+	case "manage.update_server":
+		// Critical: the plan is what can be compared without a token.
+		return map[string]any{"dry_run": true}
 	}
 	return map[string]any{}
 }

@@ -18,23 +18,24 @@ import (
 // (tool catalog, spec 002 §8.1), with what
 // `raspi-mcp status` shows a person: helper, audit, database, recent trouble.
 type ServerStatus struct {
-	Version       string           `json:"version"`
-	Build         string           `json:"build,omitempty"`
-	StartedAt     string           `json:"started_at"`
-	UptimeSeconds int64            `json:"uptime_seconds"`
-	Mode          string           `json:"mode"`
-	PID           int              `json:"pid"`
-	ConfigSummary map[string]any   `json:"config_summary"`
-	Helper        HelperStatus     `json:"helper"`
-	Audit         AuditStatus      `json:"audit"`
-	Database      DatabaseStatus   `json:"database"`
-	Calls         CallStats        `json:"calls"`
-	Tools         int              `json:"tools"`
-	Caller        Caller           `json:"caller"`
-	Device        DeviceCaps       `json:"device"`
-	Recent        []AuditEntry     `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first"`
-	Sampling      SamplingStatus   `json:"sampling"`
-	Upstreams     []UpstreamStatus `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
+	Version       string            `json:"version"`
+	Build         string            `json:"build,omitempty"`
+	StartedAt     string            `json:"started_at"`
+	UptimeSeconds int64             `json:"uptime_seconds"`
+	Mode          string            `json:"mode"`
+	PID           int               `json:"pid"`
+	ConfigSummary map[string]any    `json:"config_summary"`
+	Helper        HelperStatus      `json:"helper"`
+	Audit         AuditStatus       `json:"audit"`
+	Database      DatabaseStatus    `json:"database"`
+	Calls         CallStats         `json:"calls"`
+	Tools         int               `json:"tools"`
+	Caller        Caller            `json:"caller"`
+	Device        DeviceCaps        `json:"device"`
+	Recent        []AuditEntry      `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first"`
+	Sampling      SamplingStatus    `json:"sampling"`
+	Upstreams     []UpstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
+	LastUpdate    *LastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
 }
 
 // SamplingStatus is the metrics history at a glance.
@@ -184,13 +185,16 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 	if d, err := a.device(ctx); err == nil {
 		s.Device = d
 	}
+	if s.LastUpdate, err = a.lastUpdate(); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
 // QueuedJob is one entry of the jobs queue, whatever its kind.
 type QueuedJob struct {
 	JobID     string `json:"job_id"`
-	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert, power or os_update"`
+	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert, power, os_update or self_update"`
 	Status    string `json:"status"`
 	Summary   string `json:"summary"`
 	Due       string `json:"due,omitempty" jsonschema:"when it acts next (gpio_revert, power)"`
@@ -261,6 +265,13 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 		out.Jobs = append(out.Jobs, QueuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
 			Summary: fmt.Sprintf("%s at %s", pj.Action, pj.At.UTC().Format(time.RFC3339)), CreatedBy: pj.Principal, Cancel: "the " + pj.Action + " is called off"})
 	}
+	if uj, ok, err := a.store.PendingUpdate(); err != nil {
+		return out, err
+	} else if ok {
+		out.Jobs = append(out.Jobs, QueuedJob{JobID: uj.ID, Kind: "self_update", Status: "running",
+			Summary: fmt.Sprintf("raspi-mcp %s to %s from %s", uj.From, uj.To, uj.Channel), CreatedBy: uj.Principal,
+			Cancel: "cannot be cancelled: it ends by itself, and rolls back if the new version is not healthy"})
+	}
 	reverts, err := a.store.ListGPIOReverts()
 	if err != nil {
 		return out, err
@@ -295,6 +306,11 @@ func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJ
 	}
 	j := list.Jobs[i]
 	out := CancelJobOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
+	if j.Kind == "self_update" {
+		// Stopping apt half-way would leave neither version whole; the
+		// updater's own deadline and rollback are the way out.
+		return out, errf(CodeFailedPrecondition, "self-update %s %s", j.JobID, j.Cancel).with("job_id", j.JobID)
+	}
 	// The job's own namespace switch applies, as if its own tool were called.
 	gates := map[string]Rule{
 		"sampling":    a.rule("metrics.stop_sampling_job"),

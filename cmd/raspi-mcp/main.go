@@ -12,6 +12,11 @@ import (
 var (
 	version = "0.1.0-dev"
 	commit  = "dev"
+	// selfCheckFault is empty in every release. A test build sets it
+	// (-X main.selfCheckFault=...) to make a package whose agent fails the
+	// start-up check it reports after manage_update_server, so the rollback
+	// is tested on a really broken release. No config or flag reaches it.
+	selfCheckFault = ""
 )
 
 // usage is `raspi-mcp --help`; the man page test checks raspi-mcp(1) has

@@ -143,7 +143,7 @@ func cmdServe(args []string) error {
 	}
 	defer db.Close()
 	opts := agent.Options{Config: &cfg, ConfigPath: *cfgPath, Store: db, Sys: sys, Helper: helper, Witness: witnessConn, Version: version, Build: commit, Mode: mode, Logger: log,
-		AppLog: ring}
+		AppLog: ring, SelfCheckFault: selfCheckFault}
 	if *sim {
 		// Nothing of this machine: processes, network and units are the
 		// simulated board's.
