@@ -91,10 +91,15 @@ test-e2e:
 	cp dist/raspi-mcp_$(VERSION)_amd64.deb $(E2E)/
 	$(MAKE) --no-print-directory deb DEB_ARCHES=amd64 VERSION='$(VERSION)+next'
 	cp dist/raspi-mcp_$(VERSION)+next_amd64.deb $(E2E)/
+	@# A newer build whose agent fails its own start-up check: the self-update must roll it back.
+	$(MAKE) --no-print-directory deb DEB_ARCHES=amd64 VERSION='$(VERSION)+next2' \
+		LDFLAGS='-s -w -X main.version=$(VERSION)+next2 -X main.commit=$(COMMIT) -X main.selfCheckFault=e2e-broken-build'
+	cp dist/raspi-mcp_$(VERSION)+next2_amd64.deb $(E2E)/
 	$(GO) run ./vmtest/cmd/vmtest image
 	RASPI_MCP_E2E=1 RASPI_MCP_E2E_DEB=$(E2E)/raspi-mcp_$(VERSION)_amd64.deb \
 		RASPI_MCP_E2E_DEB_NEXT=$(E2E)/raspi-mcp_$(VERSION)+next_amd64.deb \
-		$(GO) test -count=1 -v -timeout 40m -run TestInstallUpgradePurgeOverSSH ./e2e/install
+		RASPI_MCP_E2E_DEB_BROKEN=$(E2E)/raspi-mcp_$(VERSION)+next2_amd64.deb \
+		$(GO) test -count=1 -v -timeout 60m -run 'TestInstallUpgradePurgeOverSSH|TestOSUpdatesThroughMCP|TestSelfUpdateAndRollbackOverSSH' ./e2e/install
 
 tools:
 	@command -v npm >/dev/null || { echo "make tools needs npm (apt-get install npm)"; exit 1; }
