@@ -13,6 +13,7 @@ require (
 	github.com/warthog618/go-gpiocdev v0.9.1
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.45.0
+	golang.org/x/time v0.15.0
 	periph.io/x/conn/v3 v3.7.3
 	periph.io/x/devices/v3 v3.7.4
 	periph.io/x/host/v3 v3.8.5
@@ -32,6 +33,5 @@ require (
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )

@@ -124,6 +124,8 @@ type Agent struct {
 
 	updates *watcher // resource subscriptions' updates (subscriptions.go)
 	exp     exporter // counters and handler of /metrics (exporter.go)
+
+	httpStatus atomic.Pointer[HTTPStatus] // the HTTP endpoint once it serves (http.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -206,7 +208,7 @@ func New(o Options) (*Agent, error) {
 	}
 	a.registerResources()
 	a.registerPrompts()
-	a.server.AddReceivingMiddleware(a.protocolErrors)
+	a.server.AddReceivingMiddleware(a.protocolErrors, a.principalMiddleware)
 	return a, nil
 }
 

@@ -189,7 +189,7 @@ func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, 
 		}
 		state := "ask-" + strings.TrimPrefix(newCorrelationID(), "c-")
 		rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
-			Role: c.Principal.Role.String(), Tool: t.id, Decision: store.DecisionDeclined, Reason: c.Reason, Intent: c.Intent}
+			Role: c.Principal.Role.String(), Tool: t.id, Decision: store.DecisionDeclined, Reason: c.Reason, Intent: c.Intent, Remote: c.Principal.Remote}
 		pa := &pendingAsk{bind: bind}
 		a.asks.mu.Lock()
 		a.asks.pending[state] = pa

@@ -523,7 +523,7 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 		out = res
 	}
 	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
-		Tool: id, Decision: decision, DurationMS: ms(time.Since(start))}
+		Tool: id, Decision: decision, DurationMS: ms(time.Since(start)), Remote: p.Remote}
 	if _, err := a.record(rec, in, out, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
 		return nil, errors.New("the audit trail could not be written")

@@ -36,6 +36,7 @@ type ServerStatus struct {
 	Sampling      SamplingStatus    `json:"sampling"`
 	Upstreams     []UpstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
 	LastUpdate    *LastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
+	HTTP          *HTTPStatus       `json:"http,omitempty" jsonschema:"the Streamable HTTP endpoint, when it serves"`
 }
 
 // SamplingStatus is the metrics history at a glance.
@@ -133,6 +134,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		},
 		Helper:   HelperStatus{Socket: cfg.Helper.Socket},
 		Database: DatabaseStatus{Path: a.store.Path()},
+		HTTP:     a.httpStatus.Load(),
 	}
 	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
 		s.Helper.Error = err.Error()

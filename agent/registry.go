@@ -196,7 +196,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		rec := store.AuditRecord{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
-			Elicitation: elicited,
+			Elicitation: elicited, Remote: c.Principal.Remote,
 		}
 		ref, err := a.record(rec, rawOrEmpty(raw), o.out, o.err)
 		if err != nil {

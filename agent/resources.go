@@ -260,7 +260,7 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 // pipeline, as a denied tool call is.
 func (a *Agent) auditRead(p identity.Principal, id string, terr *ToolError) {
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
-		Tool: id, Decision: "deny"}
+		Tool: id, Decision: "deny", Remote: p.Remote}
 	if _, err := a.record(rec, map[string]any{}, nil, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
 	}

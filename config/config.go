@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -78,6 +79,108 @@ type HTTP struct {
 	// Tokens is the file of bearer tokens (names, roles, expiry and the
 	// secrets' hashes only).
 	Tokens string `toml:"tokens"`
+
+	// TLS serves https: with TLSCert and TLSKey when both are set, else
+	// with a self-signed certificate the agent makes on first start beside
+	// its state file (its fingerprint is in `raspi-mcp status`).
+	TLS     bool   `toml:"tls"`
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// InsecurePlaintext allows a listen address other than loopback
+	// without TLS, where tokens cross the LAN readable; off, such a
+	// listen is refused.
+	InsecurePlaintext bool `toml:"insecure_plaintext"`
+	// Names are the host names clients reach the device by (pi.local);
+	// a request whose Host or Origin names anything else is refused, so a
+	// web page cannot reach the endpoint by rebinding its own name to the
+	// Pi. Loopback names and the listen host are always accepted.
+	Names []string `toml:"names"`
+
+	MaxBodyBytes      int64    `toml:"max_body_bytes"`      // a larger request is refused (413)
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"` // a client slower to send its headers is cut
+	ReadTimeout       Duration `toml:"read_timeout"`        // ... or its whole request
+	IdleTimeout       Duration `toml:"idle_timeout"`        // an idle keep-alive connection is closed
+	// Rate is each token's sustained requests per second and Burst how
+	// many it may send at once; beyond, 429 with Retry-After.
+	Rate  float64 `toml:"rate"`
+	Burst int     `toml:"burst"`
+	// MaxSessions caps the MCP sessions (2025-11-25 clients) open at once;
+	// SessionIdle closes one that has seen no request for that long.
+	MaxSessions int      `toml:"max_sessions"`
+	SessionIdle Duration `toml:"session_idle"`
+}
+
+// defaultHTTP is the [http] section of a fresh install: off.
+func defaultHTTP() HTTP {
+	return HTTP{Tokens: "/etc/raspi-mcp/tokens.toml", Names: []string{}, MaxBodyBytes: 1 << 20,
+		ReadHeaderTimeout: Duration(10 * time.Second), ReadTimeout: Duration(60 * time.Second), IdleTimeout: Duration(120 * time.Second),
+		Rate: 10, Burst: 40, MaxSessions: 16, SessionIdle: Duration(30 * time.Minute)}
+}
+
+// Loopback reports whether listen (host:port) takes connections from this
+// machine only; an empty or wildcard host does not.
+func Loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (h HTTP) validate() error {
+	if h.Listen != "" {
+		host, port, err := net.SplitHostPort(h.Listen)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("http.listen: want host:port (127.0.0.1:8765), got %q", h.Listen)
+		}
+		if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+			return fmt.Errorf("http.listen: want an IP address or localhost as host, got %q", host)
+		}
+		if !Loopback(h.Listen) && !h.TLS && !h.InsecurePlaintext {
+			return fmt.Errorf("http.listen: %q is reachable from the network: set tls = true (tokens would cross the LAN readable), or insecure_plaintext = true on purpose", h.Listen)
+		}
+	}
+	if (h.TLSCert == "") != (h.TLSKey == "") {
+		return errors.New("http.tls_cert and http.tls_key: set both or neither")
+	}
+	if h.TLSCert != "" && !h.TLS {
+		return errors.New("http.tls_cert: set tls = true to use it")
+	}
+	for key, p := range map[string]string{"http.tokens": h.Tokens, "http.tls_cert": h.TLSCert, "http.tls_key": h.TLSKey} {
+		if p != "" && !filepath.IsAbs(p) {
+			return fmt.Errorf("%s: want an absolute path, got %q", key, p)
+		}
+	}
+	for _, n := range h.Names {
+		if n == "" || strings.ContainsAny(n, ":/ *") {
+			return fmt.Errorf("http.names: want host names without port or scheme (pi.local), got %q", n)
+		}
+	}
+	if h.MaxBodyBytes < 1024 || h.MaxBodyBytes > 64<<20 {
+		return fmt.Errorf("http.max_body_bytes: want 1024..67108864, got %d", h.MaxBodyBytes)
+	}
+	for key, d := range map[string]Duration{"http.read_header_timeout": h.ReadHeaderTimeout, "http.read_timeout": h.ReadTimeout, "http.idle_timeout": h.IdleTimeout} {
+		if d.D() < 100*time.Millisecond || d.D() > time.Hour {
+			return fmt.Errorf("%s: want 100ms..1h, got %s", key, d.D())
+		}
+	}
+	if h.Rate <= 0 || h.Rate > 10000 {
+		return fmt.Errorf("http.rate: want requests per second per token, >0..10000, got %g", h.Rate)
+	}
+	if h.Burst < 1 || h.Burst > 100000 {
+		return fmt.Errorf("http.burst: want 1..100000, got %d", h.Burst)
+	}
+	if h.MaxSessions < 1 || h.MaxSessions > 10000 {
+		return fmt.Errorf("http.max_sessions: want 1..10000, got %d", h.MaxSessions)
+	}
+	if d := h.SessionIdle.D(); d < time.Second || d > 24*time.Hour {
+		return fmt.Errorf("http.session_idle: want 1s..24h, got %s", d)
+	}
+	return nil
 }
 
 // Camera is the camera namespace: off until the owner turns it on, since a
@@ -285,7 +388,7 @@ func Default() Config {
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
 		Change: Change{TokenTTL: Duration(5 * time.Minute)},
-		HTTP:   HTTP{Tokens: "/etc/raspi-mcp/tokens.toml"},
+		HTTP:   defaultHTTP(),
 		Guard:  Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second)},
 		System: System{MinPowerInterval: Duration(10 * time.Minute)},
 		GPIO:   GPIO{Revert: "previous", Pins: []Pin{}},
@@ -525,6 +628,9 @@ func (c Config) Validate() error {
 	if err := validateUpstreams(c.Upstreams); err != nil {
 		return err
 	}
+	if err := c.HTTP.validate(); err != nil {
+		return err
+	}
 	for kind, m := range map[string]map[string]string{"users": c.Roles.Users, "groups": c.Roles.Groups} {
 		for name, role := range m {
 			if !ValidRole(role) {
@@ -689,6 +795,9 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.Helper.Socket = filepath.Join(dir, "helper.sock")
 	c.Helper.AgentUser = user
 	c.Helper.StateDir = dir
+	if c.HTTP.Tokens == defaultHTTP().Tokens {
+		c.HTTP.Tokens = filepath.Join(dir, "tokens.toml")
+	}
 	c.Roles.Users = map[string]string{user: "admin"}
 	c.System = System{Enabled: true, Reboot: true, Shutdown: true}
 	c.Metrics.Enabled, c.Metrics.Jobs = true, true

@@ -14,7 +14,8 @@ import (
 // notSwitches are the bool keys that gate no tool: they choose how
 // something is done, not whether a tool may run. A new bool key must be
 // either a row of the switches table or listed here.
-var notSwitches = []string{"agent.expose_dotted_names", "audit.record_reads", "metrics.default_job"}
+var notSwitches = []string{"agent.expose_dotted_names", "audit.record_reads", "metrics.default_job",
+	"http.tls", "http.insecure_plaintext"}
 
 // fieldAt walks c by toml tags: "gpio.writes" is c.GPIO.Writes.
 func fieldAt(c *Config, path string) reflect.Value {

@@ -32,6 +32,9 @@ type AuditRecord struct {
 	ErrorCode     string    `json:"error_code,omitempty"`
 	Message       string    `json:"message,omitempty"` // short, e.g. the denial reason
 	Upstream      string    `json:"upstream,omitempty"`
+	// Remote is an HTTP caller's address; omitted for local callers, so
+	// older records hash as before.
+	Remote string `json:"remote,omitempty"`
 	// Elicitation is the person's answer when the client asked them to
 	// confirm the call (action and form content, as JSON); omitted when
 	// nobody was asked, so older records hash as before.

@@ -278,6 +278,12 @@ func printStatus(st agent.ServerStatus, socket string) {
 		fmt.Fprintf(tw, "audit witness\tthrough seq %d\n", st.Audit.WitnessSeq)
 	}
 	fmt.Fprintf(tw, "database\t%s, %.1f KiB\n", st.Database.Path, float64(st.Database.SizeBytes)/1024)
+	if st.HTTP != nil {
+		fmt.Fprintf(tw, "http\t%s\n", st.HTTP.URL)
+		if st.HTTP.Fingerprint != "" {
+			fmt.Fprintf(tw, "tls certificate\t%s\n", st.HTTP.Fingerprint)
+		}
+	}
 	for _, j := range st.Sampling.Jobs {
 		age := "no sample yet"
 		if j.LastSample != "" {

@@ -46,6 +46,7 @@ func cmdServe(args []string) error {
 	sim := fs.Bool("sim", false, "laptop mode: start the helper as a child, simulated board, caller is admin")
 	dir := fs.String("dir", "", "with --sim: `DIR` for sockets, state and logs (default "+simDir("")+", where every client command looks)")
 	helperBin := fs.String("helper", "", "with --sim: raspi-mcp-helper's `FILE` (default: beside this binary, then $PATH)")
+	httpListen := fs.String("http", "", "serve MCP over HTTP at `HOST:PORT` too (overrides [http] listen; port 0 picks a free one, the URL is printed)")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -106,6 +107,12 @@ func cmdServe(args []string) error {
 			return err
 		}
 		sys = sysinfo.NewLinux(sysinfo.LinuxOptions{})
+	}
+	if flagSet(fs, "http") {
+		cfg.HTTP.Listen = *httpListen
+		if err := cfg.Validate(); err != nil {
+			return c.wrongArgs("--http: " + err.Error())
+		}
 	}
 	tuneGC(cfg.Agent)
 	// The ring keeps the latest records for logs.get_recent_app_logs.
@@ -196,7 +203,19 @@ func cmdServe(args []string) error {
 	}
 	go sdnotify.Watchdog(ctx, func() error { _, err := db.Size(); return err })
 	go reloadOnHUP(ctx, a, sup, log)
+	var announce io.Writer
+	if *sim {
+		announce = os.Stdout
+	}
+	httpDone, err := serveHTTP(ctx, stop, a, cfg, log, announce)
+	if err != nil {
+		return err
+	}
 	err = a.Serve(ctx, ln)
+	stop()
+	if herr := <-httpDone; err == nil {
+		err = herr
+	}
 	sdnotify.Stopping()
 	log.Info("raspi-mcp stopped")
 	return err

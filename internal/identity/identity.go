@@ -53,6 +53,10 @@ type Kind string
 // the kernel's word from the socket's peer credentials.
 const KindUnix Kind = "unix"
 
+// KindToken is a caller over HTTP: Name is "token:" and the bearer token's
+// name, Remote the address the request came from.
+const KindToken Kind = "token"
+
 // Principal is who is calling, decided once per connection.
 type Principal struct {
 	Kind Kind
@@ -60,6 +64,17 @@ type Principal struct {
 	UID  int    // KindUnix: the peer's uid
 	PID  int    // KindUnix: the peer's process at connect time
 	Role Role
+	// Remote is KindToken's client address (host:port) as the request
+	// arrived; empty for local callers.
+	Remote string
+}
+
+// FromToken is the principal of an HTTP request that carried the token
+// name with role (a [roles] name; "metrics" or anything else maps to
+// RoleNone, which may call nothing).
+func FromToken(name, role, remote string) Principal {
+	r, _ := ParseRole(role)
+	return Principal{Kind: KindToken, Name: "token:" + name, UID: -1, PID: -1, Role: r, Remote: remote}
 }
 
 // FromUnix resolves a socket peer to a principal: uid 0 is admin; otherwise

@@ -121,3 +121,16 @@ func TestRoles(t *testing.T) {
 		t.Fatalf("Role(9) = %q", got)
 	}
 }
+
+func TestFromToken(t *testing.T) {
+	for _, c := range []struct {
+		role string
+		want Role
+	}{{"read", RoleRead}, {"operate", RoleOperate}, {"admin", RoleAdmin}, {"metrics", RoleNone}, {"", RoleNone}} {
+		p := FromToken("ha", c.role, "192.0.2.7:5000")
+		want := Principal{Kind: KindToken, Name: "token:ha", UID: -1, PID: -1, Role: c.want, Remote: "192.0.2.7:5000"}
+		if p != want {
+			t.Errorf("FromToken(ha, %q) = %+v, want %+v", c.role, p, want)
+		}
+	}
+}
