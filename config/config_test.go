@@ -178,3 +178,46 @@ func TestGuardDefaultsAndModes(t *testing.T) {
 		t.Fatalf("parsed %+v, %v", c.Guard, err)
 	}
 }
+
+// [http] is off by default; a listen off loopback needs TLS or an explicit
+// insecure_plaintext; bad values name their key.
+func TestHTTPSettings(t *testing.T) {
+	if d := Default(); d.HTTP.Listen != "" || d.HTTP.TLS || d.HTTP.InsecurePlaintext {
+		t.Fatalf("[http] on by default: %+v", d.HTTP)
+	}
+	for bad, key := range map[string]string{
+		"listen = \"0.0.0.0:8765\"":                             "http.listen",
+		"listen = \":8765\"":                                    "http.listen",
+		"listen = \"192.168.1.20:8765\"":                        "http.listen",
+		"listen = \"pi.local:8765\"":                            "http.listen",
+		"listen = \"127.0.0.1\"":                                "http.listen",
+		"listen = \"127.0.0.1:99999\"":                          "http.listen",
+		"tls = true\ntls_cert = \"/etc/c.pem\"":                 "http.tls_cert",
+		"tls_cert = \"/etc/c.pem\"\ntls_key = \"/etc/k.pem\"":   "http.tls_cert",
+		"tls = true\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"": "http.tls_cert",
+		"names = [\"https://pi.local\"]":                        "http.names",
+		"max_body_bytes = 10":                                   "http.max_body_bytes",
+		"read_header_timeout = \"0s\"":                          "http.read_header_timeout",
+		"rate = 0.0":                                            "http.rate",
+		"burst = 0":                                             "http.burst",
+		"max_sessions = 0":                                      "http.max_sessions",
+		"session_idle = \"0s\"":                                 "http.session_idle",
+	} {
+		_, err := Parse([]byte("[http]\n" + bad))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", bad, err, key)
+		}
+	}
+	for _, good := range []string{
+		"listen = \"127.0.0.1:8765\"",
+		"listen = \"[::1]:8765\"",
+		"listen = \"localhost:0\"",
+		"listen = \"0.0.0.0:8765\"\ntls = true",
+		"listen = \"192.168.1.20:8765\"\ntls = true\ntls_cert = \"/etc/c.pem\"\ntls_key = \"/etc/k.pem\"\nnames = [\"pi.local\"]",
+		"listen = \"0.0.0.0:8765\"\ninsecure_plaintext = true",
+	} {
+		if _, err := Parse([]byte("[http]\n" + good)); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+}

@@ -93,7 +93,7 @@ func TestAppendReturnsStoredRecord(t *testing.T) {
 			t.Errorf("stored JSON lacks %s: %s", want, raw)
 		}
 	}
-	if strings.Contains(string(raw), `"upstream"`) || strings.Contains(string(raw), `"error_code"`) {
+	if strings.Contains(string(raw), `"upstream"`) || strings.Contains(string(raw), `"error_code"`) || strings.Contains(string(raw), `"remote"`) {
 		t.Errorf("stored JSON has omitempty fields: %s", raw)
 	}
 }
@@ -663,5 +663,29 @@ func TestDeclinedByUserRecord(t *testing.T) {
 	plain, err := encodeRecord(&r2)
 	if err != nil || strings.Contains(string(plain), "elicitation") {
 		t.Fatalf("a record without an answer encodes %s (%v)", plain, err)
+	}
+}
+
+// An HTTP caller's address is kept and covered by the hash; a record
+// without one encodes without the field (checked above), so records from
+// before it hash as they did.
+func TestRemoteRecord(t *testing.T) {
+	db := openTest(t)
+	r := sampleRecord(1)
+	r.Principal, r.Remote = "token:ha", "192.0.2.7:40000"
+	got, err := db.AppendAudit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := db.GetAudit(got.Seq); err != nil || back.Remote != r.Remote {
+		t.Fatalf("stored %+v, %v", back, err)
+	}
+	moved := got
+	moved.Remote = "192.0.2.8:40000"
+	if h, err := recordHash(moved); err != nil || h == got.Hash {
+		t.Fatalf("the hash does not cover the remote address: %v", err)
+	}
+	if v, err := db.VerifyAudit(); err != nil || !v.OK {
+		t.Fatalf("verify: %+v, %v", v, err)
 	}
 }

@@ -1,0 +1,5 @@
+package webguard
+
+import "errors"
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
