@@ -44,16 +44,15 @@ func httpListener(listen string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveHTTP starts the HTTP endpoint when there is a socket for it, and
+// serveHTTP starts the HTTP endpoint on ln unless it is nil, and
 // in laptop mode prints its URL; done yields its end (nil: a clean stop). A
 // failing endpoint stops the agent: an owner who configured it should
 // learn at once, not from a client.
-func serveHTTP(ctx context.Context, stop func(), a *agent.Agent, cfg config.Config, log *slog.Logger, out io.Writer) (<-chan error, error) {
+func serveHTTP(ctx context.Context, stop func(), a *agent.Agent, cfg config.Config, ln net.Listener, log *slog.Logger, out io.Writer) <-chan error {
 	done := make(chan error, 1)
-	ln, err := httpListener(cfg.HTTP.Listen)
-	if err != nil || ln == nil {
+	if ln == nil {
 		done <- nil
-		return done, err
+		return done
 	}
 	if out != nil {
 		scheme := "http"
@@ -70,5 +69,5 @@ func serveHTTP(ctx context.Context, stop func(), a *agent.Agent, cfg config.Conf
 		}
 		done <- err
 	}()
-	return done, nil
+	return done
 }

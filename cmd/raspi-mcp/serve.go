@@ -114,6 +114,14 @@ func cmdServe(args []string) error {
 			return c.wrongArgs("--http: " + err.Error())
 		}
 	}
+	// Taken first: systemd's socket must not leak into the helper child.
+	httpLn, err := httpListener(cfg.HTTP.Listen)
+	if err != nil {
+		return err
+	}
+	if httpLn != nil {
+		defer httpLn.Close()
+	}
 	tuneGC(cfg.Agent)
 	// The ring keeps the latest records for logs.get_recent_app_logs.
 	ring := applog.NewRing(500)
@@ -207,10 +215,7 @@ func cmdServe(args []string) error {
 	if *sim {
 		announce = os.Stdout
 	}
-	httpDone, err := serveHTTP(ctx, stop, a, cfg, log, announce)
-	if err != nil {
-		return err
-	}
+	httpDone := serveHTTP(ctx, stop, a, cfg, httpLn, log, announce)
 	err = a.Serve(ctx, ln)
 	stop()
 	if herr := <-httpDone; err == nil {
