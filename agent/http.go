@@ -89,11 +89,7 @@ func (a *Agent) HTTPHandler(o HTTPOptions) http.Handler {
 	f := &httpFront{a: a, cfg: cfg, o: o,
 		limiter: webguard.NewLimiter(cfg.Rate, cfg.Burst),
 		bursts:  &webguard.Bursts{Window: refusalWindow}}
-	names := append([]string(nil), cfg.Names...)
-	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && host != "" && net.ParseIP(host) != nil && !net.ParseIP(host).IsUnspecified() {
-		names = append(names, host)
-	}
-	f.guard = &webguard.Guard{Names: names, MaxBody: cfg.MaxBodyBytes, Refused: func(r *http.Request, status int, why string) {
+	f.guard = &webguard.Guard{Names: cfg.Names, MaxBody: cfg.MaxBodyBytes, Refused: func(r *http.Request, status int, why string) {
 		f.refused(r, "", identity.RoleNone, status, httpCode(status), why)
 	}}
 	server := func(*http.Request) *mcp.Server { return a.server }
@@ -103,6 +99,9 @@ func (a *Agent) HTTPHandler(o HTTPOptions) http.Handler {
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
 		SessionTimeout:             cfg.SessionIdle.D(),
+		// A 2026-07-28 call whose client went away stops, rather than
+		// running on for nobody.
+		PropagateRequestCancellation: true,
 	}
 	f.sessions = mcp.NewStreamableHTTPHandler(server, &sdk)
 	sdk.Stateless, sdk.SessionTimeout = true, 0

@@ -93,7 +93,8 @@ type HTTP struct {
 	// Names are the host names clients reach the device by (pi.local);
 	// a request whose Host or Origin names anything else is refused, so a
 	// web page cannot reach the endpoint by rebinding its own name to the
-	// Pi. Loopback names and the listen host are always accepted.
+	// Pi. Loopback names and the address a client connected to are
+	// always accepted.
 	Names []string `toml:"names"`
 
 	MaxBodyBytes      int64    `toml:"max_body_bytes"`      // a larger request is refused (413)

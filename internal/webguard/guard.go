@@ -32,13 +32,13 @@ type Guard struct {
 // Wrap returns next behind the guard.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.allowedHost(hostOnly(r.Host)) {
+		if !g.allowedHost(r, hostOnly(r.Host)) {
 			g.refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q is not a name of this device (http.names)", r.Host))
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
-			if err != nil || u.Host == "" || !g.allowedHost(hostOnly(u.Host)) {
+			if err != nil || u.Host == "" || !g.allowedHost(r, hostOnly(u.Host)) {
 				g.refuse(w, r, http.StatusForbidden, fmt.Sprintf("Origin %q is not a name of this device (http.names)", o))
 				return
 			}
@@ -67,10 +67,19 @@ func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, status int, why s
 	}
 }
 
-// allowedHost accepts loopback names and addresses and the configured names.
-func (g *Guard) allowedHost(h string) bool {
+// allowedHost accepts loopback names and addresses, the configured names,
+// and the address the request came in on: a rebinding page always sends its
+// own name, never the device's address.
+func (g *Guard) allowedHost(r *http.Request, h string) bool {
 	if IsLoopbackHost(h) {
 		return true
+	}
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
+			if host, _, err := net.SplitHostPort(local.String()); err == nil && ip.Equal(net.ParseIP(host)) {
+				return true
+			}
+		}
 	}
 	for _, n := range g.Names {
 		if strings.EqualFold(n, h) {

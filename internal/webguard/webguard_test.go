@@ -1,8 +1,10 @@
 package webguard
 
 import (
+	"context"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,6 +33,8 @@ func TestGuardHostAndOrigin(t *testing.T) {
 		{"app.localhost", "", "", 200},
 		{"PI.local:8765", "https://pi.local", "", 200},
 		{"192.168.1.20:8765", "", "", 200},
+		{"10.0.0.5:8765", "http://10.0.0.5:8765", "", 200},
+		{"10.0.0.6:8765", "", "", 403},
 		{"evil.example", "", "", 403},
 		{"pi.local.evil.example", "", "", 403},
 		{"pi.local", "http://evil.example", "", 403},
@@ -39,6 +43,7 @@ func TestGuardHostAndOrigin(t *testing.T) {
 		{"127.0.0.1", "", strings.Repeat("x", 16), 200},
 	} {
 		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(c.body))
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 8765}))
 		req.Host = c.host
 		if c.origin != "" {
 			req.Header.Set("Origin", c.origin)
@@ -49,8 +54,8 @@ func TestGuardHostAndOrigin(t *testing.T) {
 			t.Errorf("Host %q Origin %q body %d: %d, want %d", c.host, c.origin, len(c.body), w.Code, c.want)
 		}
 	}
-	if len(refused) != 5 {
-		t.Errorf("refusals reported: %v, want 5", refused)
+	if len(refused) != 6 {
+		t.Errorf("refusals reported: %v, want 6", refused)
 	}
 }
 
