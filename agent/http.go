@@ -279,7 +279,7 @@ func (f *httpFront) refused(r *http.Request, principal string, role identity.Rol
 	if leftOut > 0 {
 		msg += fmt.Sprintf(" (and %d alike not recorded since the last)", leftOut)
 	}
-	rec := store.AuditRecord{Time: f.o.Now().UTC(), CorrelationID: newCorrelationID(), Principal: principal, Role: role.String(),
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: principal, Role: role.String(),
 		Tool: "http", Decision: store.DecisionDeny, ErrorCode: code, Message: msg, Remote: r.RemoteAddr}
 	rec.InHash, _ = store.HashJSON(map[string]any{"method": r.Method, "path": r.URL.Path})
 	if _, err := f.a.appendAudit(rec); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -205,6 +206,10 @@ func (h *httpRig) audit(t *testing.T) []store.AuditRecord {
 
 const writeRelay = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gpio_write_pin","arguments":{"pin":17,"value":"high"}}}`
 
+// fixedClock keeps refusals alike within one burst however slow the
+// machine is, and a token's bucket from refilling.
+func fixedClock() time.Time { return time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) }
+
 // Both protocol eras over HTTP with a token: the socket's tools, a call, a
 // dry run, a write, a denial, and audit records naming the token and the
 // remote address.
@@ -252,6 +257,11 @@ func TestHTTPServesBothEras(t *testing.T) {
 		}
 		if !recs[0].DryRun || recs[3].Decision != store.DecisionDeny {
 			t.Errorf("%s: records %+v", version, recs)
+		}
+		// The model's view of the trail shows where a call came from.
+		tail := callHTTP(t, s, "logs_get_recent_audit_logs", map[string]any{"limit": 1})
+		if b, _ := json.Marshal(tail.StructuredContent); !strings.Contains(string(b), `"remote":"127.0.0.1:`) {
+			t.Errorf("%s: audit log entries lack the remote address: %s", version, b)
 		}
 	}
 	if v, err := h.db.VerifyAudit(); err != nil || !v.OK {
@@ -317,7 +327,7 @@ func (st sessionStealer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Missing, unknown and expired tokens get 401 with a challenge, a metrics
 // token 403; nothing runs, and a burst of refusals is recorded once.
 func TestHTTPRefusesBadTokens(t *testing.T) {
-	h := newHTTPRig(t, nil, HTTPOptions{})
+	h := newHTTPRig(t, nil, HTTPOptions{Now: fixedClock})
 	before := len(h.audit(t))
 	for _, c := range []struct {
 		secret, challenge string
@@ -364,7 +374,7 @@ func TestHTTPGuards(t *testing.T) {
 	h := newHTTPRig(t, func(c *config.Config) {
 		c.HTTP.Names = []string{"pi.local"}
 		c.HTTP.MaxBodyBytes = 4096
-	}, HTTPOptions{})
+	}, HTTPOptions{Now: fixedClock})
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	for name, c := range map[string]struct {
 		hdr    map[string]string
@@ -439,8 +449,7 @@ func TestHTTPSlowClientCut(t *testing.T) {
 
 // A token over its rate gets 429 with Retry-After; other tokens go on.
 func TestHTTPRateLimit(t *testing.T) {
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	h := newHTTPRig(t, func(c *config.Config) { c.HTTP.Rate, c.HTTP.Burst = 0.5, 3 }, HTTPOptions{Now: func() time.Time { return now }})
+	h := newHTTPRig(t, func(c *config.Config) { c.HTTP.Rate, c.HTTP.Burst = 0.5, 3 }, HTTPOptions{Now: fixedClock})
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	for i := range 3 {
 		if resp := h.post(t, "s-read", ping, nil); resp.StatusCode != 200 {

@@ -23,6 +23,7 @@ type AuditEntry struct {
 	Time          string `json:"time"`
 	CorrelationID string `json:"correlation_id"`
 	Principal     string `json:"principal"`
+	Remote        string `json:"remote,omitempty" jsonschema:"an HTTP caller's address (host:port)"`
 	Role          string `json:"role"`
 	Tool          string `json:"tool"`
 	Decision      string `json:"decision" jsonschema:"allow, deny or declined_by_user (the person at the client said no)"`
@@ -42,7 +43,7 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	out := make([]AuditEntry, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, AuditEntry{Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano), CorrelationID: r.CorrelationID,
-			Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
+			Principal: r.Principal, Remote: r.Remote, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
 			Elicitation: r.Elicitation, ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
 	}
 	return out
