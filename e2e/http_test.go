@@ -1,16 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 var httpURL = regexp.MustCompile(`MCP over HTTP: (https?://\S+/mcp)`)
@@ -44,14 +48,78 @@ func postStatus(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
 }
 
+// secretRE finds the secret `raspi-mcp token create` shows once.
+var secretRE = regexp.MustCompile(`(?m)^(rmcp_\S+)$`)
+
+// token creates a token with the CLI, as an owner does, and returns its secret.
+func token(t *testing.T, s *sim, name, role string) string {
+	t.Helper()
+	out, err := exec.Command(raspi(), "token", "create", name, "--role", role, "--config", filepath.Join(s.dir, "config.toml")).CombinedOutput()
+	m := secretRE.FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		t.Fatalf("token create %s: %v\n%s", name, err, out)
+	}
+	return m[1]
+}
+
+type bearerRT struct{ secret string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.secret)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func httpSession(t *testing.T, url, secret, version string) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-http", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{secret}}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
 // `serve --sim --http 127.0.0.1:0` serves /mcp, prints and reports the
-// bound URL, and refuses a request without a token.
+// bound URL; tokens made with `raspi-mcp token` reach the tools in both
+// protocol eras, each call audited as token:NAME with the remote address;
+// no token or a revoked one is refused.
 func TestServeSimHTTP(t *testing.T) {
 	dir := t.TempDir()
 	s := startSimIn(t, dir, "--http", "127.0.0.1:0")
 	url := waitURL(t, s)
 	if code, challenge := postStatus(t, url); code != http.StatusUnauthorized || !strings.HasPrefix(challenge, "Bearer") {
 		t.Fatalf("no token: %d %q", code, challenge)
+	}
+	op, reader := token(t, s, "ha", "operate"), token(t, s, "grafana", "read")
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		cs, err := httpSession(t, url, op, version)
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if _, m := call(t, cs, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "dry_run": true}); m["dry_run"] != true {
+			t.Fatalf("%s: dry run: %v", version, m)
+		}
+		rs, err := httpSession(t, url, reader, version)
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if _, m := call(t, rs, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"}); code(m) != "permission_denied" {
+			t.Fatalf("%s: a read token's write: %v", version, m)
+		}
+	}
+	out, _ := s.cli(t, "audit", "tail", "-n", "4", "--json")
+	if strings.Count(out, `"principal": "token:ha"`) != 2 || strings.Count(out, `"principal": "token:grafana"`) != 2 || strings.Count(out, `"remote": "127.0.0.1:`) != 4 {
+		t.Fatalf("audit tail:\n%s", out)
+	}
+	if out, err := exec.Command(raspi(), "token", "revoke", "grafana", "--config", filepath.Join(s.dir, "config.toml")).CombinedOutput(); err != nil {
+		t.Fatalf("revoke: %v\n%s", err, out)
+	}
+	if _, err := httpSession(t, url, reader, "2026-07-28"); err == nil {
+		t.Fatal("a revoked token connected")
 	}
 	out, code := s.cli(t, "status", "--json")
 	var st struct {

@@ -11,12 +11,16 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/bearer"
 )
 
 // tokenVerifier is the HTTP endpoint's token check: the token file that
-// `raspi-mcp token` keeps.
+// `raspi-mcp token` keeps; nil without one, and every request is refused.
 func tokenVerifier(path string) agent.TokenVerifier {
-	return nil // MERGE(http+tokens): return bearer.File{Path: path}
+	if path == "" {
+		return nil
+	}
+	return &bearer.File{Path: path}
 }
 
 // httpListener is the HTTP endpoint's socket: the one systemd hands over
