@@ -175,3 +175,53 @@ func TestServeHTTPSocketActivation(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// runInspectorHTTP runs `mcp-inspector --cli URL --header "Authorization: ..." ARGS...`.
+func runInspectorHTTP(t *testing.T, url, secret string, args ...string) ([]byte, int) {
+	t.Helper()
+	node, cli := inspector(t)
+	full := append([]string{cli, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + secret}, args...)
+	cmd := exec.Command(node, full...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"), "HOME="+t.TempDir())
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	rc := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		rc = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if rc != 0 {
+		t.Logf("inspector %v: rc %d stderr:\n%s", args, rc, stderr.String())
+	}
+	return []byte(stdout.String()), rc
+}
+
+// The MCP Inspector, a client nobody here wrote, over HTTP with a token:
+// the list with portable schemas, a call and a dry run in both eras, a
+// read token's write refused; a wrong token does not connect.
+func TestInspectorCLIOverHTTP(t *testing.T) {
+	inspector(t)
+	s := startSimIn(t, t.TempDir(), "--http", "127.0.0.1:0")
+	url := waitURL(t, s)
+	op, reader := token(t, s, "inspector", "operate"), token(t, s, "viewer", "read")
+	if out, rc := runInspectorHTTP(t, url, op, "--method", "tools/list", "--strict", "--format", "json", "-q"); rc != 0 || !strings.Contains(string(out), `"gpio_write_pin"`) {
+		t.Fatalf("tools/list: rc %d %s", rc, out)
+	}
+	for _, era := range []string{"modern", "legacy"} {
+		out, rc := runInspectorHTTP(t, url, op, "--protocol-era", era, "--method", "tools/call", "--tool-name", "gpio_write_pin",
+			"--tool-args-json", `{"pin":17,"value":"high","dry_run":true}`, "--format", "json", "-q")
+		if rc != 0 || !strings.Contains(string(out), `"dry_run":true`) {
+			t.Fatalf("%s era dry run: rc %d %s", era, rc, out)
+		}
+		out, rc = runInspectorHTTP(t, url, reader, "--protocol-era", era, "--method", "tools/call", "--tool-name", "gpio_write_pin",
+			"--tool-args-json", `{"pin":17,"value":"high"}`, "--format", "json", "-q")
+		if rc != 5 || !strings.Contains(string(out), "permission_denied") {
+			t.Fatalf("%s era read token's write: rc %d, want 5 (isError) %s", era, rc, out)
+		}
+	}
+	if _, rc := runInspectorHTTP(t, url, "rmcp_wrong", "--method", "tools/list", "--format", "json", "-q"); rc == 0 {
+		t.Fatal("a wrong token listed the tools")
+	}
+}
