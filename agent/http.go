@@ -129,8 +129,8 @@ func (f *httpFront) authenticate(metrics bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := f.o.Now()
 		tok, status, why := f.verify(r, now)
-		if status == 0 && !metrics && tok.Role == bearer.RoleMetrics {
-			status, why = http.StatusForbidden, fmt.Sprintf("token %q may only scrape /metrics", tok.Name)
+		if _, mcpRole := identity.ParseRole(tok.Role); status == 0 && !metrics && !mcpRole {
+			status, why = http.StatusForbidden, fmt.Sprintf("token %q (role %s) may only scrape /metrics", tok.Name, tok.Role)
 		}
 		if status != 0 {
 			f.deny(w, r, tok, status, why)

@@ -48,7 +48,7 @@ func TestReadmeHTTPExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README's http.toml: %v", err)
 	}
-	if c.HTTP.Listen != "0.0.0.0:8443" || c.HTTP.Tokens != Default().HTTP.Tokens {
+	if c.HTTP.Listen != "0.0.0.0:8443" || !c.HTTP.TLS || c.HTTP.Tokens != Default().HTTP.Tokens {
 		t.Errorf("http: %+v", c.HTTP)
 	}
 	c, err = Parse([]byte(readmeBlock(t, "# /etc/raspi-mcp/config.d/fleet.toml (on the hallway Pi)")))
