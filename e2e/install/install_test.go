@@ -188,6 +188,7 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 	l.forcedCommandOnly()
 	l.foreignKeyRefused(share)
 	firstGPIO := l.tour(v1)
+	l.httpSocket()
 	samplesBefore := l.samples()
 
 	// ---- Upgrade to the newer build, published to stable.
@@ -580,6 +581,47 @@ func (l *lab) checkStatus() {
 		l.t.Fatalf("raspi-mcp status --json (%v):\n%s", err, out)
 	}
 }
+
+// httpSocket: the packaged raspi-mcp-http.socket, enabled, opens its port
+// (systemd binds, not the agent), the restarted agent takes it and answers
+// MCP there: 401 without a token, an answer with one; the sandbox is as
+// before. The socket is then disabled again, as it ships.
+func (l *lab) httpSocket() {
+	if out := l.mustPi("http socket ships disabled", "systemctl is-enabled raspi-mcp-http.socket || true"); strings.TrimSpace(out) != "disabled" {
+		l.t.Fatalf("raspi-mcp-http.socket: %q, want disabled", out)
+	}
+	l.mustPi("enable the http socket", "sudo systemctl enable --now raspi-mcp-http.socket && sudo systemctl restart raspi-mcp.service")
+	// A request over bash's /dev/tcp: the guest has no HTTP client.
+	const post = `exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+		`Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s' >&3 && cat <&3`
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	deadline := time.Now().Add(guestGuard)
+	for {
+		out, _ := l.sshOut("pi", "bash -c "+shellQuote(fmt.Sprintf(post, "", len(ping), ping)))
+		if strings.HasPrefix(out, "HTTP/1.1 401") {
+			break
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("no 401 from the socket-activated endpoint: %q", out)
+		}
+		time.Sleep(time.Second)
+	}
+	secret := strings.TrimSpace(l.mustPi("token create", "sudo raspi-mcp token create vm --role read | grep '^rmcp_'"))
+	// The tools over HTTP are the e2e tests' business (the same binary);
+	// here a ping shows the token admitted on the handed socket.
+	out := l.mustPi("a ping over HTTP", "bash -c "+shellQuote(fmt.Sprintf(post, "Authorization: Bearer "+secret+"\\r\\n", len(ping), ping)))
+	if !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.Contains(out, `"result":{}`) {
+		l.t.Fatalf("a ping over HTTP with a token:\n%s", out)
+	}
+	if st := l.mustPi("status", "sudo raspi-mcp status"); !strings.Contains(st, "http://127.0.0.1:8765/mcp") {
+		l.t.Errorf("raspi-mcp status does not show the endpoint:\n%s", st)
+	}
+	l.exposure()
+	l.mustPi("disable the http socket", "sudo raspi-mcp token revoke vm && sudo systemctl disable --now raspi-mcp-http.socket && sudo systemctl restart raspi-mcp.service")
+}
+
+// shellQuote quotes s for sh as one word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 var exposureRE = regexp.MustCompile(`Overall exposure level for (\S+): ([0-9.]+) (\S+)`)
 
