@@ -590,7 +590,12 @@ func (l *lab) httpSocket() {
 	if out := l.mustPi("http socket ships disabled", "systemctl is-enabled raspi-mcp-http.socket || true"); strings.TrimSpace(out) != "disabled" {
 		l.t.Fatalf("raspi-mcp-http.socket: %q, want disabled", out)
 	}
-	l.mustPi("enable the http socket", "sudo systemctl enable --now raspi-mcp-http.socket && sudo systemctl restart raspi-mcp.service")
+	// systemd refuses to start a socket whose service already runs.
+	if out, err := l.sshOut("pi", "sudo systemctl enable raspi-mcp-http.socket && sudo systemctl stop raspi-mcp.service && "+
+		"sudo systemctl start raspi-mcp-http.socket raspi-mcp.service"); err != nil {
+		journal, _ := l.sshOut("pi", "sudo journalctl --no-pager -n 60 -u raspi-mcp-http.socket -u raspi-mcp.service")
+		l.t.Fatalf("enable the http socket: %v\n%s\n%s", err, out, journal)
+	}
 	// A request over bash's /dev/tcp: the guest has no HTTP client.
 	const post = `exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
 		`Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s' >&3 && cat <&3`
