@@ -611,7 +611,8 @@ func (l *lab) httpSocket() {
 		}
 		time.Sleep(time.Second)
 	}
-	secret := strings.TrimSpace(l.mustPi("token create", "sudo raspi-mcp token create vm --role read | grep '^rmcp_'"))
+	// The secret is the one line of stdout; the advice around it is on stderr.
+	secret := strings.TrimSpace(l.mustPi("token create", "sudo raspi-mcp token create vm --role read 2>/dev/null"))
 	// The tools over HTTP are the e2e tests' business (the same binary);
 	// here a ping shows the token admitted on the handed socket.
 	out := l.mustPi("a ping over HTTP", "bash -c "+shellQuote(fmt.Sprintf(post, "Authorization: Bearer "+secret+"\\r\\n", len(ping), ping)))
