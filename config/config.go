@@ -151,9 +151,9 @@ func (h HTTP) validate() error {
 	if h.TLSCert != "" && !h.TLS {
 		return errors.New("http.tls_cert: set tls = true to use it")
 	}
-	for key, p := range map[string]string{"http.tokens": h.Tokens, "http.tls_cert": h.TLSCert, "http.tls_key": h.TLSKey} {
-		if p != "" && !filepath.IsAbs(p) {
-			return fmt.Errorf("%s: want an absolute path, got %q", key, p)
+	for _, f := range []struct{ key, path string }{{"http.tokens", h.Tokens}, {"http.tls_cert", h.TLSCert}, {"http.tls_key", h.TLSKey}} {
+		if f.path != "" && !filepath.IsAbs(f.path) {
+			return fmt.Errorf("%s: want an absolute path, got %q", f.key, f.path)
 		}
 	}
 	for _, n := range h.Names {
@@ -164,9 +164,12 @@ func (h HTTP) validate() error {
 	if h.MaxBodyBytes < 1024 || h.MaxBodyBytes > 64<<20 {
 		return fmt.Errorf("http.max_body_bytes: want 1024..67108864, got %d", h.MaxBodyBytes)
 	}
-	for key, d := range map[string]Duration{"http.read_header_timeout": h.ReadHeaderTimeout, "http.read_timeout": h.ReadTimeout, "http.idle_timeout": h.IdleTimeout} {
-		if d.D() < 100*time.Millisecond || d.D() > time.Hour {
-			return fmt.Errorf("%s: want 100ms..1h, got %s", key, d.D())
+	for _, f := range []struct {
+		key string
+		d   Duration
+	}{{"http.read_header_timeout", h.ReadHeaderTimeout}, {"http.read_timeout", h.ReadTimeout}, {"http.idle_timeout", h.IdleTimeout}} {
+		if f.d.D() < 100*time.Millisecond || f.d.D() > time.Hour {
+			return fmt.Errorf("%s: want 100ms..1h, got %s", f.key, f.d.D())
 		}
 	}
 	if h.Rate <= 0 || h.Rate > 10000 {
