@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -120,6 +121,16 @@ func TestServeSimHTTP(t *testing.T) {
 	}
 	if _, err := httpSession(t, url, reader, "2026-07-28"); err == nil {
 		t.Fatal("a revoked token connected")
+	}
+	// /metrics: a loopback scrape needs no token.
+	resp, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "# TYPE") {
+		t.Fatalf("/metrics from loopback: %d\n%.300s", resp.StatusCode, body)
 	}
 	out, code := s.cli(t, "status", "--json")
 	var st struct {

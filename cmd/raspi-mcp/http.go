@@ -66,8 +66,7 @@ func serveHTTP(ctx context.Context, stop func(), a *agent.Agent, cfg config.Conf
 		fmt.Fprintf(out, "MCP over HTTP: %s://%s/mcp (Authorization: Bearer TOKEN)\n", scheme, ln.Addr())
 	}
 	go func() {
-		// MERGE(http+prom): add Metrics: a.MetricsHandler() (nil: /metrics is 404).
-		err := a.ServeHTTPEndpoint(ctx, ln, agent.HTTPOptions{Tokens: tokenVerifier(cfg.HTTP.Tokens)})
+		err := a.ServeHTTPEndpoint(ctx, ln, agent.HTTPOptions{Tokens: tokenVerifier(cfg.HTTP.Tokens), Metrics: a.MetricsHandler()})
 		if err != nil {
 			log.Error("http endpoint stopped; stopping the agent", "err", err)
 			stop()
