@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,9 +22,9 @@ import (
 const tokenGroup = "raspi-mcp"
 
 var tokenLines = []string{
-	"raspi-mcp token create NAME --role read|operate|admin|metrics [--expires 90d] [--config FILE]",
-	"raspi-mcp token list [--json] [--config FILE]",
-	"raspi-mcp token revoke NAME [--config FILE]",
+	"raspi-mcp token create NAME --role read|operate|admin|metrics [--expires 90d] [--config FILE | --dir DIR]",
+	"raspi-mcp token list [--json] [--config FILE | --dir DIR]",
+	"raspi-mcp token revoke NAME [--config FILE | --dir DIR]",
 }
 
 // cmdToken is `raspi-mcp token ...`: the HTTP endpoint's bearer tokens,
@@ -51,12 +52,28 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// tokenFileFlags adds --config and --dir to c and returns what finds the
+// token file once c is parsed.
+func tokenFileFlags(c *command) func() (*bearer.File, error) {
+	cfgPath := c.fs.String("config", config.DefaultPath, "configuration `FILE` naming the token file ([http] tokens)")
+	dir := c.fs.String("dir", "", "the `DIR` of a laptop-mode agent (serve --sim --dir DIR): its token file")
+	return func() (*bearer.File, error) {
+		if *dir != "" {
+			if flagSet(c.fs, "config") {
+				return nil, c.wrongArgs("--dir and --config name the token file twice: give one")
+			}
+			return tokenFile(c, filepath.Join(*dir, "config.toml"), true)
+		}
+		return tokenFile(c, *cfgPath, flagSet(c.fs, "config"))
+	}
+}
+
 // tokenFile is the token file the configuration names. Without a config
-// file at the default path the default applies; a --config that does not
-// load is an error, never silently another file.
-func tokenFile(c *command, cfgPath string) (*bearer.File, error) {
+// file at the default path the default applies; a named config (--config,
+// or --dir's) that does not load is an error, never silently another file.
+func tokenFile(c *command, cfgPath string, named bool) (*bearer.File, error) {
 	cfg, err := config.Load(cfgPath)
-	if errors.Is(err, fs.ErrNotExist) && !flagSet(c.fs, "config") {
+	if errors.Is(err, fs.ErrNotExist) && !named {
 		cfg, err = config.Default(), nil
 	}
 	if err != nil {
@@ -81,9 +98,9 @@ func asRoot(err error) error {
 }
 
 func tokenCreate(args []string, stdout, stderr io.Writer) error {
-	c := newCommand("token create", "NAME --role read|operate|admin|metrics [--expires 90d] [--config FILE]",
+	c := newCommand("token create", "NAME --role read|operate|admin|metrics [--expires 90d] [--config FILE | --dir DIR]",
 		"make a bearer token for the HTTP endpoint and print its secret, once")
-	cfgPath := c.fs.String("config", config.DefaultPath, "configuration `FILE` naming the token file ([http] tokens)")
+	tokens := tokenFileFlags(c)
 	role := c.fs.String("role", "", "the token's `ROLE`: read, operate, admin (as in [roles]) or metrics (only /metrics)")
 	expires := c.fs.String("expires", "none", "lifetime `TTL`: 30m, 12h, 90d, 8w, or none")
 	pos, err := c.parse(args)
@@ -100,7 +117,7 @@ func tokenCreate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := tokenFile(c, *cfgPath)
+	f, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -125,8 +142,8 @@ type tokenJSON struct {
 }
 
 func tokenList(args []string, stdout io.Writer) error {
-	c := newCommand("token list", "[--json] [--config FILE]", "the bearer tokens: name, role, created, expires; never a secret")
-	cfgPath := c.fs.String("config", config.DefaultPath, "configuration `FILE` naming the token file ([http] tokens)")
+	c := newCommand("token list", "[--json] [--config FILE | --dir DIR]", "the bearer tokens: name, role, created, expires; never a secret")
+	tokens := tokenFileFlags(c)
 	asJSON := c.fs.Bool("json", false, "print JSON")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -135,7 +152,7 @@ func tokenList(args []string, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return c.wrongArgs("token list takes no arguments")
 	}
-	f, err := tokenFile(c, *cfgPath)
+	f, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -173,8 +190,8 @@ func tokenList(args []string, stdout io.Writer) error {
 }
 
 func tokenRevoke(args []string, stdout io.Writer) error {
-	c := newCommand("token revoke", "NAME [--config FILE]", "delete a bearer token: its next request is refused")
-	cfgPath := c.fs.String("config", config.DefaultPath, "configuration `FILE` naming the token file ([http] tokens)")
+	c := newCommand("token revoke", "NAME [--config FILE | --dir DIR]", "delete a bearer token: its next request is refused")
+	tokens := tokenFileFlags(c)
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -182,7 +199,7 @@ func tokenRevoke(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return c.wrongArgs("token revoke takes one NAME")
 	}
-	f, err := tokenFile(c, *cfgPath)
+	f, err := tokens()
 	if err != nil {
 		return err
 	}
