@@ -10,6 +10,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -126,7 +127,7 @@ func (a *Agent) updateServer(ctx context.Context, c *Call, in UpdateServerIn) (U
 			offered = append(offered, cand)
 		}
 	}
-	slices.SortFunc(offered, func(x, y proto.PackageCandidate) int { return selfupdate.Compare(x.Version, y.Version) })
+	slices.SortFunc(offered, func(x, y proto.PackageCandidate) int { return apt.CompareVersions(x.Version, y.Version) })
 	versions := make([]string, len(offered))
 	for i, o := range offered {
 		versions[i] = o.Version
@@ -149,7 +150,7 @@ func (a *Agent) updateServer(ctx context.Context, c *Call, in UpdateServerIn) (U
 		target = offered[i]
 	}
 	out.NewVersion, out.DownloadBytes = target.Version, target.Size
-	switch cmp := selfupdate.Compare(target.Version, plan.Installed); {
+	switch cmp := apt.CompareVersions(target.Version, plan.Installed); {
 	case cmp == 0:
 		return out, errf(CodeFailedPrecondition, "raspi-mcp %s is installed already (channel %s offers %s)", plan.Installed, in.Channel, strings.Join(versions, ", ")).
 			with("installed", plan.Installed).with("offered", versions)

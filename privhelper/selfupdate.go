@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/selfupdate"
 )
@@ -96,7 +97,7 @@ func (s *Server) updateStart(ctx context.Context, r proto.UpdateStartReq) (proto
 		return proto.UpdateStartResp{}, proto.Errorf(proto.CodeNotFound,
 			"privhelper: channel %s does not offer raspi-mcp %s", r.Channel, r.To).With("channel", r.Channel).With("version", r.To)
 	}
-	switch c := selfupdate.Compare(r.To, r.From); {
+	switch c := apt.CompareVersions(r.To, r.From); {
 	case c == 0:
 		return proto.UpdateStartResp{}, proto.Errorf(proto.CodeFailedPrecondition, "privhelper: raspi-mcp %s is already installed", r.To)
 	case c < 0 && !r.AllowDowngrade:

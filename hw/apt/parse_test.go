@@ -226,3 +226,38 @@ func TestCompareVersions(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareVersionsOrdersAsDpkg(t *testing.T) {
+	// Each pair is a < b, as `dpkg --compare-versions a lt b` says.
+	for _, tc := range [][2]string{
+		{"0.1.0", "0.2.0"},
+		{"0.9", "0.10"},
+		{"1.0~beta1", "1.0"},
+		{"1.0~beta1", "1.0~beta2"},
+		{"1.0~~", "1.0~"},
+		{"1.0", "1.0+next"},
+		{"1.0", "1.0.1"},
+		{"1.0-1", "1.0-2"},
+		{"1.0-9", "1.0-10"},
+		{"1.0a", "1.0b"},
+		{"1.0a", "1.0+"},
+		{"9.9", "1:0.1"},
+		{"0.1.0-5-gabc", "0.1.0-6-gabc"},
+		{"1.00000000000000000000001", "1.00000000000000000000002"},
+	} {
+		if c := CompareVersions(tc[0], tc[1]); c != -1 {
+			t.Errorf("CompareVersions(%q, %q) = %d, want -1", tc[0], tc[1], c)
+		}
+		if c := CompareVersions(tc[1], tc[0]); c != 1 {
+			t.Errorf("CompareVersions(%q, %q) = %d, want 1", tc[1], tc[0], c)
+		}
+	}
+	for _, v := range []string{"1.0", "0:1.0", "1.00", "1.0-1"} {
+		if c := CompareVersions(v, v); c != 0 {
+			t.Errorf("CompareVersions(%q, itself) = %d", v, c)
+		}
+	}
+	if CompareVersions("0:1.0", "1.0") != 0 || CompareVersions("01.0", "1.0") != 0 {
+		t.Error("a zero epoch or a leading zero changed the order")
+	}
+}
