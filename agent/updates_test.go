@@ -55,7 +55,7 @@ func TestCheckForUpdates(t *testing.T) {
 		t.Errorf("os: %+v", o)
 	}
 	// The lock's holder is named; the check itself needs no switch.
-	if err := r.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "apt-get install vim", Lock: apt.LockFiles[0]}); err != nil {
+	if err := r.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "apt-get install vim", Lock: apt.LockFrontend}); err != nil {
 		t.Fatal(err)
 	}
 	out, e = callAs[CheckUpdatesOut](t, r, reader, "manage_check_for_updates", map[string]any{})
@@ -116,7 +116,7 @@ func TestPreviewOSUpdatesDenied(t *testing.T) {
 	_, e = callAs[PreviewOut](t, on, operator, "manage_preview_os_updates", map[string]any{"refresh": "yes please"})
 	wantErr(t, e, CodeInvalidArgument, nil)
 	// The dpkg lock held by someone else: the refresh is refused naming it.
-	if err := on.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "unattended-upgrade", Lock: apt.LockFiles[0]}); err != nil {
+	if err := on.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "unattended-upgrade", Lock: apt.LockFrontend}); err != nil {
 		t.Fatal(err)
 	}
 	_, e = callAs[PreviewOut](t, on, operator, "manage_preview_os_updates", map[string]any{})
@@ -250,7 +250,7 @@ func TestApplyOSUpdatesDenied(t *testing.T) {
 	pre := preview(t, r, map[string]any{"refresh": false})
 	args := map[string]any{"plan_hash": pre.PlanHash}
 	p := prepare(t, r, admin, "manage_apply_os_updates", args)
-	if err := r.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "apt-get install vim", Lock: apt.LockFiles[0]}); err != nil {
+	if err := r.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "apt-get install vim", Lock: apt.LockFrontend}); err != nil {
 		t.Fatal(err)
 	}
 	_, e = commitApply(t, r, p.Token)

@@ -28,7 +28,7 @@ const AptDir = "/run/raspi-mcp-helper/apt"
 // NewAptRunner runs apt as transient units of systemd t.
 func NewAptRunner(t units.Transient) *apt.Runner {
 	return &apt.Runner{Units: t, Dir: AptDir, DpkgLog: "/var/log/dpkg.log",
-		Lock: func() (*apt.Holder, error) { return apt.LockHolder("/proc", apt.LockFiles) }}
+		Lock: func() (*apt.Holder, error) { return apt.LockHolder("/proc", apt.LockFiles()) }}
 }
 
 // OpenSimApt is the simulated package manager in dir (its apt.json is

@@ -195,7 +195,7 @@ func (l Linux) State(ctx context.Context) (State, error) {
 	}
 	s.ListsUpdated = listsUpdated(l.path("/var/lib/apt"))
 	var files []string
-	for _, f := range LockFiles {
+	for _, f := range LockFiles() {
 		files = append(files, l.path(f))
 	}
 	h, err := LockHolder(l.path("/proc"), files)
@@ -225,9 +225,16 @@ func listsUpdated(varLibApt string) time.Time {
 	return newest.UTC()
 }
 
-// LockFiles are dpkg's locks, front-end first: apt holds lock-frontend for
+// LockFiles returns dpkg's locks, front-end first: apt holds lock-frontend for
 // a whole run, dpkg holds lock while it works.
-var LockFiles = []string{"/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock"}
+func LockFiles() []string { return []string{LockFrontend, LockBackend} }
+
+// dpkg's two locks (apt takes the front-end one first). Only their inodes
+// are read, to find the holder in /proc/locks; dpkg's database never is.
+const (
+	LockFrontend = "/var/lib/dpkg/lock-frontend"
+	LockBackend  = "/var/lib/dpkg/lock"
+)
 
 // LockHolder finds who holds one of the lock files from proc's locks
 // (/proc/locks), which anyone may read (the holder's /proc/PID/fd would

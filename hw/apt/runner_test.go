@@ -109,7 +109,7 @@ func TestRunnerApplyInstallsExactlyThePlan(t *testing.T) {
 func TestRunnerRefusesWhileLocked(t *testing.T) {
 	s, r := newSimRunner(t)
 	p, _ := s.Simulate(t.Context())
-	if err := s.HoldLock(&Holder{PID: 4242, Command: "apt-get install vim", Lock: LockFiles[0]}); err != nil {
+	if err := s.HoldLock(&Holder{PID: 4242, Command: "apt-get install vim", Lock: LockFrontend}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := r.Apply(t.Context(), p)
