@@ -2,7 +2,6 @@ package apt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -24,7 +23,7 @@ import (
 // units.SimTransient whose programs (Programs) play apt-get on that file,
 // writing the same status lines and dpkg log lines the real one does.
 type Sim struct {
-	file statefile.File
+	file statefile.JSON[simState]
 	dir  string
 	// Step is how long each simulated download or install step takes;
 	// tests set it to 0.
@@ -83,21 +82,9 @@ const (
 
 // NewSim opens the state file in dir, seeding it when missing or empty.
 func NewSim(dir string) (*Sim, error) {
-	s := &Sim{file: statefile.File{Path: filepath.Join(dir, simFile), What: "apt: sim"}, dir: dir, Step: 150 * time.Millisecond}
-	readOnly, err := s.file.Create(func(f *os.File) error {
-		info, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("apt: sim: %w", err)
-		}
-		if info.Size() == 0 {
-			return s.write(f, seed(time.Now()))
-		}
-		_, err = s.decode(f)
-		return err
-	})
-	if readOnly {
-		return s, s.view(func(*simState) error { return nil })
-	}
+	s := &Sim{file: statefile.JSON[simState]{File: statefile.File{Path: filepath.Join(dir, simFile), What: "apt: sim"}, Check: (*simState).fill},
+		dir: dir, Step: 150 * time.Millisecond}
+	_, err := s.file.Open(func() *simState { return seed(time.Now()) })
 	return s, err
 }
 
@@ -129,38 +116,12 @@ func seed(now time.Time) *simState {
 	}
 }
 
-func (s *Sim) view(fn func(st *simState) error) error {
-	return s.file.View(func(f *os.File) error {
-		st, err := s.decode(f)
-		if err != nil {
-			return err
-		}
-		return fn(st)
-	})
-}
+func (s *Sim) view(fn func(st *simState) error) error { return s.file.Read(fn) }
 
-func (s *Sim) update(fn func(st *simState) error) error {
-	return s.file.Update(func(f *os.File) error {
-		st, err := s.decode(f)
-		if err != nil {
-			return err
-		}
-		if err := fn(st); err != nil {
-			return err
-		}
-		return s.write(f, st)
-	})
-}
+func (s *Sim) update(fn func(st *simState) error) error { return s.file.Change(fn) }
 
-func (s *Sim) decode(f *os.File) (*simState, error) {
-	body, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("apt: sim: read %s: %w", s.file.Path, err)
-	}
-	var st simState
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("apt: sim: %s is not a sim state file (remove it to start from the seeded board): %w", s.file.Path, err)
-	}
+// fill gives a state file that lacks them its empty maps.
+func (st *simState) fill() error {
 	if st.Installed == nil {
 		st.Installed = map[string]string{}
 	}
@@ -169,20 +130,6 @@ func (s *Sim) decode(f *os.File) (*simState, error) {
 	}
 	if st.Archive == nil {
 		st.Archive = map[string]SimPackage{}
-	}
-	return &st, nil
-}
-
-func (s *Sim) write(f *os.File, st *simState) error {
-	body, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("apt: sim: encode: %w", err)
-	}
-	if _, err := f.WriteAt(append(body, '\n'), 0); err != nil {
-		return fmt.Errorf("apt: sim: write %s: %w", s.file.Path, err)
-	}
-	if err := f.Truncate(int64(len(body) + 1)); err != nil {
-		return fmt.Errorf("apt: sim: write %s: %w", s.file.Path, err)
 	}
 	return nil
 }

@@ -1,12 +1,10 @@
 package procs
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -33,7 +31,7 @@ import (
 // user (raspi-mcp) may read only its own processes' exe, cwd, environ,
 // fd/, io and smaps; the others are permission denied.
 type Sim struct {
-	file    statefile.File
+	file    statefile.JSON[simState]
 	now     func() time.Time
 	systemd SimSystemd // nil: the table's services run whatever systemd says
 }
@@ -108,23 +106,14 @@ type simFD struct {
 // (booted an hour ago) when it is missing or empty. A file that no longer
 // parses is reported, not overwritten.
 func NewSim(path string, o SimOptions) (*Sim, error) {
-	s := &Sim{file: statefile.File{Path: path, What: "procs: sim"}, now: o.Now, systemd: o.Systemd}
+	s := &Sim{file: statefile.JSON[simState]{File: statefile.File{Path: path, What: "procs: sim"}, Check: (*simState).check},
+		now: o.Now, systemd: o.Systemd}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	readOnly, err := s.file.Create(func(f *os.File) error {
-		info, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("procs: sim: %w", err)
-		}
-		if info.Size() == 0 {
-			return s.write(f, seedProcs(s.now(), o))
-		}
-		_, err = s.decode(f)
-		return err
-	})
+	readOnly, err := s.file.Open(func() *simState { return seedProcs(s.now(), o) })
 	if readOnly {
-		return s, s.view(func(*simState) error { return nil })
+		return s, err
 	}
 	if err != nil {
 		return nil, err
@@ -258,66 +247,23 @@ func (p *simProc) ticks(up float64) float64 {
 }
 
 // view runs fn on the state under a shared lock.
-func (s *Sim) view(fn func(st *simState) error) error {
-	return s.file.View(func(f *os.File) error {
-		st, err := s.decode(f)
-		if err != nil {
-			return err
-		}
-		return fn(st)
-	})
-}
+func (s *Sim) view(fn func(st *simState) error) error { return s.file.Read(fn) }
 
 // update runs fn under an exclusive lock and writes the state back if fn
 // succeeded; an error from fn changes nothing.
-func (s *Sim) update(fn func(st *simState) error) error {
-	return s.file.Update(func(f *os.File) error {
-		st, err := s.decode(f)
-		if err != nil {
-			return err
-		}
-		if err := fn(st); err != nil {
-			return err
-		}
-		return s.write(f, st)
-	})
-}
+func (s *Sim) update(fn func(st *simState) error) error { return s.file.Change(fn) }
 
-func (s *Sim) decode(f *os.File) (*simState, error) {
-	body, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("procs: sim: read %s: %w", s.file.Path, err)
-	}
-	var st simState
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("procs: sim: %s is not a sim process table (remove it to start from the seeded board): %w", s.file.Path, err)
-	}
+// check refuses a table no board could have and orders it by pid.
+func (st *simState) check() error {
 	if st.CPUs <= 0 || st.MemTotal == 0 || st.Boot <= 0 {
-		return nil, fmt.Errorf("procs: sim: %s: cpus, mem_total and boot must be positive", s.file.Path)
+		return errors.New("cpus, mem_total and boot must be positive")
 	}
 	for _, p := range st.Procs {
 		if p == nil || p.PID <= 0 || math.IsNaN(p.Rate) || p.Rate < 0 {
-			return nil, fmt.Errorf("procs: sim: %s: a process without a positive pid or with a negative rate", s.file.Path)
+			return errors.New("a process without a positive pid or with a negative rate")
 		}
 	}
 	slices.SortFunc(st.Procs, func(a, b *simProc) int { return a.PID - b.PID })
-	return &st, nil
-}
-
-// write replaces the file's content in place: the lock is on this inode,
-// so it must not be replaced by a rename.
-func (s *Sim) write(f *os.File, st *simState) error {
-	body, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("procs: sim: %w", err)
-	}
-	body = append(body, '\n')
-	if _, err := f.WriteAt(body, 0); err != nil {
-		return fmt.Errorf("procs: sim: write %s: %w", s.file.Path, err)
-	}
-	if err := f.Truncate(int64(len(body))); err != nil {
-		return fmt.Errorf("procs: sim: write %s: %w", s.file.Path, err)
-	}
 	return nil
 }
 

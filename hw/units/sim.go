@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -39,7 +37,7 @@ const simJournalMax = 1000
 // start with systemd's exit status for the problem (200/CHDIR, 203/EXEC,
 // 217/USER, ...); every change writes systemd's journal lines.
 type Sim struct {
-	file statefile.File
+	file statefile.JSON[simState]
 	now  func() time.Time
 }
 
@@ -81,22 +79,9 @@ type simEntry struct {
 // read the file (the agent, when the helper owns it) gets a Sim whose
 // changes fail.
 func NewSim(path string) (*Sim, error) {
-	s := &Sim{file: statefile.File{Path: path, What: "units: sim"}, now: time.Now}
-	readOnly, err := s.file.Create(func(f *os.File) error {
-		info, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("units: sim: %w", err)
-		}
-		if info.Size() == 0 {
-			return s.write(f, seedState(s.now()))
-		}
-		_, err = s.decode(f)
-		return err
-	})
-	if readOnly {
-		return s, s.view(func(*simState) error { return nil })
-	}
-	if err != nil {
+	s := &Sim{file: statefile.JSON[simState]{File: statefile.File{Path: path, What: "units: sim"}, Check: (*simState).fill, Encode: (*simState).encode},
+		now: time.Now}
+	if _, err := s.file.Open(func() *simState { return seedState(s.now()) }); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -131,71 +116,30 @@ func (j simJournal) Query(ctx context.Context, q journal.Query) (journal.Result,
 }
 
 // view runs fn on the state under a shared lock.
-func (s *Sim) view(fn func(st *simState) error) error {
-	return s.file.View(func(f *os.File) error {
-		st, err := s.decode(f)
-		if err != nil {
-			return err
-		}
-		return fn(st)
-	})
-}
+func (s *Sim) view(fn func(st *simState) error) error { return s.file.Read(fn) }
 
 // update runs fn on the state under an exclusive lock and writes the
 // state back if fn succeeded. (A job that fails is not an error: Control
 // reports it as the job result, with the states and journal lines it
 // left; fn returns errors only for requests that change nothing.)
-func (s *Sim) update(fn func(st *simState) error) error {
-	return s.file.Update(func(f *os.File) error {
-		st, err := s.decode(f)
-		if err != nil {
-			return err
-		}
-		if err := fn(st); err != nil {
-			return err
-		}
-		return s.write(f, st)
-	})
-}
+func (s *Sim) update(fn func(st *simState) error) error { return s.file.Change(fn) }
 
-func (s *Sim) decode(f *os.File) (*simState, error) {
-	body, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("units: sim: read %s: %w", s.file.Path, err)
-	}
-	var st simState
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("units: sim: %s is not a sim state file (remove it to start from the seeded board): %w", s.file.Path, err)
-	}
+// fill gives a state file without units an empty table.
+func (st *simState) fill() error {
 	if st.Units == nil {
 		st.Units = map[string]*simUnit{}
-	}
-	return &st, nil
-}
-
-// write replaces the file's content in place: the lock is on this inode,
-// so it must not be replaced by a rename. See encode for the layout.
-func (s *Sim) write(f *os.File, st *simState) error {
-	if n := len(st.Journal); n > simJournalMax {
-		st.Journal = slices.Clone(st.Journal[n-simJournalMax:])
-	}
-	body, err := st.encode()
-	if err != nil {
-		return fmt.Errorf("units: sim: encode: %w", err)
-	}
-	if _, err := f.WriteAt(body, 0); err != nil {
-		return fmt.Errorf("units: sim: write %s: %w", s.file.Path, err)
-	}
-	if err := f.Truncate(int64(len(body))); err != nil {
-		return fmt.Errorf("units: sim: write %s: %w", s.file.Path, err)
 	}
 	return nil
 }
 
-// encode writes the units indented, for a person to read and edit, and
-// the journal one compact entry a line, which keeps the file (rewritten
+// encode keeps the newest simJournalMax journal entries and writes the
+// units indented, for a person to read and edit, and the journal one
+// compact entry a line, which keeps the file (rewritten
 // on every change) a third the size and twice as fast to write.
 func (st *simState) encode() ([]byte, error) {
+	if n := len(st.Journal); n > simJournalMax {
+		st.Journal = slices.Clone(st.Journal[n-simJournalMax:])
+	}
 	units, err := json.MarshalIndent(st.Units, "  ", "  ")
 	if err != nil {
 		return nil, err

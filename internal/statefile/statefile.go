@@ -2,9 +2,9 @@
 // opens the file, takes an flock (shared to read, exclusive to change) and
 // hands the open file to the caller, who decodes it and, to change it,
 // rewrites its content in place: the lock is on the inode, so the file must
-// never be replaced by a rename. The simulated board's systemd and process
-// table use it, because the agent and the helper child are separate
-// processes that must see one board.
+// never be replaced by a rename. The simulated board's systemd, process
+// table and package manager use it (through JSON), because the agent and
+// the helper child are separate processes that must see one board.
 package statefile
 
 import (
