@@ -41,22 +41,7 @@ func (w *powerWatch) wake() {
 }
 
 func (w *powerWatch) run(ctx context.Context) {
-	for {
-		next, err := w.check(ctx)
-		if err != nil {
-			w.a.log.Warn("power job check failed; retrying", "err", err)
-			next = w.retry
-		}
-		t := time.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-w.wakeC:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	poll(ctx, w.a.log, "power job", w.retry, w.wakeC, w.check)
 }
 
 // check looks once and says when to look again.

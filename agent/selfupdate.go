@@ -240,22 +240,7 @@ func (w *selfUpdateWatch) wake() {
 }
 
 func (w *selfUpdateWatch) run(ctx context.Context) {
-	for {
-		next, err := w.check(ctx)
-		if err != nil {
-			w.a.log.Warn("self-update check failed; retrying", "err", err)
-			next = 5 * time.Second
-		}
-		t := time.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-w.wakeC:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	poll(ctx, w.a.log, "self-update", 5*time.Second, w.wakeC, w.check)
 }
 
 // check looks once at the queued update and says when to look again.

@@ -190,23 +190,7 @@ func TestServeHTTPSocketActivation(t *testing.T) {
 // runInspectorHTTP runs `mcp-inspector --cli URL --header "Authorization: ..." ARGS...`.
 func runInspectorHTTP(t *testing.T, url, secret string, args ...string) ([]byte, int) {
 	t.Helper()
-	node, cli := inspector(t)
-	full := append([]string{cli, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + secret}, args...)
-	cmd := exec.Command(node, full...)
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"), "HOME="+t.TempDir())
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	rc := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		rc = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	if rc != 0 {
-		t.Logf("inspector %v: rc %d stderr:\n%s", args, rc, stderr.String())
-	}
-	return []byte(stdout.String()), rc
+	return inspectorRun(t, []string{url, "--transport", "http", "--header", "Authorization: Bearer " + secret}, args...)
 }
 
 // The MCP Inspector, a client nobody here wrote, over HTTP with a token:

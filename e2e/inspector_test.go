@@ -33,8 +33,15 @@ func inspector(t *testing.T) (node, cli string) {
 // runInspector runs `mcp-inspector --cli raspi-mcp stdio --dir DIR ARGS...`.
 func runInspector(t *testing.T, s *sim, args ...string) ([]byte, int) {
 	t.Helper()
+	return inspectorRun(t, []string{raspi(), "stdio", "--dir", s.dir}, args...)
+}
+
+// inspectorRun runs `mcp-inspector --cli TARGET... ARGS...` and returns its
+// stdout and exit code, logging stderr when it fails.
+func inspectorRun(t *testing.T, target []string, args ...string) ([]byte, int) {
+	t.Helper()
 	node, cli := inspector(t)
-	full := append([]string{cli, "--cli", raspi(), "stdio", "--dir", s.dir}, args...)
+	full := append(append([]string{cli, "--cli"}, target...), args...)
 	cmd := exec.Command(node, full...)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"), "HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
