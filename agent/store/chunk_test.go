@@ -260,17 +260,7 @@ func TestSamplesKillV1Child(t *testing.T) {
 		fmt.Printf("error %v\n", err)
 		os.Exit(1)
 	}
-	batch := make([]Sample, killBatch)
-	for next := 0; ; next += killBatch {
-		for j := range batch {
-			batch[j] = realisticSample(next + j)
-		}
-		if err := appendSamplesV1(db, "job-k", batch); err != nil {
-			fmt.Printf("error %v\n", err)
-			os.Exit(1)
-		}
-		fmt.Printf("committed %d\n", next+killBatch)
-	}
+	writeUntilKilled(0, func(b []Sample) error { return appendSamplesV1(db, "job-k", b) })
 }
 
 // TestMigrateAfterKill: a schema 1 agent SIGKILLed in the middle of a flush

@@ -672,12 +672,19 @@ func TestSamplesKillChild(t *testing.T) {
 		fmt.Printf("error %v\n", err)
 		os.Exit(1)
 	}
+	writeUntilKilled(st.Count, func(b []Sample) error { return db.AppendSamples("job-k", b) })
+}
+
+// writeUntilKilled is a kill test's child: it appends batches of killBatch
+// realistic samples to job-k, numbered from next, printing each commit,
+// until it is killed (or exits 1 on an error).
+func writeUntilKilled(next int, appendBatch func([]Sample) error) {
 	batch := make([]Sample, killBatch)
-	for next := st.Count; ; next += killBatch {
+	for ; ; next += killBatch {
 		for j := range batch {
 			batch[j] = realisticSample(next + j)
 		}
-		if err := db.AppendSamples("job-k", batch); err != nil {
+		if err := appendBatch(batch); err != nil {
 			fmt.Printf("error %v\n", err)
 			os.Exit(1)
 		}
