@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -37,54 +38,23 @@ const Grace = 10 * time.Second
 // forwarded request has been answered (or grace has passed). Only protocol
 // bytes reach stdout.
 func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Duration) error {
-	var (
-		mu      sync.Mutex
-		pending = map[string]bool{}
-		drained = make(chan struct{}, 1)
-	)
-	signal := func() {
-		select {
-		case drained <- struct{}{}:
-		default:
-		}
+	in, out := stdin, stdout
+	if f, ok := stdin.(*os.File); ok {
+		rw, undo := pollStdio(f)
+		defer undo()
+		in = rw
 	}
+	if f, ok := stdout.(*os.File); ok {
+		rw, undo := pollStdio(f)
+		defer undo()
+		out = rw
+	}
+	agent := rawConn(conn)
+	o := newOwed()
 	upDone := make(chan error, 1)
-	go func() {
-		upDone <- eachLine(stdin, func(line []byte) error {
-			for _, id := range requestIDs(line) {
-				mu.Lock()
-				pending[id] = true
-				mu.Unlock()
-			}
-			_, err := conn.Write(line)
-			return err
-		})
-	}()
+	go func() { upDone <- copyLines(in, agent, o.sent) }()
 	downDone := make(chan error, 1)
-	go func() {
-		downDone <- eachLine(conn, func(line []byte) error {
-			if _, err := stdout.Write(line); err != nil {
-				return err
-			}
-			if f, ok := stdout.(interface{ Flush() error }); ok {
-				if err := f.Flush(); err != nil {
-					return err
-				}
-			}
-			if ids := responseIDs(line); len(ids) > 0 {
-				mu.Lock()
-				for _, id := range ids {
-					delete(pending, id)
-				}
-				n := len(pending)
-				mu.Unlock()
-				if n == 0 {
-					signal()
-				}
-			}
-			return nil
-		})
-	}()
+	go func() { downDone <- copyLines(agent, out, o.answered) }()
 
 	select {
 	case err := <-downDone:
@@ -101,15 +71,9 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 wait:
-	for {
-		mu.Lock()
-		n := len(pending)
-		mu.Unlock()
-		if n == 0 {
-			break
-		}
+	for o.count() > 0 {
 		select {
-		case <-drained:
+		case <-o.drained:
 		case err := <-downDone:
 			return err
 		case <-timer.C:
@@ -126,80 +90,162 @@ wait:
 	}
 }
 
-// eachLine calls fn with every newline-terminated message (newline
-// included). A line that fits the reader's buffer is handed over in place,
-// without a copy; fn must not keep it.
-func eachLine(r io.Reader, fn func([]byte) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte // a line longer than br's buffer, being put together
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line := chunk
-		if len(buf) > 0 || err == bufio.ErrBufferFull {
-			buf = append(buf, chunk...)
-			line = buf
-		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			if len(buf) > MaxLine {
-				return fmt.Errorf("bridge: message longer than %d bytes", MaxLine)
-			}
-			continue
-		case err == io.EOF:
-			if len(bytes.TrimSpace(line)) > 0 {
-				return fn(append(line[:len(line):len(line)], '\n'))
-			}
-			return nil
-		case err != nil:
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			if err := fn(line); err != nil {
-				return err
-			}
-		}
-		buf = buf[:0]
-		if cap(buf) > 64<<10 {
-			buf = nil // a rare long line does not keep its memory
-		}
-	}
+// owed is the set of requests forwarded to the agent and not yet answered,
+// by rpcid.Key.
+type owed struct {
+	mu      sync.Mutex
+	ids     map[string]struct{}
+	drained chan struct{} // signalled when ids becomes empty
+	// Scan's buffers, one per direction (each used by one goroutine).
+	upMsgs, downMsgs []rpcid.Message
 }
 
-// requestIDs are the keys (rpcid.Key) of the client requests in a line
-// that the agent answers under the id as sent: those whose id it can carry
-// back, and those it refuses with that id. Requests it answers under a null
-// id and lines it cannot read (it ends the session) are not counted.
-func requestIDs(line []byte) []string {
-	msgs, _, ok := rpcid.Scan(line, nil)
+func newOwed() *owed {
+	return &owed{ids: map[string]struct{}{}, drained: make(chan struct{}, 1)}
+}
+
+// sent records the requests of a line from the client that the agent
+// answers under the id as sent: those whose id it can carry back, and
+// those it refuses with that id. Requests it answers under a null id and
+// lines it cannot read (it ends the session) are not counted.
+func (o *owed) sent(line []byte) {
+	msgs, _, ok := rpcid.Scan(line, o.upMsgs)
+	o.upMsgs = msgs
 	if !ok {
-		return nil
+		return
 	}
-	var ids []string
 	for _, m := range msgs {
 		if !m.Request() {
 			continue
 		}
 		if v, _ := rpcid.Check(m.ID); v == rpcid.Echoed || v == rpcid.Refused {
-			ids = append(ids, rpcid.Key(m.ID))
+			o.mu.Lock()
+			o.ids[rpcid.Key(m.ID)] = struct{}{}
+			o.mu.Unlock()
 		}
 	}
-	return ids
 }
 
-// responseIDs are the keys of the responses (an id, no method) in a line.
-func responseIDs(line []byte) []string {
-	msgs, _, ok := rpcid.Scan(line, nil)
+// answered strikes off the responses (an id, no method) of a line from the
+// agent.
+func (o *owed) answered(line []byte) {
+	msgs, _, ok := rpcid.Scan(line, o.downMsgs)
+	o.downMsgs = msgs
 	if !ok {
-		return nil
+		return
 	}
-	var ids []string
 	for _, m := range msgs {
-		if !m.Method && m.ID != nil {
-			ids = append(ids, rpcid.Key(m.ID))
+		if m.Method || m.ID == nil {
+			continue
+		}
+		o.mu.Lock()
+		delete(o.ids, rpcid.Key(m.ID))
+		n := len(o.ids)
+		o.mu.Unlock()
+		if n == 0 {
+			select {
+			case o.drained <- struct{}{}:
+			default:
+			}
 		}
 	}
-	return ids
 }
+
+func (o *owed) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.ids)
+}
+
+// copyLines copies the newline-delimited messages of r to w, showing each
+// to seen first. Lines are written whole, gathered while more are already
+// read, and always written out before a read that may wait: a message is
+// never held back, and a burst costs one write.
+func copyLines(r io.Reader, w io.Writer, seen func([]byte)) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if f, ok := w.(interface{ Flush() error }); ok {
+			return f.Flush()
+		}
+		return nil
+	}
+	return eachLine(r, func(line []byte) error {
+		seen(line)
+		_, err := bw.Write(line)
+		return err
+	}, flush)
+}
+
+// eachLine calls fn with every non-blank newline-terminated line of r
+// (newline included; a last line without one gets one), and idle before
+// every read that may wait. A line is handed over in place, without a
+// copy; fn must not keep it. A line longer than MaxLine, newline included,
+// is an error.
+func eachLine(r io.Reader, fn func([]byte) error, idle func() error) error {
+	const size = 64 << 10
+	var (
+		buf        = make([]byte, size)
+		start, end int   // buf[start:end] is read and not yet handed over
+		scanned    int   // buf[start:start+scanned] holds no newline
+		rerr       error // from the last read, seen once its bytes are handed over
+	)
+	for {
+		if i := bytes.IndexByte(buf[start+scanned:end], '\n'); i >= 0 {
+			line := buf[start : start+scanned+i+1]
+			start += scanned + i + 1
+			scanned = 0
+			if !blank(line) {
+				if err := fn(line); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		scanned = end - start
+		if scanned >= MaxLine {
+			return fmt.Errorf("bridge: message longer than %d bytes", MaxLine)
+		}
+		switch {
+		case rerr == io.EOF:
+			if rest := buf[start:end]; !blank(rest) {
+				if err := fn(append(rest, '\n')); err != nil {
+					return err
+				}
+			}
+			return idle()
+		case errors.Is(rerr, net.ErrClosed):
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+		if err := idle(); err != nil {
+			return err
+		}
+		// Make room: the partial line moves to the front; a buffer it
+		// fills grows, up to MaxLine, and a grown one is let go once a
+		// long line is through.
+		switch {
+		case start == end && len(buf) > size:
+			buf = make([]byte, size)
+			start, end = 0, 0
+		case start == end:
+			start, end = 0, 0
+		case end == len(buf):
+			if start == 0 {
+				buf = append(make([]byte, 0, min(2*len(buf), MaxLine)), buf...)
+				buf = buf[:cap(buf)]
+			} else {
+				end = copy(buf, buf[start:end])
+				start = 0
+			}
+		}
+		var n int
+		n, rerr = r.Read(buf[end:])
+		end += n
+	}
+}
+
+func blank(line []byte) bool { return len(bytes.TrimSpace(line)) == 0 }

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -163,15 +165,48 @@ func TestIDs(t *testing.T) {
 		{`{"jsonrpc":"2.0","ID":5,"method":"a"}`, nil, nil},
 		{`{"jsonrpc":"2.0","id":01,"method":"a"}`, nil, nil},
 	} {
-		if got := requestIDs([]byte(tc.line)); strings.Join(got, ",") != strings.Join(tc.req, ",") {
-			t.Errorf("requestIDs(%s) = %v, want %v", tc.line, got, tc.req)
+		if got := sentKeys(tc.line); strings.Join(got, ",") != strings.Join(tc.req, ",") {
+			t.Errorf("sent(%s) owes %v, want %v", tc.line, got, tc.req)
 		}
-		if got := responseIDs([]byte(tc.line)); strings.Join(got, ",") != strings.Join(tc.resp, ",") {
-			t.Errorf("responseIDs(%s) = %v, want %v", tc.line, got, tc.resp)
+		if got := answeredKeys(tc.line); strings.Join(got, ",") != strings.Join(tc.resp, ",") {
+			t.Errorf("answered(%s) strikes off %v, want %v", tc.line, got, tc.resp)
 		}
 	}
 	// go-sdk may spell a string id's escapes differently in its answer.
-	if req, resp := requestIDs([]byte(`{"jsonrpc":"2.0","id":"\u0041\/","method":"a"}`)), responseIDs([]byte(`{"jsonrpc":"2.0","id":"A/","result":{}}`)); len(req) != 1 || len(resp) != 1 || req[0] != resp[0] {
-		t.Errorf("escaped id not matched: %q %q", req, resp)
+	o := newOwed()
+	o.sent([]byte(`{"jsonrpc":"2.0","id":"\u0041\/","method":"a"}`))
+	o.answered([]byte(`{"jsonrpc":"2.0","id":"A/","result":{}}`))
+	if n := o.count(); n != 0 {
+		t.Errorf("escaped id not matched: %d still owed", n)
 	}
+	select {
+	case <-o.drained:
+	default:
+		t.Error("the last answer did not signal")
+	}
+}
+
+// sentKeys are the keys a fresh owed set holds after line went to the agent.
+func sentKeys(line string) []string {
+	o := newOwed()
+	o.sent([]byte(line))
+	return slices.Sorted(maps.Keys(o.ids))
+}
+
+// answeredKeys are the keys, among those of the test lines' ids, that line
+// from the agent strikes off.
+func answeredKeys(line string) []string {
+	o := newOwed()
+	all := []string{"1", "2", `"a"`, "1.5", "null"}
+	for _, id := range all {
+		o.ids[rpcid.Key([]byte(id))] = struct{}{}
+	}
+	o.answered([]byte(line))
+	var gone []string
+	for _, id := range all {
+		if _, ok := o.ids[rpcid.Key([]byte(id))]; !ok {
+			gone = append(gone, rpcid.Key([]byte(id)))
+		}
+	}
+	return gone
 }

@@ -47,10 +47,8 @@ func Unavailable(stdin io.Reader, stdout io.Writer, d Down) error {
 		if err != nil {
 			return fmt.Errorf("bridge: fallback answer: %w", err)
 		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return err
-		}
-		return w.Flush()
+		_, err = w.Write(append(b, '\n'))
+		return err // written out before the next read waits
 	}
 	return eachLine(stdin, func(line []byte) error {
 		var req struct {
@@ -103,5 +101,5 @@ func Unavailable(stdin io.Reader, stdout io.Writer, d Down) error {
 		}
 		return send(map[string]any{"id": req.ID, "error": map[string]any{"code": -32001, "message": "unavailable: " + d.Reason + ". Fix: " + d.FixHint,
 			"data": map[string]any{"error_code": "unavailable", "fix_hint": d.FixHint}}})
-	})
+	}, w.Flush)
 }

@@ -1,0 +1,106 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A pipe is taken over in non-blocking mode and given back as it was; a
+// regular file or a character device (a terminal's kind) is used as it is.
+func TestPollStdio(t *testing.T) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil { // blocking, as a shell's
+		t.Fatal(err)
+	}
+	r, w := os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
+	defer r.Close()
+	defer w.Close()
+	rw, undo := pollStdio(r)
+	if _, ok := rw.(rawFD); !ok {
+		t.Fatalf("a pipe: got %T, want rawFD", rw)
+	}
+	if !isNonblocking(t, p[0]) {
+		t.Error("the pipe is not non-blocking while in use")
+	}
+	if _, err := w.Write([]byte("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, err := rw.Read(buf); err != nil || string(buf[:n]) != "x\n" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	undo()
+	if isNonblocking(t, p[0]) {
+		t.Error("the pipe was left non-blocking")
+	}
+	// Still open for its owner.
+	if _, err := w.Write([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "y" {
+		t.Fatalf("read after undo %q, %v", buf[:n], err)
+	}
+
+	file, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, f := range []*os.File{file, null} {
+		rw, undo := pollStdio(f)
+		undo()
+		if rw != f {
+			t.Errorf("%s: got %T, want the file itself", f.Name(), rw)
+		}
+	}
+}
+
+func isNonblocking(t *testing.T, fd int) bool {
+	t.Helper()
+	fl, err := fcntl(fd, syscall.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fl&syscall.O_NONBLOCK != 0
+}
+
+// Regular files as stdin and stdout (`raspi-mcp stdio <requests >answers`)
+// are read and written the ordinary way, with the same outcome.
+func TestRegularFiles(t *testing.T) {
+	conn, stop := fakeAgent(t, 10*time.Millisecond)
+	defer stop()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"ping"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	if err := Run(stdin, stdout, conn, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(stdout.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); strings.Count(got, "\n") != 2 || !strings.Contains(got, `"id":1,`) || !strings.Contains(got, `"id":2,`) {
+		t.Fatalf("stdout = %q", got)
+	}
+}
