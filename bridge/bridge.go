@@ -49,7 +49,8 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 		defer undo()
 		out = rw
 	}
-	agent := rawConn(conn)
+	agent := agentConn(conn)
+	defer agent.Close()
 	o := newOwed()
 	upDone := make(chan error, 1)
 	go func() { upDone <- copyLines(in, agent, o.sent) }()
@@ -62,7 +63,7 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 		return err
 	case err := <-upDone:
 		if err != nil {
-			conn.Close()
+			agent.Close()
 			return fmt.Errorf("bridge: reading stdin: %w", err)
 		}
 	}
@@ -80,14 +81,21 @@ wait:
 			break wait
 		}
 	}
-	_ = conn.CloseWrite()
+	_ = agent.CloseWrite()
 	select {
 	case err := <-downDone:
 		return err
 	case <-time.After(grace):
-		conn.Close()
+		agent.Close()
 		return errors.New("bridge: the agent did not close the session")
 	}
+}
+
+// sessionConn is the agent socket as Run uses it.
+type sessionConn interface {
+	io.ReadWriter
+	CloseWrite() error
+	Close() error
 }
 
 // owed is the set of requests forwarded to the agent and not yet answered,

@@ -4,108 +4,244 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
 
-// Why the bridge does its own reads and writes on Linux: it spends almost
-// all of its time waiting and almost none working, so what a call costs it
-// is mostly thread wake-ups. Go reads a blocking stdin by parking a thread
-// in read(2); the scheduler then hands that thread's processor to another
-// thread and wakes its monitor thread, a few wake-ups per message. And any
-// system call made the ordinary way (syscall.Read, os.File.Read) wakes the
-// monitor thread when it sleeps, which it does whenever the process is
-// idle, i.e. between every two messages here. So stdin and stdout are made
-// non-blocking and wait in the runtime's poller, like sockets, and the
-// reads and writes themselves, which no longer block, are made with
-// syscall.RawSyscall, which leaves the scheduler out. What is left per
-// message is the one wake-up the poller needs.
+// Why the bridge does its own reads, writes and waits on Linux: it spends
+// almost all of its time waiting and almost none working, so what a message
+// costs it is mostly thread wake-ups.
+//
+//   - Go reads a blocking stdin by parking a thread in read(2); the
+//     scheduler then hands that thread's processor to another thread and
+//     wakes its monitor thread: a few wake-ups per message. So stdin and
+//     stdout are made non-blocking, like sockets.
+//   - Any system call made the ordinary way (os.File.Read, net.Conn.Write)
+//     wakes the scheduler's monitor thread when it sleeps, which it does
+//     whenever the process is idle: between every two messages here. The
+//     reads and writes, which no longer block, are made with
+//     syscall.RawSyscall, which leaves the scheduler out.
+//   - The runtime's poller watches every descriptor for reading and writing
+//     both, so it wakes the process each time the agent reads a request
+//     (the socket has room again) though nothing waits to write. So each
+//     descriptor is watched through epoll instances of its own, one that
+//     watches it for reading only and one that watches it for writing only
+//     while a write waits, and the runtime's poller watches those.
+//
+// What is left per message is the one wake-up its arrival needs.
 
-// rawFD reads and writes a non-blocking descriptor held by rc.
-type rawFD struct{ rc syscall.RawConn }
+// pollFD is a non-blocking descriptor read and written with raw system
+// calls. One goroutine may read while another writes.
+type pollFD struct {
+	fd        int
+	in        waiter // ready to read; watched from the first read on
+	out       waiter // ready to write; watched only while a write waits
+	closeOnce sync.Once
+	closeErr  error
+	reading   bool
 
-func (r rawFD) Read(p []byte) (int, error) {
-	if len(p) == 0 {
+	rbuf   []byte
+	rn     int
+	rerr   syscall.Errno
+	readFn func(uintptr) bool // r.read, made once so a read allocates nothing
+
+	wbuf    []byte
+	wn      int
+	werr    syscall.Errno
+	armed   bool
+	writeFn func(uintptr) bool
+}
+
+// waiter is an epoll instance, itself watched by the runtime's poller: it
+// is readable when what it watches is ready.
+type waiter struct {
+	ep *os.File
+	rc syscall.RawConn
+}
+
+func newWaiter() (waiter, error) {
+	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return waiter{}, os.NewSyscallError("epoll_create1", err)
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return waiter{}, err
+	}
+	ep := os.NewFile(uintptr(fd), "epoll") // non-blocking, so on the poller
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		ep.Close()
+		return waiter{}, err
+	}
+	return waiter{ep: ep, rc: rc}, nil
+}
+
+func (w waiter) ctl(op, fd int, events uint32) error {
+	var err error
+	cerr := w.rc.Control(func(ep uintptr) {
+		err = syscall.EpollCtl(int(ep), op, fd, &syscall.EpollEvent{Events: events, Fd: int32(fd)})
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// newPollFD takes fd over: it is put in non-blocking mode and closed by
+// Close.
+func newPollFD(fd int) (*pollFD, error) {
+	p := &pollFD{fd: fd}
+	p.readFn, p.writeFn = p.read, p.write
+	var err error
+	if err = syscall.SetNonblock(fd, true); err == nil {
+		if p.in, err = newWaiter(); err == nil {
+			if p.out, err = newWaiter(); err == nil {
+				return p, nil
+			}
+			p.in.ep.Close()
+		}
+	}
+	syscall.Close(fd)
+	return nil, err
+}
+
+func (p *pollFD) Read(b []byte) (int, error) {
+	if len(b) == 0 {
 		return 0, nil
 	}
-	var (
-		n     int
-		errno syscall.Errno
-	)
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			r1, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait in the poller
-			case 0:
-				n = int(r1)
-			default:
-				errno = e
-			}
-			return true
+	if !p.reading {
+		// Only now: stdout, never read, may be the same socket as stdin.
+		if err := p.in.ctl(syscall.EPOLL_CTL_ADD, p.fd, syscall.EPOLLIN|syscall.EPOLLRDHUP); err != nil {
+			return 0, net.ErrClosed // in is closed: no other error happens here
 		}
-	})
+		p.reading = true
+	}
+	p.rbuf, p.rn, p.rerr = b, 0, 0
+	err := p.in.rc.Read(p.readFn)
+	p.rbuf = nil
 	switch {
 	case err != nil:
-		return 0, err
-	case errno != 0:
-		return 0, os.NewSyscallError("read", errno)
-	case n == 0:
+		return 0, net.ErrClosed // the only way a wait ends in an error
+	case p.rerr != 0:
+		return 0, os.NewSyscallError("read", p.rerr)
+	case p.rn == 0:
 		return 0, io.EOF
 	}
-	return n, nil
+	return p.rn, nil
 }
 
-func (r rawFD) Write(p []byte) (int, error) {
-	var (
-		n     int
-		errno syscall.Errno
-	)
-	err := r.rc.Write(func(fd uintptr) bool {
-		for n < len(p) {
-			r1, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
-			switch e {
-			case 0:
-				n += int(r1)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // the peer is behind: wait until it reads
-			default:
-				errno = e
-				return true
-			}
+// read reports whether it is done: false asks to wait.
+func (p *pollFD) read(uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&p.rbuf[0])), uintptr(len(p.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		case 0:
+			p.rn = int(n)
+		default:
+			p.rerr = e
 		}
 		return true
-	})
-	if err == nil && errno != 0 {
-		err = os.NewSyscallError("write", errno)
 	}
-	return n, err
 }
 
-// rawConn is conn read and written through rawFD, or conn itself if its
-// descriptor cannot be had.
-func rawConn(conn *net.UnixConn) io.ReadWriter {
-	rc, err := conn.SyscallConn()
+func (p *pollFD) Write(b []byte) (int, error) {
+	p.wbuf, p.wn, p.werr = b, 0, 0
+	// Through out's lock even when no wait is needed, so Close never
+	// closes fd under a write.
+	err := p.out.rc.Read(p.writeFn)
+	p.wbuf = nil
+	switch {
+	case err != nil:
+		return p.wn, net.ErrClosed
+	case p.werr != 0:
+		return p.wn, os.NewSyscallError("write", p.werr)
+	}
+	return p.wn, nil
+}
+
+// write reports whether it is done: false asks to wait until the peer has
+// read. out watches fd only from the first such wait to the end of the
+// write, so the peer's every read does not wake this process.
+func (p *pollFD) write(uintptr) bool {
+	for p.wn < len(p.wbuf) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(p.fd), uintptr(unsafe.Pointer(&p.wbuf[p.wn])), uintptr(len(p.wbuf)-p.wn))
+		switch e {
+		case 0:
+			p.wn += int(n)
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if p.armed {
+				return false
+			}
+			if err := p.out.ctl(syscall.EPOLL_CTL_ADD, p.fd, syscall.EPOLLOUT); err != nil {
+				p.werr = syscall.EIO
+				return true
+			}
+			p.armed = true // and try again: the peer may have read meanwhile
+			continue
+		}
+		p.werr = e
+		break
+	}
+	if p.armed {
+		_ = p.out.ctl(syscall.EPOLL_CTL_DEL, p.fd, 0)
+		p.armed = false
+	}
+	return true
+}
+
+// CloseWrite ends the stream towards the peer (a socket's half-close). It
+// must not be called after Close.
+func (p *pollFD) CloseWrite() error { return syscall.Shutdown(p.fd, syscall.SHUT_WR) }
+
+// Close wakes a read or write that waits, with net.ErrClosed, waits for
+// one under way, and closes fd, once: fd's number may be reused after.
+func (p *pollFD) Close() error {
+	p.closeOnce.Do(func() {
+		p.in.ep.Close()
+		p.out.ep.Close()
+		p.closeErr = syscall.Close(p.fd)
+	})
+	return p.closeErr
+}
+
+// agentConn takes conn over (Run's caller may still Close it, to no
+// effect): its descriptor, duplicated, leaves the runtime's poller, which
+// would wake the process each time the agent reads.
+func agentConn(conn *net.UnixConn) sessionConn {
+	sc, err := conn.SyscallConn()
 	if err != nil {
 		return conn
 	}
-	return rawFD{rc}
+	fd := -1
+	if err := sc.Control(func(orig uintptr) { fd, _ = fcntl(int(orig), syscall.F_DUPFD_CLOEXEC, 0) }); err != nil || fd < 0 {
+		return conn
+	}
+	p, err := newPollFD(fd)
+	if err != nil {
+		return conn
+	}
+	conn.Close()
+	return p
 }
 
-// pollStdio returns a reader or writer for f that waits in the runtime's
-// poller, and a function that undoes what it changed; for anything but a
-// pipe or a socket (a terminal, a file, /dev/null) it returns f and
-// changes nothing.
+// pollStdio returns a reader or writer for f that waits as above, and a
+// function that undoes what it changed; for anything but a pipe or a
+// socket (a terminal, a file, /dev/null) it returns f and changes nothing.
 //
-// Non-blocking mode belongs to the open file, which f may share with
-// other processes: with its parent for a terminal, which is why those are
-// left alone. A pipe's or a socket's end is, in practice, this session's
-// alone (made by sshd or an MCP client for this process); its mode is
-// still put back when Run returns.
+// Non-blocking mode belongs to the open file, which f may share with other
+// processes: with its parent for a terminal, which is why those are left
+// alone. A pipe's or a socket's end is, in practice, this session's alone
+// (made by sshd or an MCP client for this process); its mode is still put
+// back when Run returns.
 func pollStdio(f *os.File) (rw io.ReadWriter, undo func()) {
 	nop := func() {}
 	sc, err := f.SyscallConn() // not f.Fd(), which may change the mode
@@ -132,20 +268,12 @@ func pollStdio(f *os.File) (rw io.ReadWriter, undo func()) {
 	if fd < 0 {
 		return f, nop
 	}
-	if syscall.SetNonblock(fd, true) != nil {
-		syscall.Close(fd)
-		return f, nop
-	}
-	nf := os.NewFile(uintptr(fd), f.Name()) // non-blocking, so on the poller
-	rc, err := nf.SyscallConn()
+	p, err := newPollFD(fd)
 	if err != nil {
-		nf.Close()
 		return f, nop
 	}
-	return rawFD{rc}, func() {
-		// Closing wakes a read still waiting in the poller, which ends
-		// with an error instead of on a descriptor turned blocking.
-		nf.Close()
+	return p, func() {
+		p.Close()
 		if !was {
 			_ = sc.Control(func(orig uintptr) { _ = syscall.SetNonblock(int(orig), false) })
 		}

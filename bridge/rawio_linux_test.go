@@ -20,8 +20,8 @@ func TestPollStdio(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	rw, undo := pollStdio(r)
-	if _, ok := rw.(rawFD); !ok {
-		t.Fatalf("a pipe: got %T, want rawFD", rw)
+	if _, ok := rw.(*pollFD); !ok {
+		t.Fatalf("a pipe: got %T, want a pollFD", rw)
 	}
 	if !isNonblocking(t, p[0]) {
 		t.Error("the pipe is not non-blocking while in use")

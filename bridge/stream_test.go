@@ -17,7 +17,7 @@ const hangGuard = 2 * time.Minute
 
 // sockPair is a connected Unix socket pair: the bridge's end and the
 // agent's.
-func sockPair(t *testing.T) (bridgeEnd, agentEnd *net.UnixConn) {
+func sockPair(t testing.TB) (bridgeEnd, agentEnd *net.UnixConn) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "a.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -52,9 +52,9 @@ type stdio struct {
 // they are).
 var clients = []struct {
 	name string
-	make func(t *testing.T) stdio
+	make func(t testing.TB) stdio
 }{
-	{"os-pipes", func(t *testing.T) stdio {
+	{"os-pipes", func(t testing.TB) stdio {
 		inR, inW, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ var clients = []struct {
 		t.Cleanup(func() { inR.Close(); inW.Close(); outR.Close(); outW.Close() })
 		return stdio{in: inR, out: outW, w: inW, r: outR}
 	}},
-	{"io-pipes", func(t *testing.T) stdio {
+	{"io-pipes", func(t testing.TB) stdio {
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
 		t.Cleanup(func() { inR.Close(); inW.Close(); outR.Close(); outW.Close() })
