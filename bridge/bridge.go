@@ -36,18 +36,28 @@ const Grace = 10 * time.Second
 
 // Run copies until the agent closes its side or, after stdin ends, every
 // forwarded request has been answered (or grace has passed). Only protocol
-// bytes reach stdout.
+// bytes reach stdout. Run takes conn over and closes it; stdin and stdout
+// stay open.
 func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Duration) error {
 	in, out := stdin, stdout
+	var closes, restores []func()
+	defer func() {
+		// All closed before any mode is put back: stdin and stdout may be
+		// one socket, and share its mode.
+		for _, f := range closes {
+			f()
+		}
+		for _, f := range restores {
+			f()
+		}
+	}()
 	if f, ok := stdin.(*os.File); ok {
-		rw, undo := pollStdio(f)
-		defer undo()
-		in = rw
+		rw, c, r := pollStdio(f)
+		in, closes, restores = rw, append(closes, c), append(restores, r)
 	}
 	if f, ok := stdout.(*os.File); ok {
-		rw, undo := pollStdio(f)
-		defer undo()
-		out = rw
+		rw, c, r := pollStdio(f)
+		out, closes, restores = rw, append(closes, c), append(restores, r)
 	}
 	agent := agentConn(conn)
 	defer agent.Close()

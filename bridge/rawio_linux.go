@@ -233,20 +233,21 @@ func agentConn(conn *net.UnixConn) sessionConn {
 	return p
 }
 
-// pollStdio returns a reader or writer for f that waits as above, and a
-// function that undoes what it changed; for anything but a pipe or a
-// socket (a terminal, a file, /dev/null) it returns f and changes nothing.
+// pollStdio returns a reader or writer for f that waits as above, a
+// function that closes it and one that puts f's mode back, to be called
+// after. For anything but a pipe or a socket (a terminal, a file,
+// /dev/null) it returns f and changes nothing.
 //
 // Non-blocking mode belongs to the open file, which f may share with other
 // processes: with its parent for a terminal, which is why those are left
 // alone. A pipe's or a socket's end is, in practice, this session's alone
 // (made by sshd or an MCP client for this process); its mode is still put
 // back when Run returns.
-func pollStdio(f *os.File) (rw io.ReadWriter, undo func()) {
+func pollStdio(f *os.File) (rw io.ReadWriter, close, restore func()) {
 	nop := func() {}
 	sc, err := f.SyscallConn() // not f.Fd(), which may change the mode
 	if err != nil {
-		return f, nop
+		return f, nop, nop
 	}
 	fd, was := -1, false
 	_ = sc.Control(func(orig uintptr) {
@@ -266,14 +267,13 @@ func pollStdio(f *os.File) (rw io.ReadWriter, undo func()) {
 		fd, _ = fcntl(int(orig), syscall.F_DUPFD_CLOEXEC, 0)
 	})
 	if fd < 0 {
-		return f, nop
+		return f, nop, nop
 	}
 	p, err := newPollFD(fd)
 	if err != nil {
-		return f, nop
+		return f, nop, nop
 	}
-	return p, func() {
-		p.Close()
+	return p, func() { p.Close() }, func() {
 		if !was {
 			_ = sc.Control(func(orig uintptr) { _ = syscall.SetNonblock(int(orig), false) })
 		}

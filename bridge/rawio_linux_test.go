@@ -19,7 +19,7 @@ func TestPollStdio(t *testing.T) {
 	r, w := os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
 	defer r.Close()
 	defer w.Close()
-	rw, undo := pollStdio(r)
+	rw, closeRW, restore := pollStdio(r)
 	if _, ok := rw.(*pollFD); !ok {
 		t.Fatalf("a pipe: got %T, want a pollFD", rw)
 	}
@@ -33,7 +33,8 @@ func TestPollStdio(t *testing.T) {
 	if n, err := rw.Read(buf); err != nil || string(buf[:n]) != "x\n" {
 		t.Fatalf("read %q, %v", buf[:n], err)
 	}
-	undo()
+	closeRW()
+	restore()
 	if isNonblocking(t, p[0]) {
 		t.Error("the pipe was left non-blocking")
 	}
@@ -56,8 +57,9 @@ func TestPollStdio(t *testing.T) {
 	}
 	defer null.Close()
 	for _, f := range []*os.File{file, null} {
-		rw, undo := pollStdio(f)
-		undo()
+		rw, closeRW, restore := pollStdio(f)
+		closeRW()
+		restore()
 		if rw != f {
 			t.Errorf("%s: got %T, want the file itself", f.Name(), rw)
 		}

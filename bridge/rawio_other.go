@@ -13,4 +13,6 @@ import (
 
 func agentConn(conn *net.UnixConn) sessionConn { return conn }
 
-func pollStdio(f *os.File) (io.ReadWriter, func()) { return f, func() {} }
+func pollStdio(f *os.File) (rw io.ReadWriter, close, restore func()) {
+	return f, func() {}, func() {}
+}

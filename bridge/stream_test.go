@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -46,10 +47,10 @@ type stdio struct {
 	r   io.Reader
 }
 
-// clients are the two kinds of stdin/stdout Run is given: operating-system
-// pipes (what an SSH session or an MCP client hands the bridge, which it
-// reads and writes without blocking) and Go readers and writers (taken as
-// they are).
+// clients are the kinds of stdin/stdout Run is given: operating-system
+// pipes or a socket (what an SSH session or an MCP client hands the bridge,
+// which it reads and writes without blocking) and Go readers and writers
+// (taken as they are).
 var clients = []struct {
 	name string
 	make func(t testing.TB) stdio
@@ -66,6 +67,22 @@ var clients = []struct {
 		t.Cleanup(func() { inR.Close(); inW.Close(); outR.Close(); outW.Close() })
 		return stdio{in: inR, out: outW, w: inW, r: outR}
 	}},
+	{"one-socket", func(t testing.TB) stdio {
+		// stdin and stdout one socket, as sshd may hand them over.
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours := os.NewFile(uintptr(fds[0]), "stdio")
+		theirs := os.NewFile(uintptr(fds[1]), "client")
+		c, err := net.FileConn(theirs)
+		theirs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ours.Close(); c.Close() })
+		return stdio{in: ours, out: ours, w: halfCloser{c.(*net.UnixConn)}, r: c}
+	}},
 	{"io-pipes", func(t testing.TB) stdio {
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
@@ -73,6 +90,11 @@ var clients = []struct {
 		return stdio{in: inR, out: outW, w: inW, r: outR}
 	}},
 }
+
+// halfCloser ends the client's stream to the bridge, and only that.
+type halfCloser struct{ *net.UnixConn }
+
+func (h halfCloser) Close() error { return h.CloseWrite() }
 
 // runBridge starts Run; stdout is closed when Run returns, so a reader of
 // s.r sees EOF.
