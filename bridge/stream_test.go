@@ -69,7 +69,7 @@ var clients = []struct {
 	}},
 	{"one-socket", func(t testing.TB) stdio {
 		// stdin and stdout one socket, as sshd may hand them over.
-		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
