@@ -43,12 +43,12 @@ type pollFD struct {
 
 	rbuf   []byte
 	rn     int
-	rerr   syscall.Errno
-	readFn func(uintptr) bool // r.read, made once so a read allocates nothing
+	rerr   error
+	readFn func(uintptr) bool // p.read, made once so a read allocates nothing
 
 	wbuf    []byte
 	wn      int
-	werr    syscall.Errno
+	werr    error
 	armed   bool
 	writeFn func(uintptr) bool
 }
@@ -84,9 +84,12 @@ func (w waiter) ctl(op, fd int, events uint32) error {
 		err = syscall.EpollCtl(int(ep), op, fd, &syscall.EpollEvent{Events: events, Fd: int32(fd)})
 	})
 	if cerr != nil {
-		return cerr
+		return net.ErrClosed
 	}
-	return err
+	if err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
 }
 
 // newPollFD takes fd over: it is put in non-blocking mode and closed by
@@ -114,18 +117,18 @@ func (p *pollFD) Read(b []byte) (int, error) {
 	if !p.reading {
 		// Only now: stdout, never read, may be the same socket as stdin.
 		if err := p.in.ctl(syscall.EPOLL_CTL_ADD, p.fd, syscall.EPOLLIN|syscall.EPOLLRDHUP); err != nil {
-			return 0, net.ErrClosed // in is closed: no other error happens here
+			return 0, err
 		}
 		p.reading = true
 	}
-	p.rbuf, p.rn, p.rerr = b, 0, 0
+	p.rbuf, p.rn, p.rerr = b, 0, nil
 	err := p.in.rc.Read(p.readFn)
 	p.rbuf = nil
 	switch {
 	case err != nil:
 		return 0, net.ErrClosed // the only way a wait ends in an error
-	case p.rerr != 0:
-		return 0, os.NewSyscallError("read", p.rerr)
+	case p.rerr != nil:
+		return 0, p.rerr
 	case p.rn == 0:
 		return 0, io.EOF
 	}
@@ -144,25 +147,22 @@ func (p *pollFD) read(uintptr) bool {
 		case 0:
 			p.rn = int(n)
 		default:
-			p.rerr = e
+			p.rerr = os.NewSyscallError("read", e)
 		}
 		return true
 	}
 }
 
 func (p *pollFD) Write(b []byte) (int, error) {
-	p.wbuf, p.wn, p.werr = b, 0, 0
+	p.wbuf, p.wn, p.werr = b, 0, nil
 	// Through out's lock even when no wait is needed, so Close never
 	// closes fd under a write.
 	err := p.out.rc.Read(p.writeFn)
 	p.wbuf = nil
-	switch {
-	case err != nil:
+	if err != nil {
 		return p.wn, net.ErrClosed
-	case p.werr != 0:
-		return p.wn, os.NewSyscallError("write", p.werr)
 	}
-	return p.wn, nil
+	return p.wn, p.werr
 }
 
 // write reports whether it is done: false asks to wait until the peer has
@@ -182,13 +182,13 @@ func (p *pollFD) write(uintptr) bool {
 				return false
 			}
 			if err := p.out.ctl(syscall.EPOLL_CTL_ADD, p.fd, syscall.EPOLLOUT); err != nil {
-				p.werr = syscall.EIO
+				p.werr = err
 				return true
 			}
 			p.armed = true // and try again: the peer may have read meanwhile
 			continue
 		}
-		p.werr = e
+		p.werr = os.NewSyscallError("write", e)
 		break
 	}
 	if p.armed {
