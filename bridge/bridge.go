@@ -14,7 +14,6 @@
 package bridge
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -176,13 +175,19 @@ func (o *owed) count() int {
 }
 
 // copyLines copies the newline-delimited messages of r to w, showing each
-// to seen first. Lines are written whole, gathered while more are already
-// read, and always written out before a read that may wait: a message is
-// never held back, and a burst costs one write.
+// to seen first. Lines are written whole and straight from the read
+// buffer; lines read together are written together; and all is written
+// before a read that may wait: a message is never held back, and a burst
+// costs one write.
 func copyLines(r io.Reader, w io.Writer, seen func([]byte)) error {
-	bw := bufio.NewWriterSize(w, 32<<10)
+	var run []byte // lines handed over and not yet written: one stretch of the read buffer
 	flush := func() error {
-		if err := bw.Flush(); err != nil {
+		if len(run) == 0 {
+			return nil
+		}
+		_, err := w.Write(run)
+		run = nil
+		if err != nil {
 			return err
 		}
 		if f, ok := w.(interface{ Flush() error }); ok {
@@ -192,16 +197,23 @@ func copyLines(r io.Reader, w io.Writer, seen func([]byte)) error {
 	}
 	return eachLine(r, func(line []byte) error {
 		seen(line)
-		_, err := bw.Write(line)
-		return err
+		if n := len(run); n > 0 && cap(run) > n && &run[:n+1][n] == &line[0] {
+			run = run[:n+len(line)] // the next line in the buffer
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		run = line
+		return nil
 	}, flush)
 }
 
 // eachLine calls fn with every non-blank newline-terminated line of r
 // (newline included; a last line without one gets one), and idle before
-// every read that may wait. A line is handed over in place, without a
-// copy; fn must not keep it. A line longer than MaxLine, newline included,
-// is an error.
+// every read that may wait and before it returns. A line is handed over in
+// place, without a copy, and stays as it is until idle is called. A line
+// longer than MaxLine, newline included, is an error.
 func eachLine(r io.Reader, fn func([]byte) error, idle func() error) error {
 	const size = 64 << 10
 	var (
@@ -224,19 +236,23 @@ func eachLine(r io.Reader, fn func([]byte) error, idle func() error) error {
 		}
 		scanned = end - start
 		if scanned >= MaxLine {
+			if err := idle(); err != nil {
+				return err
+			}
 			return fmt.Errorf("bridge: message longer than %d bytes", MaxLine)
 		}
-		switch {
-		case rerr == io.EOF:
-			if rest := buf[start:end]; !blank(rest) {
+		if rerr != nil {
+			if rest := buf[start:end]; rerr == io.EOF && !blank(rest) {
 				if err := fn(append(rest, '\n')); err != nil {
 					return err
 				}
 			}
-			return idle()
-		case errors.Is(rerr, net.ErrClosed):
-			return nil
-		case rerr != nil:
+			if err := idle(); err != nil {
+				return err
+			}
+			if rerr == io.EOF || errors.Is(rerr, net.ErrClosed) {
+				return nil
+			}
 			return rerr
 		}
 		if err := idle(); err != nil {

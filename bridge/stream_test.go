@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -304,6 +305,56 @@ func TestLongLines(t *testing.T) {
 				}
 				_ = wait(t, "client write", writeDone)
 			})
+		}
+	}
+}
+
+// writes records each Write on its own.
+type writes struct{ got []string }
+
+func (w *writes) Write(p []byte) (int, error) { w.got = append(w.got, string(p)); return len(p), nil }
+
+// chunks hands out one string per Read, as a pipe hands out what was
+// written at once.
+type chunks struct{ left []string }
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(c.left) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.left[0])
+	if c.left[0] = c.left[0][n:]; c.left[0] == "" {
+		c.left = c.left[1:]
+	}
+	return n, nil
+}
+
+// Lines that arrive together leave together, in one write, copied from
+// where they were read; a line split over reads leaves once whole.
+func TestLinesReadTogetherAreWrittenTogether(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string
+	}{
+		{[]string{"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"}, []string{"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"}},
+		// A blank line in between is dropped, so what is around it is two runs.
+		{[]string{"{\"a\":1}\n\n{\"b\":2}\n"}, []string{"{\"a\":1}\n", "{\"b\":2}\n"}},
+		{[]string{"{\"a\":", "1}\n{\"b\"", ":2}\n"}, []string{"{\"a\":1}\n", "{\"b\":2}\n"}},
+		// The last line, without its newline, is written with one, once
+		// the end is known: after the next read, before which what is
+		// whole has been written.
+		{[]string{"{\"a\":1}\n{\"b\":2}"}, []string{"{\"a\":1}\n", "{\"b\":2}\n"}},
+	} {
+		var w writes
+		var seen []string
+		if err := copyLines(&chunks{left: slices.Clone(tc.in)}, &w, func(l []byte) { seen = append(seen, string(l)) }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(w.got, tc.want) {
+			t.Errorf("%q: writes %q, want %q", tc.in, w.got, tc.want)
+		}
+		if strings.Join(seen, "") != strings.Join(tc.want, "") {
+			t.Errorf("%q: lines seen %q", tc.in, seen)
 		}
 	}
 }
