@@ -29,7 +29,13 @@ import (
 //     watches it for reading only and one that watches it for writing only
 //     while a write waits, and the runtime's poller watches those.
 //
-// What is left per message is the one wake-up its arrival needs.
+// What is left per message is the one wake-up its arrival needs. (Echoing
+// lines that come 200 µs apart, as answers from the agent do, on a 2-core
+// x86 VM: a blocking read takes 4.7 thread switches and 45 µs per line;
+// the poller with ordinary system calls 3.3; the poller with raw ones 1.0
+// and 15 µs. A loop around a blocking poll(2) is no better than the
+// blocking read if made the ordinary way, and if made raw keeps the
+// runtime from ever resting: 200 wake-ups a second while idle.)
 
 // pollFD is a non-blocking descriptor read and written with raw system
 // calls. One goroutine may read while another writes.
