@@ -26,7 +26,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
-// MaxLine bounds one JSON-RPC message; the agent applies the same limit.
+// MaxLine bounds one JSON-RPC message, its newline included; the agent
+// applies the same limit.
 const MaxLine = rpcid.MaxLine
 
 // Grace is how long a session waits, after the client closed stdin, for the
