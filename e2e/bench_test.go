@@ -95,10 +95,6 @@ func rssKB(pid int) float64 {
 // sampling job, and scales it to a day. The interval is
 // RASPI_BENCH_FLUSH (default 60s: the default 45m would take an hour and a
 // half); BenchmarkFlushIntervalCurve in agent/store gives the whole curve.
-// RASPI_BENCH_INTERVAL (default 5s) is the sampling interval: a 1s interval
-// and a 9m flush put the 540 samples of a default 45m flush into a run of 20
-// minutes, and MB/day is then scaled as though each flush took the interval
-// RASPI_BENCH_DAY_FLUSH (default: the flush interval itself).
 // Run it with -benchtime 1x.
 func BenchmarkDiskWritesPerDay(b *testing.B) {
 	flush := 60 * time.Second
@@ -109,20 +105,9 @@ func BenchmarkDiskWritesPerDay(b *testing.B) {
 		}
 		flush = d
 	}
-	interval, dayFlush := "5s", flush
-	if v := os.Getenv("RASPI_BENCH_INTERVAL"); v != "" {
-		interval = v
-	}
-	if v := os.Getenv("RASPI_BENCH_DAY_FLUSH"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("RASPI_BENCH_DAY_FLUSH: %v", err)
-		}
-		dayFlush = d
-	}
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "c.toml")
-	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_interval = \""+interval+"\"\nflush_interval = \""+flush.String()+"\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_interval = \"5s\"\nflush_interval = \""+flush.String()+"\"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	for range b.N {
@@ -137,7 +122,7 @@ func BenchmarkDiskWritesPerDay(b *testing.B) {
 		w1, c1 := ioWrites(pid), ioField(pid, "wchar")
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
-		perDay := float64(24*time.Hour) / float64(dayFlush)
+		perDay := float64(24*time.Hour) / float64(flush)
 		b.ReportMetric(float64(w1-w0)*perDay/1e6, "MB/day")
 		b.ReportMetric(float64(c1-c0)*perDay/1e6, "wchar_MB/day")
 		b.ReportMetric(float64(w1-w0), "B/flush")
