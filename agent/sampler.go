@@ -160,7 +160,7 @@ func (s *Sampler) flush() error {
 		var err error
 		if j, ok := jobs[job]; ok && pruning {
 			if _, err = s.db.AppendSamplesPruning(job, batch, retentionBound(now, j)); err != nil {
-				// Retention failing (a damaged old chunk, say) must not
+				// Retention failing (a damaged old block, say) must not
 				// keep the new samples from disk.
 				errs = append(errs, err)
 				err = s.db.AppendSamples(job, batch)

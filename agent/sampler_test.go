@@ -121,7 +121,7 @@ func TestScheduledRebootFlushesSamples(t *testing.T) {
 	}
 }
 
-// TestFlushWritesSamplesWhenRetentionFails: a damaged old chunk makes
+// TestFlushWritesSamplesWhenRetentionFails: a damaged old block makes
 // retention fail, yet the flush still stores the new samples and reports
 // the retention error.
 func TestFlushWritesSamplesWhenRetentionFails(t *testing.T) {
@@ -137,8 +137,8 @@ func TestFlushWritesSamplesWhenRetentionFails(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Damage the old chunk behind the store's back: a valid count, a body
-	// that does not decode.
+	// Damage the old block behind the store's back: a valid format and
+	// count, a header that does not decode.
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestFlushWritesSamplesWhenRetentionFails(t *testing.T) {
 	err = bdb.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("samples")).Bucket([]byte("job-r"))
 		k, _ := b.Cursor().First()
-		return b.Put(append([]byte(nil), k...), []byte{2, 1, 0xff})
+		return b.Bucket(k).Put([]byte{0}, []byte{3, 1, 0xff})
 	})
 	if cerr := bdb.Close(); err == nil {
 		err = cerr
@@ -166,7 +166,7 @@ func TestFlushWritesSamplesWhenRetentionFails(t *testing.T) {
 	fresh := store.Sample{Time: time.Now().UTC().Truncate(time.Millisecond), CPUPercent: 7}
 	s.buf["job-r"] = []store.Sample{fresh}
 	if err := s.flush(); err == nil {
-		t.Fatal("flush over a damaged chunk reported no retention error")
+		t.Fatal("flush over a damaged block reported no retention error")
 	}
 	var got []store.Sample
 	if err := db.ScanSamples("job-r", fresh.Time, time.Time{}, func(x store.Sample) bool { got = append(got, x); return true }); err != nil {

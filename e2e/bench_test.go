@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +113,8 @@ func BenchmarkDiskWritesPerDay(b *testing.B) {
 	}
 	for range b.N {
 		cmd := exec.Command(raspi(), "serve", "--sim", "--dir", filepath.Join(dir, "s"), "--config", cfg)
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
@@ -120,8 +123,14 @@ func BenchmarkDiskWritesPerDay(b *testing.B) {
 		w0, c0 := ioWrites(pid), ioField(pid, "wchar")
 		time.Sleep(flush) // exactly one more flush
 		w1, c1 := ioWrites(pid), ioField(pid, "wchar")
+		alive := cmd.Process.Signal(syscall.Signal(0)) == nil
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
+		// An agent that refused its config or died writes nothing: that is
+		// a failed run, not a figure.
+		if !alive || w1 <= w0 {
+			b.Fatalf("the agent wrote %d bytes in a flush interval (running: %v); its output:\n%s", w1-w0, alive, out.String())
+		}
 		perDay := float64(24*time.Hour) / float64(flush)
 		b.ReportMetric(float64(w1-w0)*perDay/1e6, "MB/day")
 		b.ReportMetric(float64(c1-c0)*perDay/1e6, "wchar_MB/day")

@@ -55,17 +55,33 @@ func TestChunksMergeOverlap(t *testing.T) {
 }
 
 // TestAppendSamplesPruning: retention in the flush's own commit deletes
-// exactly the samples before the bound, rewriting the chunk it cuts.
+// the blocks wholly before the bound; the block reaching across it stays
+// whole (rewriting it would cost a flush's pages every hour). Batches of 20
+// minutes make a block each; a small last block takes the next batch in.
 func TestAppendSamplesPruning(t *testing.T) {
 	db := openTest(t)
-	appendBatches(t, db, "job-a", 0, 3, 12)
-	n, err := db.AppendSamplesPruning("job-a", []Sample{realisticSample(36)}, at(7))
-	if err != nil || n != 7 {
-		t.Fatalf("AppendSamplesPruning = %d, %v; want 7", n, err)
+	appendBatches(t, db, "job-a", 0, 3, 240) // blocks 0..239, 240..479, 480..719
+	n, err := db.AppendSamplesPruning("job-a", []Sample{realisticSample(720)}, at(7))
+	if err != nil || n != 0 {
+		t.Fatalf("AppendSamplesPruning inside the first block = %d, %v; want 0", n, err)
 	}
-	wantIndexes(t, "after", collect(t, db, "job-a", time.Time{}, time.Time{}, false), span(7, 37)...)
+	wantIndexes(t, "after a bound inside a block", collect(t, db, "job-a", time.Time{}, time.Time{}, false), span(0, 721)...)
+	n, err = db.AppendSamplesPruning("job-a", []Sample{realisticSample(721)}, at(240))
+	if err != nil || n != 240 {
+		t.Fatalf("AppendSamplesPruning at the second block = %d, %v; want 240", n, err)
+	}
+	wantIndexes(t, "after", collect(t, db, "job-a", time.Time{}, time.Time{}, false), span(240, 722)...)
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		if n := keyCount(jobSamples(tx, "job-a")); n != 3 {
+			t.Errorf("%d blocks, want 3: two of 240 and the two single samples in one", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Nothing to add and nothing old: no error, nothing pruned.
-	if n, err := db.AppendSamplesPruning("job-a", nil, at(7)); err != nil || n != 0 {
+	if n, err := db.AppendSamplesPruning("job-a", nil, at(240)); err != nil || n != 0 {
 		t.Fatalf("empty AppendSamplesPruning = %d, %v", n, err)
 	}
 	if n, err := db.AppendSamplesPruning("job-none", nil, at(7)); err != nil || n != 0 {
@@ -74,9 +90,9 @@ func TestAppendSamplesPruning(t *testing.T) {
 	if _, err := db.AppendSamplesPruning("job-a", nil, time.Time{}); err == nil {
 		t.Fatal("zero bound accepted")
 	}
-	// Everything old: the job's chunks all go.
-	if n, err := db.AppendSamplesPruning("job-a", nil, at(100)); err != nil || n != 30 {
-		t.Fatalf("prune all = %d, %v; want 30", n, err)
+	// Everything old: the job's blocks all go.
+	if n, err := db.AppendSamplesPruning("job-a", nil, at(1000)); err != nil || n != 482 {
+		t.Fatalf("prune all = %d, %v; want 482", n, err)
 	}
 	if st, err := db.SampleStats("job-a"); err != nil || st.Count != 0 {
 		t.Fatalf("SampleStats after pruning all = %+v, %v", st, err)
@@ -149,8 +165,8 @@ func FuzzDecodeChunk(f *testing.F) {
 	})
 }
 
-// TestMigrateSamplesToChunks is the production 1 -> 2 step on a file the
-// schema 1 code wrote: every sample is there, as chunks, with a backup of the
+// TestMigrateSamplesToChunks is the production 1 -> 2 -> 3 steps on a file
+// the schema 1 code wrote: every sample is there, as blocks, with a backup of the
 // schema 1 file beside it; a second job and an empty job come along.
 func TestMigrateSamplesToChunks(t *testing.T) {
 	path := writeV1(t)
@@ -185,16 +201,20 @@ func TestMigrateSamplesToChunks(t *testing.T) {
 			keys := 0
 			err := b.ForEach(func(k, v []byte) error {
 				keys++
-				if v[0] != chunkFormat {
-					return fmt.Errorf("%s: value at %x is not a chunk", job, k)
+				bv, err := blockAt(b, k, v)
+				if err == nil {
+					_, err = parseBlockHead(bv)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: key %x is not a block: %w", job, k, err)
 				}
 				return nil
 			})
 			if err != nil {
 				return err
 			}
-			if keys == 0 || keys > 10 {
-				t.Errorf("%s: %d chunks", job, keys)
+			if keys != 1 {
+				t.Errorf("%s: %d blocks, want 1", job, keys)
 			}
 		}
 		return nil
@@ -265,15 +285,23 @@ func TestSamplesKillV1Child(t *testing.T) {
 
 // TestMigrateAfterKill: a schema 1 agent SIGKILLed in the middle of a flush
 // leaves a file this build opens, migrates and verifies: bbolt's check is
-// clean, every reported batch is there as chunks, no partial batch.
+// clean, every reported batch is there as blocks, no partial batch.
 func TestMigrateAfterKill(t *testing.T) {
+	killThenMigrate(t, "TestSamplesKillV1Child", envKillV1, "1")
+}
+
+// killThenMigrate runs the kill-test child named child (which writes the way
+// schema old did, into the file named by env), SIGKILLs it after some
+// commits, and opens the file with this build, which migrates it; every
+// committed sample must be there.
+func killThenMigrate(t *testing.T, child, env, old string) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
 	for round := range 2 {
 		path := testPath(t)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSamplesKillV1Child$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envKillV1+"="+path)
+		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), env+"="+path)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -306,8 +334,8 @@ func TestMigrateAfterKill(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ProcessState.String() != "signal: killed" {
 			t.Fatalf("child ended with %v after %d commits, want killed", err, seen)
 		}
-		if got := rawMeta(t, path, metaSchema); got != "1" {
-			t.Fatalf("child wrote schema %q, want 1", got)
+		if got := rawMeta(t, path, metaSchema); got != old {
+			t.Fatalf("child wrote schema %q, want %s", got, old)
 		}
 		n := checkFile(t, path, "job-k", killBatch) // opens with this build: migrates
 		if got := rawMeta(t, path, metaSchema); got != SchemaVersion {

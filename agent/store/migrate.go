@@ -24,7 +24,7 @@ import (
 // two equal. Bump both, and add the step from the old number to migrations(),
 // whenever a change to buckets, keys or value encodings would make an older
 // build misread the file.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // legacySchema is what a file holding data but no schema_version is taken to
 // be. Every raspi-mcp build has written the key in the same transaction that
@@ -67,6 +67,7 @@ type migration struct {
 func migrations() []migration {
 	return []migration{
 		{From: 1, Name: "samples-to-chunks", Apply: migrateSamplesToChunks},
+		{From: 2, Name: "chunks-to-blocks", Apply: migrateChunksToBlocks},
 	}
 }
 
@@ -74,7 +75,7 @@ func migrations() []migration {
 // sample (8-byte unix ms -> EncodeSample) in schema 1, become chunks
 // (chunk.go). The stored bytes of every sample are kept as they are, so a
 // sample that did not decode before still does not, and says so at its
-// time. A bucket's values that are chunks already (a file whose
+// time. A bucket's values that are chunks or blocks already (a file whose
 // schema_version was lost, taken for schema 1) are left alone, so the step
 // can run twice. A key that is not an 8-byte time, or a nested bucket where
 // samples belong, stops the migration with an error naming it: the file
@@ -110,13 +111,19 @@ func chunkJob(p *bolt.Bucket, job []byte) error {
 	var kept [][2][]byte // chunks already, copied out of the transaction's pages
 	converted := 0
 	cur := b.Cursor()
+	var blocks [][2][]byte // schema 3 blocks: a file whose schema_version was lost
 	for k, v := cur.First(); k != nil; k, v = cur.Next() {
-		if v == nil {
-			return fmt.Errorf("key %x: nested bucket where a sample belongs", k)
-		}
 		ms, _, err := keyTime(k)
 		if err != nil {
 			return err
+		}
+		if v == nil {
+			bv, err := blockAt(b, k, v)
+			if err != nil {
+				return fmt.Errorf("key %x: nested bucket where a sample belongs", k)
+			}
+			blocks = append(blocks, [2][]byte{append([]byte(nil), k...), append([]byte(nil), bv...)})
+			continue
 		}
 		if len(v) > 0 && v[0] == chunkFormat {
 			kept = append(kept, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
@@ -146,6 +153,112 @@ func chunkJob(p *bolt.Bucket, job []byte) error {
 	for _, kv := range kept {
 		if err := nb.Put(kv[0], kv[1]); err != nil {
 			return err
+		}
+	}
+	for _, kv := range blocks {
+		if err := putBlock(nb, kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateChunksToBlocks is schema 2 to 3: each job's chunks (chunk.go,
+// five or six samples each) become blocks (block.go, up to an hour of
+// samples deflated together), so later flushes and the history already kept
+// take a third of the pages. The samples' stored bytes are kept as they are.
+// A chunk that does not decode stays as it was, a plain value among the
+// blocks, for scans to report at its time as before, and no block spans
+// across it. Blocks already there are left alone, so the step can run twice.
+// A key that is not an 8-byte time stops the migration with an error naming
+// it: the file then stays schema 2, untouched.
+func migrateChunksToBlocks(tx *bolt.Tx) error {
+	p := tx.Bucket([]byte(bucketSamples))
+	if p == nil {
+		return nil
+	}
+	var jobs [][]byte
+	err := p.ForEach(func(k, v []byte) error {
+		if v != nil {
+			return fmt.Errorf("samples: key %q is a value, not a job's bucket", k)
+		}
+		jobs = append(jobs, append([]byte(nil), k...))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, job := range jobs {
+		if err := blockJob(p, job); err != nil {
+			return fmt.Errorf("samples of job %q: %w", job, err)
+		}
+	}
+	return nil
+}
+
+// blockJob rewrites one job's chunks as blocks.
+func blockJob(p *bolt.Bucket, job []byte) error {
+	b := p.Bucket(job)
+	type kv struct {
+		k, v  []byte
+		block bool
+	}
+	var (
+		blocks [][]rawSample // runs of decoded chunks, split at the damaged ones
+		run    []rawSample
+		kept   []kv // damaged chunks, and blocks already there
+		chunks int
+	)
+	cur := b.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		if _, _, err := keyTime(k); err != nil {
+			return err
+		}
+		if v == nil {
+			bv, err := blockAt(b, k, v)
+			if err != nil {
+				return fmt.Errorf("key %x: %w", k, err)
+			}
+			kept = append(kept, kv{append([]byte(nil), k...), append([]byte(nil), bv...), true})
+			continue
+		}
+		chunks++
+		got, err := decodeChunk(nil, k, v)
+		if err != nil {
+			kept = append(kept, kv{append([]byte(nil), k...), append([]byte(nil), v...), false})
+			if len(run) > 0 {
+				blocks, run = append(blocks, run), nil
+			}
+			continue
+		}
+		run = append(run, got...)
+	}
+	if chunks == 0 {
+		return nil
+	}
+	if len(run) > 0 {
+		blocks = append(blocks, run)
+	}
+	if err := p.DeleteBucket(job); err != nil {
+		return err
+	}
+	nb, err := p.CreateBucket(job)
+	if err != nil {
+		return err
+	}
+	nb.FillPercent = sampleFillPercent
+	for _, r := range blocks {
+		if err := putBlocks(nb, r); err != nil {
+			return err
+		}
+	}
+	for _, e := range kept {
+		if e.block {
+			if err := putBlock(nb, e.k, e.v); err != nil {
+				return err
+			}
+		} else if err := nb.Put(e.k, e.v); err != nil {
+			return fmt.Errorf("key %x: %w", e.k, err)
 		}
 	}
 	return nil

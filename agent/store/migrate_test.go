@@ -178,15 +178,18 @@ func setSchemaRaw(t *testing.T, path string, v []byte) {
 }
 
 // countingStep is a 1 -> 2 step that records how often it ran and leaves a
-// mark (a bucket) it can be recognised by. It also does the production 1 ->
-// 2 step, so the migrated file reads like this build's.
+// mark (a bucket) it can be recognised by. It also does the production
+// steps, so the migrated file reads like this build's.
 func countingStep(runs *int) migration {
 	return migration{From: 1, Name: "add-mark", Apply: func(tx *bolt.Tx) error {
 		*runs++
 		if _, err := tx.CreateBucket([]byte("mark")); err != nil {
 			return err
 		}
-		return migrateSamplesToChunks(tx)
+		if err := migrateSamplesToChunks(tx); err != nil {
+			return err
+		}
+		return migrateChunksToBlocks(tx)
 	}}
 }
 
@@ -371,10 +374,10 @@ func TestMigrateMissingStepTouchesNothing(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	// A file as a schema 3 build writes it: a new file is stamped with the
-	// build's version, no steps involved.
+	// A file as the next schema's build writes it: a new file is stamped
+	// with the build's version, no steps involved.
 	path := testPath(t)
-	db, err := open(path, Options{}, schema{version: 3})
+	db, err := open(path, Options{}, schema{version: schemaVersion + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +389,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 		db, err := Open(path, o)
 		if err == nil {
 			db.Close()
-			t.Fatalf("Open(%+v) of a schema 3 file succeeded", o)
+			t.Fatalf("Open(%+v) of a schema %d file succeeded", o, schemaVersion+1)
 		}
 		if !errors.Is(err, ErrNewerSchema) {
 			t.Errorf("Open(%+v) = %v, want ErrNewerSchema", o, err)

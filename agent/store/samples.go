@@ -12,10 +12,10 @@ import (
 )
 
 // Samples live in the "samples" bucket, one nested bucket per job id, in
-// chunks (chunk.go): keys are the first sample's time as 8-byte big-endian
-// unix milliseconds, so bytewise key order is time order and a range scan is
-// a cursor seek; each value holds a run of samples in EncodeSample's binary
-// form, each but the first as a difference from the one before.
+// blocks (block.go), normally one per flush: keys are the first sample's time
+// as 8-byte big-endian unix milliseconds, so bytewise key order is time
+// order and a range scan is a cursor seek; each block holds a run of samples
+// in EncodeSample's binary form, deflated together.
 //
 // A sampler appends in time order, so every write transaction sets the nested
 // bucket's FillPercent to 1.0 (bbolt does not persist it): leaf pages are then
@@ -439,9 +439,9 @@ func writableJobSamples(tx *bolt.Tx, job string) (*bolt.Bucket, error) {
 }
 
 // AppendSamples writes a batch in ONE transaction (one fsync): the sampler
-// buffers and flushes every flush interval. The batch goes in as chunks (see
-// chunk.go), normally one, so a flush dirties the job's last leaf, its
-// parents and the meta page however many samples it carries; see
+// buffers and flushes every flush interval. The batch goes in as a block (see
+// block.go), or several past a block's limits, so a flush dirties the
+// block's own pages, the job's last leaf, its parents and the meta page; see
 // BenchmarkAppendSamplesBatch12 and BenchmarkFlushIntervalCurve for the
 // bytes this costs.
 //
@@ -503,7 +503,7 @@ func (db *DB) appendSamples(job string, batch []Sample, before time.Time) (int, 
 			}
 		}
 		if !before.IsZero() {
-			if pruned, err = pruneChunks(b, boundMillis(before)); err != nil {
+			if pruned, err = pruneBlocks(b, boundMillis(before)); err != nil {
 				return err
 			}
 		}
@@ -521,17 +521,21 @@ func (db *DB) appendSamples(job string, batch []Sample, before time.Time) (int, 
 	return pruned, nil
 }
 
-// putSamples stores sorted, unique samples as chunks. Stored chunks that
+// putSamples stores sorted, unique samples as blocks. Stored blocks that
 // reach into the samples' time span are decoded, merged with them (the new
-// sample wins a shared millisecond) and replaced, which keeps chunks from
+// sample wins a shared millisecond) and replaced, which keeps blocks from
 // overlapping. Appending after the last stored sample, the normal case,
-// only reads the last chunk. The walk back stops at a chunk that does not
-// decode: new samples still get stored.
+// reads only the last block's header, unless that block is small (a flush
+// cut short, or a short flush interval): then the samples join it, which
+// rewrites the page it takes anyway and keeps the job from becoming a long
+// run of one-page blocks half empty. The walk back stops at a block that
+// does not decode: new samples still get stored.
 func putSamples(b *bolt.Bucket, raw []rawSample) error {
 	first, last := raw[0].ms, raw[len(raw)-1].ms
 	c := b.Cursor()
 	k, v := c.Seek(millisKey(last + 1))
-	if k == nil {
+	tail := k == nil // k, once stepped back, is the job's last block
+	if tail {
 		k, v = c.Last()
 	} else {
 		k, v = c.Prev()
@@ -539,39 +543,40 @@ func putSamples(b *bolt.Bucket, raw []rawSample) error {
 	var old []rawSample
 	var del [][]byte
 	for ; k != nil; k, v = c.Prev() {
-		if v == nil {
-			return fmt.Errorf("key %x: nested bucket where a chunk belongs", k)
-		}
-		got, err := decodeChunk(nil, k, v)
+		ms, _, err := keyTime(k)
 		if err != nil {
-			// A damaged chunk's span is unknown: leave it where it is
+			return err
+		}
+		bv, err := blockAt(b, k, v)
+		if err != nil {
+			// A damaged block's span is unknown: leave it where it is
 			// (scans keep reporting it) rather than stop all appends.
 			break
 		}
-		if got[len(got)-1].ms < first {
+		h, err := parseBlockHead(bv)
+		if err != nil || ms+h.span < first && !(tail && len(bv) < smallBlock && last-ms < maxBlockSpan) {
+			break
+		}
+		got, err := decodeBlock(nil, k, bv)
+		if err != nil {
 			break
 		}
 		old = append(got, old...)
 		del = append(del, append([]byte(nil), k...))
+		tail = false
 	}
 	if len(old) > 0 {
 		raw = sortRaw(append(old, raw...))
 	}
 	for _, k := range del {
-		if err := b.Delete(k); err != nil {
-			return fmt.Errorf("key %x: %w", k, err)
+		if err := deleteKey(b, k); err != nil {
+			return err
 		}
 	}
-	keys, vals := buildChunks(raw)
-	for i := range keys {
-		if err := b.Put(keys[i], vals[i]); err != nil {
-			return fmt.Errorf("chunk at %s: %w", keyString(keys[i]), err)
-		}
-	}
-	return nil
+	return putBlocks(b, raw)
 }
 
-// keyString is a chunk key as a time, for errors.
+// keyString is a block key as a time, for errors.
 func keyString(k []byte) string {
 	if _, t, err := keyTime(k); err == nil {
 		return t.Format(time.RFC3339Nano)
@@ -579,13 +584,15 @@ func keyString(k []byte) string {
 	return fmt.Sprintf("%x", k)
 }
 
-// pruneChunks deletes the samples before the unix millisecond hi. Wholly
-// older chunks are deleted; the one chunk reaching across hi is rewritten
-// without its older samples, so retention is exact to the sample, as scans
-// and counts expect, at the cost of one rewritten chunk.
-func pruneChunks(b *bolt.Bucket, hi uint64) (int, error) {
+// pruneBlocks deletes the blocks whose every sample is before the unix
+// millisecond hi and returns how many samples they held. The block reaching
+// across hi stays whole: rewriting it without its older samples would cost
+// as many pages as the flush that wrote it, every time retention runs, so a
+// sample outlives its retention by at most one block's span (a flush
+// interval, at most maxBlockSpan). A plain value (a schema 2 chunk the
+// migration could not read) goes once the block after it starts before hi.
+func pruneBlocks(b *bolt.Bucket, hi uint64) (int, error) {
 	var del [][]byte
-	var keep []rawSample
 	n := 0
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -596,36 +603,30 @@ func pruneChunks(b *bolt.Bucket, hi uint64) (int, error) {
 		if ms >= hi {
 			break
 		}
-		if v == nil {
-			return 0, fmt.Errorf("key %x: nested bucket where a chunk belongs", k)
-		}
-		got, err := decodeChunk(nil, k, v)
-		if err != nil {
-			return 0, fmt.Errorf("chunk at %s: %w", keyString(k), err)
-		}
-		del = append(del, append([]byte(nil), k...))
-		for i, s := range got {
-			if s.ms >= hi {
-				keep = got[i:]
-				break
+		if v != nil {
+			if nk, _ := c.Next(); nk != nil && binary.BigEndian.Uint64(nk) <= hi {
+				del = append(del, append([]byte(nil), k...))
 			}
-			n++
+			c.Prev()
+			continue
 		}
-		if keep != nil {
+		bv, err := blockAt(b, k, v)
+		if err != nil {
+			return 0, fmt.Errorf("block at %s: %w", keyString(k), err)
+		}
+		h, err := parseBlockHead(bv)
+		if err != nil {
+			return 0, fmt.Errorf("block at %s: %w", keyString(k), err)
+		}
+		if ms+h.span >= hi {
 			break
 		}
+		del = append(del, append([]byte(nil), k...))
+		n += h.count
 	}
 	for _, k := range del {
-		if err := b.Delete(k); err != nil {
-			return 0, fmt.Errorf("key %x: %w", k, err)
-		}
-	}
-	if len(keep) > 0 {
-		keys, vals := buildChunks(keep)
-		for i := range keys {
-			if err := b.Put(keys[i], vals[i]); err != nil {
-				return 0, fmt.Errorf("chunk at %s: %w", keyString(keys[i]), err)
-			}
+		if err := deleteKey(b, k); err != nil {
+			return 0, err
 		}
 	}
 	return n, nil
@@ -635,8 +636,8 @@ func pruneChunks(b *bolt.Bucket, hi uint64) (int, error) {
 // order (zero until = open; zero from = from the first); fn returns false to
 // stop. A job without samples is not an error.
 //
-// fn runs inside a read transaction, one sample at a time (a chunk, at most
-// a few dozen samples, is decoded at once), so a week of history never sits
+// fn runs inside a read transaction, one sample at a time (a block, one
+// flush's samples, is inflated at once), so a week of history never sits
 // in memory at once on a 512 MB Pi. fn must not write to this DB (a write
 // that grows the file waits for the read transaction to end: deadlock) and
 // should be quick, since pages freed meanwhile cannot be reused. A stored
@@ -665,7 +666,7 @@ func (db *DB) scanSamples(job string, from, until time.Time, desc bool, fn func(
 		var k, v []byte
 		switch {
 		case !desc:
-			// The chunk holding lo starts at or before it.
+			// The block holding lo starts at or before it.
 			k, v = c.Seek(millisKey(lo))
 			if k == nil {
 				k, v = c.Last()
@@ -679,7 +680,7 @@ func (db *DB) scanSamples(job string, from, until time.Time, desc bool, fn func(
 		case open:
 			k, v = c.Last()
 		default:
-			// The last chunk starting before until.
+			// The last block starting before until.
 			if k, _ = c.Seek(millisKey(hi)); k == nil {
 				k, v = c.Last()
 			} else {
@@ -688,13 +689,14 @@ func (db *DB) scanSamples(job string, from, until time.Time, desc bool, fn func(
 		}
 		var chunk []rawSample
 		var arena []byte
+		var inf inflater
 		for ; k != nil; k, v = step(c, desc) {
-			if v == nil {
-				return fmt.Errorf("chunk at %s: nested bucket where a value belongs", keyString(k))
+			bv, err := blockAt(b, k, v)
+			if err == nil {
+				chunk, arena, err = decodeBlockInto(chunk[:0], arena[:0], &inf, k, bv)
 			}
-			var err error
-			if chunk, arena, err = decodeChunkInto(chunk[:0], arena[:0], k, v); err != nil {
-				return fmt.Errorf("chunk at %s: %w", keyString(k), err)
+			if err != nil {
+				return fmt.Errorf("block at %s: %w", keyString(k), err)
 			}
 			for i := range chunk {
 				r := chunk[i]
@@ -749,7 +751,7 @@ func (db *DB) PruneSamples(job string, before time.Time) (int, error) {
 		if err != nil {
 			return err
 		}
-		if n, err = pruneChunks(b, hi); err != nil {
+		if n, err = pruneBlocks(b, hi); err != nil {
 			return err
 		}
 		if n == 0 {
@@ -800,9 +802,9 @@ type SampleStats struct {
 	First, Last time.Time
 }
 
-// SampleStats adds up the counts at the head of each of the job's chunks (a
-// few hundred a week, no sample decoded), takes First from the first key and
-// Last from the last chunk. A job without samples gives Count 0.
+// SampleStats adds up the counts at the head of each of the job's blocks (a
+// few hundred a week, none inflated), takes First from the first key and
+// Last from the last block's span. A job without samples gives Count 0.
 func (db *DB) SampleStats(job string) (SampleStats, error) {
 	st := SampleStats{Job: job}
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -811,28 +813,30 @@ func (db *DB) SampleStats(job string) (SampleStats, error) {
 			return nil
 		}
 		c := b.Cursor()
-		first, _ := c.First()
-		if first == nil {
-			return nil
-		}
-		lastK, lastV := c.Last()
-		got, err := decodeChunk(nil, lastK, lastV)
-		if err != nil {
-			return fmt.Errorf("chunk at %s: %w", keyString(lastK), err)
-		}
-		var n int
+		var first, last uint64
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			m, err := chunkCount(v)
-			if err != nil {
-				return fmt.Errorf("chunk at %s: %w", keyString(k), err)
+			ms, _, err := keyTime(k)
+			if err == nil {
+				var bv []byte
+				if bv, err = blockAt(b, k, v); err == nil {
+					var h blockHead
+					if h, err = parseBlockHead(bv); err == nil {
+						if st.Count == 0 {
+							first = ms
+						}
+						st.Count += h.count
+						last = ms + h.span
+					}
+				}
 			}
-			n += m
+			if err != nil {
+				return fmt.Errorf("block at %s: %w", keyString(k), err)
+			}
 		}
-		if _, st.First, err = keyTime(first); err != nil {
-			return err
+		if st.Count > 0 {
+			st.First = time.UnixMilli(int64(first)).UTC()
+			st.Last = time.UnixMilli(int64(last)).UTC()
 		}
-		st.Last = time.UnixMilli(int64(got[len(got)-1].ms)).UTC()
-		st.Count = n
 		return nil
 	})
 	if err != nil {

@@ -3,10 +3,12 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -457,23 +459,32 @@ func TestSamplesAppendScanPruneDelete(t *testing.T) {
 		t.Fatalf("SampleStats = %+v, %v", st, err)
 	}
 
-	// Prune is exact at the boundary: before sample 10 deletes 0..9.
-	if n, err := db.PruneSamples("job-a", at(10)); err != nil || n != 10 {
-		t.Fatalf("PruneSamples(at 10) = %d, %v; want 10", n, err)
-	}
+	// Prune deletes whole blocks. The three one-minute batches share one
+	// (a small last block takes the next flush in): a bound inside it keeps
+	// it, a bound just past its last sample takes it.
 	if n, err := db.PruneSamples("job-a", at(10)); err != nil || n != 0 {
-		t.Fatalf("second PruneSamples(at 10) = %d, %v; want 0", n, err)
+		t.Fatalf("PruneSamples(at 10) = %d, %v; want 0, the block reaches past the bound", n, err)
 	}
-	// A bound 1 ns past sample 10 takes it too.
-	if n, err := db.PruneSamples("job-a", at(10).Add(ns)); err != nil || n != 1 {
-		t.Fatalf("PruneSamples(at 10 + 1ns) = %d, %v; want 1", n, err)
+	if n, err := db.PruneSamples("job-a", at(35)); err != nil || n != 0 {
+		t.Fatalf("PruneSamples(at 35) = %d, %v; want 0, sample 35 is not before it", n, err)
+	}
+	wantIndexes(t, "after a bound inside the block", collect(t, db, "job-a", zero, zero, false), span(0, 36)...)
+	if n, err := db.PruneSamples("job-a", at(35).Add(ns)); err != nil || n != 36 {
+		t.Fatalf("PruneSamples(at 35 + 1ns) = %d, %v; want 36", n, err)
+	}
+	if n, err := db.PruneSamples("job-a", at(35).Add(ns)); err != nil || n != 0 {
+		t.Fatalf("second PruneSamples(at 35 + 1ns) = %d, %v; want 0", n, err)
 	}
 	if n, err := db.PruneSamples("job-none", at(100)); err != nil || n != 0 {
 		t.Fatalf("PruneSamples(no such job) = %d, %v", n, err)
 	}
-	wantIndexes(t, "after prune", collect(t, db, "job-a", zero, zero, false), span(11, 36)...)
-	if st, err := db.SampleStats("job-a"); err != nil || st.Count != 25 || !st.First.Equal(at(11)) || !st.Last.Equal(at(35)) {
+	if st, err := db.SampleStats("job-a"); err != nil || st.Count != 0 {
 		t.Fatalf("SampleStats after prune = %+v, %v", st, err)
+	}
+	appendBatches(t, db, "job-a", 40, 2, 12)
+	wantIndexes(t, "after prune and append", collect(t, db, "job-a", zero, zero, false), span(40, 64)...)
+	if st, err := db.SampleStats("job-a"); err != nil || st.Count != 24 || !st.First.Equal(at(40)) || !st.Last.Equal(at(63)) {
+		t.Fatalf("SampleStats after prune and append = %+v, %v", st, err)
 	}
 	if got := collect(t, db, "job-b", zero, zero, false); len(got) != 2 {
 		t.Fatalf("prune of job-a touched job-b: %d samples", len(got))
@@ -484,7 +495,7 @@ func TestSamplesAppendScanPruneDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = openAt(t, path)
-	wantIndexes(t, "after reopen", collect(t, db, "job-a", zero, zero, false), span(11, 36)...)
+	wantIndexes(t, "after reopen", collect(t, db, "job-a", zero, zero, false), span(40, 64)...)
 
 	if err := db.DeleteSamples("job-a"); err != nil {
 		t.Fatal(err)
@@ -545,18 +556,18 @@ func TestAppendSamplesRefuses(t *testing.T) {
 func TestScanSamplesReportsUndecodable(t *testing.T) {
 	db := openTest(t)
 	appendBatches(t, db, "job-a", 0, 1, 3)
-	// A chunk in a format this build does not know, and a well-formed
-	// chunk whose second sample does not decode.
-	keys, vals := buildChunks([]rawSample{
+	// A block in a format this build does not know, and a well-formed
+	// block whose second sample does not decode.
+	keys, vals := buildBlocks([]rawSample{
 		{ms: uint64(at(6).UnixMilli()), enc: EncodeSample(nil, realisticSample(6))},
 		{ms: uint64(at(7).UnixMilli()), enc: []byte{9, 9}},
 	})
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		b := jobSamples(tx, "job-a")
-		if err := b.Put(millisKey(uint64(at(4).UnixMilli())), []byte{9, 9}); err != nil {
+		if err := putBlock(b, millisKey(uint64(at(4).UnixMilli())), []byte{9, 9}); err != nil {
 			return err
 		}
-		return b.Put(keys[0], vals[0])
+		return putBlock(b, keys[0], vals[0])
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -567,7 +578,7 @@ func TestScanSamplesReportsUndecodable(t *testing.T) {
 		at     time.Time
 		detail string
 	}{
-		{time.Time{}, 3, at(4), "unknown chunk format 9"},
+		{time.Time{}, 3, at(4), "unknown block format 9"},
 		{at(6), 1, at(7), "unknown format version 9"},
 	} {
 		n := 0
@@ -579,28 +590,46 @@ func TestScanSamplesReportsUndecodable(t *testing.T) {
 	}
 }
 
-// TestSamplesPagesPackedFull checks the point of FillPercent 1.0 and of
-// small chunks: appended chunks fill their leaf pages instead of leaving
-// them half empty (bbolt leaves two keys on the page it splits off, so
-// leaves of eight chunks end about 6/8 full; one-minute batches of 12 make
-// three chunks each).
-func TestSamplesPagesPackedFull(t *testing.T) {
+// TestSamplesOneBlockPerFlush checks the point of blocks: a flush of 45
+// minutes at 5 s becomes one nested bucket, and appending it writes the
+// block's own pages plus a handful (the job bucket's last leaf, the
+// parents, the meta page), never the blocks before it. bbolt counts the
+// pages a commit writes, so the check does not depend on the machine.
+func TestSamplesOneBlockPerFlush(t *testing.T) {
 	db := openTest(t)
-	appendBatches(t, db, "job-a", 0, 200, 12)
+	const per = 540
+	appendBatches(t, db, "job-a", 0, 40, per)
+	batch := make([]Sample, per)
+	for j := range batch {
+		batch[j] = realisticSample(40*per + j)
+	}
+	before := db.bolt.Stats()
+	if err := db.AppendSamples("job-a", batch); err != nil {
+		t.Fatal(err)
+	}
+	after := db.bolt.Stats()
+	diff := after.TxStats.Sub(&before.TxStats)
+	written := diff.GetWrite()
+	var blockPages int64
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		st := jobSamples(tx, "job-a").Stats()
-		fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
-		t.Logf("%d chunks in %d leaves, %.0f%% full", st.KeyN, st.LeafPageN, 100*fill)
-		if st.KeyN > 600 || fill < 0.75 {
-			t.Errorf("%d chunks, leaves %.0f%% full; want at most 600 chunks, >= 75%%", st.KeyN, 100*fill)
+		b := jobSamples(tx, "job-a")
+		if n := keyCount(b); n != 41 {
+			t.Errorf("%d keys for 41 flushes, want one block each", n)
 		}
+		k, v := b.Cursor().Last()
+		bv, err := blockAt(b, k, v)
+		if err != nil {
+			return err
+		}
+		blockPages = int64(len(bv)+16+16+1+4095) / 4096
+		t.Logf("a flush of %d samples: a %d-byte block (%.1f B a sample), %d pages written", per, len(bv), float64(len(bv))/per, written)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := db.SampleStats("job-a"); err != nil || st.Count != 2400 {
-		t.Fatalf("SampleStats = %+v, %v; want 2400 samples", st, err)
+	if written > blockPages+6 {
+		t.Errorf("appending a %d-page block wrote %d pages, want at most %d", blockPages, written, blockPages+6)
 	}
 }
 
@@ -763,11 +792,19 @@ func TestSamplesSurviveClose(t *testing.T) {
 	}
 }
 
+// keyCount is how many keys b holds itself (bbolt's Stats counts the nested
+// buckets' keys too).
+func keyCount(b *bolt.Bucket) int {
+	n := 0
+	_ = b.ForEach(func(_, _ []byte) error { n++; return nil })
+	return n
+}
+
 // TestSampleBucketLayout pins the on-disk layout other tools may read:
-// samples/<job>/<8-byte big-endian unix ms of the first sample> -> chunk:
-// format 2, count, then per sample a time delta (not for the first) and
-// either len<<1 and EncodeSample, or len<<1|1, a change mask and the
-// changed bytes XORed with the previous sample's.
+// samples/<job>/<8-byte big-endian unix ms of the first sample>/ is a
+// bucket holding one value under key 0x00: format 3, count, span in ms,
+// then a raw DEFLATE stream of, per sample, a time delta (not for the first),
+// a length and EncodeSample's bytes.
 func TestSampleBucketLayout(t *testing.T) {
 	db := openTest(t)
 	s0, s1 := realisticSample(3), realisticSample(3)
@@ -777,25 +814,11 @@ func TestSampleBucketLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	e0, e1 := EncodeSample(nil, s0), EncodeSample(nil, s1)
-	if len(e0) != len(e1) {
-		t.Fatalf("test needs same-length samples: %d, %d", len(e0), len(e1))
-	}
-	wantV := binary.AppendUvarint([]byte{chunkFormat, 2}, uint64(len(e0))<<1)
-	wantV = append(wantV, e0...)
-	wantV = binary.AppendUvarint(wantV, 5000)
-	wantV = binary.AppendUvarint(wantV, uint64(len(e1))<<1|1)
-	mask := make([]byte, (len(e0)+7)/8)
-	var diff []byte
-	for i := range e0 {
-		if x := e0[i] ^ e1[i]; x != 0 {
-			mask[i/8] |= 1 << (i % 8)
-			diff = append(diff, x)
-		}
-	}
-	if len(diff) == 0 || len(diff) > 4 {
-		t.Fatalf("%d bytes differ, want 1..4 (one float)", len(diff))
-	}
-	wantV = append(append(wantV, mask...), diff...)
+	wantRec := binary.AppendUvarint(nil, uint64(len(e0)))
+	wantRec = append(wantRec, e0...)
+	wantRec = binary.AppendUvarint(wantRec, 5000)
+	wantRec = binary.AppendUvarint(wantRec, uint64(len(e1)))
+	wantRec = append(wantRec, e1...)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("samples")).Bucket([]byte("job-x"))
 		k, v := b.Cursor().First()
@@ -805,11 +828,25 @@ func TestSampleBucketLayout(t *testing.T) {
 			wantK[i] = byte(ms)
 			ms >>= 8
 		}
-		if !bytes.Equal(k, wantK) || !bytes.Equal(v, wantV) {
-			t.Errorf("stored %x -> %x, want %x -> %x", k, v, wantK, wantV)
+		if !bytes.Equal(k, wantK) || v != nil {
+			t.Fatalf("stored %x -> %x, want %x -> a bucket", k, v, wantK)
 		}
-		if n := b.Stats().KeyN; n != 1 {
-			t.Errorf("%d keys, want 1 chunk", n)
+		blk := b.Bucket(k)
+		if n := blk.Stats().KeyN; n != 1 {
+			t.Errorf("block bucket has %d keys, want 1", n)
+		}
+		bv := blk.Get([]byte{0})
+		head := []byte{3, 2}
+		head = binary.AppendUvarint(head, 5000)
+		if !bytes.HasPrefix(bv, head) {
+			t.Fatalf("block value starts %x, want %x", bv[:min(len(bv), 8)], head)
+		}
+		rec, err := io.ReadAll(flate.NewReader(bytes.NewReader(bv[len(head):])))
+		if err != nil || !bytes.Equal(rec, wantRec) {
+			t.Errorf("block records %x, %v; want %x", rec, err, wantRec)
+		}
+		if n := keyCount(b); n != 1 {
+			t.Errorf("%d keys, want 1 block", n)
 		}
 		return nil
 	})

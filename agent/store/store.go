@@ -51,7 +51,7 @@ const (
 
 // SchemaVersion is written to meta "schema_version" when a file is created, so
 // a later release can tell which layout it is reading.
-const SchemaVersion = "2"
+const SchemaVersion = "3"
 
 // DefaultMaxSize caps the file unless Options.MaxSize says otherwise. Audit
 // records are ~0.5 KB, so this is hundreds of thousands of records, far past

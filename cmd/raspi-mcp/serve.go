@@ -15,7 +15,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +121,7 @@ func cmdServe(args []string) error {
 	if httpLn != nil {
 		defer httpLn.Close()
 	}
-	tuneGC(cfg.Agent)
+	started := tuneGC(cfg.Agent)
 	// The ring keeps the latest records for logs.get_recent_app_logs.
 	ring := applog.NewRing(500)
 	log := slog.New(ring.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}), "agent"))
@@ -186,7 +185,7 @@ func cmdServe(args []string) error {
 	// Registering the tools (resolving their schemas) leaves MiB of
 	// garbage that a collector tuned for fewer cycles would keep until
 	// the first calls; an idle agent should not hold it.
-	debug.FreeOSMemory()
+	started()
 	if err := os.MkdirAll(filepath.Dir(cfg.Agent.Socket), 0o755); err != nil {
 		return err
 	}
