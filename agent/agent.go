@@ -31,6 +31,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
+	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
@@ -65,6 +66,11 @@ type Options struct {
 	// is recognised in it rather than by this machine's pids.
 	SimProcs *procs.Sim
 	AppLog   *applog.Ring // the agent's (and in laptop mode the helper's) latest log records; may be nil
+	// MetricsRenderer writes /metrics pages: a serving agent's is
+	// scrape.Process (the raspi-mcp-exporter child, so the agent does not
+	// link Prometheus's library), the tests' internal/promexp in process.
+	// nil answers every scrape with 503.
+	MetricsRenderer scrape.Renderer
 
 	// CheckOutput validates every result against its tool's output schema
 	// before it is sent, and turns a mismatch into an internal error. The
@@ -189,7 +195,7 @@ func New(o Options) (*Agent, error) {
 	if err := a.newLAN(); err != nil {
 		return nil, err
 	}
-	a.exp.handler = a.newMetricsHandler()
+	a.exp.handler = a.newMetricsHandler(o.MetricsRenderer)
 	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),

@@ -1,54 +1,60 @@
 package agent
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
-	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 )
 
 // The agent exports Prometheus metrics at /metrics (served by the HTTP
 // endpoint, which decides who may scrape). Owners with several Pis already
 // run Prometheus and Grafana, so the fleet view belongs there.
 //
-// The exposition is Prometheus's own client library, client_golang: a
-// registry owned by the Agent (never the library's global one) holding one
-// collector, and promhttp serving it, so the format, content negotiation
-// (OpenMetrics for a Prometheus that asks for it), compression and the
-// registry's consistency checks are the library's. It costs 3.6 MiB on the
-// stripped armv6 binary (docs/ARCHITECTURE.md has the numbers);
+// The agent reads the values; Prometheus's own client library,
+// client_golang, writes them (internal/promexp): the format, content
+// negotiation (OpenMetrics for a Prometheus that asks for it) and the
+// registry's consistency checks are the library's. The library and the
+// protobuf runtime it brings cost 3.7 MB of the stripped armv6 binary and
+// about 3 MiB of idle memory, which every owner would pay though only those
+// who scrape use it, so it runs in a small child process,
+// raspi-mcp-exporter, started at the first scrape (scrape.Process; the
+// renderer is an Option, and the tests render in process).
 // VictoriaMetrics/metrics is far smaller but writes HELP lines without
 // text, which `promtool check metrics` rejects.
 //
-// Device values are read at scrape time, in the collector's Collect, from
-// the same sources the tools read (sysinfo's health snapshot and kernel
-// counters), so a scrape never shows something older than the scrape.
-// Network and disk traffic are exported as the kernel's cumulative counters
-// (*_total) for PromQL's rate() to turn into rates over whatever window a
-// dashboard wants, rather than as rates over an interval the exporter would
-// have to choose.
+// Device values are read at scrape time from the same sources the tools
+// read (sysinfo's health snapshot and kernel counters), so a scrape never
+// shows something older than the scrape. Network and disk traffic are
+// exported as the kernel's cumulative counters (*_total) for PromQL's
+// rate() to turn into rates over whatever window a dashboard wants, rather
+// than as rates over an interval the exporter would have to choose.
 //
 // The agent's own counters sit on every call's path, so they are atomics
 // that live on the tool (calls by decision) or in a fixed array (errors by
 // code): counting a call takes no lock, no map lookup and no allocation.
-// The collector turns them into const metrics at scrape time.
+// A scrape turns them into points.
 
 // exporter is what the agent keeps for /metrics.
 type exporter struct {
 	errors  [len(exportedCodes) + 1]atomic.Uint64 // by exportedCodes index; the last counts any other code
 	refused atomic.Uint64                         // connections refused before any call: the principal had no role
-	handler http.Handler                          // serves the agent's registry (newMetricsHandler)
+	handler http.Handler                          // serves /metrics (newMetricsHandler)
+	render  scrape.Renderer                       // writes the page: Options.MetricsRenderer
+	table   []scrape.Family                       // families, as the renderer takes them
+	failing atomic.Bool                           // the last scrape failed to render; logged once until one works
 }
 
 // exportedCodes are the error codes a call can end with, in the order of
@@ -83,72 +89,95 @@ func (a *Agent) count(t *tool, decision string, e *ToolError) {
 }
 
 // scrapeTimeout bounds how long reading the device may take for one
-// scrape. The library's Collect has no context, so the collector sets its
-// own deadline, as client_golang advises for slow collectors; its handler
-// timeout would only answer 503 while the reads went on.
-const scrapeTimeout = 10 * time.Second
+// scrape, and renderTimeout how long the renderer may take for the page:
+// a scraper gives up after its own timeout (10 s by default), and a stuck
+// read or renderer must not pile up scrapes behind it.
+const (
+	scrapeTimeout = 10 * time.Second
+	renderTimeout = 10 * time.Second
+)
 
 // MetricsHandler serves the agent's metrics in the Prometheus text format,
 // or OpenMetrics to a scraper that asks for it. It does no authentication:
 // whoever mounts it decides who may scrape.
 func (a *Agent) MetricsHandler() http.Handler { return a.exp.handler }
 
-// newMetricsHandler builds the agent's registry and its handler, once.
-func (a *Agent) newMetricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	// The agent process's own CPU time, memory and file descriptors, as
-	// raspi_mcp_process_*: a leak on a 512 MB Pi shows on the dashboard.
-	// The library links this collector in anyway; a scrape reads a few
-	// files of /proc/self for it.
-	proc := collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "raspi_mcp"})
-	reg.MustRegister(newCollector(a), proc)
-	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		// One bad sample (a device label that is not UTF-8, a mount
-		// listed twice) is logged and left out; the rest is served.
-		ErrorHandling:     promhttp.ContinueOnError,
-		ErrorLog:          promLog{a},
-		EnableOpenMetrics: true,
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodGet:
-			h.ServeHTTP(w, r)
-		case http.MethodHead:
-			serveHead(h, w, r)
-		default:
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "metrics: method "+r.Method+" not allowed; scrape with GET", http.StatusMethodNotAllowed)
+// newMetricsHandler sets up /metrics with the renderer r; nil serves 503.
+func (a *Agent) newMetricsHandler(r scrape.Renderer) http.Handler {
+	if r == nil {
+		r = scrape.Unavailable("metrics: this agent was started without a renderer")
+	}
+	a.exp.render = r
+	a.exp.table = make([]scrape.Family, len(families))
+	for i, f := range families {
+		a.exp.table[i] = scrape.Family{Name: f.name, Type: f.typ, Help: f.help, Labels: f.labels}
+	}
+	return http.HandlerFunc(a.serveMetrics)
+}
+
+// serveMetrics answers GET and HEAD with a fresh scrape. A page that cannot
+// be rendered (the exporter binary missing, its process failing) is a 503
+// with the reason in one line, logged when it starts failing and not again
+// until a scrape works: Prometheus marks the target down and retries.
+func (a *Agent) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "metrics: method "+r.Method+" not allowed; scrape with GET", http.StatusMethodNotAllowed)
+		return
+	}
+	s := a.collect(r.Context())
+	ctx, cancel := context.WithTimeout(r.Context(), renderTimeout)
+	page, err := a.exp.render.Render(ctx, r.Header.Get("Accept"), s)
+	cancel()
+	if err != nil {
+		reason := strings.Join(strings.Fields(err.Error()), " ")
+		if !a.exp.failing.Swap(true) {
+			a.log.Warn("metrics: cannot render /metrics; scrapes answer 503 until it works again", "err", reason)
 		}
-	})
+		http.Error(w, reason, http.StatusServiceUnavailable)
+		return
+	}
+	if a.exp.failing.Swap(false) {
+		a.log.Info("metrics: /metrics renders again")
+	}
+	for _, p := range page.Problems {
+		a.log.Warn("metrics: serving", "err", p)
+	}
+	body := page.Body
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		var zb bytes.Buffer
+		zw := gzip.NewWriter(&zb)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		body = zb.Bytes()
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	w.Header().Set("Content-Type", page.ContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	_, _ = w.Write(body)
 }
 
-// promLog sends the library's errors to the agent's log.
-type promLog struct{ a *Agent }
-
-func (l promLog) Println(v ...any) {
-	l.a.log.Warn("metrics: serving", "err", fmt.Sprint(v...))
+// acceptsGzip reports whether an Accept-Encoding header admits gzip, as
+// Prometheus's always does: a gzip entry whose q is not 0.
+func acceptsGzip(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+			continue
+		}
+		q, ok := strings.CutPrefix(strings.ReplaceAll(strings.TrimSpace(params), " ", ""), "q=")
+		if !ok {
+			return true
+		}
+		v, err := strconv.ParseFloat(q, 64)
+		return err == nil && v > 0
+	}
+	return false
 }
-
-// serveHead answers HEAD with the status and headers a GET would have,
-// including its length, and no body.
-func serveHead(h http.Handler, w http.ResponseWriter, r *http.Request) {
-	hw := &headWriter{h: w.Header(), status: http.StatusOK}
-	h.ServeHTTP(hw, r)
-	w.Header().Set("Content-Length", strconv.Itoa(hw.n))
-	w.WriteHeader(hw.status)
-}
-
-// headWriter counts the body instead of sending it and holds back the
-// status, so the length can still go in the headers.
-type headWriter struct {
-	h      http.Header
-	status int
-	n      int
-}
-
-func (w *headWriter) Header() http.Header         { return w.h }
-func (w *headWriter) WriteHeader(code int)        { w.status = code }
-func (w *headWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
 
 // family is one metric family the agent exports; families holds them all,
 // so Describe lists every one and the tests can check the dashboard
@@ -208,8 +237,8 @@ const (
 )
 
 const (
-	gauge   = prometheus.GaugeValue
-	counter = prometheus.CounterValue
+	gauge   = scrape.Gauge
+	counter = scrape.Counter
 )
 
 var (
@@ -220,7 +249,7 @@ var (
 
 var families = [numFamilies]struct {
 	name   string
-	typ    prometheus.ValueType
+	typ    scrape.ValueType
 	help   string
 	labels []string
 }{
@@ -277,34 +306,23 @@ var families = [numFamilies]struct {
 	famDatabaseSize:    {"raspi_mcp_database_size_bytes", gauge, "Size of the agent's database file in bytes (bbolt reuses freed pages but never shrinks the file).", nil},
 }
 
-// collector is the agent's one prometheus.Collector: at each scrape it
-// reads the device and the agent's counters and sends const metrics.
-type collector struct {
-	a     *Agent
-	descs [numFamilies]*prometheus.Desc
-}
-
-func newCollector(a *Agent) *collector {
-	c := &collector{a: a}
-	for i, f := range families {
-		c.descs[i] = prometheus.NewDesc(f.name, f.help, f.labels, nil)
-	}
-	return c
-}
-
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.descs {
-		ch <- d
-	}
-}
-
-// Collect sends every family. A source that fails leaves its families out
-// and says so in raspi_reading_ok, rather than failing the whole scrape:
-// Prometheus would then lose the agent's own metrics too.
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+// collect reads the device and the agent's counters into one scrape's
+// snapshot. A source that fails leaves its families out and says so in
+// raspi_reading_ok, rather than failing the whole scrape: Prometheus would
+// then lose the agent's own metrics too.
+func (a *Agent) collect(ctx context.Context) *scrape.Snapshot {
+	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
-	a, e := c.a, emitter{ch: ch, descs: &c.descs}
+	s := &scrape.Snapshot{Families: a.exp.table, Points: make([]scrape.Point, 0, 128)}
+	if runtime.GOOS == "linux" {
+		// The agent process's own CPU time, memory and file descriptors,
+		// as raspi_mcp_process_*: a leak on a 512 MB Pi shows on the
+		// dashboard. The renderer reads them from /proc/PID, which names
+		// the agent even from the exporter's process; elsewhere the
+		// library reads only the process it runs in, which is not ours.
+		s.ProcessPID, s.ProcessNamespace = os.Getpid(), "raspi_mcp"
+	}
+	e := &emitter{s: s}
 	h, herr := a.sys.Health(ctx)
 	if herr != nil {
 		a.log.Warn("metrics: reading health", "err", herr)
@@ -332,29 +350,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		e.bool(famClockSync, synced)
 	}
 	a.collectOwn(e)
+	return s
 }
 
-// emitter sends the samples of one scrape.
-type emitter struct {
-	ch    chan<- prometheus.Metric
-	descs *[numFamilies]*prometheus.Desc
+// emitter adds the samples of one scrape to its snapshot.
+type emitter struct{ s *scrape.Snapshot }
+
+// val adds one sample. Label values come from the device (interface and
+// mount names) and go to the renderer as they are: one the format cannot
+// carry (not UTF-8) is the renderer's to leave out and report.
+func (e *emitter) val(f family, v float64, labels ...string) {
+	e.s.Points = append(e.s.Points, scrape.Point{Family: int(f), Value: v, Labels: labels})
 }
 
-// val sends one sample. Label values come from the device (interface and
-// mount names), so one that the library refuses (not UTF-8) becomes an
-// invalid metric, which the handler logs and leaves out, rather than a
-// panic.
-func (e emitter) val(f family, v float64, labels ...string) {
-	d := e.descs[f]
-	m, err := prometheus.NewConstMetric(d, families[f].typ, v, labels...)
-	if err != nil {
-		m = prometheus.NewInvalidMetric(d, err)
-	}
-	e.ch <- m
-}
-
-// bool sends 1 for true and 0 for false, the format's way to say yes or no.
-func (e emitter) bool(f family, v bool, labels ...string) {
+// bool adds 1 for true and 0 for false, the format's way to say yes or no.
+func (e *emitter) bool(f family, v bool, labels ...string) {
 	var n float64
 	if v {
 		n = 1
@@ -362,9 +372,9 @@ func (e emitter) bool(f family, v bool, labels ...string) {
 	e.val(f, n, labels...)
 }
 
-func (e emitter) uint(f family, v uint64, labels ...string) { e.val(f, float64(v), labels...) }
+func (e *emitter) uint(f family, v uint64, labels ...string) { e.val(f, float64(v), labels...) }
 
-func (e emitter) health(h sysinfo.Health) {
+func (e *emitter) health(h sysinfo.Health) {
 	if h.TemperatureCelsius != nil {
 		e.val(famTemperature, *h.TemperatureCelsius, h.TemperatureSource)
 	}
@@ -400,7 +410,7 @@ func (e emitter) health(h sysinfo.Health) {
 // filesystems sends the use of each mounted block-device file system. A
 // source that cannot list its mounts still has the root's, from the
 // health snapshot.
-func (a *Agent) filesystems(ctx context.Context, e emitter, h sysinfo.Health, hok bool) {
+func (a *Agent) filesystems(ctx context.Context, e *emitter, h sysinfo.Health, hok bool) {
 	var fss []sysinfo.Filesystem
 	if src, ok := a.sys.(sysinfo.FilesystemSource); ok {
 		var err error
@@ -421,7 +431,7 @@ func (a *Agent) filesystems(ctx context.Context, e emitter, h sysinfo.Health, ho
 // counters sends the kernel's cumulative network and disk counters.
 // Values past 2^53 bytes lose their last digits as float64, the library's
 // value type, which rate() does not notice.
-func (e emitter) counters(c sysinfo.Counters) {
+func (e *emitter) counters(c sysinfo.Counters) {
 	for i := range c.Net {
 		n := &c.Net[i]
 		e.uint(famNetRxBytes, n.RxBytes, n.Name)
@@ -459,7 +469,7 @@ func (a *Agent) clockSynced() (synced, ok bool) {
 }
 
 // collectOwn sends raspi-mcp's own metrics.
-func (a *Agent) collectOwn(e emitter) {
+func (a *Agent) collectOwn(e *emitter) {
 	e.val(famInfo, 1, a.version, a.build, a.mode)
 	e.uint(famStartTime, uint64(a.started.Unix()))
 
@@ -519,7 +529,7 @@ func (a *Agent) collectOwn(e emitter) {
 // collectSampler sends how far each running sampling job is behind: the
 // age of its newest sample beyond one interval. 0 is on time; a growing
 // value is a job that stopped sampling.
-func (a *Agent) collectSampler(e emitter) {
+func (a *Agent) collectSampler(e *emitter) {
 	s := a.sampler
 	jobs, err := s.db.ListJobs()
 	if err != nil {

@@ -21,8 +21,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
 
-// scrape GETs /metrics from the agent's handler and returns the body.
-func scrape(t testing.TB, a *Agent) []byte {
+// getMetrics GETs /metrics from the agent's handler and returns the body.
+func getMetrics(t testing.TB, a *Agent) []byte {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
@@ -102,7 +102,7 @@ func want(t testing.TB, m map[string]float64, key string, v float64) {
 func TestMetricsFromSimBoard(t *testing.T) {
 	r := newSimRig(t, nil)
 	board := r.sim.Agent.Sys
-	m := samples(t, scrape(t, r.a))
+	m := samples(t, getMetrics(t, r.a))
 	want(t, m, `raspi_reading_ok{source="health"}`, 1)
 	want(t, m, `raspi_reading_ok{source="counters"}`, 1)
 	want(t, m, `raspi_memory_total_bytes`, 4<<30)
@@ -156,7 +156,7 @@ func TestMetricsFromSimBoard(t *testing.T) {
 
 	// Under-voltage and throttling now, as a failing supply shows them.
 	board.SetThrottle(1<<0 | 1<<2 | 1<<16 | 1<<18)
-	m = samples(t, scrape(t, r.a))
+	m = samples(t, getMetrics(t, r.a))
 	want(t, m, `raspi_throttled{flag="under_voltage",when="now"}`, 1)
 	want(t, m, `raspi_throttled{flag="throttled",when="now"}`, 1)
 	want(t, m, `raspi_throttled{flag="throttled",when="since_boot"}`, 1)
@@ -167,7 +167,7 @@ func TestMetricsFromSimBoard(t *testing.T) {
 // code; an allowed one as allowed; neither touches the other's counters.
 func TestMetricsCountDecisions(t *testing.T) {
 	r := newSimRig(t, nil)
-	m := samples(t, scrape(t, r.a))
+	m := samples(t, getMetrics(t, r.a))
 	want(t, m, `raspi_mcp_denials_total`, 0)
 	want(t, m, `raspi_mcp_tool_errors_total{code="permission_denied"}`, 0)
 	if _, ok := m[`raspi_mcp_tool_calls_total{decision="deny",tool="system.reboot"}`]; ok {
@@ -187,7 +187,7 @@ func TestMetricsCountDecisions(t *testing.T) {
 		t.Fatalf("health: %v", sc)
 	}
 
-	m = samples(t, scrape(t, r.a))
+	m = samples(t, getMetrics(t, r.a))
 	want(t, m, `raspi_mcp_denials_total`, 1)
 	want(t, m, `raspi_mcp_tool_calls_total{decision="deny",tool="system.reboot"}`, 1)
 	want(t, m, `raspi_mcp_tool_calls_total{decision="allow",tool="system.reboot"}`, 0)
@@ -224,7 +224,7 @@ func TestMetricsPromtool(t *testing.T) {
 	// Every kind of sample present: a denial, an allowed call, an error.
 	r.as(reader, "system_reboot", map[string]any{"dry_run": true})
 	r.as(reader, "system_get_basic_info", map[string]any{})
-	body := scrape(t, r.a)
+	body := getMetrics(t, r.a)
 	f := filepath.Join(t.TempDir(), "metrics.txt")
 	if err := os.WriteFile(f, body, 0o600); err != nil {
 		t.Fatal(err)
@@ -412,7 +412,7 @@ func TestMetricsUpstreamAndHelper(t *testing.T) {
 		return 0, false
 	}
 	waitFor(t, "the helper watch's first look and the default job's first sample", hangGuard, func() bool {
-		m = samples(t, scrape(t, r.a))
+		m = samples(t, getMetrics(t, r.a))
 		_, ok := m[`raspi_mcp_helper_up`]
 		_, sampled := lag()
 		return ok && sampled
@@ -442,7 +442,7 @@ func TestMetricsSurviveUnreadableBoard(t *testing.T) {
 	r := newSimRig(t, nil)
 	r.a.sys = failingBoard{r.a.sys}
 	r.a.witness.note("gap: record 7 missing")
-	m := samples(t, scrape(t, r.a))
+	m := samples(t, getMetrics(t, r.a))
 	want(t, m, `raspi_reading_ok{source="health"}`, 0)
 	for k := range m {
 		if strings.HasPrefix(k, "raspi_temperature") || strings.HasPrefix(k, "raspi_load1") || strings.HasPrefix(k, "raspi_network_") {
@@ -490,7 +490,7 @@ func TestMetricsSkipBadSamples(t *testing.T) {
 		t.Fatal("the simulated board has no counters or mounts")
 	}
 	r.a.sys = oddBoard{Source: r.a.sys, base: base}
-	body := scrape(t, r.a)
+	body := getMetrics(t, r.a)
 	if bytes.Contains(body, []byte("wlan\xff")) {
 		t.Fatal("an interface name that is not UTF-8 was served")
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -177,6 +178,15 @@ func cmdServe(args []string) error {
 		}
 		opts.Journal = journal.Journalctl{}
 		opts.Root, opts.Net = os.DirFS("/"), netinfo.Linux{Root: "/"}
+	}
+	// raspi-mcp-exporter writes the /metrics pages, in a child started at
+	// the first scrape, so that an agent nobody scrapes does not carry
+	// Prometheus's library (internal/scrape says why).
+	opts.MetricsRenderer = scrape.Unavailable("metrics: raspi-mcp-exporter is installed neither beside raspi-mcp nor in ../lib/raspi-mcp/")
+	if bin := libBinary("raspi-mcp-exporter"); bin != "" {
+		exp := scrape.NewProcess(bin, os.Stderr)
+		defer exp.Close() // after the HTTP endpoint stopped: nothing scrapes any more
+		opts.MetricsRenderer = exp
 	}
 	a, err := agent.New(opts)
 	if err != nil {
