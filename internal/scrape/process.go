@@ -236,13 +236,17 @@ func (c *child) failed(ctx context.Context, doing string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("scrape: %s %s: %w", doing, c.bin, ctx.Err())
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			// The pipe's deadline was the context's, and fired first.
+			return fmt.Errorf("scrape: %s %s: %w", doing, c.bin, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("scrape: %s %s: no answer within %s", doing, c.bin, exchangeTimeout)
+	}
 	select {
 	case <-c.done:
 		return fmt.Errorf("scrape: %s %s: it exited (%v)", doing, c.bin, c.err)
 	case <-time.After(100 * time.Millisecond): // its exit may lag the pipe's end
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("scrape: %s %s: no answer within %s", doing, c.bin, exchangeTimeout)
 	}
 	return fmt.Errorf("scrape: %s %s: %w", doing, c.bin, err)
 }
