@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/deptest"
+)
+
+// promLibs are Prometheus's client library and what it brings. Each costs
+// every agent binary and its idle memory, so only raspi-mcp-exporter, the
+// child that writes /metrics pages, links them.
+var promLibs = map[string]string{
+	"github.com/prometheus/client_golang/...": "Prometheus's library belongs in raspi-mcp-exporter (internal/promexp), not the agent",
+	"github.com/prometheus/client_model/...":  "it comes with client_golang: raspi-mcp-exporter only",
+	"github.com/prometheus/common/...":        "expfmt comes with client_golang: raspi-mcp-exporter only",
+	"google.golang.org/protobuf/...":          "the protobuf runtime comes with client_model: raspi-mcp-exporter only",
+}
+
+func TestAgentLinksNoPrometheusLibrary(t *testing.T) {
+	deptest.Fence{Packages: []string{"./cmd/raspi-mcp"}, Forbidden: promLibs}.Check(t)
+	// What the agent and the exporter share is the standard library only.
+	deptest.Fence{Packages: []string{"./internal/scrape"}, StdlibOnly: true}.Check(t)
+
+	// The exporter does link them: the fence names the right paths.
+	root, err := deptest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := deptest.Fence{Packages: []string{"./cmd/raspi-mcp-exporter"}, Forbidden: promLibs, GOOS: []string{"linux"}}.Violations(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, v := range vs {
+		for p := range promLibs {
+			if strings.HasPrefix(v.Dep, strings.TrimSuffix(p, "...")) {
+				seen[p] = true
+			}
+		}
+	}
+	if len(seen) != len(promLibs) {
+		t.Fatalf("raspi-mcp-exporter links %v of %d fenced libraries: a fenced path is misspelt", seen, len(promLibs))
+	}
+}
