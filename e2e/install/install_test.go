@@ -584,8 +584,9 @@ func (l *lab) checkStatus() {
 
 // httpSocket: the packaged raspi-mcp-http.socket, enabled, opens its port
 // (systemd binds, not the agent), the restarted agent takes it and answers
-// MCP there: 401 without a token, an answer with one; the sandbox is as
-// before. The socket is then disabled again, as it ships.
+// MCP there: 401 without a token, an answer with one; /metrics answers a
+// loopback scrape through the exporter child; the sandbox is as before.
+// The socket is then disabled again, as it ships.
 func (l *lab) httpSocket() {
 	if out := l.mustPi("http socket ships disabled", "systemctl is-enabled raspi-mcp-http.socket || true"); strings.TrimSpace(out) != "disabled" {
 		l.t.Fatalf("raspi-mcp-http.socket: %q, want disabled", out)
@@ -619,6 +620,15 @@ func (l *lab) httpSocket() {
 	if !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.Contains(out, `"result":{}`) {
 		l.t.Fatalf("a ping over HTTP with a token:\n%s", out)
 	}
+	// A loopback scrape needs no token. The agent renders it in its
+	// child raspi-mcp-exporter, from /usr/lib/raspi-mcp and inside the
+	// agent's sandbox; the process metrics are still the agent's.
+	const scrape = `exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3 && cat <&3`
+	out = l.mustPi("a scrape of /metrics", "test -x /usr/lib/raspi-mcp/raspi-mcp-exporter && bash -c "+shellQuote(scrape))
+	if !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.Contains(out, "raspi_mcp_info{") || !strings.Contains(out, "raspi_mcp_process_resident_memory_bytes ") {
+		l.t.Fatalf("a scrape of /metrics from loopback:\n%.2000s", out)
+	}
+	l.mustPi("the exporter runs as the agent", "sudo pgrep -u raspi-mcp -f '^/usr/lib/raspi-mcp/raspi-mcp-exporter$'")
 	if st := l.mustPi("status", "sudo raspi-mcp status"); !strings.Contains(st, "http://127.0.0.1:8765/mcp") {
 		l.t.Errorf("raspi-mcp status does not show the endpoint:\n%s", st)
 	}
