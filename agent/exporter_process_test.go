@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,9 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/promexp"
@@ -19,7 +23,9 @@ import (
 )
 
 // buildExporter builds raspi-mcp-exporter into a directory of the test.
-func buildExporter(t *testing.T) string {
+func buildExporter(t *testing.T) string { t.Helper(); return buildExporterB(t) }
+
+func buildExporterB(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds raspi-mcp-exporter")
@@ -83,6 +89,27 @@ func TestMetricsThroughExporterProcess(t *testing.T) {
 	r.a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/metrics", nil))
 	if rec.Code != http.StatusOK || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") == "0" || rec.Header().Get("Content-Length") == "" {
 		t.Fatalf("HEAD: %d, %d body bytes, length %q", rec.Code, rec.Body.Len(), rec.Header().Get("Content-Length"))
+	}
+
+	// Gzip, as Prometheus asks for it, twice: the second reuses the
+	// first's compressor.
+	for range 2 {
+		req = httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec = httptest.NewRecorder()
+		r.a.MetricsHandler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || rec.Header().Get("Content-Encoding") != "gzip" || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
+			t.Fatalf("gzip: %d %v", rec.Code, rec.Header())
+		}
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, samples(t, plain), `raspi_mcp_tool_calls_total{decision="deny",tool="system.reboot"}`, 1)
 	}
 
 	old := p.Pid()
@@ -152,4 +179,57 @@ func TestAcceptsGzip(t *testing.T) {
 			t.Errorf("acceptsGzip(%q) = %v", h, got)
 		}
 	}
+}
+
+// BenchmarkScrapeCollect is the agent's part of a scrape on the simulated
+// board: reading the board, the audit counts, the database size and the
+// counters into points, without rendering.
+func BenchmarkScrapeCollect(b *testing.B) {
+	r := newSimRig(b, nil)
+	for _, tl := range r.a.tools.all() {
+		r.a.count(tl, "allow", nil)
+	}
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		n = len(r.a.collect(context.Background()).Points)
+	}
+	b.ReportMetric(float64(n), "points")
+}
+
+// BenchmarkScrapeExporterProcess is BenchmarkScrape as a serving agent
+// does it: rendered by the raspi-mcp-exporter child, gzip as Prometheus
+// asks. Its time includes the child's; cpu_us/op counts this process's
+// CPU only (user and system, from getrusage).
+func BenchmarkScrapeExporterProcess(b *testing.B) {
+	bin := buildExporterB(b)
+	r := newSimRig(b, nil)
+	for _, tl := range r.a.tools.all() {
+		r.a.count(tl, "allow", nil)
+	}
+	p := scrape.NewProcess(bin, os.Stderr)
+	b.Cleanup(func() { p.Close() })
+	r.a.exp.render = p
+	h := r.a.MetricsHandler()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	w := &countingWriter{h: http.Header{}}
+	h.ServeHTTP(w, req) // the child starts
+	b.ReportAllocs()
+	before := cpuTime(b)
+	for b.Loop() {
+		w.n = 0
+		h.ServeHTTP(w, req)
+	}
+	b.ReportMetric(float64((cpuTime(b)-before).Microseconds())/float64(b.N), "cpu_us/op")
+	b.ReportMetric(float64(w.n), "gzip_bytes")
+}
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

