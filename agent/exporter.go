@@ -329,7 +329,7 @@ var families = [numFamilies]struct {
 func (a *Agent) collect(ctx context.Context) *scrape.Snapshot {
 	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
-	s := &scrape.Snapshot{Families: a.exp.table, Points: make([]scrape.Point, 0, 128)}
+	s := &scrape.Snapshot{Families: a.exp.table, Points: make([]scrape.Point, 0, 256)}
 	if runtime.GOOS == "linux" {
 		// The agent process's own CPU time, memory and file descriptors,
 		// as raspi_mcp_process_*: a leak on a 512 MB Pi shows on the
