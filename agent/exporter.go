@@ -196,8 +196,8 @@ func acceptsGzip(h string) bool {
 }
 
 // family is one metric family the agent exports; families holds them all,
-// so Describe lists every one and the tests can check the dashboard
-// against their names.
+// so the renderer registers every one and the tests can check the
+// dashboard against their names.
 type family int
 
 const (
