@@ -622,10 +622,13 @@ func (l *lab) httpSocket() {
 	}
 	// A loopback scrape needs no token. The agent renders it in its
 	// child raspi-mcp-exporter, from /usr/lib/raspi-mcp and inside the
-	// agent's sandbox; the process metrics are still the agent's.
+	// agent's sandbox; the process metrics are still the agent's, its open
+	// files included (/proc/PID/fd, which the sandbox must let the child
+	// of the same user read).
 	const scrape = `exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3 && cat <&3`
 	out = l.mustPi("a scrape of /metrics", "test -x /usr/lib/raspi-mcp/raspi-mcp-exporter && bash -c "+shellQuote(scrape))
-	if !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.Contains(out, "raspi_mcp_info{") || !strings.Contains(out, "raspi_mcp_process_resident_memory_bytes ") {
+	if !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.Contains(out, "raspi_mcp_info{") || !strings.Contains(out, "raspi_mcp_process_resident_memory_bytes ") ||
+		!strings.Contains(out, "raspi_mcp_process_open_fds ") {
 		l.t.Fatalf("a scrape of /metrics from loopback:\n%.2000s", out)
 	}
 	l.mustPi("the exporter runs as the agent", "sudo pgrep -u raspi-mcp -f '^/usr/lib/raspi-mcp/raspi-mcp-exporter$'")
