@@ -119,7 +119,7 @@ func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
 		if err == io.EOF {
 			return nil, io.EOF
 		}
-		return nil, fmt.Errorf("%w: length: %v", ErrFrame, err)
+		return nil, fmt.Errorf("%w: length: %w", ErrFrame, err)
 	}
 	if n > maxFrame {
 		return nil, fmt.Errorf("%w: length %d over %d", ErrFrame, n, maxFrame)
@@ -129,7 +129,7 @@ func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
 	}
 	buf = buf[:n]
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("%w: %d-byte payload: %v", ErrFrame, n, err)
+		return nil, fmt.Errorf("%w: %d-byte payload: %w", ErrFrame, n, err)
 	}
 	if n == 0 || buf[0] != wireVersion {
 		return nil, fmt.Errorf("%w: version %v, this binary speaks %d (are raspi-mcp and raspi-mcp-exporter from the same release?)", ErrFrame, buf[:min(n, 1)], wireVersion)
