@@ -24,7 +24,8 @@ import (
 // dies with the agent; it also exits when its stdin closes.
 type Process struct {
 	bin    string
-	stderr io.Writer // the child's stderr; nil discards it
+	stderr io.Writer     // the child's stderr; nil discards it
+	grace  time.Duration // closeGrace; a test waits longer
 
 	turn chan struct{} // held by the one exchange under way
 
@@ -44,7 +45,7 @@ const closeGrace = 3 * time.Second
 // NewProcess renders with the exporter binary bin; the child's stderr goes
 // to stderr (nil: discarded).
 func NewProcess(bin string, stderr io.Writer) *Process {
-	return &Process{bin: bin, stderr: stderr, turn: make(chan struct{}, 1)}
+	return &Process{bin: bin, stderr: stderr, grace: closeGrace, turn: make(chan struct{}, 1)}
 }
 
 // Render sends s to the child and returns its page. A child that had
@@ -86,7 +87,7 @@ func (p *Process) Close() error {
 	p.child = nil
 	p.mu.Unlock()
 	if c != nil {
-		c.stop(closeGrace)
+		c.stop(p.grace)
 	}
 	return nil
 }
