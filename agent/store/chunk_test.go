@@ -135,23 +135,26 @@ func TestDecodeChunkRejects(t *testing.T) {
 	}
 }
 
-func FuzzDecodeChunk(f *testing.F) {
-	_, vals := buildChunks([]rawSample{
+func FuzzDecodeChunk(f *testing.F) { fuzzRoundTrip(f, buildChunks, decodeChunk) }
+
+// fuzzRoundTrip fuzzes a stored sample format: decode never panics, and
+// what decodes survives re-encoding: the same samples come back.
+func fuzzRoundTrip(f *testing.F, build func([]rawSample) (keys, vals [][]byte), decode func([]rawSample, []byte, []byte) ([]rawSample, error)) {
+	_, vals := build([]rawSample{
 		{ms: 1000, enc: EncodeSample(nil, realisticSample(0))},
 		{ms: 6000, enc: EncodeSample(nil, realisticSample(1))},
 	})
 	f.Add(vals[0])
 	f.Fuzz(func(t *testing.T, v []byte) {
-		got, err := decodeChunk(nil, millisKey(1000), v)
+		got, err := decode(nil, millisKey(1000), v)
 		if err != nil {
 			return
 		}
-		// What decodes survives re-encoding: the same samples come back.
-		keys, vals := buildChunks(got)
+		keys, vals := build(got)
 		var back []rawSample
 		for i := range keys {
-			if back, err = decodeChunk(back, keys[i], vals[i]); err != nil {
-				t.Fatalf("re-encoded chunk %d does not decode: %v", i, err)
+			if back, err = decode(back, keys[i], vals[i]); err != nil {
+				t.Fatalf("re-encoded value %d does not decode: %v", i, err)
 			}
 		}
 		if len(back) != len(got) {

@@ -81,27 +81,7 @@ func migrations() []migration {
 // samples belong, stops the migration with an error naming it: the file
 // then stays schema 1, untouched.
 func migrateSamplesToChunks(tx *bolt.Tx) error {
-	p := tx.Bucket([]byte(bucketSamples))
-	if p == nil {
-		return nil
-	}
-	var jobs [][]byte
-	err := p.ForEach(func(k, v []byte) error {
-		if v != nil {
-			return fmt.Errorf("samples: key %q is a value, not a job's bucket", k)
-		}
-		jobs = append(jobs, append([]byte(nil), k...))
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, job := range jobs {
-		if err := chunkJob(p, job); err != nil {
-			return fmt.Errorf("samples of job %q: %w", job, err)
-		}
-	}
-	return nil
+	return eachJob(tx, chunkJob)
 }
 
 // chunkJob rewrites one job's bucket as chunks.
@@ -173,6 +153,12 @@ func chunkJob(p *bolt.Bucket, job []byte) error {
 // A key that is not an 8-byte time stops the migration with an error naming
 // it: the file then stays schema 2, untouched.
 func migrateChunksToBlocks(tx *bolt.Tx) error {
+	return eachJob(tx, blockJob)
+}
+
+// eachJob calls rewrite for every job's bucket in the samples bucket. The
+// jobs are listed first, since rewrite replaces the bucket it is given.
+func eachJob(tx *bolt.Tx, rewrite func(p *bolt.Bucket, job []byte) error) error {
 	p := tx.Bucket([]byte(bucketSamples))
 	if p == nil {
 		return nil
@@ -189,7 +175,7 @@ func migrateChunksToBlocks(tx *bolt.Tx) error {
 		return err
 	}
 	for _, job := range jobs {
-		if err := blockJob(p, job); err != nil {
+		if err := rewrite(p, job); err != nil {
 			return fmt.Errorf("samples of job %q: %w", job, err)
 		}
 	}
