@@ -31,6 +31,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
+	"github.com/raspi-mcp/raspi-mcp/internal/rawio"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -267,13 +268,34 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	a.log.Debug("connection", "principal", p.Name, "uid", p.UID, "pid", p.PID, "role", p.Role)
-	in := newLineFilter(conn, a.log.With("principal", p.Name, "pid", p.PID))
-	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: in, Writer: conn}, nil)
+	// The session's descriptor leaves the runtime's poller (internal/rawio):
+	// there, every answer the bridge reads woke the agent for nothing. The
+	// shutdown sweep closes conn, which no longer reaches the descriptor, so
+	// the session closes it itself when ctx ends.
+	rw := &sessionConn{Conn: rawio.TakeUnix(conn)}
+	defer rw.Close()
+	defer context.AfterFunc(ctx, func() { rw.Close() })()
+	in := newLineFilter(rw, a.log.With("principal", p.Name, "pid", p.PID))
+	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: in, Writer: rw}, nil)
 	if err != nil {
 		a.log.Warn("mcp connect failed", "principal", p.Name, "err", err)
 		return
 	}
 	_ = ss.Wait()
+}
+
+// sessionConn serializes writes to a session's socket: the SDK's answers and
+// the line filter's refusals come from different goroutines, and a raw
+// descriptor, unlike a net.Conn, does not order them itself.
+type sessionConn struct {
+	rawio.Conn
+	mu sync.Mutex
+}
+
+func (c *sessionConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.Write(b)
 }
 
 // principalOf asks the kernel who connected and maps it to a principal with

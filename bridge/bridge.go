@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/internal/rawio"
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
@@ -52,14 +53,14 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 		}
 	}()
 	if f, ok := stdin.(*os.File); ok {
-		rw, c, r := pollStdio(f)
+		rw, c, r := rawio.Stdio(f)
 		in, closes, restores = rw, append(closes, c), append(restores, r)
 	}
 	if f, ok := stdout.(*os.File); ok {
-		rw, c, r := pollStdio(f)
+		rw, c, r := rawio.Stdio(f)
 		out, closes, restores = rw, append(closes, c), append(restores, r)
 	}
-	agent := agentConn(conn)
+	agent := rawio.TakeUnix(conn)
 	defer agent.Close()
 	o := newOwed()
 	upDone := make(chan error, 1)

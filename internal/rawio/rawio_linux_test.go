@@ -1,17 +1,15 @@
-package bridge
+package rawio
 
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // A pipe is taken over in non-blocking mode and given back as it was; a
 // regular file or a character device (a terminal's kind) is used as it is.
-func TestPollStdio(t *testing.T) {
+func TestStdio(t *testing.T) {
 	var p [2]int
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil { // blocking, as a shell's
 		t.Fatal(err)
@@ -19,9 +17,9 @@ func TestPollStdio(t *testing.T) {
 	r, w := os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
 	defer r.Close()
 	defer w.Close()
-	rw, closeRW, restore := pollStdio(r)
-	if _, ok := rw.(*pollFD); !ok {
-		t.Fatalf("a pipe: got %T, want a pollFD", rw)
+	rw, closeRW, restore := Stdio(r)
+	if _, ok := rw.(*FD); !ok {
+		t.Fatalf("a pipe: got %T, want an FD", rw)
 	}
 	if !isNonblocking(t, p[0]) {
 		t.Error("the pipe is not non-blocking while in use")
@@ -57,7 +55,7 @@ func TestPollStdio(t *testing.T) {
 	}
 	defer null.Close()
 	for _, f := range []*os.File{file, null} {
-		rw, closeRW, restore := pollStdio(f)
+		rw, closeRW, restore := Stdio(f)
 		closeRW()
 		restore()
 		if rw != f {
@@ -73,36 +71,4 @@ func isNonblocking(t *testing.T, fd int) bool {
 		t.Fatal(err)
 	}
 	return fl&syscall.O_NONBLOCK != 0
-}
-
-// Regular files as stdin and stdout (`raspi-mcp stdio <requests >answers`)
-// are read and written the ordinary way, with the same outcome.
-func TestRegularFiles(t *testing.T) {
-	conn, stop := fakeAgent(t, 10*time.Millisecond)
-	defer stop()
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.WriteFile(in, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"ping"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := os.Create(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	if err := Run(stdin, stdout, conn, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.ReadFile(stdout.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(out); strings.Count(got, "\n") != 2 || !strings.Contains(got, `"id":1,`) || !strings.Contains(got, `"id":2,`) {
-		t.Fatalf("stdout = %q", got)
-	}
 }

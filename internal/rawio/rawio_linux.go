@@ -1,4 +1,8 @@
-package bridge
+// Package rawio reads and writes sockets and pipes with raw system calls,
+// each descriptor waiting in epoll instances of its own, for processes that
+// spend almost all their time waiting: the stdio bridge of every SSH session
+// and the agent's end of those sessions. What it saves, and why, is below.
+package rawio
 
 import (
 	"io"
@@ -9,9 +13,10 @@ import (
 	"unsafe"
 )
 
-// Why the bridge does its own reads, writes and waits on Linux: it spends
-// almost all of its time waiting and almost none working, so what a message
-// costs it is mostly thread wake-ups.
+// Why the bridge (and the agent's end of its socket) does its own reads,
+// writes and waits on Linux: it spends almost all of its time waiting and
+// almost none working, so what a message costs it is mostly thread
+// wake-ups.
 //
 //   - Go reads a blocking stdin by parking a thread in read(2); the
 //     scheduler then hands that thread's processor to another thread and
@@ -37,9 +42,9 @@ import (
 // blocking read if made the ordinary way, and if made raw keeps the
 // runtime from ever resting: 200 wake-ups a second while idle.)
 
-// pollFD is a non-blocking descriptor read and written with raw system
-// calls. One goroutine may read while another writes.
-type pollFD struct {
+// FD is a non-blocking descriptor read and written with raw system calls.
+// One goroutine may read while another writes; writes must not overlap.
+type FD struct {
 	fd        int
 	in        waiter // ready to read; watched from the first read on
 	out       waiter // ready to write; watched only while a write waits
@@ -98,10 +103,9 @@ func (w waiter) ctl(op, fd int, events uint32) error {
 	return nil
 }
 
-// newPollFD takes fd over: it is put in non-blocking mode and closed by
-// Close.
-func newPollFD(fd int) (*pollFD, error) {
-	p := &pollFD{fd: fd}
+// New takes fd over: it is put in non-blocking mode and closed by Close.
+func New(fd int) (*FD, error) {
+	p := &FD{fd: fd}
 	p.readFn, p.writeFn = p.read, p.write
 	var err error
 	if err = syscall.SetNonblock(fd, true); err == nil {
@@ -116,7 +120,7 @@ func newPollFD(fd int) (*pollFD, error) {
 	return nil, err
 }
 
-func (p *pollFD) Read(b []byte) (int, error) {
+func (p *FD) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -142,7 +146,7 @@ func (p *pollFD) Read(b []byte) (int, error) {
 }
 
 // read reports whether it is done: false asks to wait.
-func (p *pollFD) read(uintptr) bool {
+func (p *FD) read(uintptr) bool {
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&p.rbuf[0])), uintptr(len(p.rbuf)))
 		switch e {
@@ -159,7 +163,7 @@ func (p *pollFD) read(uintptr) bool {
 	}
 }
 
-func (p *pollFD) Write(b []byte) (int, error) {
+func (p *FD) Write(b []byte) (int, error) {
 	p.wbuf, p.wn, p.werr = b, 0, nil
 	// Through out's lock even when no wait is needed, so Close never
 	// closes fd under a write.
@@ -174,7 +178,7 @@ func (p *pollFD) Write(b []byte) (int, error) {
 // write reports whether it is done: false asks to wait until the peer has
 // read. out watches fd only from the first such wait to the end of the
 // write, so the peer's every read does not wake this process.
-func (p *pollFD) write(uintptr) bool {
+func (p *FD) write(uintptr) bool {
 	for p.wn < len(p.wbuf) {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(p.fd), uintptr(unsafe.Pointer(&p.wbuf[p.wn])), uintptr(len(p.wbuf)-p.wn))
 		switch e {
@@ -206,11 +210,11 @@ func (p *pollFD) write(uintptr) bool {
 
 // CloseWrite ends the stream towards the peer (a socket's half-close). It
 // must not be called after Close.
-func (p *pollFD) CloseWrite() error { return syscall.Shutdown(p.fd, syscall.SHUT_WR) }
+func (p *FD) CloseWrite() error { return syscall.Shutdown(p.fd, syscall.SHUT_WR) }
 
 // Close wakes a read or write that waits, with net.ErrClosed, waits for
 // one under way, and closes fd, once: fd's number may be reused after.
-func (p *pollFD) Close() error {
+func (p *FD) Close() error {
 	p.closeOnce.Do(func() {
 		p.in.ep.Close()
 		p.out.ep.Close()
@@ -219,10 +223,17 @@ func (p *pollFD) Close() error {
 	return p.closeErr
 }
 
-// agentConn takes conn over (Run's caller may still Close it, to no
-// effect): its descriptor, duplicated, leaves the runtime's poller, which
-// would wake the process each time the agent reads.
-func agentConn(conn *net.UnixConn) sessionConn {
+// Conn is a connected socket as rawio's users need it.
+type Conn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// TakeUnix takes conn over (its owner may still Close it, to no effect):
+// its descriptor, duplicated, leaves the runtime's poller, which would wake
+// the process each time the peer reads. Where that cannot be done it
+// returns conn itself.
+func TakeUnix(conn *net.UnixConn) Conn {
 	sc, err := conn.SyscallConn()
 	if err != nil {
 		return conn
@@ -231,7 +242,7 @@ func agentConn(conn *net.UnixConn) sessionConn {
 	if err := sc.Control(func(orig uintptr) { fd, _ = fcntl(int(orig), syscall.F_DUPFD_CLOEXEC, 0) }); err != nil || fd < 0 {
 		return conn
 	}
-	p, err := newPollFD(fd)
+	p, err := New(fd)
 	if err != nil {
 		return conn
 	}
@@ -239,7 +250,7 @@ func agentConn(conn *net.UnixConn) sessionConn {
 	return p
 }
 
-// pollStdio returns a reader or writer for f that waits as above, a
+// Stdio returns a reader or writer for f that waits as above, a
 // function that closes it and one that puts f's mode back, to be called
 // after. For anything but a pipe or a socket (a terminal, a file,
 // /dev/null) it returns f and changes nothing.
@@ -248,8 +259,8 @@ func agentConn(conn *net.UnixConn) sessionConn {
 // processes: with its parent for a terminal, which is why those are left
 // alone. A pipe's or a socket's end is, in practice, this session's alone
 // (made by sshd or an MCP client for this process); its mode is still put
-// back when Run returns.
-func pollStdio(f *os.File) (rw io.ReadWriter, close, restore func()) {
+// back by restore.
+func Stdio(f *os.File) (rw io.ReadWriter, close, restore func()) {
 	nop := func() {}
 	sc, err := f.SyscallConn() // not f.Fd(), which may change the mode
 	if err != nil {
@@ -275,7 +286,7 @@ func pollStdio(f *os.File) (rw io.ReadWriter, close, restore func()) {
 	if fd < 0 {
 		return f, nop, nop
 	}
-	p, err := newPollFD(fd)
+	p, err := New(fd)
 	if err != nil {
 		return f, nop, nop
 	}
