@@ -236,6 +236,17 @@ func blockAt(b *bolt.Bucket, k, v []byte) ([]byte, error) {
 	return bv, nil
 }
 
+// blockHeadAt is blockAt with the block's header read: what appends,
+// retention and counts need, without inflating the block.
+func blockHeadAt(b *bolt.Bucket, k, v []byte) ([]byte, blockHead, error) {
+	bv, err := blockAt(b, k, v)
+	if err != nil {
+		return nil, blockHead{}, err
+	}
+	h, err := parseBlockHead(bv)
+	return bv, h, err
+}
+
 // putBlock stores one block under key k, replacing whatever was there.
 func putBlock(b *bolt.Bucket, k, v []byte) error {
 	if err := deleteKey(b, k); err != nil {

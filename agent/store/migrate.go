@@ -117,14 +117,10 @@ func chunkJob(p *bolt.Bucket, job []byte) error {
 		return nil
 	}
 	c.finish()
-	if err := p.DeleteBucket(job); err != nil {
-		return err
-	}
-	nb, err := p.CreateBucket(job)
+	nb, err := emptyJob(p, job)
 	if err != nil {
 		return err
 	}
-	nb.FillPercent = sampleFillPercent
 	for i := range c.keys {
 		if err := nb.Put(c.keys[i], c.vals[i]); err != nil {
 			return err
@@ -225,14 +221,10 @@ func blockJob(p *bolt.Bucket, job []byte) error {
 	if len(run) > 0 {
 		blocks = append(blocks, run)
 	}
-	if err := p.DeleteBucket(job); err != nil {
-		return err
-	}
-	nb, err := p.CreateBucket(job)
+	nb, err := emptyJob(p, job)
 	if err != nil {
 		return err
 	}
-	nb.FillPercent = sampleFillPercent
 	for _, r := range blocks {
 		if err := putBlocks(nb, r); err != nil {
 			return err
@@ -248,6 +240,20 @@ func blockJob(p *bolt.Bucket, job []byte) error {
 		}
 	}
 	return nil
+}
+
+// emptyJob replaces job's bucket with an empty one, set for appends, for a
+// migration step to refill.
+func emptyJob(p *bolt.Bucket, job []byte) (*bolt.Bucket, error) {
+	if err := p.DeleteBucket(job); err != nil {
+		return nil, err
+	}
+	nb, err := p.CreateBucket(job)
+	if err != nil {
+		return nil, err
+	}
+	nb.FillPercent = sampleFillPercent
+	return nb, nil
 }
 
 // schema is what an open brings a file to: the version and the steps that

@@ -547,14 +547,13 @@ func putSamples(b *bolt.Bucket, raw []rawSample) error {
 		if err != nil {
 			return err
 		}
-		bv, err := blockAt(b, k, v)
+		bv, h, err := blockHeadAt(b, k, v)
 		if err != nil {
 			// A damaged block's span is unknown: leave it where it is
 			// (scans keep reporting it) rather than stop all appends.
 			break
 		}
-		h, err := parseBlockHead(bv)
-		if err != nil || ms+h.span < first && !(tail && len(bv) < smallBlock && last-ms < maxBlockSpan) {
+		if ms+h.span < first && !(tail && len(bv) < smallBlock && last-ms < maxBlockSpan) {
 			break
 		}
 		got, err := decodeBlock(nil, k, bv)
@@ -610,11 +609,7 @@ func pruneBlocks(b *bolt.Bucket, hi uint64) (int, error) {
 			c.Prev()
 			continue
 		}
-		bv, err := blockAt(b, k, v)
-		if err != nil {
-			return 0, fmt.Errorf("block at %s: %w", keyString(k), err)
-		}
-		h, err := parseBlockHead(bv)
+		_, h, err := blockHeadAt(b, k, v)
 		if err != nil {
 			return 0, fmt.Errorf("block at %s: %w", keyString(k), err)
 		}
@@ -816,22 +811,18 @@ func (db *DB) SampleStats(job string) (SampleStats, error) {
 		var first, last uint64
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			ms, _, err := keyTime(k)
+			var h blockHead
 			if err == nil {
-				var bv []byte
-				if bv, err = blockAt(b, k, v); err == nil {
-					var h blockHead
-					if h, err = parseBlockHead(bv); err == nil {
-						if st.Count == 0 {
-							first = ms
-						}
-						st.Count += h.count
-						last = ms + h.span
-					}
-				}
+				_, h, err = blockHeadAt(b, k, v)
 			}
 			if err != nil {
 				return fmt.Errorf("block at %s: %w", keyString(k), err)
 			}
+			if st.Count == 0 {
+				first = ms
+			}
+			st.Count += h.count
+			last = ms + h.span
 		}
 		if st.Count > 0 {
 			st.First = time.UnixMilli(int64(first)).UTC()
