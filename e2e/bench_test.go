@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/iostat"
 )
 
 // BenchmarkHealthSnapshotOverStdio measures the round trip a client sees:
@@ -122,11 +124,11 @@ func BenchmarkDiskWritesPerDay(b *testing.B) {
 		}
 		pid := cmd.Process.Pid
 		time.Sleep(flush + 5*time.Second) // past the first flush
-		d0, devOK := devWritten(b)
+		d0, devOK := iostat.DeviceWritten(b)
 		w0, c0 := ioWrites(pid), ioField(pid, "wchar")
 		time.Sleep(flush) // exactly one more flush
 		w1, c1 := ioWrites(pid), ioField(pid, "wchar")
-		d1, _ := devWritten(b)
+		d1, _ := iostat.DeviceWritten(b)
 		alive := cmd.Process.Signal(syscall.Signal(0)) == nil
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
@@ -182,40 +184,7 @@ func BenchmarkAuditedCallWrites(b *testing.B) {
 
 func ioWrites(pid int) int64 { return ioField(pid, "write_bytes") }
 
-// devWritten is what the block device named by RASPI_BENCH_BLOCKDEV (say
-// loop0, holding the file system TMPDIR is on, which nothing else writes)
-// has written, in bytes, after syncing: what reaches the card. On kernels
-// whose page cache keeps large folios, write_bytes counts a 4 KiB write
-// into a file read through mmap (bbolt's way) as the whole folio, up to
-// 256 KiB, so it overstates the wear there.
-func devWritten(b *testing.B) (int64, bool) {
-	dev := os.Getenv("RASPI_BENCH_BLOCKDEV")
-	if dev == "" {
-		return 0, false
-	}
-	syscall.Sync()
-	data, err := os.ReadFile("/sys/block/" + dev + "/stat")
-	if err != nil {
-		b.Fatalf("RASPI_BENCH_BLOCKDEV: %v", err)
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 7 {
-		b.Fatalf("RASPI_BENCH_BLOCKDEV: %s/stat: %q", dev, data)
-	}
-	sectors, err := strconv.ParseInt(f[6], 10, 64)
-	if err != nil {
-		b.Fatalf("RASPI_BENCH_BLOCKDEV: %v", err)
-	}
-	return sectors * 512, true
-}
-
 func ioField(pid int, field string) int64 {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, field+": "); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := iostat.Proc(strconv.Itoa(pid), field)
+	return n
 }

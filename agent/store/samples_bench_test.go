@@ -1,39 +1,21 @@
 package store
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/iostat"
 )
 
-// procIO reads one counter of /proc/self/io. write_bytes is what the kernel
-// accounts as sent towards the block device when this process dirties page
-// cache pages (4 KiB granularity, so a rewritten page counts whole): the
-// SD-card wear figure. ok is false off Linux or where the kernel does not
-// account I/O.
-func procIO(field string) (n int64, ok bool) {
-	f, err := os.Open("/proc/self/io")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), field+": "); found {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
-}
+// procIO reads one counter of /proc/self/io (iostat.Proc): write_bytes,
+// pages dirtied, the SD-card wear figure, or wchar, bytes handed to write.
+func procIO(field string) (n int64, ok bool) { return iostat.Proc("self", field) }
 
 // ioMeter reports bytes written per sample from /proc/self/io: disk_B/sample
 // from write_bytes (pages dirtied, what reaches the card) and wchar_B/sample
@@ -335,7 +317,7 @@ func flushCurvePoint(b *testing.B, every time.Duration) {
 	next := history + extra
 	batch := make([]Sample, per)
 	lastPrune := time.Time{}
-	dev0, devOK := devWritten(b)
+	dev0, devOK := iostat.DeviceWritten(b)
 	io := startIO()
 	b.ResetTimer()
 	for range b.N {
@@ -369,35 +351,8 @@ func flushCurvePoint(b *testing.B, every time.Duration) {
 	b.ReportMetric(float64(w-io.wchar0)*scale/1e6, "wchar_MB/day")
 	b.ReportMetric(float64(d-io.disk0)/n, "disk_B/flush")
 	b.ReportMetric(float64(w-io.wchar0)/n, "wchar_B/flush")
-	if dev1, ok := devWritten(b); ok && devOK {
+	if dev1, ok := iostat.DeviceWritten(b); ok && devOK {
 		b.ReportMetric(float64(dev1-dev0)*scale/1e6, "dev_MB/day")
 		b.ReportMetric(float64(dev1-dev0)/n, "dev_B/flush")
 	}
-}
-
-// devWritten is what the block device named by RASPI_BENCH_BLOCKDEV (say
-// loop0, holding the file system TMPDIR is on, which nothing else writes)
-// has written, in bytes, after syncing that file system: what reaches the
-// card, journal included. write_bytes cannot say it on kernels whose page
-// cache keeps large folios: a 4 KiB write into a file read through mmap,
-// as bbolt reads, is accounted as the whole folio, up to 256 KiB.
-func devWritten(b *testing.B) (int64, bool) {
-	dev := os.Getenv("RASPI_BENCH_BLOCKDEV")
-	if dev == "" {
-		return 0, false
-	}
-	syscall.Sync()
-	data, err := os.ReadFile("/sys/block/" + dev + "/stat")
-	if err != nil {
-		b.Fatalf("RASPI_BENCH_BLOCKDEV: %v", err)
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 7 {
-		b.Fatalf("RASPI_BENCH_BLOCKDEV: %s/stat: %q", dev, data)
-	}
-	sectors, err := strconv.ParseInt(f[6], 10, 64)
-	if err != nil {
-		b.Fatalf("RASPI_BENCH_BLOCKDEV: %v", err)
-	}
-	return sectors * 512, true
 }
