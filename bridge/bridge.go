@@ -102,13 +102,6 @@ wait:
 	}
 }
 
-// sessionConn is the agent socket as Run uses it.
-type sessionConn interface {
-	io.ReadWriter
-	CloseWrite() error
-	Close() error
-}
-
 // owed is the set of requests forwarded to the agent and not yet answered,
 // by rpcid.Key.
 type owed struct {
