@@ -7,8 +7,10 @@ import (
 	"slices"
 )
 
-// Samples are stored in chunks: one bbolt key per run of consecutive samples
-// rather than one per sample. With one key per sample every flush rewrote
+// Schema 2 stored samples in chunks, which this file still builds (for the
+// schema 1 migration, whose output the schema 2 step reads) and reads (for
+// the migration to blocks, block.go): one bbolt key per run of consecutive
+// samples rather than one per sample. With one key per sample every flush rewrote
 // the job's last leaf, its branch, the parent buckets and the meta page for
 // a kilobyte or two of samples; a chunk carries the same samples in a third
 // of the bytes (consecutive readings differ in a few bytes), so a flush
@@ -161,26 +163,19 @@ func chunkFormatErr(v []byte) error {
 }
 
 // decodeChunk appends the raw samples of the chunk stored under key k to
-// dst. The enc slices never alias v, so they outlive the transaction.
-// Malformed input is an error, never a panic: every length is checked
-// against the bytes left.
+// dst; schema 2 stored them so, and the migration to blocks reads them. The
+// enc slices never alias v, so they outlive the transaction. Malformed input
+// is an error, never a panic: every length is checked against the bytes
+// left.
 func decodeChunk(dst []rawSample, k, v []byte) ([]rawSample, error) {
-	dst, _, err := decodeChunkInto(dst, nil, k, v)
-	return dst, err
-}
-
-// decodeChunkInto is decodeChunk with the enc bytes appended to arena, which
-// it returns: a scan passes the same arena, emptied, for every chunk, so a
-// day's scan does not allocate per sample. The samples of one call stay
-// valid until arena is reused.
-func decodeChunkInto(dst []rawSample, arena, k, v []byte) ([]rawSample, []byte, error) {
+	var arena []byte // the samples' bytes, appended
 	ms, _, err := keyTime(k)
 	if err != nil {
-		return dst, arena, err
+		return dst, err
 	}
 	n, err := chunkCount(v)
 	if err != nil {
-		return dst, arena, err
+		return dst, err
 	}
 	r := sampleReader{b: v, off: 1}
 	r.uvarint("count", -1)
@@ -195,7 +190,7 @@ func decodeChunkInto(dst []rawSample, arena, k, v []byte) ([]rawSample, []byte, 
 		}
 		h := r.uvarint("sample header", i)
 		if r.err != nil {
-			return dst, arena, r.err
+			return dst, r.err
 		}
 		size, delta := h>>1, h&1 == 1
 		left := uint64(len(v) - r.off)
@@ -203,18 +198,18 @@ func decodeChunkInto(dst []rawSample, arena, k, v []byte) ([]rawSample, []byte, 
 		switch {
 		case !delta:
 			if size > left {
-				return dst, arena, fmt.Errorf("sample %d: length %d exceeds the %d bytes left", i, size, left)
+				return dst, fmt.Errorf("sample %d: length %d exceeds the %d bytes left", i, size, left)
 			}
 			at := len(arena)
 			arena = append(arena, v[r.off:r.off+int(size)]...)
 			enc = arena[at:len(arena):len(arena)]
 			r.off += int(size)
 		case i == 0 || size != uint64(len(prev)):
-			return dst, arena, fmt.Errorf("sample %d: delta against a sample of another length", i)
+			return dst, fmt.Errorf("sample %d: delta against a sample of another length", i)
 		default:
 			mlen := (int(size) + 7) / 8
 			if uint64(mlen) > left {
-				return dst, arena, fmt.Errorf("sample %d: mask exceeds the %d bytes left", i, left)
+				return dst, fmt.Errorf("sample %d: mask exceeds the %d bytes left", i, left)
 			}
 			mask := v[r.off : r.off+mlen]
 			r.off += mlen
@@ -226,7 +221,7 @@ func decodeChunkInto(dst []rawSample, arena, k, v []byte) ([]rawSample, []byte, 
 					continue
 				}
 				if r.off >= len(v) {
-					return dst, arena, fmt.Errorf("sample %d: truncated delta", i)
+					return dst, fmt.Errorf("sample %d: truncated delta", i)
 				}
 				enc[j] ^= v[r.off]
 				r.off++
@@ -236,10 +231,10 @@ func decodeChunkInto(dst []rawSample, arena, k, v []byte) ([]rawSample, []byte, 
 		prev = enc
 	}
 	if r.err != nil {
-		return dst, arena, r.err
+		return dst, r.err
 	}
 	if r.off != len(v) {
-		return dst, arena, fmt.Errorf("%d trailing bytes after byte %d", len(v)-r.off, r.off)
+		return dst, fmt.Errorf("%d trailing bytes after byte %d", len(v)-r.off, r.off)
 	}
-	return dst, arena, nil
+	return dst, nil
 }
