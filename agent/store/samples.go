@@ -518,6 +518,7 @@ func (db *DB) appendSamples(job string, batch []Sample, before time.Time) (int, 
 	if err != nil {
 		return 0, fmt.Errorf("store: append %d samples to job %q: %w", len(batch), job, err)
 	}
+	db.forgetCached()
 	return pruned, nil
 }
 

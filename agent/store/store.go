@@ -88,6 +88,7 @@ type DB struct {
 	maxSize  int64 // 0: no limit
 	audit    auditGroup
 	log      *auditLog // audit records not yet folded into bbolt
+	file     *os.File  // bbolt's own descriptor of path, for forgetCached
 }
 
 // Open opens (or, unless o.ReadOnly, creates) the store at path. A new file's
@@ -142,6 +143,12 @@ func open(path string, o Options, sc schema) (*DB, error) {
 		// this size; the file stays readable by stock bbolt tools.
 		NoFreelistSync: true,
 	}
+	var file *os.File
+	bo.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		file = f
+		return f, err
+	}
 	bdb, err := bolt.Open(path, 0o600, bo)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
@@ -149,7 +156,7 @@ func open(path string, o Options, sc schema) (*DB, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db := &DB{bolt: bdb, path: path, readOnly: o.ReadOnly, maxSize: maxSize}
+	db := &DB{bolt: bdb, path: path, readOnly: o.ReadOnly, maxSize: maxSize, file: file}
 	found, err := checkSchema(bdb, path, o.ReadOnly, sc)
 	if err != nil {
 		_ = bdb.Close()
@@ -180,6 +187,7 @@ func open(path string, o Options, sc schema) (*DB, error) {
 	// verification still find them; the next fold tries again.
 	_ = db.foldLocked()
 	db.log.mu.Unlock()
+	db.forgetCached()
 	return db, nil
 }
 
