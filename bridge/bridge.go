@@ -20,7 +20,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/internal/rawio"
@@ -66,7 +65,7 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 	upDone := make(chan error, 1)
 	go func() { upDone <- copyLines(in, agent, o.sent) }()
 	downDone := make(chan error, 1)
-	go func() { downDone <- copyLines(agent, out, o.answered) }()
+	go func() { downDone <- copyLines(agent, out, o.Answered) }()
 
 	select {
 	case err := <-downDone:
@@ -83,9 +82,9 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 wait:
-	for o.count() > 0 {
+	for o.Count() > 0 {
 		select {
-		case <-o.drained:
+		case <-o.Drained():
 		case err := <-downDone:
 			return err
 		case <-timer.C:
@@ -102,19 +101,14 @@ wait:
 	}
 }
 
-// owed is the set of requests forwarded to the agent and not yet answered,
-// by rpcid.Key.
+// owed is the set of requests forwarded to the agent and not yet
+// answered.
 type owed struct {
-	mu      sync.Mutex
-	ids     map[string]struct{}
-	drained chan struct{} // signalled when ids becomes empty
-	// Scan's buffers, one per direction (each used by one goroutine).
-	upMsgs, downMsgs []rpcid.Message
+	*rpcid.Owed
+	upMsgs []rpcid.Message // sent's scan buffer (one goroutine reads stdin)
 }
 
-func newOwed() *owed {
-	return &owed{ids: map[string]struct{}{}, drained: make(chan struct{}, 1)}
-}
+func newOwed() *owed { return &owed{Owed: rpcid.NewOwed()} }
 
 // sent records the requests of a line from the client that the agent
 // answers under the id as sent: those whose id it can carry back, and
@@ -131,42 +125,9 @@ func (o *owed) sent(line []byte) {
 			continue
 		}
 		if v, _ := rpcid.Check(m.ID); v == rpcid.Echoed || v == rpcid.Refused {
-			o.mu.Lock()
-			o.ids[rpcid.Key(m.ID)] = struct{}{}
-			o.mu.Unlock()
+			o.Add(m.ID)
 		}
 	}
-}
-
-// answered strikes off the responses (an id, no method) of a line from the
-// agent.
-func (o *owed) answered(line []byte) {
-	msgs, _, ok := rpcid.Scan(line, o.downMsgs)
-	o.downMsgs = msgs
-	if !ok {
-		return
-	}
-	for _, m := range msgs {
-		if m.Method || m.ID == nil {
-			continue
-		}
-		o.mu.Lock()
-		delete(o.ids, rpcid.Key(m.ID))
-		n := len(o.ids)
-		o.mu.Unlock()
-		if n == 0 {
-			select {
-			case o.drained <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-func (o *owed) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.ids)
 }
 
 // copyLines copies the newline-delimited messages of r to w, showing each

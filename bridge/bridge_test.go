@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -175,12 +174,12 @@ func TestIDs(t *testing.T) {
 	// go-sdk may spell a string id's escapes differently in its answer.
 	o := newOwed()
 	o.sent([]byte(`{"jsonrpc":"2.0","id":"\u0041\/","method":"a"}`))
-	o.answered([]byte(`{"jsonrpc":"2.0","id":"A/","result":{}}`))
-	if n := o.count(); n != 0 {
+	o.Answered([]byte(`{"jsonrpc":"2.0","id":"A/","result":{}}`))
+	if n := o.Count(); n != 0 {
 		t.Errorf("escaped id not matched: %d still owed", n)
 	}
 	select {
-	case <-o.drained:
+	case <-o.Drained():
 	default:
 		t.Error("the last answer did not signal")
 	}
@@ -190,7 +189,7 @@ func TestIDs(t *testing.T) {
 func sentKeys(line string) []string {
 	o := newOwed()
 	o.sent([]byte(line))
-	return slices.Sorted(maps.Keys(o.ids))
+	return o.Keys()
 }
 
 // answeredKeys are the keys, among those of the test lines' ids, that line
@@ -199,13 +198,14 @@ func answeredKeys(line string) []string {
 	o := newOwed()
 	all := []string{"1", "2", `"a"`, "1.5", "null"}
 	for _, id := range all {
-		o.ids[rpcid.Key([]byte(id))] = struct{}{}
+		o.Add([]byte(id))
 	}
-	o.answered([]byte(line))
+	o.Answered([]byte(line))
+	left := o.Keys()
 	var gone []string
 	for _, id := range all {
-		if _, ok := o.ids[rpcid.Key([]byte(id))]; !ok {
-			gone = append(gone, rpcid.Key([]byte(id)))
+		if k := rpcid.Key([]byte(id)); !slices.Contains(left, k) {
+			gone = append(gone, k)
 		}
 	}
 	return gone
