@@ -304,3 +304,6 @@ func fcntl(fd, cmd, arg int) (int, error) {
 	}
 	return int(r1), nil
 }
+
+// Take takes fd, a pipe or a socket, over as a Conn (an FD).
+func Take(fd int) (Conn, error) { return New(fd) }
