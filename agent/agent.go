@@ -4,7 +4,6 @@
 package agent
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +29,6 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
-	"github.com/raspi-mcp/raspi-mcp/internal/identity"
-	"github.com/raspi-mcp/raspi-mcp/internal/rawio"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -254,88 +251,6 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
-}
-
-// serveConn runs one MCP session; unixsock.Serve closes conn after it.
-func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
-	p, err := a.principalOf(conn)
-	if err != nil {
-		a.log.Warn("cannot read peer credentials; connection refused", "err", err)
-		return
-	}
-	if p.Role == identity.RoleNone {
-		a.refuse(conn, p)
-		return
-	}
-	a.log.Debug("connection", "principal", p.Name, "uid", p.UID, "pid", p.PID, "role", p.Role)
-	// The session's descriptor leaves the runtime's poller (internal/rawio):
-	// there, every answer the bridge reads woke the agent for nothing. The
-	// shutdown sweep closes conn, which no longer reaches the descriptor, so
-	// the session closes it itself when ctx ends.
-	rw := &sessionConn{Conn: rawio.TakeUnix(conn)}
-	defer rw.Close()
-	defer context.AfterFunc(ctx, func() { rw.Close() })()
-	in := newLineFilter(rw, a.log.With("principal", p.Name, "pid", p.PID))
-	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: in, Writer: rw}, nil)
-	if err != nil {
-		a.log.Warn("mcp connect failed", "principal", p.Name, "err", err)
-		return
-	}
-	_ = ss.Wait()
-}
-
-// sessionConn serializes writes to a session's socket: the SDK's answers and
-// the line filter's refusals come from different goroutines, and a raw
-// descriptor, unlike a net.Conn, does not order them itself.
-type sessionConn struct {
-	rawio.Conn
-	mu sync.Mutex
-}
-
-func (c *sessionConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.Conn.Write(b)
-}
-
-// principalOf asks the kernel who connected and maps it to a principal with
-// the [roles] table (identity.FromUnix).
-func (a *Agent) principalOf(conn *net.UnixConn) (identity.Principal, error) {
-	peer, err := unixsock.PeerOf(conn)
-	if err != nil {
-		return identity.Principal{}, err
-	}
-	return identity.FromUnix(a.conf().Roles, peer), nil
-}
-
-// refuse answers the first request of an unmapped principal with a JSON-RPC
-// error that says why, audits the refusal, and closes: a client then shows a
-// reason instead of "connection closed".
-func (a *Agent) refuse(conn *net.UnixConn, p identity.Principal) {
-	a.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID)
-	a.exp.refused.Add(1)
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: identity.RoleNone.String(),
-		Tool: "connect", Decision: "deny", ErrorCode: CodePermissionDenied, Message: "principal has no role"}
-	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID})
-	if _, err := a.appendAudit(rec); err != nil {
-		a.log.Error("audit append failed", "err", err)
-	}
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	var id json.RawMessage = json.RawMessage("null")
-	sc := bufio.NewScanner(conn)
-	sc.Buffer(make([]byte, 4096), 1<<20)
-	if sc.Scan() {
-		var req struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if json.Unmarshal(sc.Bytes(), &req) == nil && len(req.ID) > 0 {
-			id = req.ID
-		}
-	}
-	msg := fmt.Sprintf("permission_denied: %s (uid %d) has no role on this device; an admin maps it in [roles] of %s", p.Name, p.UID, config.DefaultPath)
-	resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{"code": -32001, "message": msg, "data": map[string]any{"error_code": CodePermissionDenied}}})
-	_, _ = conn.Write(append(resp, '\n'))
 }
 
 // protocolErrors adds data.error_code to protocol-level errors (unknown tool,

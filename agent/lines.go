@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
@@ -43,6 +44,10 @@ const (
 //     with every later line, a session wedged without a word. Answered with
 //     -32700 under a null id, then the connection ends.
 //
+// It also holds back the end of the input until every request it handed on
+// has been answered (owed), or drainGrace has passed, or done is closed:
+// go-sdk would drop those answers (rpcid.Owed).
+//
 // Everything else, well-formed or not, is left to go-sdk, which answers or
 // ends the session as before. The check is one scan of the line's top
 // level (rpcid.Scan), no decoding, and a line that fits the read buffer is
@@ -55,15 +60,20 @@ type lineFilter struct {
 	line []byte // the rest of the line go-sdk has not read yet
 	err  error  // returned once line is drained
 	msgs []rpcid.Message
+	owed *rpcid.Owed     // nil: the end of the input is not held back
+	done <-chan struct{} // closed when the session ends: stop holding back
 }
 
-func newLineFilter(conn io.ReadWriteCloser, log *slog.Logger) *lineFilter {
-	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log}
+func newLineFilter(conn io.ReadWriteCloser, owed *rpcid.Owed, log *slog.Logger) *lineFilter {
+	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log, owed: owed}
 }
 
 func (f *lineFilter) Read(p []byte) (int, error) {
 	for len(f.line) == 0 {
 		if f.err != nil {
+			if f.err == io.EOF {
+				f.drain()
+			}
 			return 0, f.err
 		}
 		line, err := f.readLine()
@@ -80,6 +90,28 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 }
 
 func (f *lineFilter) Close() error { return f.conn.Close() }
+
+// drain waits, once, until nothing is owed, drainGrace has passed or done
+// is closed.
+func (f *lineFilter) drain() {
+	o := f.owed
+	if o == nil {
+		return
+	}
+	f.owed = nil
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	for o.Count() > 0 {
+		select {
+		case <-o.Drained():
+		case <-t.C:
+			f.log.Info("input ended with answers still owed after the grace", "owed", o.Count(), "grace", drainGrace)
+			return
+		case <-f.done:
+			return
+		}
+	}
+}
 
 // readLine returns the next line, newline included (the last one may lack
 // it). The slice is valid until the next call.
@@ -138,6 +170,13 @@ func (f *lineFilter) pass(line []byte) bool {
 		}
 	}
 	if !refuse {
+		if f.owed != nil {
+			for _, m := range msgs {
+				if m.Request() {
+					f.owed.Add(m.ID) // Check said Echoed: nothing else is left here
+				}
+			}
+		}
 		return true
 	}
 	var out []byte

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/bridge"
+	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 )
 
@@ -222,7 +223,7 @@ func BenchmarkLineFilter(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		f := newLineFilter(rwc{bytes.NewReader(data), io.Discard}, log)
+		f := newLineFilter(rwc{bytes.NewReader(data), io.Discard}, rpcid.NewOwed(), log)
 		for {
 			if _, err := f.Read(buf); err != nil {
 				break
