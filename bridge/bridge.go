@@ -239,3 +239,12 @@ func eachLine(r io.Reader, fn func([]byte) error, idle func() error) error {
 }
 
 func blank(line []byte) bool { return len(bytes.TrimSpace(line)) == 0 }
+
+// Session serves one `raspi-mcp stdio` session over conn: stdin and stdout
+// handed to the agent where they can be (Hand), copied otherwise (Run).
+func Session(stdin, stdout *os.File, conn *net.UnixConn) error {
+	if handed, err := Hand(stdin, stdout, conn); handed {
+		return err
+	}
+	return Run(stdin, stdout, conn, Grace)
+}

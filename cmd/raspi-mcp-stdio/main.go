@@ -46,5 +46,5 @@ func run(args []string) error {
 		return fmt.Errorf("file descriptor %d is a %T, not a Unix socket", fd, c)
 	}
 	defer conn.Close()
-	return bridge.Run(os.Stdin, os.Stdout, conn, bridge.Grace)
+	return bridge.Session(os.Stdin, os.Stdout, conn)
 }

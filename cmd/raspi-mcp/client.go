@@ -157,7 +157,7 @@ func cmdStdio(args []string) error {
 	}
 	defer conn.Close()
 	execBridge(conn) // returns only when raspi-mcp-stdio is not installed
-	return bridge.Run(os.Stdin, os.Stdout, conn, bridge.Grace)
+	return bridge.Session(os.Stdin, os.Stdout, conn)
 }
 
 // session opens an MCP client session to the agent with the Go SDK.
