@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -199,17 +200,65 @@ func add[In, Out any](r *registry, s Spec[In, Out]) {
 	r.err = err
 }
 
+// build is the typed shell around buildTool: only what needs In and Out
+// (their types and decoding the arguments into an In) is generic. Each tool's
+// In and Out is a distinct struct, so every line here is compiled once per
+// tool; everything else is compiled once, in buildTool.
 func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
+	run, summary, title := s.Run, s.Summary, s.Title
+	return buildTool(r, specBase{
+		ID: s.ID, Title: s.Title, Description: s.Description, Rule: s.Rule, Stability: s.Stability,
+		Idempotent: s.Idempotent, Destructive: s.Destructive, Props: s.Props, OutProps: s.OutProps,
+		Spelling: s.Spelling, Slow: s.Slow,
+	}, reflect.TypeFor[In](), reflect.TypeFor[Out](), func(ctx context.Context, c *Call, args []byte) (any, string, error) {
+		var v In
+		if err := decodeArgs(args, &v); err != nil {
+			return nil, "", err
+		}
+		out, err := run(ctx, c, v)
+		if err != nil {
+			return nil, "", err
+		}
+		sum := title
+		if summary != nil {
+			sum = summary(v, out)
+		}
+		return out, sum, nil
+	})
+}
+
+// specBase is the part of a Spec that does not depend on In and Out.
+type specBase struct {
+	ID, Title, Description string
+	Rule                   Rule
+	Stability              string
+	Idempotent             bool
+	Destructive            bool
+	Props, OutProps        []Prop
+	Spelling               func(args map[string]any)
+	Slow                   bool
+}
+
+// decodeArgs decodes validated arguments into v, refusing unknown fields.
+func decodeArgs(args []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errf(CodeInvalidArgument, "arguments: %v", err)
+	}
+	return nil
+}
+
+func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(ctx context.Context, c *Call, args []byte) (any, string, error)) (*tool, error) {
 	name, err := wireName(s.ID, r.dotted)
 	if err != nil {
 		return nil, err
 	}
-	var zero In
-	_, isGuarded := any(zero).(guarded)
+	isGuarded := inType.Implements(reflect.TypeFor[guarded]())
 	if isGuarded && s.Rule.Risk == RiskRead {
 		return nil, fmt.Errorf("agent: tool %q takes guard arguments but has risk read", s.ID)
 	}
-	in, err := jsonschema.For[In](nil)
+	in, err := jsonschema.ForType(inType, nil)
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
@@ -220,7 +269,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if err := tighten(in, s.Props); err != nil {
 		return nil, fmt.Errorf("agent: tool %q: %w", s.ID, err)
 	}
-	out, err := jsonschema.For[Out](nil)
+	out, err := jsonschema.ForType(outType, nil)
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
 	}
@@ -228,7 +277,7 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling, slow: s.Slow}
+	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling, slow: s.Slow, run: run}
 	t.check = t.validate
 	if t.stable == "" {
 		t.stable = stabilityOf(s.ID)
@@ -266,24 +315,6 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	if l, ok := toolLook(s.ID); ok {
 		t.mcp.Icons = l.icons()
 		t.mcp.Meta["namespace_title"] = l.title
-	}
-	run, summary := s.Run, s.Summary
-	t.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
-		var v In
-		dec := json.NewDecoder(bytes.NewReader(args))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&v); err != nil {
-			return nil, "", errf(CodeInvalidArgument, "arguments: %v", err)
-		}
-		out, err := run(ctx, c, v)
-		if err != nil {
-			return nil, "", err
-		}
-		sum := s.Title
-		if summary != nil {
-			sum = summary(v, out)
-		}
-		return out, sum, nil
 	}
 	return t, nil
 }
