@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -361,9 +362,10 @@ func (a *Agent) detailedNetwork(ctx context.Context, _ *Call, in DetailedNetwork
 			list = append(list, cn)
 		}
 		// Listening sockets first: "what is listening" is the usual question.
-		slices.SortStableFunc(list, func(x, y Connection) int {
+		cmpElem := func(x, y Connection) int {
 			return boolRank(y.State == "LISTEN") - boolRank(x.State == "LISTEN")
-		})
+		}
+		sort.SliceStable(list, func(i, j int) bool { return cmpElem(list[i], list[j]) < 0 })
 		out.ConnectionsTotal = len(list)
 		if len(list) > in.MaxConnections {
 			list, out.Truncated = list[:in.MaxConnections], true

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -383,7 +384,7 @@ func sortProcesses(ps []ProcessSummary, by string, desc bool) {
 		}
 		return cmp.Compare(a.CPUPercent, b.CPUPercent)
 	}
-	slices.SortStableFunc(ps, func(a, b ProcessSummary) int {
+	cmpElem := func(a, b ProcessSummary) int {
 		c := key(a, b)
 		if desc {
 			c = -c
@@ -392,7 +393,8 @@ func sortProcesses(ps []ProcessSummary, by string, desc bool) {
 			c = cmp.Compare(a.PID, b.PID) // a stable order pages cleanly
 		}
 		return c
-	})
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return cmpElem(ps[i], ps[j]) < 0 })
 }
 
 func (a *Agent) noProcess(pid int) *ToolError {

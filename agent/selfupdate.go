@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -127,7 +128,7 @@ func (a *Agent) updateServer(ctx context.Context, c *Call, in UpdateServerIn) (U
 			offered = append(offered, cand)
 		}
 	}
-	slices.SortFunc(offered, func(x, y proto.PackageCandidate) int { return apt.CompareVersions(x.Version, y.Version) })
+	sort.Slice(offered, func(i, j int) bool { return apt.CompareVersions(offered[i].Version, offered[j].Version) < 0 })
 	versions := make([]string, len(offered))
 	for i, o := range offered {
 		versions[i] = o.Version

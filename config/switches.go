@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -136,7 +137,7 @@ func Namespaces() []Namespace {
 			all = append(all, Namespace{Name: n, Switch: s})
 		}
 	}
-	slices.SortFunc(all, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
 }
 

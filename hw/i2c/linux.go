@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -75,7 +75,7 @@ func (l *Linux) Buses(ctx context.Context) ([]BusInfo, error) {
 			buses = append(buses, BusInfo{Bus: n, Name: strings.TrimSpace(string(name))})
 		}
 		if len(buses) > 0 {
-			slices.SortFunc(buses, func(a, b BusInfo) int { return a.Bus - b.Bus })
+			sort.Slice(buses, func(i, j int) bool { return buses[i].Bus < buses[j].Bus })
 			return buses, nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 
 	"periph.io/x/conn/v3/i2c"
@@ -199,7 +200,7 @@ func (o *SimOpener) Buses(ctx context.Context) ([]BusInfo, error) {
 	for n, b := range o.buses {
 		out = append(out, BusInfo{Bus: n, Name: b.String()})
 	}
-	slices.SortFunc(out, func(a, b BusInfo) int { return a.Bus - b.Bus })
+	sort.Slice(out, func(i, j int) bool { return out[i].Bus < out[j].Bus })
 	return out, nil
 }
 

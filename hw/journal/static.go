@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -39,7 +40,7 @@ func (s Static) Query(ctx context.Context, q Query) (Result, error) {
 // Priority. The entries are not modified.
 func Filter(entries []Entry, q Query) Result {
 	sorted := slices.Clone(entries)
-	slices.SortStableFunc(sorted, func(a, b Entry) int { return a.Time.Compare(b.Time) })
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
 	c := newCollector(q)
 	for i := len(sorted) - 1; i >= 0; i-- {
 		e := sorted[i]

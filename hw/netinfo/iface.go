@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"slices"
+	"sort"
 	"strings"
 )
 
@@ -358,9 +358,10 @@ func ipv6Addrs(all []inet6Entry, name string) []IPv6Addr {
 			sel = append(sel, all[i])
 		}
 	}
-	slices.SortFunc(sel, func(a, b inet6Entry) int {
+	cmpElem := func(a, b inet6Entry) int {
 		return cmp.Or(cmp.Compare(scopeRank(a.scope), scopeRank(b.scope)), a.addr.Compare(b.addr))
-	})
+	}
+	sort.Slice(sel, func(i, j int) bool { return cmpElem(sel[i], sel[j]) < 0 })
 	out := make([]IPv6Addr, len(sel))
 	for i, e := range sel {
 		out[i] = IPv6Addr{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -300,9 +301,10 @@ func (r *reader) smaps(dir string, d *Detail) error {
 	for p, a := range byPath {
 		maps = append(maps, MemoryMap{Path: p, RSS: a.rss, Size: a.size, Perms: string(a.perms[:])})
 	}
-	slices.SortFunc(maps, func(a, b MemoryMap) int {
+	cmpElem := func(a, b MemoryMap) int {
 		return cmp.Or(cmp.Compare(b.RSS, a.RSS), cmp.Compare(b.Size, a.Size), strings.Compare(a.Path, b.Path))
-	})
+	}
+	sort.Slice(maps, func(i, j int) bool { return cmpElem(maps[i], maps[j]) < 0 })
 	if len(maps) > MaxMaps {
 		maps = maps[:MaxMaps]
 	}

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,10 +247,10 @@ func (l *Linux) Counters(ctx context.Context) (Counters, error) {
 		return Counters{}, err
 	}
 	ifs = slices.DeleteFunc(ifs, func(c NetCounters) bool { return c.Name == "lo" })
-	slices.SortFunc(ifs, func(a, b NetCounters) int { return naturalCompare(a.Name, b.Name) })
+	sort.Slice(ifs, func(i, j int) bool { return naturalCompare(ifs[i].Name, ifs[j].Name) < 0 })
 	sysBlock := l.sysBlock()
 	disks = slices.DeleteFunc(disks, func(d DiskCounters) bool { return !isWholeDisk(d.Name, sysBlock) })
-	slices.SortFunc(disks, func(a, b DiskCounters) int { return naturalCompare(a.Name, b.Name) })
+	sort.Slice(disks, func(i, j int) bool { return naturalCompare(disks[i].Name, disks[j].Name) < 0 })
 	return Counters{Time: now, Net: ifs, Disk: disks}, nil
 }
 

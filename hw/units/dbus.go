@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -328,7 +329,7 @@ feed:
 		seen[name] = true
 		out = append(out, d.unloadedUnit(f.Path, f.Type))
 	}
-	slices.SortFunc(out, func(a, b Unit) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
