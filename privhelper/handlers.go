@@ -24,14 +24,23 @@ func handle[Req proto.Validator, Resp any](mux map[string]handler, m proto.Metho
 	}
 	mux[m.Name] = func(ctx context.Context, params json.RawMessage) (any, error) {
 		var req Req
-		if err := decodeParams(params, &req); err != nil {
-			return nil, proto.Errorf(proto.CodeInvalidArgument, "privhelper: %s: bad params: %v", m.Name, err)
+		if err := decodeReq(m.Name, params, &req); err != nil {
+			return nil, err
 		}
 		if err := req.Validate(); err != nil {
 			return nil, err
 		}
 		return h(ctx, req)
 	}
+}
+
+// decodeReq decodes params into v, a pointer to a request: handle's untyped
+// part, compiled once rather than once per method.
+func decodeReq(name string, params json.RawMessage, v any) error {
+	if err := decodeParams(params, v); err != nil {
+		return proto.Errorf(proto.CodeInvalidArgument, "privhelper: %s: bad params: %v", name, err)
+	}
+	return nil
 }
 
 // decodeParams treats absent or null params as an empty object, so methods

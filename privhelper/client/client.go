@@ -69,25 +69,34 @@ func New(o Options) *Client {
 // down or unresponsive yields a *proto.Error with Code unavailable and
 // Retryable set; a cancelled ctx yields an error wrapping context.Canceled.
 func Call[Req, Resp any](ctx context.Context, c *Client, m proto.Method[Req, Resp], req Req) (Resp, error) {
-	var zero Resp
-	if v, ok := any(req).(proto.Validator); ok {
+	var out Resp
+	if err := c.call(ctx, m.Name, req, &out); err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return out, nil
+}
+
+// call is Call without the types: Call is instantiated once per method, so
+// everything that does not need Req and Resp is compiled here, once.
+func (c *Client) call(ctx context.Context, name string, req, out any) error {
+	if v, ok := req.(proto.Validator); ok {
 		if err := v.Validate(); err != nil {
-			return zero, err
+			return err
 		}
 	}
 	params, err := json.Marshal(req)
 	if err != nil {
-		return zero, fmt.Errorf("privhelper/client: encode %s params: %w", m.Name, err)
+		return fmt.Errorf("privhelper/client: encode %s params: %w", name, err)
 	}
-	result, err := c.roundTrip(ctx, m.Name, params)
+	result, err := c.roundTrip(ctx, name, params)
 	if err != nil {
-		return zero, err
+		return err
 	}
-	var out Resp
-	if err := proto.Decode(result, &out); err != nil {
-		return zero, proto.Errorf(proto.CodeInternal, "privhelper/client: %s: bad result from helper at %s: %v", m.Name, c.opts.Socket, err)
+	if err := proto.Decode(result, out); err != nil {
+		return proto.Errorf(proto.CodeInternal, "privhelper/client: %s: bad result from helper at %s: %v", name, c.opts.Socket, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Close closes the connection, interrupting a call in progress. Calls after
