@@ -75,7 +75,7 @@ func TestSwitchTable(t *testing.T) {
 	}
 	names := map[string]bool{}
 	for _, n := range Namespaces() {
-		if !upstreamNameRe.MatchString(n.Name) || names[n.Name] {
+		if !validUpstreamName(n.Name) || names[n.Name] {
 			t.Errorf("namespace %q: duplicate or not a valid prefix", n.Name)
 		}
 		names[n.Name] = true

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -96,11 +95,52 @@ var (
 // riskNames are the risk levels, lowest first.
 var riskNames = []string{"read", "low", "high", "critical"}
 
-var (
-	upstreamNameRe = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`)
-	envNameRe      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hostLabelRe    = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$`)
-)
+// The name checks below are written out rather than regular expressions:
+// these three were all that linked package regexp into the helper.
+
+// validUpstreamName reports whether s matches ^[a-z][a-z0-9]{0,15}$.
+func validUpstreamName(s string) bool {
+	if len(s) == 0 || len(s) > 16 || !isLowerASCII(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isLowerASCII(s[i]) && !isDigitASCII(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// validEnvName reports whether s matches ^[A-Za-z_][A-Za-z0-9_]*$.
+func validEnvName(s string) bool {
+	if len(s) == 0 || isDigitASCII(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isLowerASCII(c|0x20) && !isDigitASCII(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// validHostLabel reports whether s matches
+// ^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$: 1 to 63 of those, no hyphen at
+// either end.
+func validHostLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isLowerASCII(c) && !isDigitASCII(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerASCII(c byte) bool { return 'a' <= c && c <= 'z' }
+func isDigitASCII(c byte) bool { return '0' <= c && c <= '9' }
 
 // IsEnabled reports whether the agent should connect: enabled unset or true.
 func (u Upstream) IsEnabled() bool { return u.Enabled == nil || *u.Enabled }
@@ -172,7 +212,7 @@ func checkUpstreamNames(ups []Upstream, local []string) error {
 }
 
 func (u Upstream) validate() error {
-	if !upstreamNameRe.MatchString(u.Name) {
+	if !validUpstreamName(u.Name) {
 		return errors.New("name: want 1 to 16 lowercase letters and digits, starting with a letter (it prefixes the tool names)")
 	}
 	switch {
@@ -370,7 +410,7 @@ func checkHostName(h string) error {
 		return fmt.Errorf("want a host name, got %q", h)
 	}
 	for _, l := range strings.Split(h, ".") {
-		if !hostLabelRe.MatchString(l) {
+		if !validHostLabel(l) {
 			return fmt.Errorf("want a host name, got %q", h)
 		}
 	}
@@ -386,7 +426,7 @@ func parseTokenRef(ref string) (kind, arg string, err error) {
 	kind, arg, _ = strings.Cut(ref, ":")
 	switch kind {
 	case "env":
-		if !envNameRe.MatchString(arg) {
+		if !validEnvName(arg) {
 			return "", "", errors.New(`env: wants an environment variable name ([A-Za-z_][A-Za-z0-9_]*), as in token = "env:HS4_TOKEN"`)
 		}
 	case "file":
