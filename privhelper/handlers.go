@@ -19,19 +19,25 @@ type handler func(ctx context.Context, params json.RawMessage) (any, error)
 // Validate, so a new method cannot be added without one; decoding is strict
 // and validation happens here, before h sees anything.
 func handle[Req proto.Validator, Resp any](mux map[string]handler, m proto.Method[Req, Resp], h func(context.Context, Req) (Resp, error)) {
-	if _, dup := mux[m.Name]; dup {
-		panic(fmt.Sprintf("privhelper: method %q registered twice", m.Name))
-	}
-	mux[m.Name] = func(ctx context.Context, params json.RawMessage) (any, error) {
+	name := m.Name
+	register(mux, name, func(ctx context.Context, params json.RawMessage) (any, error) {
 		var req Req
-		if err := decodeReq(m.Name, params, &req); err != nil {
+		if err := decodeReq(name, params, &req); err != nil {
 			return nil, err
 		}
 		if err := req.Validate(); err != nil {
 			return nil, err
 		}
 		return h(ctx, req)
+	})
+}
+
+// register adds h to mux under name, which must be new.
+func register(mux map[string]handler, name string, h handler) {
+	if _, dup := mux[name]; dup {
+		panic(fmt.Sprintf("privhelper: method %q registered twice", name))
 	}
+	mux[name] = h
 }
 
 // decodeReq decodes params into v, a pointer to a request: handle's untyped
