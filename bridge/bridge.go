@@ -1,7 +1,10 @@
-// Package bridge copies MCP's newline-delimited JSON-RPC between a client's
-// stdin/stdout (an `ssh -T pi raspi-mcp stdio` session) and the agent socket.
+// Package bridge connects a client's stdin/stdout (an `ssh -T pi raspi-mcp
+// stdio` session) to the agent socket. Where stdin and stdout are pipes or
+// sockets, as sshd and MCP clients make them, it hands them to the agent and
+// waits (Hand, internal/handover). Otherwise it copies MCP's
+// newline-delimited JSON-RPC both ways (Run).
 //
-// It is a byte bridge with one piece of knowledge: which requests are still
+// Run is a byte bridge with one piece of knowledge: which requests are still
 // unanswered. go-sdk v1.8.0 drops responses still in flight when its input
 // reaches EOF (go-sdk issue #1061), so when the client closes stdin the bridge
 // keeps the agent side open until every request it forwarded has its

@@ -1,4 +1,4 @@
-// Command raspi-mcp-stdio is the byte bridge of `raspi-mcp stdio` on its
+// Command raspi-mcp-stdio is the session bridge of `raspi-mcp stdio` on its
 // own. `raspi-mcp stdio` finds the agent (or says why it cannot), connects,
 // and then replaces itself with this program, handing over the connection,
 // so each SSH session's process maps a binary of about a megabyte instead
