@@ -151,7 +151,7 @@ func run(o options) error {
 
 	rows := []row{
 		{"agent CPU per cheap call (raspi: system_get_basic_info; node: echo)", us(ours.cpu), us(ref.cpu), ratio(ours.cpu, ref.cpu)},
-		{"bridge (`raspi-mcp stdio`) CPU per call", us(ours.bridgeCPU), "–", pct(ours.bridgeCPU, ours.cpu) + " of agent"},
+		{"bridge (`raspi-mcp stdio`) CPU per call", fmt.Sprintf("%.1f µs", ours.bridgeCPU), "–", pct(ours.bridgeCPU, ours.cpu) + " of agent"},
 		{"agent + bridge CPU per call", us(ours.cpu + ours.bridgeCPU), us(ref.cpu), ratio(ours.cpu+ours.bridgeCPU, ref.cpu)},
 		{"context switches per call, agent", f1(ours.cs), f1(ref.cs), ratio(ours.cs, ref.cs)},
 		{"context switches per call, bridge", f1(ours.bridgeCS), "–", "–"},
