@@ -39,6 +39,11 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 		a.log.Warn("cannot read peer credentials; connection refused", "err", err)
 		return
 	}
+	if p.Role == identity.RoleNone {
+		// Audited before anything is read: a refused caller that says
+		// nothing, or hands over something unusable, is on record too.
+		a.auditRefusal(p)
+	}
 	s, err := openSession(conn)
 	if err != nil {
 		if errors.Is(err, handover.ErrRefused) {
@@ -52,6 +57,7 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 	// so the session closes them itself when ctx ends, when it ends, and,
 	// after a handover, when the bridge goes away.
 	ctx, s.cancel = context.WithCancel(ctx)
+	defer s.cancel()
 	defer s.Close()
 	defer context.AfterFunc(ctx, func() { s.Close() })()
 	if s.handed {
@@ -162,10 +168,9 @@ func (a *Agent) principalOf(conn *net.UnixConn) (identity.Principal, error) {
 	return identity.FromUnix(a.conf().Roles, peer), nil
 }
 
-// refuse answers the first request of an unmapped principal with a JSON-RPC
-// error that says why, audits the refusal, and closes: a client then shows a
-// reason instead of "connection closed".
-func (a *Agent) refuse(s *session, p identity.Principal) {
+// auditRefusal logs, counts and audits the connection of an unmapped
+// principal.
+func (a *Agent) auditRefusal(p identity.Principal) {
 	a.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID)
 	a.exp.refused.Add(1)
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: identity.RoleNone.String(),
@@ -174,6 +179,12 @@ func (a *Agent) refuse(s *session, p identity.Principal) {
 	if _, err := a.appendAudit(rec); err != nil {
 		a.log.Error("audit append failed", "err", err)
 	}
+}
+
+// refuse answers the first request of an unmapped principal (audited
+// already) with a JSON-RPC error that says why, and closes: a client then
+// shows a reason instead of "connection closed".
+func (a *Agent) refuse(s *session, p identity.Principal) {
 	// A client that says nothing, or reads nothing, is not waited for.
 	t := time.AfterFunc(5*time.Second, func() { s.Close() })
 	defer t.Stop()
