@@ -27,6 +27,7 @@
 package handover
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -52,30 +53,20 @@ func (p Pair) Close() {
 // or a file is not (their modes are shared with other processes, and a
 // file cannot be waited on).
 func Fits(f *os.File) bool {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
 	ok := false
-	_ = sc.Control(func(fd uintptr) { ok = streamType(int(fd)) == nil })
+	_ = control(f, func(fd int) { ok = streamType(fd) == nil })
 	return ok
 }
 
 // Send hands in and out over conn.
 func Send(conn *net.UnixConn, in, out *os.File) error {
-	var err error
-	cerr := control(in, func(ifd int) {
-		cerr := control(out, func(ofd int) {
-			_, _, err = conn.WriteMsgUnix([]byte(Header), syscall.UnixRights(ifd, ofd), nil)
+	var werr, oerr error
+	ierr := control(in, func(ifd int) {
+		oerr = control(out, func(ofd int) {
+			_, _, werr = conn.WriteMsgUnix([]byte(Header), syscall.UnixRights(ifd, ofd), nil)
 		})
-		if err == nil {
-			err = cerr
-		}
 	})
-	if err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := cmp.Or(werr, oerr, ierr); err != nil {
 		return fmt.Errorf("handover: send: %w", err)
 	}
 	return nil
