@@ -194,7 +194,7 @@ lint-deb: deb
 	lintian --fail-on error,warning --suppress-tags-from-file /dev/null $(foreach a,$(DEB_ARCHES),dist/raspi-mcp_$(VERSION)_$(a).deb)
 
 # The packaged ARM binaries under qemu-user: armv6 on qemu's arm1176 (a Pi
-# Zero/1's CPU) and arm64, each `version` and the in-process `selftest`.
+# Zero/1's CPU) and arm64, each `version` and `selftest` with its helper child.
 test-arm: deb
 	packaging/arm-selftest dist/deb/armhf dist/deb/arm64
 

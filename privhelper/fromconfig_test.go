@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/hw/camera"
+	"github.com/raspi-mcp/raspi-mcp/hw/camera/camsim"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -98,7 +98,7 @@ func TestOptionsFromConfigCarriesAllowlists(t *testing.T) {
 	if o.Hardware.Camera != nil {
 		t.Error("a camera without a camera backend")
 	}
-	_, o = optionsFrom(t, nil, privhelper.Backends{Camera: camera.NewSim(t.TempDir())})
+	_, o = optionsFrom(t, nil, privhelper.Backends{Camera: camsim.New(t.TempDir())})
 	if o.Hardware.Camera == nil {
 		t.Error("the camera backend is not served")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/camera"
+	"github.com/raspi-mcp/raspi-mcp/hw/camera/camsim"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
@@ -82,7 +83,7 @@ func run() error {
 	defer closeHW()
 	var cam camera.Camera
 	if *sim {
-		cam = camera.NewSim(cfg.Camera.MediaRoot)
+		cam = camsim.New(cfg.Camera.MediaRoot)
 	} else {
 		cam = camera.NewRpicam(camera.RpicamOptions{MediaRoot: cfg.Camera.MediaRoot})
 	}

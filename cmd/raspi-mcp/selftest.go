@@ -28,21 +28,25 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
+	"github.com/raspi-mcp/raspi-mcp/internal/simagent"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
-// `raspi-mcp selftest` proves a (cross-compiled) binary works: agent, helper
-// server, bbolt and an MCP client all run in this one process on the
-// simulated board, because CI runs it under qemu-user without binfmt, where
-// the binary cannot start a child helper.
+// `raspi-mcp selftest` proves a (cross-compiled) binary works: agent, bbolt
+// and an MCP client run in this process on the simulated board, with the
+// helper as a child, as in laptop mode (`serve --sim`). Under qemu-user
+// without binfmt, where this binary cannot start an ARM child itself,
+// --helper names a wrapper that runs the helper under qemu
+// (packaging/arm-selftest writes one). The helper's server is not linked
+// into this binary: the agent has no use for it.
 
 func cmdSelftest(args []string) error {
-	c := newCommand("selftest", "[--dir DIR] [--timeout D]", "check this binary: agent, helper server, store and an MCP session in one process on the simulated board")
+	c := newCommand("selftest", "[--dir DIR] [--helper FILE] [--timeout D]", "check this binary: agent, store and an MCP session on the simulated board, with the helper as a child")
 	dir := c.fs.String("dir", "", "keep sockets, state and logs in `DIR` (default: a temporary directory, removed afterwards)")
+	helperBin := c.fs.String("helper", "", "raspi-mcp-helper's `FILE`, or a wrapper that runs it (default: beside this binary, then $PATH)")
 	timeout := c.fs.Duration("timeout", 5*time.Minute, "give up after `D` (qemu-user is 10-30x slower than native)")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -55,7 +59,7 @@ func cmdSelftest(args []string) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := selftest(ctx, selftestOptions{Dir: *dir, Out: os.Stdout, Log: os.Stderr}); err != nil {
+	if err := selftest(ctx, selftestOptions{Dir: *dir, Helper: *helperBin, Out: os.Stdout, Log: os.Stderr}); err != nil {
 		// The report on stdout already says what failed.
 		return &exitError{code: 1}
 	}
@@ -64,10 +68,11 @@ func cmdSelftest(args []string) error {
 
 // selftestOptions says where the self-test runs and reports.
 type selftestOptions struct {
-	Dir   string         // kept; "" means a temporary directory, removed afterwards
-	Out   io.Writer      // the report: one line per step, then runtime and total time
-	Log   io.Writer      // warnings of the agent and the helper; nil discards
-	Steps []selftestStep // nil means selftestSteps()
+	Dir    string         // kept; "" means a temporary directory, removed afterwards
+	Helper string         // the helper binary or a wrapper; "" means findHelper's
+	Out    io.Writer      // the report: one line per step, then runtime and total time
+	Log    io.Writer      // warnings of the agent and the helper; nil discards
+	Steps  []selftestStep // nil means selftestSteps()
 }
 
 // selftestStep is one line of the report. A setup step's failure ends the
@@ -112,7 +117,7 @@ func selftest(ctx context.Context, o selftestOptions) error {
 	if logw == nil {
 		logw = io.Discard
 	}
-	r := &selftestRig{dir: o.Dir, log: logw}
+	r := &selftestRig{dir: o.Dir, helperBin: o.Helper, log: logw}
 	width := 0
 	for _, s := range steps {
 		width = max(width, len(s.name))
@@ -170,18 +175,22 @@ func runtimeInfo() string {
 	return fmt.Sprintf("%s, %d %s", s, runtime.NumCPU(), cpus)
 }
 
-// selftestRig is what the steps share: the simulated device of
-// internal/simrig, as the agent tests build it, with the helper server in
-// this process.
+// selftestRig is what the steps share: the agent's side of the simulated
+// board, its store, and the helper child serving the board's hardware.
 type selftestRig struct {
-	dir     string
-	tempDir bool // created here, removed by close
-	log     io.Writer
-	cfg     config.Config
-	rig     *simrig.Rig // nil before the store step
-	session *mcp.ClientSession
+	dir       string
+	tempDir   bool // created here, removed by close
+	helperBin string
+	log       io.Writer
+	cfg       config.Config
+	board     simagent.Board
+	db        *store.DB      // nil before the store step and after shutdown
+	helper    *client.Client // the agent's client of the helper child
+	check     *client.Client // the steps' own client: what the helper itself says
+	session   *mcp.ClientSession
 
-	stopAgent func() error // nil when not running
+	stopHelper func() error // nil when not running
+	stopAgent  func() error // nil when not running
 
 	pin, deniedPin int    // an allowed output pin, and a pin not in the allowlist
 	audited        int    // audit records seen by audit_chain, checked after reopening
@@ -210,7 +219,11 @@ func (r *selftestRig) config(context.Context) (string, error) {
 	}
 	// Written and read back, as serve --sim does for its helper: this runs
 	// the TOML codec and the validation on the target too.
-	data, err := config.Laptop(r.dir, name).Encode()
+	// The helper child logs at the config's level: warnings only, as the
+	// agent here does, so the report stays readable.
+	lc := config.Laptop(r.dir, name)
+	lc.Agent.LogLevel = "warn"
+	data, err := lc.Encode()
 	if err != nil {
 		return "", err
 	}
@@ -238,46 +251,73 @@ func (r *selftestRig) config(context.Context) (string, error) {
 	return fmt.Sprintf("%s, user %s, %d GPIO pins, %d sensors", r.dir, name, len(r.cfg.GPIO.Pins), len(r.cfg.I2C.Sensors)), nil
 }
 
-// openStore builds the simulated device around the config and opens its
-// bbolt file.
+// openStore opens the simulated board's agent side and the bbolt file.
 func (r *selftestRig) openStore(context.Context) (string, error) {
-	rig, err := simrig.New(simrig.Options{Dir: r.dir, Config: r.cfg, Version: version,
-		HelperLog: slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn})).With("source", "helper"),
-		PowerLog:  filepath.Join(r.dir, "power.log"),
-		// Generous timeouts: under qemu-user every call is many times slower.
-		HelperTimeout: 30 * time.Second, DialTimeout: 10 * time.Second})
-	if err != nil {
+	var err error
+	if r.board, err = simagent.Open(r.dir, false); err != nil {
 		return "", err
 	}
-	r.rig = rig
-	if err := rig.OpenStore(); err != nil {
+	if r.db, err = store.Open(r.cfg.Agent.State, store.Options{}); err != nil {
 		return "", err
 	}
-	size, err := rig.Store.Size()
+	size, err := r.db.Size()
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("bbolt %s, %d bytes", filepath.Base(r.cfg.Agent.State), size), nil
 }
 
-// startHelper serves the helper protocol on its real socket with the
-// simulated board of `raspi-mcp-helper --sim`; power actions are recorded in
-// power.log, never performed.
+// startHelper starts the helper child on the simulated board, as `serve
+// --sim` does; power actions are recorded in power.log, never performed.
+// Timeouts are generous: under qemu-user every call is many times slower.
 func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
-	if err := r.rig.StartHelper(); err != nil {
+	bin, err := findHelper(r.helperBin)
+	if err != nil {
 		return "", err
 	}
-	if r.rig.SafeStates != nil {
-		return "", fmt.Errorf("safe states: %w", r.rig.SafeStates)
+	name := "raspi-mcp/" + version
+	r.helper = client.New(client.Options{Socket: r.cfg.Helper.Socket, ClientName: name, Timeout: 30 * time.Second, DialTimeout: 10 * time.Second})
+	r.check = client.New(client.Options{Socket: r.cfg.Helper.Socket, ClientName: name + " selftest", Timeout: 30 * time.Second, DialTimeout: 10 * time.Second})
+	if r.stopHelper, err = startChild(bin, simHelperArgs(r.dir), r.log); err != nil {
+		return "", fmt.Errorf("start %s: %w", bin, err)
 	}
-	st, err := client.Call(ctx, r.rig.Helper, proto.Status, proto.StatusReq{})
+	if err := waitHelper(ctx, r.check, 2*time.Minute); err != nil {
+		return "", err
+	}
+	st, err := client.Call(ctx, r.check, proto.Status, proto.StatusReq{})
 	if err != nil {
 		return "", fmt.Errorf("helper status: %w", err)
 	}
 	if st.Backend != "sim" {
 		return "", fmt.Errorf("helper backend %q, want sim", st.Backend)
 	}
-	return fmt.Sprintf("%s, %s backend, %d methods, on %s", st.Helper, st.Backend, len(st.Methods), filepath.Base(r.cfg.Helper.Socket)), nil
+	return fmt.Sprintf("%s, %s backend, %d methods, pid %d, on %s", st.Helper, st.Backend, len(st.Methods), st.PID, filepath.Base(r.cfg.Helper.Socket)), nil
+}
+
+// line is a pin's level as the helper itself reads it, not as the agent
+// reports it.
+func (r *selftestRig) line(ctx context.Context, pin int) (int, error) {
+	p, err := client.Call(ctx, r.check, proto.GPIORead, proto.GPIOReadReq{Pin: pin})
+	if err != nil {
+		return 0, err
+	}
+	if p.Value == nil {
+		return 0, fmt.Errorf("helper: GPIO%d has no value", pin)
+	}
+	return *p.Value, nil
+}
+
+// powerEvents is the simulated power log's size: empty unless a power
+// action was scheduled.
+func (r *selftestRig) powerEvents() (int64, error) {
+	fi, err := os.Stat(filepath.Join(r.dir, "power.log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // startAgent builds the agent as `serve --sim` does and serves it on its
@@ -285,8 +325,8 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 func (r *selftestRig) startAgent(context.Context) (string, error) {
 	ring := applog.NewRing(200)
 	log := slog.New(ring.Handler(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn}), "agent"))
-	b := r.rig.Agent
-	a, err := agent.New(agent.Options{Config: r.rig.Config, Store: r.rig.Store, Sys: b.Sys, Helper: r.rig.Helper, CheckOutput: true,
+	b := r.board
+	a, err := agent.New(agent.Options{Config: &r.cfg, Store: r.db, Sys: b.Sys, Helper: r.helper, CheckOutput: true,
 		Version: version, Build: commit, Mode: "sim", Logger: log, AppLog: ring, Units: b.Units, Journal: b.Units.Journal(),
 		SimProcs: b.Procs, Net: b.Net})
 	if err != nil {
@@ -390,12 +430,12 @@ func (r *selftestRig) gpioWrite(ctx context.Context) (string, error) {
 		if w.Value != v || p.Value != v {
 			return "", fmt.Errorf("GPIO%d: wrote %s, write says %q, read says %q", r.pin, v, w.Value, p.Value)
 		}
-		line, err := r.rig.Board.GPIO.Read(ctx, r.pin)
+		line, err := r.line(ctx, r.pin)
 		if err != nil {
 			return "", err
 		}
 		if want := map[string]int{"high": 1, "low": 0}[v]; line != want {
-			return "", fmt.Errorf("GPIO%d: read %s over MCP but the simulated line is %d", r.pin, v, line)
+			return "", fmt.Errorf("GPIO%d: read %s over MCP but the helper reads the line as %d", r.pin, v, line)
 		}
 	}
 	c, _ := r.cfg.GPIO.Pin(r.pin)
@@ -444,11 +484,19 @@ func (r *selftestRig) denied(ctx context.Context) (string, error) {
 		}
 		got = append(got, c.tool+" → "+code)
 	}
-	if line, err := r.rig.Board.GPIO.Read(ctx, r.deniedPin); err == nil && line != 0 {
+	// The helper, which alone drives pins, refuses the pin too; if it
+	// allowed it, the line must still be low.
+	var pe *proto.Error
+	switch line, err := r.line(ctx, r.deniedPin); {
+	case errors.As(err, &pe) && pe.Code == proto.CodePermissionDenied:
+		got = append(got, "helper: "+pe.Code)
+	case err != nil:
+		return "", fmt.Errorf("GPIO%d after a denied write: %w", r.deniedPin, err)
+	case line != 0:
 		return "", fmt.Errorf("GPIO%d is high after a denied write", r.deniedPin)
 	}
-	if ev := r.rig.Power.Events(); len(ev) != 0 {
-		return "", fmt.Errorf("power events after a refused reboot: %v", ev)
+	if n, err := r.powerEvents(); err != nil || n != 0 {
+		return "", fmt.Errorf("power log after a refused reboot: %d bytes, %v", n, err)
 	}
 	return fmt.Sprintf("GPIO%d: %s", r.deniedPin, strings.Join(got, ", ")), nil
 }
@@ -461,11 +509,8 @@ func (r *selftestRig) rebootDryRun(ctx context.Context) (string, error) {
 	if !o.DryRun || o.Scheduled || len(o.Plan) == 0 {
 		return "", fmt.Errorf("dry run: dry_run %v, scheduled %v, %d plan steps", o.DryRun, o.Scheduled, len(o.Plan))
 	}
-	if ev := r.rig.Power.Events(); len(ev) != 0 {
-		return "", fmt.Errorf("the sim power log has %d events after a dry run", len(ev))
-	}
-	if fi, err := os.Stat(filepath.Join(r.dir, "power.log")); err == nil && fi.Size() > 0 {
-		return "", fmt.Errorf("power.log has %d bytes after a dry run", fi.Size())
+	if n, err := r.powerEvents(); err != nil || n != 0 {
+		return "", fmt.Errorf("power log after a dry run: %d bytes, %v", n, err)
 	}
 	return fmt.Sprintf("plan %q, power log empty", o.Plan[0]), nil
 }
@@ -478,7 +523,7 @@ func (r *selftestRig) auditChain(ctx context.Context) (string, error) {
 	if !v.OK {
 		return "", fmt.Errorf("audit chain broken: %+v", v.Problems)
 	}
-	total, denied, _, _, err := r.rig.Store.AuditCounts()
+	total, denied, _, _, err := r.db.AuditCounts()
 	if err != nil {
 		return "", err
 	}
@@ -498,10 +543,10 @@ func (r *selftestRig) metricsStore(context.Context) (string, error) {
 		DiskTotal: 16 << 30, DiskUsed: 3 << 30, HasThrottle: true, Throttle: 1<<16 | 1<<2,
 		Net:  []store.NetRate{{Name: "wlan0", RxBytesPerSec: 1024, TxBytesPerSec: 512}},
 		Disk: []store.DiskRate{{Name: "mmcblk0", ReadBytesPerSec: 4096, BusyPercent: 1.5}}}
-	if err := r.rig.Store.AppendSamples(r.sampleJob, []store.Sample{r.sample}); err != nil {
+	if err := r.db.AppendSamples(r.sampleJob, []store.Sample{r.sample}); err != nil {
 		return "", err
 	}
-	if err := r.checkSample(r.rig.Store); err != nil {
+	if err := r.checkSample(r.db); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("1 sample written to job %q and read back equal", r.sampleJob), nil
@@ -541,8 +586,13 @@ func (r *selftestRig) shutdown(context.Context) (string, error) {
 		errs = append(errs, wrapErr("agent", r.stopAgent()))
 		r.stopAgent = nil
 	}
-	if r.rig != nil {
-		errs = append(errs, r.rig.StopHelper(), wrapErr("store", r.rig.CloseStore()))
+	if r.stopHelper != nil {
+		errs = append(errs, wrapErr("helper", r.stopHelper()))
+		r.stopHelper = nil
+	}
+	if r.db != nil {
+		errs = append(errs, wrapErr("store", r.db.Close()))
+		r.db = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return "", err
@@ -620,8 +670,10 @@ func firstLine(s string) string {
 // close releases whatever the steps left open and removes a temporary dir.
 func (r *selftestRig) close() error {
 	_, err := r.shutdown(context.Background())
-	if r.rig != nil {
-		err = errors.Join(err, r.rig.Close())
+	for _, c := range []*client.Client{r.helper, r.check} {
+		if c != nil {
+			c.Close()
+		}
 	}
 	if r.tempDir {
 		err = errors.Join(err, os.RemoveAll(r.dir))

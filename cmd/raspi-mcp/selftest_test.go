@@ -4,17 +4,51 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
+// helperBinary builds raspi-mcp-helper once for the tests that start it as
+// a child, as `serve --sim` and `selftest` do.
+var helperBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "raspi-mcp-helper-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "raspi-mcp-helper")
+	if out, err := exec.Command("go", "build", "-o", bin, "../raspi-mcp-helper").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build raspi-mcp-helper: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := helperBinary(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
 func runSelftest(t *testing.T, o selftestOptions) (string, error) {
 	t.Helper()
+	if o.Helper == "" {
+		bin, err := helperBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Helper = bin
+	}
 	// The command's own default: a hang guard, not a speed requirement.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -48,6 +82,32 @@ func TestSelftestPasses(t *testing.T) {
 	}
 	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("temporary directory %s left behind (%v)", m[1], err)
+	}
+	// The helper ran as a child, and is gone.
+	m = regexp.MustCompile(`(?m)^ok   helper +.*, pid (\d+),`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("helper line does not name the child's pid")
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if pid == os.Getpid() {
+		t.Errorf("the helper served from the selftest's own process")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("helper child %d still there after the selftest (%v)", pid, err)
+	}
+}
+
+// A helper that cannot be started fails the helper step, and nothing that
+// needs it runs.
+func TestSelftestNoHelper(t *testing.T) {
+	out, err := runSelftest(t, selftestOptions{Helper: filepath.Join(t.TempDir(), "raspi-mcp-helper")})
+	t.Logf("\n%s", out)
+	if err == nil {
+		t.Fatal("selftest passed without a helper")
+	}
+	if !regexp.MustCompile(`(?m)^FAIL helper +start .*raspi-mcp-helper: `).MatchString(out) || strings.Contains(out, "ok   agent") ||
+		!strings.Contains(out, "1 of 15 steps failed, 12 not run") {
+		t.Errorf("want the helper step to fail with the path and the agent not to start")
 	}
 }
 

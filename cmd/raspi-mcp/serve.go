@@ -31,7 +31,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
-	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
+	"github.com/raspi-mcp/raspi-mcp/internal/simagent"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -65,7 +65,7 @@ func cmdServe(args []string) error {
 		cfg   config.Config
 		mode  = "device"
 		sys   sysinfo.Source
-		board simrig.AgentSide
+		board simagent.Board
 	)
 	if *sim {
 		// A second laptop-mode agent in the same directory would take the
@@ -98,7 +98,7 @@ func cmdServe(args []string) error {
 		// The simulated board's systemd and processes, shared with the
 		// helper child through units.json and procs.json; the system's
 		// uptime counts from the same boot.
-		if board, err = simrig.OpenAgentSide(filepath.Dir(cfg.Agent.Socket)); err != nil {
+		if board, err = simagent.Open(filepath.Dir(cfg.Agent.Socket), false); err != nil {
 			return err
 		}
 		sys = board.Sys
@@ -142,8 +142,7 @@ func cmdServe(args []string) error {
 		dirPath := filepath.Dir(cfg.Agent.Socket)
 		helperLog := ring.Writer("helper", os.Stderr)
 		defer helperLog.Close()
-		sup = &supervisor{bin: bin, args: []string{"--config", filepath.Join(dirPath, "config.toml"), "--sim", "--power-log", filepath.Join(dirPath, "power.log"),
-			"--sim-units", filepath.Join(dirPath, "units.json"), "--sim-procs", filepath.Join(dirPath, "procs.json"), "--sim-apt", dirPath}, log: log, output: helperLog}
+		sup = &supervisor{bin: bin, args: simHelperArgs(dirPath), log: log, output: helperLog}
 		done := make(chan struct{})
 		go func() { sup.run(ctx); close(done) }()
 		defer func() { stop(); <-done }()
@@ -371,12 +370,7 @@ const restartDelay = 2 * time.Second
 
 func (s *supervisor) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		cmd := exec.Command(s.bin, s.args...)
-		cmd.Stdout, cmd.Stderr = s.output, s.output
-		// The child is not the unit's main process: it must not tell systemd
-		// it is ready or feed the agent's watchdog.
-		cmd.Env = withoutEnv(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
-		cmd.SysProcAttr = helperAttr()
+		cmd := helperCommand(s.bin, s.args, s.output)
 		if err := cmd.Start(); err != nil {
 			s.log.Error("cannot start helper", "bin", s.bin, "err", err)
 		} else {
@@ -385,13 +379,7 @@ func (s *supervisor) run(ctx context.Context) {
 			go func() { done <- cmd.Wait(); s.setChild(nil) }()
 			select {
 			case <-ctx.Done():
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-done:
-				case <-time.After(3 * time.Second):
-					_ = cmd.Process.Kill()
-					<-done
-				}
+				terminate(cmd, done)
 				return
 			case err := <-done:
 				s.log.Warn("helper exited; restarting", "err", err, "in", restartDelay)
@@ -403,6 +391,49 @@ func (s *supervisor) run(ctx context.Context) {
 		case <-time.After(restartDelay):
 		}
 	}
+}
+
+// simHelperArgs are the laptop-mode helper's arguments: the simulated board
+// whose state files are in dir, beside the config the agent wrote there.
+func simHelperArgs(dir string) []string {
+	return []string{"--config", filepath.Join(dir, "config.toml"), "--sim", "--power-log", filepath.Join(dir, "power.log"),
+		"--sim-units", filepath.Join(dir, simagent.UnitsFile), "--sim-procs", filepath.Join(dir, simagent.ProcsFile), "--sim-apt", dir}
+}
+
+// helperCommand is the laptop-mode helper child, writing to out.
+func helperCommand(bin string, args []string, out io.Writer) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	// The child is not the unit's main process: it must not tell systemd
+	// it is ready or feed the agent's watchdog.
+	cmd.Env = withoutEnv(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+	cmd.SysProcAttr = helperAttr()
+	return cmd
+}
+
+// terminate stops a child with SIGTERM, and kills it if it has not exited
+// 3 s later; done receives cmd.Wait's result.
+func terminate(cmd *exec.Cmd, done <-chan error) error {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(3 * time.Second):
+		_ = cmd.Process.Kill()
+		return <-done
+	}
+}
+
+// startChild starts one helper child, not restarted if it dies; stop ends
+// it and says how it exited (nil after a clean SIGTERM).
+func startChild(bin string, args []string, out io.Writer) (stop func() error, err error) {
+	cmd := helperCommand(bin, args, out)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return func() error { return terminate(cmd, done) }, nil
 }
 
 func level(s string) slog.Level {

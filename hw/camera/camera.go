@@ -75,8 +75,9 @@ type Camera interface {
 	Capture(ctx context.Context, r Request) (Photo, error)
 }
 
-// normalize validates r and fills in defaults.
-func normalize(r Request) (Request, error) {
+// Normalize validates r and fills in defaults: the sizes, formats and
+// qualities every Camera accepts.
+func Normalize(r Request) (Request, error) {
 	// A fixed list of sizes keeps memory and disk use on a Pi Zero
 	// predictable and avoids passing arbitrary numbers to the capture tool.
 	sizeOK := false
@@ -111,7 +112,7 @@ func ext(format string) string {
 }
 
 // mediaDir returns the absolute media root, creating it if needed. The
-// absolute form lets reserve check containment with a plain prefix test.
+// absolute form lets Reserve check containment with a plain prefix test.
 func mediaDir(root string) (string, error) {
 	if root == "" {
 		return "", errors.New("camera: media root is empty")
@@ -126,11 +127,11 @@ func mediaDir(root string) (string, error) {
 	return abs, nil
 }
 
-// reserve creates a new empty file with a server-generated name inside root
+// Reserve creates a new empty file with a server-generated name inside root
 // and returns it open. Creating it with O_EXCL claims the name, so two
 // captures in the same second cannot overwrite each other even though the
 // random suffix is short enough to read.
-func reserve(root string, now time.Time, format string) (*os.File, error) {
+func Reserve(root string, now time.Time, format string) (*os.File, error) {
 	dir, err := mediaDir(root)
 	if err != nil {
 		return nil, err

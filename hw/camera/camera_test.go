@@ -4,14 +4,18 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 )
 
+// namePattern is the name Reserve gives every capture.
+var namePattern = regexp.MustCompile(`^photo-\d{8}T\d{6}Z-[0-9a-f]{4}\.(jpg|png)$`)
+
 func TestNormalize(t *testing.T) {
-	got, err := normalize(Request{Width: 1280, Height: 720, Format: "jpeg"})
+	got, err := Normalize(Request{Width: 1280, Height: 720, Format: "jpeg"})
 	if err != nil || got.Quality != DefaultQuality {
-		t.Fatalf("normalize = %+v, %v; want quality %d", got, err, DefaultQuality)
+		t.Fatalf("Normalize = %+v, %v; want quality %d", got, err, DefaultQuality)
 	}
 	bad := []Request{
 		{Width: 800, Height: 600, Format: "jpeg"},
@@ -22,8 +26,8 @@ func TestNormalize(t *testing.T) {
 		{Width: 640, Height: 480, Format: "jpeg", Quality: -1},
 	}
 	for _, r := range bad {
-		if _, err := normalize(r); !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("normalize(%+v) err = %v, want ErrInvalidRequest", r, err)
+		if _, err := Normalize(r); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Normalize(%+v) err = %v, want ErrInvalidRequest", r, err)
 		}
 	}
 }
@@ -44,7 +48,7 @@ func TestReserveExclusive(t *testing.T) {
 	seen := map[string]bool{}
 	// 200 names in the same second: O_EXCL plus retry must keep them apart.
 	for range 200 {
-		f, err := reserve(root, now, "jpeg")
+		f, err := Reserve(root, now, "jpeg")
 		if err != nil {
 			t.Fatal(err)
 		}

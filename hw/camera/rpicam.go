@@ -68,7 +68,7 @@ func NewRpicam(o RpicamOptions) *Rpicam {
 // tool runs (claiming a unique name inside MediaRoot) and removed again if
 // the capture fails, so failed captures leave nothing behind.
 func (c *Rpicam) Capture(ctx context.Context, r Request) (Photo, error) {
-	r, err := normalize(r)
+	r, err := Normalize(r)
 	if err != nil {
 		return Photo{}, err
 	}
@@ -82,7 +82,7 @@ func (c *Rpicam) Capture(ctx context.Context, r Request) (Photo, error) {
 		return Photo{}, err
 	}
 	taken := time.Now()
-	f, err := reserve(c.opts.MediaRoot, taken, r.Format)
+	f, err := Reserve(c.opts.MediaRoot, taken, r.Format)
 	if err != nil {
 		return Photo{}, err
 	}

@@ -2,8 +2,9 @@
 // the board's hardware, power, systemd, processes, system information and
 // network, the root helper's server on its real socket (with its audit
 // witness and the policy of privhelper.OptionsFromConfig), the agent's
-// bbolt store and a helper client. `raspi-mcp selftest` and the agent's
-// tests run on it; `serve --sim` shares its agent side (OpenAgentSide).
+// bbolt store and a helper client. The agent's tests run on it; `serve
+// --sim` and `raspi-mcp selftest` share its agent side (internal/simagent)
+// and start the helper binary instead.
 //
 // It builds everything but the agent itself: the agent's own tests are in
 // package agent and import this package, which therefore must not import
@@ -21,9 +22,10 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
-	"github.com/raspi-mcp/raspi-mcp/hw/camera"
+	"github.com/raspi-mcp/raspi-mcp/hw/camera/camsim"
 	hwi2c "github.com/raspi-mcp/raspi-mcp/hw/i2c"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
+	"github.com/raspi-mcp/raspi-mcp/internal/simagent"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -74,7 +76,7 @@ type Rig struct {
 	// Packages is the simulated package manager raspi-mcp updates itself
 	// with (manage_update_server); it outlives helper restarts.
 	Packages *selfupdate.Sim
-	Agent    AgentSide // what the agent reads; Agent.Procs is nil with HostProcesses
+	Agent    simagent.Board // what the agent reads; Agent.Procs is nil with HostProcesses
 	Helper   *client.Client
 	// SafeStates is what applying the pins' safe states said at the last
 	// helper start: the helper serves even when it fails, as the binary
@@ -98,7 +100,7 @@ func New(o Options) (*Rig, error) {
 		r.Close()
 		return nil, err
 	}
-	if r.Agent, err = openAgentSide(o.Dir, o.HostProcesses); err != nil {
+	if r.Agent, err = simagent.Open(o.Dir, o.HostProcesses); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -174,7 +176,7 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b, err := r.helperOps(privhelper.Backends{Power: r.Power, Hardware: r.Board.Hardware(),
-		Camera: camera.NewSim(r.Config.Camera.MediaRoot), Backend: "sim", Version: r.o.Version, Logger: log})
+		Camera: camsim.New(r.Config.Camera.MediaRoot), Backend: "sim", Version: r.o.Version, Logger: log})
 	if err != nil {
 		return privhelper.Options{}, nil, err
 	}
@@ -204,12 +206,12 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 // helperOps opens the helper's own handles on the simulated systemd and
 // process table, as the binary does with --sim-units and --sim-procs.
 func (r *Rig) helperOps(b privhelper.Backends) (privhelper.Backends, error) {
-	procsPath := filepath.Join(r.o.Dir, procsFile)
+	procsPath := filepath.Join(r.o.Dir, simagent.ProcsFile)
 	if r.o.HostProcesses {
 		procsPath = ""
 	}
 	var err error
-	if b.Ops, b.Accounts, err = privhelper.OpenSimOps(filepath.Join(r.o.Dir, unitsFile), procsPath); err != nil {
+	if b.Ops, b.Accounts, err = privhelper.OpenSimOps(filepath.Join(r.o.Dir, simagent.UnitsFile), procsPath); err != nil {
 		return b, err
 	}
 	if r.o.HostProcesses {

@@ -1,4 +1,4 @@
-package camera
+package camsim
 
 import (
 	"bytes"
@@ -12,16 +12,18 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 )
 
 var namePattern = regexp.MustCompile(`^photo-\d{8}T\d{6}Z-[0-9a-f]{4}\.(jpg|png)$`)
 
 func TestSimSizesAndFormats(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "media") // must be created
-	s := NewSim(root)
+	s := New(root)
 	for _, size := range [][2]int{{640, 480}, {1280, 720}, {1920, 1080}} {
 		for _, format := range []string{"jpeg", "png"} {
-			p, err := s.Capture(context.Background(), Request{Width: size[0], Height: size[1], Format: format})
+			p, err := s.Capture(context.Background(), camera.Request{Width: size[0], Height: size[1], Format: format})
 			if err != nil {
 				t.Fatalf("%v %s: %v", size, format, err)
 			}
@@ -57,8 +59,8 @@ func TestSimSizesAndFormats(t *testing.T) {
 }
 
 func TestSimDeterministic(t *testing.T) {
-	s := NewSim(t.TempDir())
-	r := Request{Width: 640, Height: 480, Format: "png"}
+	s := New(t.TempDir())
+	r := camera.Request{Width: 640, Height: 480, Format: "png"}
 	var files [2][]byte
 	for i := range files {
 		p, err := s.Capture(context.Background(), r)
@@ -76,10 +78,10 @@ func TestSimDeterministic(t *testing.T) {
 
 func TestSimNamesUniqueInsideRoot(t *testing.T) {
 	root := t.TempDir()
-	s := NewSim(root)
+	s := New(root)
 	seen := map[string]bool{}
 	for range 20 {
-		p, err := s.Capture(context.Background(), Request{Width: 640, Height: 480, Format: "jpeg"})
+		p, err := s.Capture(context.Background(), camera.Request{Width: 640, Height: 480, Format: "jpeg"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,22 +99,22 @@ func TestSimNamesUniqueInsideRoot(t *testing.T) {
 }
 
 func TestSimBusyWhileCapturing(t *testing.T) {
-	s := NewSim(t.TempDir())
+	s := New(t.TempDir())
 	s.mu.Lock() // a capture in progress
-	_, err := s.Capture(context.Background(), Request{Width: 640, Height: 480, Format: "jpeg"})
+	_, err := s.Capture(context.Background(), camera.Request{Width: 640, Height: 480, Format: "jpeg"})
 	s.mu.Unlock()
-	if !errors.Is(err, ErrBusy) {
-		t.Fatalf("err = %v, want ErrBusy", err)
+	if !errors.Is(err, camera.ErrBusy) {
+		t.Fatalf("err = %v, want camera.ErrBusy", err)
 	}
 }
 
 func TestSimConcurrentCaptures(t *testing.T) {
-	s := NewSim(t.TempDir())
+	s := New(t.TempDir())
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = s.Capture(context.Background(), Request{Width: 1920, Height: 1080, Format: "png"})
+			_, errs[i] = s.Capture(context.Background(), camera.Request{Width: 1920, Height: 1080, Format: "png"})
 		})
 	}
 	wg.Wait()
@@ -121,7 +123,7 @@ func TestSimConcurrentCaptures(t *testing.T) {
 		switch {
 		case err == nil:
 			ok++
-		case !errors.Is(err, ErrBusy):
+		case !errors.Is(err, camera.ErrBusy):
 			t.Errorf("unexpected error %v", err)
 		}
 	}
@@ -134,7 +136,7 @@ func TestSimCancelled(t *testing.T) {
 	root := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NewSim(root).Capture(ctx, Request{Width: 640, Height: 480, Format: "jpeg"}); !errors.Is(err, context.Canceled) {
+	if _, err := New(root).Capture(ctx, camera.Request{Width: 640, Height: 480, Format: "jpeg"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {

@@ -1,4 +1,9 @@
-package camera
+// Package camsim is the simulated camera of laptop mode and the tests. It
+// is a package of its own because image/jpeg and image/png register their
+// decoders when imported: only the binaries that simulate a board (the
+// helper's --sim, the tests) should carry them, not the agent, which only
+// reads the files a camera wrote.
+package camsim
 
 import (
 	"context"
@@ -10,6 +15,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 )
 
 // Sim is a Camera for development machines and tests: it follows the same
@@ -20,33 +27,33 @@ type Sim struct {
 	mu   sync.Mutex // held for the whole capture; TryLock gives ErrBusy
 }
 
-var _ Camera = (*Sim)(nil)
+var _ camera.Camera = (*Sim)(nil)
 
-// NewSim returns a Sim writing into mediaRoot, which is created on first
+// New returns a Sim writing into mediaRoot, which is created on first
 // capture if missing.
-func NewSim(mediaRoot string) *Sim {
+func New(mediaRoot string) *Sim {
 	return &Sim{root: mediaRoot}
 }
 
 // Capture renders the test card at the requested size and format. The image
 // depends only on the request, so tests can compare output byte for byte.
-func (s *Sim) Capture(ctx context.Context, r Request) (Photo, error) {
-	r, err := normalize(r)
+func (s *Sim) Capture(ctx context.Context, r camera.Request) (camera.Photo, error) {
+	r, err := camera.Normalize(r)
 	if err != nil {
-		return Photo{}, err
+		return camera.Photo{}, err
 	}
 	if !s.mu.TryLock() {
-		return Photo{}, fmt.Errorf("%w: capture already running", ErrBusy)
+		return camera.Photo{}, fmt.Errorf("%w: capture already running", camera.ErrBusy)
 	}
 	defer s.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return Photo{}, fmt.Errorf("camera: capture: %w", err)
+		return camera.Photo{}, fmt.Errorf("camsim: capture: %w", err)
 	}
 
 	taken := time.Now()
-	f, err := reserve(s.root, taken, r.Format)
+	f, err := camera.Reserve(s.root, taken, r.Format)
 	if err != nil {
-		return Photo{}, err
+		return camera.Photo{}, err
 	}
 	path := f.Name()
 	img := testCard(r.Width, r.Height)
@@ -60,14 +67,14 @@ func (s *Sim) Capture(ctx context.Context, r Request) (Photo, error) {
 	}
 	if err != nil {
 		os.Remove(path)
-		return Photo{}, fmt.Errorf("camera: sim encode %s %dx%d to %q: %w", r.Format, r.Width, r.Height, path, err)
+		return camera.Photo{}, fmt.Errorf("camsim: encode %s %dx%d to %q: %w", r.Format, r.Width, r.Height, path, err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		os.Remove(path)
-		return Photo{}, fmt.Errorf("camera: sim stat %q: %w", path, err)
+		return camera.Photo{}, fmt.Errorf("camsim: stat %q: %w", path, err)
 	}
-	return Photo{Path: path, Width: r.Width, Height: r.Height, Format: r.Format, SizeBytes: fi.Size(), Taken: taken}, nil
+	return camera.Photo{Path: path, Width: r.Width, Height: r.Height, Format: r.Format, SizeBytes: fi.Size(), Taken: taken}, nil
 }
 
 // testCard draws colour bars over the top two thirds and a grey ramp with a

@@ -1,10 +1,17 @@
-package simrig
+// Package simagent is the agent's side of the simulated board: what a
+// laptop-mode agent reads instead of the host's systemd, processes, system
+// information, network and packages. The helper's side (the simulated
+// hardware and power, in privhelper) shares the board's state files with it
+// in the device's directory. This package is all `raspi-mcp serve --sim`
+// links of the simulation; internal/simrig builds both sides in one
+// process for tests.
+package simagent
 
 import (
 	"context"
-	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"path/filepath"
 
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
@@ -15,14 +22,14 @@ import (
 // The simulated board's state files, shared by the agent and the helper
 // (in laptop mode, two processes) in the device's directory.
 const (
-	unitsFile = "units.json"
-	procsFile = "procs.json"
+	UnitsFile = "units.json"
+	ProcsFile = "procs.json"
 )
 
-// AgentSide is what the agent reads of the simulated board: laptop mode's
+// Board is what the agent reads of the simulated board: laptop mode's
 // values of agent.Options' Units, Journal (Units.Journal()), SimProcs, Sys
 // and Net, so nothing of the host machine is read.
-type AgentSide struct {
+type Board struct {
 	Units *units.Sim
 	Procs *procs.Sim // nil when the processes are the host's
 	Sys   *sysinfo.Sim
@@ -30,20 +37,20 @@ type AgentSide struct {
 	Apt   *apt.Sim // the simulated package manager, run by the helper
 }
 
-// OpenAgentSide opens the board's systemd and process table in dir, which
-// the helper opens too, with the system's uptime counted from the
-// table's boot and the network's counters from the system's.
-func OpenAgentSide(dir string) (AgentSide, error) { return openAgentSide(dir, false) }
-
-func openAgentSide(dir string, hostProcs bool) (AgentSide, error) {
-	var a AgentSide
+// Open opens the board's systemd and process table in dir, which the
+// helper opens too, with the system's uptime counted from the table's boot
+// and the network's counters from the system's. With hostProcs the
+// processes are the host's (Procs is nil), for tests of the real /proc
+// reader that signal only their own children.
+func Open(dir string, hostProcs bool) (Board, error) {
+	var a Board
 	var err error
-	if a.Units, err = unitsIn(dir); err != nil {
+	if a.Units, err = units.NewSim(filepath.Join(dir, UnitsFile)); err != nil {
 		return a, err
 	}
 	var so sysinfo.SimOptions
 	if !hostProcs {
-		if a.Procs, err = privhelper.NewSimProcesses(filepath.Join(dir, procsFile), a.Units); err != nil {
+		if a.Procs, err = privhelper.NewSimProcesses(filepath.Join(dir, ProcsFile), a.Units); err != nil {
 			return a, err
 		}
 		if so.Start, err = a.Procs.BootTime(); err != nil {
@@ -57,8 +64,6 @@ func openAgentSide(dir string, hostProcs bool) (AgentSide, error) {
 	a.Net = Network(a.Sys)
 	return a, nil
 }
-
-func unitsIn(dir string) (*units.Sim, error) { return units.NewSim(filepath.Join(dir, unitsFile)) }
 
 // Network is laptop mode's network: the simulated board's interfaces,
 // routes and sockets, with the traffic counters of sys (the simulated
