@@ -163,7 +163,7 @@ func New(o Options) (*Agent, error) {
 	// Before any record is written: log a tampered trail, and have new
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
-	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames)
+	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames, o.CheckOutput)
 	a.asks = newAsks()
 	a.watch = newWatch()
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)

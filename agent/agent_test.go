@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func TestToolNamesAndSchemas(t *testing.T) {
 	// Dotted mode exposes the canonical ids; a bad id fails start-up.
 	c := config.Laptop("/x", "a")
 	c.Agent.ExposeDottedNames = true
-	reg := newRegistry(true)
+	reg := newRegistry(true, true)
 	add(reg, Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
 	if reg.err != nil || reg.order[0].name != "system.get_basic_info" {
 		t.Fatalf("dotted: %v %v", reg.err, reg.order)
@@ -106,11 +107,45 @@ func TestToolNamesAndSchemas(t *testing.T) {
 			t.Errorf("wireName(%q) accepted", bad)
 		}
 	}
-	reg = newRegistry(false)
+	reg = newRegistry(false, true)
 	add(reg, Spec[NoArgs, NoArgs]{ID: "a.b_c", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
 	add(reg, Spec[NoArgs, NoArgs]{ID: "a_b.c", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
 	if reg.err == nil || !strings.Contains(reg.err.Error(), "collides") {
 		t.Fatalf("collision a.b_c / a_b.c not caught: %v", reg.err)
+	}
+}
+
+// Outside tests (Options.CheckOutput off) a tool keeps its output schema as
+// the JSON tools/list sends, not as a tree of schema values: those trees were
+// most of the idle agent's live heap. The JSON is the schema itself.
+func TestOutputSchemaKeptAsJSON(t *testing.T) {
+	type out struct {
+		Level int    `json:"level" jsonschema:"the level"`
+		Note  string `json:"note,omitempty"`
+	}
+	for _, check := range []bool{false, true} {
+		reg := newRegistry(false, check)
+		add(reg, Spec[NoArgs, out]{ID: "a.b", Run: func(context.Context, *Call, NoArgs) (out, error) { return out{}, nil }})
+		if reg.err != nil {
+			t.Fatal(reg.err)
+		}
+		tl := reg.order[0]
+		if (tl.outRes != nil) != check {
+			t.Errorf("checkOutput %v: resolved output schema kept: %v", check, tl.outRes != nil)
+		}
+		raw, ok := tl.mcp.OutputSchema.(json.RawMessage)
+		if !ok {
+			t.Fatalf("checkOutput %v: OutputSchema is %T, want json.RawMessage", check, tl.mcp.OutputSchema)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		props, _ := got["properties"].(map[string]any)
+		level, _ := props["level"].(map[string]any)
+		if got["type"] != "object" || level["type"] != "integer" || level["description"] != "the level" || !slices.Equal(got["required"].([]any), []any{"level"}) {
+			t.Errorf("checkOutput %v: output schema %s", check, raw)
+		}
 	}
 }
 

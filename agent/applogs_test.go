@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -116,7 +117,11 @@ func TestPaginationNamesAgree(t *testing.T) {
 	r := newRig(t, nil)
 	paged := 0
 	for _, tl := range r.a.tools.all() {
-		in, out := tl.in.Properties, tl.mcp.OutputSchema.(*jsonschema.Schema).Properties
+		var outSchema jsonschema.Schema
+		if err := json.Unmarshal(tl.mcp.OutputSchema.(json.RawMessage), &outSchema); err != nil {
+			t.Fatalf("%s: output schema: %v", tl.name, err)
+		}
+		in, out := tl.in.Properties, outSchema.Properties
 		if off, ok := in["offset"]; ok {
 			paged++
 			if lim := in["limit"]; lim == nil || lim.Minimum == nil || *lim.Minimum != 1 || off.Minimum == nil || *off.Minimum != 0 {

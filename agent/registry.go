@@ -20,15 +20,18 @@ import (
 // go while the agent serves, hence the lock.
 type registry struct {
 	dotted bool
-	mu     sync.RWMutex
-	byName map[string]*tool
-	byID   map[string]*tool
-	order  []*tool
-	err    error // first registration error, reported by New
+	// checkOutput keeps each tool's resolved output schema, to validate
+	// results against it (Options.CheckOutput); otherwise only its JSON.
+	checkOutput bool
+	mu          sync.RWMutex
+	byName      map[string]*tool
+	byID        map[string]*tool
+	order       []*tool
+	err         error // first registration error, reported by New
 }
 
-func newRegistry(dotted bool) *registry {
-	return &registry{dotted: dotted, byName: map[string]*tool{}, byID: map[string]*tool{}}
+func newRegistry(dotted, checkOutput bool) *registry {
+	return &registry{dotted: dotted, checkOutput: checkOutput, byName: map[string]*tool{}, byID: map[string]*tool{}}
 }
 
 // lookup finds a tool by wire name or canonical id.

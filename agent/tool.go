@@ -38,7 +38,7 @@ type tool struct {
 	in       *jsonschema.Schema
 	inRes    *jsonschema.Resolved
 	props    map[string]*jsonschema.Resolved // each property alone, for errors that name it
-	outRes   *jsonschema.Resolved
+	outRes   *jsonschema.Resolved            // nil unless the registry checks results
 	// check validates raw arguments: t.validate against in, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *ToolError)
@@ -289,7 +289,20 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if t.inRes, err = in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
-	if t.outRes, err = out.Resolve(nil); err != nil {
+	// Resolved once so that a bad output schema fails start-up; kept only
+	// where results are checked against it (Options.CheckOutput).
+	outRes, err := out.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
+	}
+	if r.checkOutput {
+		t.outRes = outRes
+	}
+	// The SDK gets the output schema as JSON, which tools/list sends as it
+	// is: the trees of schema values behind all tools' results were 1.8 MB,
+	// two thirds of the idle agent's live heap, for a listing.
+	outJSON, err := json.Marshal(out)
+	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
 	}
 	t.props = map[string]*jsonschema.Resolved{}
@@ -310,7 +323,7 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if !readOnly {
 		desc += fmt.Sprintf(" Risk %s, role %s.", t.rule.Risk, t.rule.MinRole)
 	}
-	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: in, OutputSchema: out, Annotations: ann,
+	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: in, OutputSchema: json.RawMessage(outJSON), Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
 	if l, ok := toolLook(s.ID); ok {
 		t.mcp.Icons = l.icons()
