@@ -20,18 +20,23 @@ CONFORMANCE_VERSION := 0.1.16
 
 # raspi-mcp-stdio is the small bridge `raspi-mcp stdio` replaces itself with,
 # one per SSH session; raspi-mcp-exporter writes /metrics pages for the agent,
-# in a child started at the first scrape.
+# in a child started at the first scrape; raspi-mcp-simhelper is the helper
+# of the simulated board (laptop mode, `raspi-mcp selftest`), kept out of the
+# root helper. macOS runs laptop mode only: no SSH bridge there.
+CMDS := ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-simhelper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter
+DARWIN_CMDS := ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-simhelper ./cmd/raspi-mcp-exporter
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ $(CMDS)
 
-# Both binaries on PATH for laptop mode (the agent looks for the helper beside
-# itself). `sudo make install PREFIX=/usr/local` installs them for all users.
+# raspi-mcp on PATH for laptop mode, and what it runs in ../lib/raspi-mcp/,
+# where it looks for them (the root helper is the Pi package's business).
+# `sudo make install PREFIX=/usr/local` installs them for all users.
 PREFIX ?= $(HOME)/.local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 bin/raspi-mcp bin/raspi-mcp-helper $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 bin/raspi-mcp $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/raspi-mcp
-	install -m 755 bin/raspi-mcp-stdio bin/raspi-mcp-exporter $(DESTDIR)$(PREFIX)/lib/raspi-mcp/
+	install -m 755 bin/raspi-mcp-simhelper bin/raspi-mcp-stdio bin/raspi-mcp-exporter $(DESTDIR)$(PREFIX)/lib/raspi-mcp/
 	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "add $(PREFIX)/bin to your PATH" ;; esac
 
 # Start the agent and helper on the simulated board, run a scripted MCP
@@ -61,7 +66,7 @@ VMSHARE := $(CURDIR)/.cache/vmshare
 test-vm:
 	$(GO) run ./vmtest/cmd/vmtest deps
 	mkdir -p $(VMSHARE)
-	$(GO) build -o $(VMSHARE)/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter
+	$(GO) build -o $(VMSHARE)/ $(CMDS)
 	$(GO) test -c -o $(VMSHARE)/hw.test ./e2e/vm
 	$(GO) test -c -o $(VMSHARE)/gpio.test ./hw/gpio
 	$(GO) test -c -o $(VMSHARE)/i2c.test ./hw/i2c
@@ -150,17 +155,17 @@ bench-compare: build
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:
-	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv6/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv7/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter
-	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter
+	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv6/ $(CMDS)
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/armv7/ $(CMDS)
+	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/arm64/ $(CMDS)
 	@ls -l dist/*/
 
 # macOS laptop mode (darwin/arm64 and darwin/amd64): the binaries build, the
 # whole tree vets, and every package's test binary compiles and links
 # (-exec=true runs none of them), so nothing Linux-only creeps back in.
 cross-darwin:
-	GOOS=darwin GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/darwin-arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-exporter
-	GOOS=darwin GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/darwin-amd64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-exporter
+	GOOS=darwin GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/darwin-arm64/ $(DARWIN_CMDS)
+	GOOS=darwin GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/darwin-amd64/ $(DARWIN_CMDS)
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 	GOOS=darwin GOARCH=arm64 $(GO) test -exec=true -vet=off -count=1 ./...
@@ -172,7 +177,7 @@ DEB_ARCHES := armhf arm64 amd64
 deb:
 	@for a in $(DEB_ARCHES); do \
 		case $$a in armhf) env="GOARCH=arm GOARM=6";; *) env="GOARCH=$$a";; esac; \
-		env GOOS=linux $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/$$a/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper ./cmd/raspi-mcp-stdio ./cmd/raspi-mcp-exporter || exit 1; \
+		env GOOS=linux $$env $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/$$a/ $(CMDS) || exit 1; \
 		packaging/mkdeb $$a '$(VERSION)' dist/deb/$$a dist || exit 1; \
 	done
 

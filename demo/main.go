@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	binDir := flag.String("bin", "bin", "directory with raspi-mcp and raspi-mcp-helper")
+	binDir := flag.String("bin", "bin", "directory with raspi-mcp and raspi-mcp-simhelper")
 	flag.Parse()
 	if err := run(*binDir); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)

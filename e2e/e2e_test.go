@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Chmod(dir, 0o755)
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/raspi-mcp", "../cmd/raspi-mcp-helper", "../cmd/raspi-mcp-stdio", "../cmd/raspi-mcp-exporter")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/raspi-mcp", "../cmd/raspi-mcp-helper", "../cmd/raspi-mcp-simhelper", "../cmd/raspi-mcp-stdio", "../cmd/raspi-mcp-exporter")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)

@@ -21,9 +21,20 @@ var helperForbidden = map[string]string{
 // power backend.
 func TestHelperDependencies(t *testing.T) {
 	deptest.Fence{
-		Packages:  []string{"./cmd/raspi-mcp-helper", "./privhelper/...", "./hw/power"},
+		Packages:  []string{"./cmd/raspi-mcp-helper", "./cmd/raspi-mcp-simhelper", "./privhelper/...", "./hw/power"},
 		Forbidden: helperForbidden,
 	}.Check(t)
+}
+
+// TestRootHelperSimulatesNothing: the simulated board is
+// raspi-mcp-simhelper's. The root helper links neither the simulated camera
+// nor the image codecs it needs (which register at start-up in any binary
+// that imports them), so no flag or config can make it pretend.
+func TestRootHelperSimulatesNothing(t *testing.T) {
+	deptest.Fence{Packages: []string{"./cmd/raspi-mcp-helper"}, Forbidden: map[string]string{
+		"github.com/raspi-mcp/raspi-mcp/hw/camera/camsim": "the simulated camera is raspi-mcp-simhelper's",
+		"image/...": "the root helper encodes no image: rpicam writes the photos",
+	}}.Check(t)
 }
 
 // TestProtoStdlibOnly: the wire types are shared by the agent and the

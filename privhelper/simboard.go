@@ -45,7 +45,7 @@ func (b *SimBoard) Close() {
 
 // OpenSimOps opens the helper's own handles on the simulated board's
 // systemd and process table, in the state files it shares with the agent
-// (`raspi-mcp-helper --sim --sim-units --sim-procs`). An empty path leaves
+// (`raspi-mcp-simhelper --sim-units --sim-procs`). An empty path leaves
 // that backend out: then no unit is controlled, or no process signalled,
 // and never one of this machine. accounts resolves protected users among
 // the board's own accounts, which its processes run as; it is nil without

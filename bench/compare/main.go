@@ -45,7 +45,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "bin", "directory holding raspi-mcp and raspi-mcp-helper")
+	flag.StringVar(&o.bin, "bin", "bin", "directory holding raspi-mcp and raspi-mcp-simhelper")
 	flag.StringVar(&o.npm, "npm", ".cache/npm", "npm prefix of `make tools` (server-everything)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "a python3 with psutil (apt-get install python3-psutil)")
 	flag.IntVar(&o.warm, "warm", 500, "warm-up calls before measuring")

@@ -12,26 +12,14 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/daemon"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/selfupdate"
 )
 
-// simPackagesFile is the simulated package manager raspi-mcp updates
-// itself with, in the helper's state directory.
-const simPackagesFile = "sim-packages.json"
-
-// selfUpdates opens what updating raspi-mcp needs: on the simulated board
-// the updater runs in this process on a version string; on a device it
-// runs as `raspi-mcp-helper self-update` in a transient unit, on apt. The
-// second return closes it; without a system bus nothing is served.
-func selfUpdates(sim bool, cfg *config.Config, cfgPath string, log *slog.Logger) (privhelper.Updates, func()) {
-	if sim {
-		pk, err := selfupdate.NewSim(filepath.Join(cfg.Helper.StateDir, simPackagesFile))
-		if err != nil {
-			log.Warn("simulated self-update off", "err", err)
-			return privhelper.Updates{}, func() {}
-		}
-		return privhelper.SimUpdates(cfg, pk, log), func() {}
-	}
+// selfUpdates opens what updating raspi-mcp needs: the updater runs as
+// `raspi-mcp-helper self-update` in a transient unit, on apt. The second
+// return closes it; without a system bus nothing is served.
+func selfUpdates(cfg *config.Config, cfgPath string, log *slog.Logger) (privhelper.Updates, func()) {
 	exe, err := os.Executable()
 	if err != nil {
 		log.Warn("self-update off: cannot name this binary", "err", err)
@@ -74,7 +62,7 @@ func runSelfUpdate(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}))
+	log := daemon.Logger(cfg)
 	dir := selfupdate.Dir(cfg.Helper.StateDir)
 	u := &selfupdate.Updater{Dir: dir, Packages: selfupdate.Apt{}, Health: selfupdate.FileHealth{Dir: dir},
 		Deadline: cfg.Manage.UpdateHealthTimeout.D(), Log: log.Info}

@@ -67,13 +67,21 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-// raspi-mcp-helper(8) documents each of the helper's flags.
+// raspi-mcp-helper(8) documents each flag of the helper and of
+// raspi-mcp-simhelper, and those of the daemon both run.
 func TestHelperManPageHasItsFlags(t *testing.T) {
 	man := manText(t, "../../packaging/man/raspi-mcp-helper.8")
-	src := string(mustRead(t, "../raspi-mcp-helper/main.go"))
-	for _, m := range regexp.MustCompile(`flag\.(?:String|Bool|Duration|Int)\("([a-z-]+)"`).FindAllStringSubmatch(src, -1) {
-		if !strings.Contains(man, "--"+m[1]) {
-			t.Errorf("raspi-mcp-helper(8) does not mention --%s", m[1])
+	found := 0
+	for _, f := range []string{"../raspi-mcp-helper/main.go", "../raspi-mcp-helper/selfupdate.go", "../raspi-mcp-simhelper/main.go", "../../privhelper/daemon/daemon.go"} {
+		src := string(mustRead(t, f))
+		for _, m := range regexp.MustCompile(`\.(?:String|Bool|Duration|Int)\("([a-z-]+)"`).FindAllStringSubmatch(src, -1) {
+			found++
+			if !strings.Contains(man, "--"+m[1]) {
+				t.Errorf("raspi-mcp-helper(8) does not mention --%s (%s)", m[1], f)
+			}
 		}
+	}
+	if found < 7 { // config, version, id, power-log, sim-units, sim-procs, sim-apt
+		t.Fatalf("found %d flags in the helpers' sources: the pattern no longer matches how they declare them", found)
 	}
 }

@@ -46,7 +46,7 @@ import (
 func cmdSelftest(args []string) error {
 	c := newCommand("selftest", "[--dir DIR] [--helper FILE] [--timeout D]", "check this binary: agent, store and an MCP session on the simulated board, with the helper as a child")
 	dir := c.fs.String("dir", "", "keep sockets, state and logs in `DIR` (default: a temporary directory, removed afterwards)")
-	helperBin := c.fs.String("helper", "", "raspi-mcp-helper's `FILE`, or a wrapper that runs it (default: beside this binary, then $PATH)")
+	helperBin := c.fs.String("helper", "", "raspi-mcp-simhelper's `FILE`, or a wrapper that runs it (default: beside this binary, in ../lib/raspi-mcp/, then $PATH)")
 	timeout := c.fs.Duration("timeout", 5*time.Minute, "give up after `D` (qemu-user is 10-30x slower than native)")
 	pos, err := c.parse(args)
 	if err != nil {

@@ -18,16 +18,16 @@ import (
 	"time"
 )
 
-// helperBinary builds raspi-mcp-helper once for the tests that start it as
-// a child, as `serve --sim` and `selftest` do.
+// helperBinary builds raspi-mcp-simhelper once for the tests that start it
+// as a child, as `serve --sim` and `selftest` do.
 var helperBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "raspi-mcp-helper-bin-")
+	dir, err := os.MkdirTemp("", "raspi-mcp-simhelper-bin-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "raspi-mcp-helper")
-	if out, err := exec.Command("go", "build", "-o", bin, "../raspi-mcp-helper").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build raspi-mcp-helper: %v\n%s", err, out)
+	bin := filepath.Join(dir, "raspi-mcp-simhelper")
+	if out, err := exec.Command("go", "build", "-o", bin, "../raspi-mcp-simhelper").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build raspi-mcp-simhelper: %v\n%s", err, out)
 	}
 	return bin, nil
 })
@@ -100,12 +100,12 @@ func TestSelftestPasses(t *testing.T) {
 // A helper that cannot be started fails the helper step, and nothing that
 // needs it runs.
 func TestSelftestNoHelper(t *testing.T) {
-	out, err := runSelftest(t, selftestOptions{Helper: filepath.Join(t.TempDir(), "raspi-mcp-helper")})
+	out, err := runSelftest(t, selftestOptions{Helper: filepath.Join(t.TempDir(), "raspi-mcp-simhelper")})
 	t.Logf("\n%s", out)
 	if err == nil {
 		t.Fatal("selftest passed without a helper")
 	}
-	if !regexp.MustCompile(`(?m)^FAIL helper +start .*raspi-mcp-helper: `).MatchString(out) || strings.Contains(out, "ok   agent") ||
+	if !regexp.MustCompile(`(?m)^FAIL helper +start .*raspi-mcp-simhelper: `).MatchString(out) || strings.Contains(out, "ok   agent") ||
 		!strings.Contains(out, "1 of 15 steps failed, 12 not run") {
 		t.Errorf("want the helper step to fail with the path and the agent not to start")
 	}

@@ -45,7 +45,7 @@ func cmdServe(args []string) error {
 	cfgPath := fs.String("config", config.DefaultPath, "configuration `FILE` (with --sim: its settings under the laptop overrides, e.g. [[upstream]])")
 	sim := fs.Bool("sim", false, "laptop mode: start the helper as a child, simulated board, caller is admin")
 	dir := fs.String("dir", "", "with --sim: `DIR` for sockets, state and logs (default "+simDir("")+", where every client command looks)")
-	helperBin := fs.String("helper", "", "with --sim: raspi-mcp-helper's `FILE` (default: beside this binary, then $PATH)")
+	helperBin := fs.String("helper", "", "with --sim: raspi-mcp-simhelper's `FILE` (default: beside this binary, in ../lib/raspi-mcp/, then $PATH)")
 	httpListen := fs.String("http", "", "serve MCP over HTTP at `HOST:PORT` too (overrides [http] listen; port 0 picks a free one, the URL is printed)")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -304,22 +304,26 @@ func simDir(dir string) string {
 	return filepath.Join(os.TempDir(), "raspi-mcp-"+strconv.Itoa(os.Getuid()))
 }
 
+// findHelper is the laptop-mode helper, raspi-mcp-simhelper: the --helper
+// flag's file, else beside this binary or in ../lib/raspi-mcp/ from it (as
+// the package installs it), else on $PATH.
 func findHelper(flagPath string) (string, error) {
 	if flagPath != "" {
 		return flagPath, nil
 	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "raspi-mcp-helper")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+	if p := libBinary(simHelper); p != "" {
+		return p, nil
 	}
-	p, err := exec.LookPath("raspi-mcp-helper")
+	p, err := exec.LookPath(simHelper)
 	if err != nil {
-		return "", errors.New("raspi-mcp-helper not found beside raspi-mcp nor in $PATH (build both: make build)")
+		return "", errors.New(simHelper + " not found beside raspi-mcp, in ../lib/raspi-mcp/ nor in $PATH (build it: make build)")
 	}
 	return p, nil
 }
+
+// simHelper is the simulated board's helper binary; the device's
+// raspi-mcp-helper cannot simulate.
+const simHelper = "raspi-mcp-simhelper"
 
 func waitHelper(ctx context.Context, c *client.Client, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
@@ -396,7 +400,7 @@ func (s *supervisor) run(ctx context.Context) {
 // simHelperArgs are the laptop-mode helper's arguments: the simulated board
 // whose state files are in dir, beside the config the agent wrote there.
 func simHelperArgs(dir string) []string {
-	return []string{"--config", filepath.Join(dir, "config.toml"), "--sim", "--power-log", filepath.Join(dir, "power.log"),
+	return []string{"--config", filepath.Join(dir, "config.toml"), "--power-log", filepath.Join(dir, "power.log"),
 		"--sim-units", filepath.Join(dir, simagent.UnitsFile), "--sim-procs", filepath.Join(dir, simagent.ProcsFile), "--sim-apt", dir}
 }
 

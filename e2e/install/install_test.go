@@ -168,6 +168,7 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 				t.Errorf("agent version %q, want %q", got, v1)
 			}
 			l.checkStatus()
+			l.packagedSelftest()
 			l.exposure()
 			cs.Close()
 			continue
@@ -579,6 +580,19 @@ func (l *lab) checkStatus() {
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || !st.Agent.Running || !st.Status.Helper.Reachable || st.Status.Helper.Backend != "linux" {
 		l.t.Fatalf("raspi-mcp status --json (%v):\n%s", err, out)
+	}
+}
+
+// packagedSelftest: `raspi-mcp selftest` passes as a plain user with the
+// package's raspi-mcp-simhelper, found in /usr/lib/raspi-mcp; the root
+// helper has no simulated board to be asked for.
+func (l *lab) packagedSelftest() {
+	if out := l.mustPi("raspi-mcp selftest as pi", "raspi-mcp selftest 2>/dev/null"); !strings.Contains(out, ", sim backend, ") ||
+		!strings.Contains(out, "selftest passed: ") {
+		l.t.Fatalf("raspi-mcp selftest from the package:\n%s", out)
+	}
+	if out := l.mustPi("the root helper cannot simulate", "! sudo /usr/bin/raspi-mcp-helper --sim 2>&1"); !strings.Contains(out, "flag provided but not defined: -sim") {
+		l.t.Fatalf("raspi-mcp-helper --sim:\n%s", out)
 	}
 }
 

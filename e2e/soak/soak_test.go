@@ -436,7 +436,7 @@ func waitHelperBack(t *testing.T, raspi, dir string, old int) time.Time {
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/raspi-mcp", "../../cmd/raspi-mcp-helper")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/raspi-mcp", "../../cmd/raspi-mcp-simhelper")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

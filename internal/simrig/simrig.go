@@ -137,7 +137,7 @@ func (r *Rig) OpenStore() error {
 }
 
 // StartHelper serves the helper protocol on [helper] socket, built as
-// `raspi-mcp-helper --sim` builds it: its own handles on the shared
+// raspi-mcp-simhelper builds it: its own handles on the shared
 // systemd and process files, the witness in [helper] state_dir, and the
 // policy from the config.
 func (r *Rig) StartHelper() error {
@@ -204,7 +204,7 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 }
 
 // helperOps opens the helper's own handles on the simulated systemd and
-// process table, as the binary does with --sim-units and --sim-procs.
+// process table, as raspi-mcp-simhelper does with --sim-units and --sim-procs.
 func (r *Rig) helperOps(b privhelper.Backends) (privhelper.Backends, error) {
 	procsPath := filepath.Join(r.o.Dir, simagent.ProcsFile)
 	if r.o.HostProcesses {
