@@ -79,7 +79,7 @@ func TestToolNamesAndSchemas(t *testing.T) {
 		if !nameRE.MatchString(tl.name) {
 			t.Errorf("wire name %q breaks %s", tl.name, nameRE)
 		}
-		if tl.in.AdditionalProperties == nil || tl.in.AdditionalProperties.Not == nil {
+		if tl.input().tree.AdditionalProperties == nil || tl.input().tree.AdditionalProperties.Not == nil {
 			t.Errorf("%s: input schema does not forbid additional properties", tl.name)
 		}
 		ann := tl.mcp.Annotations
@@ -119,6 +119,28 @@ func TestToolNamesAndSchemas(t *testing.T) {
 // the JSON tools/list sends, not as a tree of schema values: those trees were
 // most of the idle agent's live heap. The JSON is the schema itself.
 func TestOutputSchemaKeptAsJSON(t *testing.T) {
+	// The input schema too is listed as JSON, and the one a call is checked
+	// against (built on the tool's first call) is the same schema.
+	r := newRig(t, nil)
+	local := 0
+	for _, tl := range r.a.tools.all() {
+		if tl.lan {
+			continue
+		}
+		local++
+		listed, ok := tl.mcp.InputSchema.(json.RawMessage)
+		if !ok {
+			t.Fatalf("%s: InputSchema is %T, want json.RawMessage", tl.name, tl.mcp.InputSchema)
+		}
+		checked, err := json.Marshal(tl.input().tree)
+		if err != nil || string(checked) != string(listed) {
+			t.Errorf("%s: listed input schema\n%s\ndiffers from the one calls are checked against\n%s (%v)", tl.name, listed, checked, err)
+		}
+	}
+	if local < 50 {
+		t.Fatalf("%d tools checked, want all of the agent's own", local)
+	}
+
 	type out struct {
 		Level int    `json:"level" jsonschema:"the level"`
 		Note  string `json:"note,omitempty"`
@@ -182,7 +204,7 @@ func badInputs(s *jsonschema.Schema) map[string]map[string]any {
 func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 	r := newRig(t, nil)
 	for _, tl := range r.a.tools.order {
-		cases := badInputs(tl.in)
+		cases := badInputs(tl.input().tree)
 		names := make([]string, 0, len(cases))
 		for n := range cases {
 			names = append(names, n)

@@ -121,7 +121,7 @@ func TestPaginationNamesAgree(t *testing.T) {
 		if err := json.Unmarshal(tl.mcp.OutputSchema.(json.RawMessage), &outSchema); err != nil {
 			t.Fatalf("%s: output schema: %v", tl.name, err)
 		}
-		in, out := tl.in.Properties, outSchema.Properties
+		in, out := tl.input().tree.Properties, outSchema.Properties
 		if off, ok := in["offset"]; ok {
 			paged++
 			if lim := in["limit"]; lim == nil || lim.Minimum == nil || *lim.Minimum != 1 || off.Minimum == nil || *off.Minimum != 0 {

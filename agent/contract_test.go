@@ -280,7 +280,7 @@ var boundKeys = []string{"minimum", "maximum", "minLength", "maxLength", "minIte
 // compareParams checks each spec parameter against the tool's input schema
 // and feeds the validator the spec's own boundary values.
 func compareParams(t *testing.T, diffs contractDiffs, id string, tl *tool, spec map[string]any) {
-	in := schemaMap(t, tl.in)
+	in := schemaMap(t, tl.input().tree)
 	ours := asMap(in["properties"])
 	for name, sp := range asMap(spec["properties"]) {
 		s := asMap(sp)
@@ -302,7 +302,7 @@ func compareParams(t *testing.T, diffs contractDiffs, id string, tl *tool, spec 
 		}
 		// The spec's boundary and enum values pass the parameter's own check.
 		for _, v := range specValues(s) {
-			if err := tl.props[name].Validate(v); err != nil {
+			if err := tl.input().props[name].Validate(v); err != nil {
 				t.Errorf("%s: %s = %v (a value the spec allows) refused: %v", id, name, v, err)
 			}
 		}

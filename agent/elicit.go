@@ -299,8 +299,10 @@ func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte, pla
 func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) (string, *ToolError) {
 	// A LAN tool plans with the upstream's own dry run, or says what would
 	// be sent; a local one has dry_run when it changes anything.
-	if !t.lan && (t.in == nil || t.in.Properties["dry_run"] == nil) {
-		return "", nil
+	if !t.lan {
+		if in := t.input(); in == nil || in.tree.Properties["dry_run"] == nil {
+			return "", nil
+		}
 	}
 	var m map[string]any
 	if json.Unmarshal(args, &m) != nil {

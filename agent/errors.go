@@ -257,9 +257,13 @@ func (t *tool) correction(param string, args map[string]any) (SuggestedCall, boo
 	if param == "" || strings.Contains(param, ".") {
 		return SuggestedCall{}, false
 	}
+	in := t.input()
+	if in == nil {
+		return SuggestedCall{}, false
+	}
 	fixed := maps.Clone(args)
 	why := ""
-	ps, known := t.in.Properties[param]
+	ps, known := in.tree.Properties[param]
 	switch v, given := args[param]; {
 	case !known:
 		delete(fixed, param)
@@ -271,12 +275,12 @@ func (t *tool) correction(param string, args map[string]any) (SuggestedCall, boo
 		}
 		fixed[param] = d
 		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(d), describe(ps))
-	case t.props[param].Validate(v) == nil:
+	case in.props[param].Validate(v) == nil:
 		return SuggestedCall{}, false // the schema takes it: the handler refused it for another reason
 	default:
 		nv, ok := nearest(ps, v)
-		if !ok || t.props[param].Validate(nv) != nil {
-			if !slices.Contains(t.in.Required, param) {
+		if !ok || in.props[param].Validate(nv) != nil {
+			if !slices.Contains(in.tree.Required, param) {
 				delete(fixed, param)
 				return SuggestedCall{Tool: t.name, Arguments: fixed, Why: "the same call without " + param + ", which then takes its default"}, true
 			}
@@ -285,7 +289,7 @@ func (t *tool) correction(param string, args map[string]any) (SuggestedCall, boo
 		fixed[param] = nv
 		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(nv), describe(ps))
 	}
-	if _, guarded := t.in.Properties["dry_run"]; guarded && !t.lan {
+	if _, guarded := in.tree.Properties["dry_run"]; guarded && !t.lan {
 		fixed["dry_run"] = true
 		why += ", as a dry run first"
 	}

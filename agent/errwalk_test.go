@@ -98,10 +98,10 @@ func schemaCases(t *testing.T, tools []*tool) []errCase {
 	for _, tl := range tools {
 		base := argsOf(tl)
 		cases = append(cases, errCase{kind: "unknown parameter", tool: tl.name, p: admin, args: with(base, "no_such_parameter", 1), wantNext: true})
-		names := slices.Sorted(maps.Keys(tl.in.Properties))
+		names := slices.Sorted(maps.Keys(tl.input().tree.Properties))
 		for _, k := range names {
-			ps := tl.in.Properties[k]
-			required := slices.Contains(tl.in.Required, k)
+			ps := tl.input().tree.Properties[k]
+			required := slices.Contains(tl.input().tree.Required, k)
 			item := ""
 			if ps.Items != nil {
 				item = schemaType(ps.Items)
@@ -238,9 +238,9 @@ func TestEveryErrorIsActionable(t *testing.T) {
 	})
 	tools := r.a.tools.all()
 	for _, tl := range tools {
-		if len(tl.in.Required) > 0 {
+		if len(tl.input().tree.Required) > 0 {
 			if _, ok := validArgs[tl.name]; !ok {
-				t.Errorf("validArgs has no entry for %s, which has required parameters %v", tl.name, tl.in.Required)
+				t.Errorf("validArgs has no entry for %s, which has required parameters %v", tl.name, tl.input().tree.Required)
 			}
 		}
 	}

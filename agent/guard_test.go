@@ -15,8 +15,8 @@ import (
 func TestIntentIsAudited(t *testing.T) {
 	r := newRig(t, nil)
 	for _, tl := range r.a.tools.all() {
-		_, guarded := tl.in.Properties["confirm"]
-		if _, ok := tl.in.Properties["intent"]; ok != guarded || (guarded && !tl.mutating) {
+		_, guarded := tl.input().tree.Properties["confirm"]
+		if _, ok := tl.input().tree.Properties["intent"]; ok != guarded || (guarded && !tl.mutating) {
 			t.Errorf("%s: intent parameter %v, guarded %v, mutating %v", tl.name, ok, guarded, tl.mutating)
 		}
 		if tl.mutating && !guarded && tl.id != "change.prepare" && tl.id != "change.commit" {

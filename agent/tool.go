@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -35,10 +36,10 @@ type tool struct {
 	slow     bool   // may take more than a second: reports progress (notify.go)
 	stable   string // alpha, beta or stable: how settled its contract is (stability.go)
 	mcp      *mcp.Tool
-	in       *jsonschema.Schema
-	inRes    *jsonschema.Resolved
-	props    map[string]*jsonschema.Resolved // each property alone, for errors that name it
-	outRes   *jsonschema.Resolved            // nil unless the registry checks results
+	// newInput builds the input schema on the tool's first call (input);
+	// nil for a tool whose schema is someone else's (a LAN upstream's).
+	newInput func() (*inputSchema, error)
+	outRes   *jsonschema.Resolved // nil unless the registry checks results
 	// check validates raw arguments: t.validate against in, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *ToolError)
@@ -258,16 +259,19 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if isGuarded && s.Rule.Risk == RiskRead {
 		return nil, fmt.Errorf("agent: tool %q takes guard arguments but has risk read", s.ID)
 	}
-	in, err := jsonschema.ForType(inType, nil)
-	if err != nil {
-		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
-	}
 	if isGuarded {
 		s.Props = append(s.Props, prop("reason", maxLen(200)), prop("intent", maxLen(200)))
 	}
-	nonNullable(in)
-	if err := tighten(in, s.Props); err != nil {
-		return nil, fmt.Errorf("agent: tool %q: %w", s.ID, err)
+	newInput := func() (*inputSchema, error) { return buildInput(s.ID, inType, s.Props) }
+	// Built once now so that a bad input schema fails start-up, and sent to
+	// the SDK as the JSON tools/list shows; built again on the first call.
+	in, err := newInput()
+	if err != nil {
+		return nil, err
+	}
+	inJSON, err := json.Marshal(in.tree)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
 	out, err := jsonschema.ForType(outType, nil)
 	if err != nil {
@@ -277,7 +281,8 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, in: in, spelling: s.Spelling, slow: s.Slow, run: run}
+	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
+		newInput: sync.OnceValues(newInput)}
 	t.check = t.validate
 	if t.stable == "" {
 		t.stable = stabilityOf(s.ID)
@@ -285,9 +290,6 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	t.rule.Tool = s.ID
 	if t.rule.Domain == "" { // a tool may sit in another namespace's switch (system.get_network_info: network)
 		t.rule.Domain = strings.SplitN(s.ID, ".", 2)[0]
-	}
-	if t.inRes, err = in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
-		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
 	// Resolved once so that a bad output schema fails start-up; kept only
 	// where results are checked against it (Options.CheckOutput).
@@ -305,12 +307,6 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
 	}
-	t.props = map[string]*jsonschema.Resolved{}
-	for k, ps := range in.Properties {
-		if t.props[k], err = ps.Resolve(nil); err != nil {
-			return nil, fmt.Errorf("agent: tool %q property %q: %w", s.ID, k, err)
-		}
-	}
 	readOnly := t.rule.Risk == RiskRead && !t.mutating
 	ann := &mcp.ToolAnnotations{Title: s.Title, ReadOnlyHint: readOnly, IdempotentHint: s.Idempotent || readOnly}
 	if !readOnly {
@@ -323,13 +319,57 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if !readOnly {
 		desc += fmt.Sprintf(" Risk %s, role %s.", t.rule.Risk, t.rule.MinRole)
 	}
-	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: in, OutputSchema: json.RawMessage(outJSON), Annotations: ann,
+	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
 	if l, ok := toolLook(s.ID); ok {
 		t.mcp.Icons = l.icons()
 		t.mcp.Meta["namespace_title"] = l.title
 	}
 	return t, nil
+}
+
+// inputSchema is what checking a tool's arguments needs: the schema tree,
+// its resolved form, and each property's alone for errors that name it.
+// A tool builds it on its first call, not at start-up: most tools are never
+// called in a session, and all tools' input schemas were most of what an
+// idle agent kept in its heap once their output schemas went (see build).
+type inputSchema struct {
+	tree  *jsonschema.Schema
+	res   *jsonschema.Resolved
+	props map[string]*jsonschema.Resolved
+}
+
+// buildInput builds a tool's input schema from its In type and Props: the
+// same every time, so a build that succeeded at start-up succeeds again.
+func buildInput(id string, inType reflect.Type, props []Prop) (*inputSchema, error) {
+	tree, err := jsonschema.ForType(inType, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %q input schema: %w", id, err)
+	}
+	nonNullable(tree)
+	if err := tighten(tree, props); err != nil {
+		return nil, fmt.Errorf("agent: tool %q: %w", id, err)
+	}
+	in := &inputSchema{tree: tree, props: map[string]*jsonschema.Resolved{}}
+	if in.res, err = tree.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
+		return nil, fmt.Errorf("agent: tool %q input schema: %w", id, err)
+	}
+	for k, ps := range tree.Properties {
+		if in.props[k], err = ps.Resolve(nil); err != nil {
+			return nil, fmt.Errorf("agent: tool %q property %q: %w", id, k, err)
+		}
+	}
+	return in, nil
+}
+
+// input is the tool's input schema; nil for a LAN upstream's tool, or if
+// it could not be built (which validate reports).
+func (t *tool) input() *inputSchema {
+	if t.newInput == nil {
+		return nil
+	}
+	in, _ := t.newInput()
+	return in
 }
 
 // tighten applies Props to the generated schema.
@@ -358,6 +398,10 @@ func tighten(s *jsonschema.Schema, props []Prop) error {
 // as the tool catalog's invalid-request example does (parameter, expected_type,
 // actual_type; spec 002 §2.6.7), instead of the SDK's plain-text validation message.
 func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
+	in, err := t.newInput()
+	if err != nil {
+		return nil, errf(CodeInternal, "%v", err)
+	}
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
 	}
@@ -368,22 +412,22 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	if t.spelling != nil {
 		t.spelling(args)
 	}
-	dropNulls(t.in, args)
+	dropNulls(in.tree, args)
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if _, ok := t.in.Properties[k]; !ok {
+		if _, ok := in.tree.Properties[k]; !ok {
 			return nil, errf(CodeInvalidArgument, "unknown parameter %q", k).
 				with("parameter", k).with("allowed_parameters", t.paramNames()).
 				hint("remove " + k + "; " + t.name + " takes only the listed parameters")
 		}
 	}
-	for _, k := range t.in.Required {
+	for _, k := range in.tree.Required {
 		if _, ok := args[k]; !ok {
-			ps := t.in.Properties[k]
+			ps := in.tree.Properties[k]
 			e := errf(CodeInvalidArgument, "missing required parameter %q", k).
 				with("parameter", k).with("expected_type", schemaType(ps)).
 				hint("add " + k + " (" + describe(ps) + ") and call " + t.name + " again")
@@ -394,13 +438,13 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 		}
 	}
 	for _, k := range keys {
-		if err := t.props[k].Validate(args[k]); err != nil {
-			ps := t.in.Properties[k]
+		if err := in.props[k].Validate(args[k]); err != nil {
+			ps := in.tree.Properties[k]
 			e := errf(CodeInvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
 				with("parameter", k).with("expected_type", schemaType(ps)).with("actual_type", goJSONType(args[k])).
 				with("provided_value", args[k]).
 				hint("set " + k + " to " + describe(ps) + ", or leave it out if it is optional")
-			if slices.Contains(t.in.Required, k) {
+			if slices.Contains(in.tree.Required, k) {
 				e.hint("set " + k + " to " + describe(ps))
 			}
 			if ps.Minimum != nil {
@@ -418,10 +462,10 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 			return nil, e
 		}
 	}
-	if err := t.inRes.ApplyDefaults(&args); err != nil {
+	if err := in.res.ApplyDefaults(&args); err != nil {
 		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
 	}
-	if err := t.inRes.Validate(args); err != nil {
+	if err := in.res.Validate(args); err != nil {
 		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
 	}
 	b, err := json.Marshal(args)
@@ -468,8 +512,12 @@ func dropNulls(s *jsonschema.Schema, m map[string]any) {
 }
 
 func (t *tool) paramNames() []string {
-	n := make([]string, 0, len(t.in.Properties))
-	for k := range t.in.Properties {
+	in := t.input()
+	if in == nil {
+		return nil
+	}
+	n := make([]string, 0, len(in.tree.Properties))
+	for k := range in.tree.Properties {
 		n = append(n, k)
 	}
 	sort.Strings(n)
