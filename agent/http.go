@@ -381,6 +381,9 @@ func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOp
 		IdleTimeout:       h.IdleTimeout.D(),
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// HTTP/1.1 only: the TLS listener offers no h2 either, and the
+		// shipped binary carries no HTTP/2 (Makefile).
+		Protocols: http1Only(),
 	}
 	done := make(chan struct{})
 	go func() {
@@ -398,4 +401,11 @@ func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOp
 		return nil
 	}
 	return fmt.Errorf("agent: http: %w", err)
+}
+
+// http1Only is the protocol set of HTTP/1.1 alone.
+func http1Only() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	return p
 }

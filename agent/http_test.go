@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -518,6 +519,19 @@ func TestHTTPSelfSignedTLS(t *testing.T) {
 	}}}
 	if _, err := h.connect(t, "s-read", "", other); err == nil {
 		t.Fatal("a client pinned to another certificate connected")
+	}
+	// HTTP/1.1 whatever the client offers: the shipped binary has no HTTP/2.
+	u, err := url.Parse(st.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tls.Dial("tcp", u.Host, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Errorf("the endpoint agreed to %q", p)
 	}
 }
 

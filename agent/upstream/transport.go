@@ -40,7 +40,9 @@ func (c *Client) newHTTPTransport(rec *recorder) *http.Transport {
 		TLSHandshakeTimeout: min(c.o.Timeout, 10*time.Second),
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   true,
+		// HTTP/1.1 only, as the agent's own endpoint: MCP needs nothing
+		// more, and the shipped binary carries no HTTP/2 (Makefile).
+		Protocols: http1Only(),
 	}
 	// Without a pin, the default TLS config: system roots, names checked.
 	if c.o.TLSFingerprint != "" {
@@ -390,4 +392,11 @@ func (l *lineLog) emit(line []byte) {
 	if s != "" {
 		l.log.Info("upstream stderr", "line", s)
 	}
+}
+
+// http1Only is the protocol set of HTTP/1.1 alone.
+func http1Only() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	return p
 }
