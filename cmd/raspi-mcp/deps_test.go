@@ -47,10 +47,10 @@ func TestAgentLinksNoPrometheusLibrary(t *testing.T) {
 // The agent serves no helper and simulates no hardware: the helper's
 // in-process rig and the simulated camera (which brings image/jpeg's and
 // image/png's decoders, registered at start-up) stay out of its binary.
-// Laptop mode and `raspi-mcp selftest` start raspi-mcp-helper as a child.
+// Laptop mode and `raspi-mcp selftest` start raspi-mcp-simhelper as a child.
 func TestAgentLinksNoHelperRig(t *testing.T) {
 	deptest.Fence{Packages: []string{"./cmd/raspi-mcp"}, Forbidden: map[string]string{
-		"github.com/raspi-mcp/raspi-mcp/internal/simrig":  "the in-process helper is for tests; selftest starts raspi-mcp-helper",
+		"github.com/raspi-mcp/raspi-mcp/internal/simrig":  "the in-process helper is for tests; selftest starts raspi-mcp-simhelper",
 		"github.com/raspi-mcp/raspi-mcp/hw/camera/camsim": "the simulated camera belongs to the helper",
 		"image/...": "image codecs register at start-up and cost every agent: the agent only reads the files a camera wrote",
 	}}.Check(t)

@@ -41,7 +41,7 @@ usage:
                                                 a bearer token for the HTTP endpoint (as root)
   raspi-mcp token list [--json] [--config FILE] the HTTP endpoint's tokens, never a secret
   raspi-mcp token revoke NAME [--config FILE]   delete a token: its next request is refused
-  raspi-mcp selftest [--dir DIR]                check this binary: agent, helper and store in one process
+  raspi-mcp selftest [--dir DIR]                check this binary: agent, store and an MCP session, simulated board
   raspi-mcp version                             print the version
 
 Client commands find the agent by themselves: the Pi's (/run/raspi-mcp/mcp.sock), else the
