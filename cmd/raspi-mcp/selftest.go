@@ -291,6 +291,20 @@ func (r *selftestRig) startHelper(ctx context.Context) (string, error) {
 	if st.Backend != "sim" {
 		return "", fmt.Errorf("helper backend %q, want sim", st.Backend)
 	}
+	// Before serving, the helper put every configured pin in its safe state.
+	for _, p := range r.cfg.GPIO.Pins {
+		got, err := client.Call(ctx, r.check, proto.GPIORead, proto.GPIOReadReq{Pin: p.Pin})
+		if err != nil {
+			return "", fmt.Errorf("safe states: GPIO%d: %w", p.Pin, err)
+		}
+		if got.Mode != p.Mode || (p.Mode == "output" && (got.Value == nil || *got.Value != p.Value)) {
+			level := "none"
+			if got.Value != nil {
+				level = strconv.Itoa(*got.Value)
+			}
+			return "", fmt.Errorf("safe states: GPIO%d is %s at %s, want %s at %d", p.Pin, got.Mode, level, p.Mode, p.Value)
+		}
+	}
 	return fmt.Sprintf("%s, %s backend, %d methods, pid %d, on %s", st.Helper, st.Backend, len(st.Methods), st.PID, filepath.Base(r.cfg.Helper.Socket)), nil
 }
 
