@@ -289,7 +289,7 @@ func (t *tool) correction(param string, args map[string]any) (SuggestedCall, boo
 		fixed[param] = nv
 		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(nv), describe(ps))
 	}
-	if _, guarded := in.tree.Properties["dry_run"]; guarded && !t.lan {
+	if _, guarded := in.tree.Properties["dry_run"]; guarded {
 		fixed["dry_run"] = true
 		why += ", as a dry run first"
 	}

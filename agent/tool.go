@@ -40,7 +40,7 @@ type tool struct {
 	// nil for a tool whose schema is someone else's (a LAN upstream's).
 	newInput func() (*inputSchema, error)
 	outRes   *jsonschema.Resolved // nil unless the registry checks results
-	// check validates raw arguments: t.validate against in, or, for a tool
+	// check validates raw arguments: t.validate against the input schema, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *ToolError)
 	// spelling rewrites alternative spellings before validation; may be nil.
