@@ -45,7 +45,7 @@ func run(binDir string) error {
 	}
 	defer logf.Close()
 
-	step("Start the agent and its root helper on the simulated board")
+	step("Start the agent and its helper on the simulated board")
 	fmt.Printf("  $ raspi-mcp serve --sim --dir %s\n", dir)
 	serve := exec.Command(raspi, "serve", "--sim", "--dir", dir)
 	serve.Stdout, serve.Stderr = logf, logf
