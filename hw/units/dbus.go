@@ -246,11 +246,7 @@ func (d *DBus) List(ctx context.Context) ([]Unit, error) {
 	filesCh := make(chan filesResult, 1)
 	go func() {
 		var r filesResult
-		r.err = d.read(ctx, func(c *sd.Conn) error {
-			var err error
-			r.files, err = c.ListUnitFilesByPatternsContext(ctx, nil, []string{"*.service"})
-			return err
-		})
+		r.files, r.err = d.listUnitFiles(ctx, conn, stamp, stampOK)
 		filesCh <- r
 	}()
 
@@ -331,6 +327,41 @@ feed:
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// listUnitFiles answers ListUnitFiles for services, from List's cache when
+// no unit directory changed since the answer was kept in this generation
+// of the cache (see listcache.go).
+func (d *DBus) listUnitFiles(ctx context.Context, conn *sd.Conn, stamp string, stampOK bool) ([]sd.UnitFile, error) {
+	var print uint64
+	printOK := false
+	if stampOK {
+		dirs := d.cache.unitDirs()
+		if dirs == nil {
+			if ds, err := unitPath(ctx, conn); err == nil {
+				dirs = ds
+				d.cache.keepDirs(conn, stamp, ds)
+			}
+		}
+		if dirs != nil {
+			print, printOK = unitDirsPrint(d.root(), dirs, time.Now())
+		}
+	}
+	if printOK {
+		if files, ok := d.cache.unitFiles(conn, stamp, print); ok {
+			return files, nil
+		}
+	}
+	var files []sd.UnitFile
+	err := d.read(ctx, func(c *sd.Conn) error {
+		var err error
+		files, err = c.ListUnitFilesByPatternsContext(ctx, nil, []string{"*.service"})
+		return err
+	})
+	if err == nil && printOK {
+		d.cache.keepFiles(conn, stamp, print, files)
+	}
+	return files, err
 }
 
 // listUnit reads one loaded unit for List; ok is false when its Unit

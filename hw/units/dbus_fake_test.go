@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	godbus "github.com/godbus/dbus/v5"
@@ -32,6 +34,7 @@ type fakeSystemd struct {
 	mu        sync.Mutex
 	units     map[string]*fakeUnit
 	loadStamp uint64
+	unitPath  []string       // the manager's UnitPath; nil answers no such property
 	calls     map[string]int // "GetAll Unit", "Get Service.MainPID", "ListUnitsByPatterns", ...
 }
 
@@ -116,6 +119,9 @@ func (f *fakeSystemd) Get(msg godbus.Message, iface, prop string) (godbus.Varian
 	if u == nil {
 		if prop == "UnitsLoadTimestampMonotonic" {
 			return godbus.MakeVariant(f.loadStamp), nil
+		}
+		if prop == "UnitPath" && f.unitPath != nil {
+			return godbus.MakeVariant(f.unitPath), nil
 		}
 		return godbus.Variant{}, godbus.MakeFailedError(fmt.Errorf("no property %s", prop))
 	}
@@ -218,7 +224,18 @@ func TestListCallsPerUnit(t *testing.T) {
 	for i := range inactive {
 		f.units[fmt.Sprintf("idle%02d.service", i)] = &fakeUnit{active: "inactive", sub: "dead", fileState: "disabled", preset: "disabled"}
 	}
+	// The unit directories, long unchanged; /run/systemd/system does not
+	// exist.
+	f.unitPath = []string{"/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system"}
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dirs := fstest.MapFS{
+		"etc/systemd/system":                         {Mode: fs.ModeDir | 0o755, ModTime: old},
+		"etc/systemd/system/multi-user.target.wants": {Mode: fs.ModeDir | 0o755, ModTime: old},
+		"lib/systemd/system":                         {Mode: fs.ModeDir | 0o755, ModTime: old},
+		"lib/systemd/system/idle00.service":          {Data: []byte("[Service]\nExecStart=/bin/true\n"), ModTime: old},
+	}
 	d := startFakeSystemd(t, f)
+	d.Root = dirs
 	ctx := context.Background()
 	f.take()
 
@@ -227,17 +244,20 @@ func TestListCallsPerUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	n1, calls1 := f.take()
-	// 2 lists + the load stamp + GetAll per unit + 4 Service reads per active unit.
-	if want := 3 + active + inactive + 4*active; n1 != want || calls1["GetAll Unit"] != active+inactive {
+	// 2 lists + the load stamp + the unit path + GetAll per unit + 4
+	// Service reads per active unit.
+	if want := 4 + active + inactive + 4*active; n1 != want || calls1["GetAll Unit"] != active+inactive || calls1["Get Manager.UnitPath"] != 1 {
 		t.Fatalf("first listing made %d calls, want %d: %v", n1, want, calls1)
 	}
 
+	// No unit directory changed: the unit files are not listed again.
 	second, err := d.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n2, calls2 := f.take()
-	if want := 3 + 5*active; n2 != want || calls2["GetAll Unit"] != 0 || calls2["Get Unit.ActiveEnterTimestamp"] != active {
+	if want := 2 + 5*active; n2 != want || calls2["GetAll Unit"] != 0 || calls2["Get Unit.ActiveEnterTimestamp"] != active ||
+		calls2["ListUnitFilesByPatterns"] != 0 {
 		t.Fatalf("second listing made %d calls, want %d: %v", n2, want, calls2)
 	}
 	if len(first) != len(second) {
@@ -257,17 +277,21 @@ func TestListCallsPerUnit(t *testing.T) {
 	}
 
 	// What changes without a reload shows at once: a restart (new PID,
-	// restart count), enabling (file state), a unit stopping.
+	// restart count), enabling (file state, with the symlink it makes in a
+	// .wants directory), a unit stopping.
 	f.mu.Lock()
 	f.units["run09.service"].pid, f.units["run09.service"].restarts = 999, 3
 	f.units["idle00.service"].fileState = "enabled"
+	dirs["etc/systemd/system/multi-user.target.wants"].ModTime = old.Add(time.Minute)
 	f.units["run08.service"].active, f.units["run08.service"].sub = "inactive", "dead"
 	f.mu.Unlock()
 	third, err := d.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.take()
+	if _, calls := f.take(); calls["ListUnitFilesByPatterns"] != 1 || calls["Get Manager.UnitPath"] != 0 {
+		t.Fatalf("after enabling: %v", calls)
+	}
 	if u := third[active+inactive-1]; u.MainPID != 999 || u.Restarts != 3 {
 		t.Fatalf("after a restart: %+v", u)
 	}
@@ -278,6 +302,20 @@ func TestListCallsPerUnit(t *testing.T) {
 		t.Fatalf("after stopping: %+v", u)
 	}
 
+	// A directory changed within the last second may change again with
+	// the same time: the unit files are listed, and not kept, until it
+	// has aged.
+	dirs["etc/systemd/system"].ModTime = time.Now()
+	for range 2 {
+		if _, err := d.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, calls := f.take(); calls["ListUnitFilesByPatterns"] != 1 {
+			t.Fatalf("with a directory changed just now: %v", calls)
+		}
+	}
+	dirs["etc/systemd/system"].ModTime = old.Add(2 * time.Minute)
+
 	// A daemon-reload may have changed any unit file: all read again.
 	f.mu.Lock()
 	f.loadStamp++
@@ -287,8 +325,14 @@ func TestListCallsPerUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, calls := f.take(); calls["GetAll Unit"] != active+inactive {
+	if _, calls := f.take(); calls["GetAll Unit"] != active+inactive || calls["ListUnitFilesByPatterns"] != 1 || calls["Get Manager.UnitPath"] != 1 {
 		t.Fatalf("after a reload: %v", calls)
+	}
+	if _, err := d.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, calls := f.take(); calls["ListUnitFilesByPatterns"] != 0 {
+		t.Fatalf("the listing after a reload: %v", calls)
 	}
 	if u := fourth[1]; u.Name != "idle01.service" || !u.CanReload {
 		t.Fatalf("after a reload: %+v", u)

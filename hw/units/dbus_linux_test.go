@@ -215,6 +215,32 @@ func TestVMUnits(t *testing.T) {
 				t.Errorf("cached listing differs:\n first %+v\nsecond %+v", w, u)
 			}
 		}
+
+		// Once the unit directories' times are old enough to vouch for,
+		// the unit files are not listed again, and a unit file added by
+		// hand (no daemon-reload) shows all the same.
+		time.Sleep(racyWindow + 100*time.Millisecond)
+		if _, err := d.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		if _, err := d.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("List with the unit files kept too: %v", time.Since(start))
+		const added = "raspi-mcp-vmtest-added.service"
+		if err := os.WriteFile(filepath.Join(vmDir, added), []byte("[Unit]\nDescription=added by hand\n[Service]\nExecStart=/bin/true\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(filepath.Join(vmDir, added))
+		time.Sleep(racyWindow + 100*time.Millisecond)
+		list, err = d.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(list, func(u Unit) bool { return u.Name == added }); i < 0 || list[i].Description != "added by hand" {
+			t.Errorf("a unit file added by hand is missing from the listing after it")
+		}
 	})
 
 	t.Run("SetEnabled", func(t *testing.T) {
