@@ -204,7 +204,7 @@ func TestVMUnits(t *testing.T) {
 		}
 		start = time.Now()
 		again, err := d.List(ctx)
-		t.Logf("List again with %d units' properties cached: %v", cached, time.Since(start))
+		t.Logf("List again with %d units' properties cached (and the unit files, unless a directory changed in the last second): %v", cached, time.Since(start))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,6 +424,16 @@ func TestVMReadsUnprivileged(t *testing.T) {
 	list, err := d.List(ctx)
 	if err != nil || len(list) < 10 {
 		t.Fatalf("List as nobody: %d units, %v", len(list), err)
+	}
+	// The unit directories can be fingerprinted (an hour from now, so no
+	// time is too recent): an unprivileged agent keeps the unit files too.
+	c, err := d.connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := unitPath(ctx, c)
+	if _, ok := unitDirsPrint(d.root(), dirs, time.Now().Add(time.Hour)); err != nil || !ok {
+		t.Errorf("as nobody, the unit directories %q (%v) cannot be fingerprinted", dirs, err)
 	}
 	a := get(t, d, vmA)
 	if a.ActiveState != "active" || a.MainPID == 0 || len(a.ExecStart) != 1 {
