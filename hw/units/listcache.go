@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
-	godbus "github.com/godbus/dbus/v5"
 )
 
 // List used to read every loaded unit's whole Unit interface on every call:
@@ -102,15 +102,44 @@ func unitPath(ctx context.Context, c *sd.Conn) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := godbus.ParseVariant(s, godbus.ParseSignatureMust("as"))
+	dirs, err := parseStrings(s)
 	if err != nil {
 		return nil, fmt.Errorf("units: UnitPath %q: %w", s, err)
 	}
-	dirs, _ := v.Value().([]string)
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("units: UnitPath is empty")
 	}
 	return dirs, nil
+}
+
+// parseStrings reads back a string array as go-systemd hands it over, in
+// godbus's text form: ["a", "b"], each element quoted by strconv.Quote,
+// and "@as []" when empty. godbus.ParseVariant would do, but brings a
+// whole variant parser (44 KB of armv6 code) for this one property.
+func parseStrings(s string) ([]string, error) {
+	if s == "@as []" || s == "[]" {
+		return nil, nil
+	}
+	rest, ok := strings.CutPrefix(s, "[")
+	if !ok || !strings.HasSuffix(rest, "]") {
+		return nil, errors.New("not a string array")
+	}
+	var out []string
+	for {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return nil, errors.New("not a string array")
+		}
+		v, _ := strconv.Unquote(q)
+		out = append(out, v)
+		rest = rest[len(q):]
+		if rest == "]" {
+			return out, nil
+		}
+		if rest, ok = strings.CutPrefix(rest, ", "); !ok {
+			return nil, errors.New("not a string array")
+		}
+	}
 }
 
 // racyWindow is how recent a directory's modification time may be for

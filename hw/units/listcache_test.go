@@ -2,9 +2,12 @@ package units
 
 import (
 	"io/fs"
+	"slices"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	godbus "github.com/godbus/dbus/v5"
 )
 
 // unitDirsPrint changes with any entry added to or removed from a unit
@@ -61,5 +64,30 @@ func TestUnitDirsPrint(t *testing.T) {
 	fsys["lib/systemd/system"] = &fstest.MapFile{Data: []byte("not a directory")}
 	if _, ok := unitDirsPrint(fsys, dirs, now); ok {
 		t.Error("a unit directory that is a file was vouched for")
+	}
+}
+
+// parseStrings reads back what godbus's Variant.String makes of a string
+// array, the form go-systemd's GetManagerProperty hands over.
+func TestParseStrings(t *testing.T) {
+	for _, want := range [][]string{
+		{"/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system"},
+		{"/odd, \"quoted\"\tpath", "/ünicode"},
+		{"one"},
+		nil,
+	} {
+		s := godbus.MakeVariant(want).String()
+		if want == nil {
+			s = godbus.MakeVariant([]string{}).String()
+		}
+		got, err := parseStrings(s)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseStrings(%s) = %q, %v; want %q", s, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "[", "[\"a\"", "[\"a\" \"b\"]", "[a]", "@t 5", "[\"a\",\"b\"]"} {
+		if got, err := parseStrings(bad); err == nil {
+			t.Errorf("parseStrings(%q) = %q, want an error", bad, got)
+		}
 	}
 }
