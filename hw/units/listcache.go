@@ -68,8 +68,6 @@ type listCache struct {
 
 // loadStamp reads the manager's UnitsLoadTimestampMonotonic; ok is false
 // when it cannot be read (an older systemd), and then nothing is cached.
-// go-systemd has no context-taking form of this read, so it runs aside and
-// a cancelled ctx stops the wait, not the call.
 func (d *DBus) loadStamp(ctx context.Context, c *sd.Conn) (string, bool) {
 	v, err := managerProperty(ctx, c, "UnitsLoadTimestampMonotonic")
 	return v, err == nil && v != ""
