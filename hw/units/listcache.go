@@ -209,12 +209,19 @@ func (lc *listCache) begin(c *sd.Conn, stamp string, ok bool) map[string]staticP
 		lc.conn, lc.load, lc.units = nil, "", nil
 		return nil
 	}
-	if lc.conn != c || lc.load != stamp || lc.units == nil {
+	if !lc.current(c, stamp) {
 		lc.conn, lc.load, lc.units = c, stamp, map[string]staticProps{}
 		lc.dirs, lc.files, lc.filesOK = nil, nil, false
 		return nil
 	}
 	return lc.units
+}
+
+// current reports whether the cache holds generation (c, stamp): entries
+// read on connection c while the unit files' load stamp was stamp. The
+// caller holds lc.mu.
+func (lc *listCache) current(c *sd.Conn, stamp string) bool {
+	return lc.units != nil && lc.conn == c && lc.load == stamp
 }
 
 // unitDirs returns this generation's unit directories, nil before they
@@ -229,7 +236,7 @@ func (lc *listCache) unitDirs() []string {
 func (lc *listCache) keepDirs(c *sd.Conn, stamp string, dirs []string) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.units != nil && lc.conn == c && lc.load == stamp {
+	if lc.current(c, stamp) {
 		lc.dirs = dirs
 	}
 }
@@ -239,7 +246,7 @@ func (lc *listCache) keepDirs(c *sd.Conn, stamp string, dirs []string) {
 func (lc *listCache) unitFiles(c *sd.Conn, stamp string, print uint64) ([]sd.UnitFile, bool) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if !lc.filesOK || lc.units == nil || lc.conn != c || lc.load != stamp || lc.filesSeen != print {
+	if !lc.filesOK || !lc.current(c, stamp) || lc.filesSeen != print {
 		return nil, false
 	}
 	return lc.files, true
@@ -251,7 +258,7 @@ func (lc *listCache) unitFiles(c *sd.Conn, stamp string, print uint64) ([]sd.Uni
 func (lc *listCache) keepFiles(c *sd.Conn, stamp string, print uint64, files []sd.UnitFile) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.units != nil && lc.conn == c && lc.load == stamp {
+	if lc.current(c, stamp) {
 		lc.files, lc.filesSeen, lc.filesOK = files, print, true
 	}
 }
@@ -263,7 +270,7 @@ func (lc *listCache) keepFiles(c *sd.Conn, stamp string, print uint64, files []s
 func (lc *listCache) keep(c *sd.Conn, stamp string, loaded []sd.UnitStatus, fresh map[string]staticProps) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.units == nil || lc.conn != c || lc.load != stamp {
+	if !lc.current(c, stamp) {
 		return
 	}
 	next := make(map[string]staticProps, len(loaded))
