@@ -18,9 +18,9 @@ const (
 	invalidRequest = -32600
 )
 
-// lineFilter is what the go-sdk transport reads an agent connection
-// through. It passes every line on unchanged, except three kinds it answers
-// itself:
+// lineFilter is what the session's transport (lineTransport) reads an
+// agent connection through, a line at a time. It hands every line on
+// unchanged, except three kinds it answers itself:
 //
 //   - a request whose id go-sdk cannot carry back (a fraction, an exponent,
 //     an integer beyond ±2^53, a lone surrogate, null, a boolean, an object):
@@ -40,25 +40,25 @@ const (
 //     it all), then the connection ends, since the rest of the line cannot
 //     be told from the next message.
 //   - a line that opens an object or array it does not close: MCP messages
-//     are one line each, and go-sdk's stream decoder would wait for the rest
-//     with every later line, a session wedged without a word. Answered with
-//     -32700 under a null id, then the connection ends.
+//     are one line each (go-sdk's own stream decoder would wait for the
+//     rest with every later line, a session wedged without a word).
+//     Answered with -32700 under a null id, then the connection ends.
 //
 // It also holds back the end of the input until every request it handed on
 // has been answered (owed), or drainGrace has passed, or done is closed:
 // go-sdk would drop those answers (rpcid.Owed).
 //
-// Everything else, well-formed or not, is left to go-sdk, which answers or
-// ends the session as before. The check is one scan of the line's top
-// level (rpcid.Scan), no decoding, and a line that fits the read buffer is
-// handed on from it without being copied here first.
+// Everything else, well-formed or not, is left to the transport and
+// go-sdk, which answer or end the session as go-sdk's IOTransport does. The
+// check is one scan of the line's top level (rpcid.Scan), no decoding, and
+// a line that fits the read buffer is handed on from it without being
+// copied here first.
 type lineFilter struct {
 	conn io.ReadWriteCloser // answers are written straight to it; a net.Conn serialises concurrent Writes
 	br   *bufio.Reader
 	log  *slog.Logger
 	long []byte // a line longer than br's buffer, assembled
-	line []byte // the rest of the line go-sdk has not read yet
-	err  error  // returned once line is drained
+	err  error  // returned by next from then on
 	msgs []rpcid.Message
 	owed *rpcid.Owed     // nil: the end of the input is not held back
 	done <-chan struct{} // closed when the session ends: stop holding back
@@ -68,25 +68,25 @@ func newLineFilter(conn io.ReadWriteCloser, owed *rpcid.Owed, log *slog.Logger) 
 	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log, owed: owed}
 }
 
-func (f *lineFilter) Read(p []byte) (int, error) {
-	for len(f.line) == 0 {
+// next returns the next line that goes on to go-sdk, valid until the next
+// call; at the end of the input it first waits as drain says.
+func (f *lineFilter) next() ([]byte, error) {
+	for {
 		if f.err != nil {
 			if f.err == io.EOF {
 				f.drain()
 			}
-			return 0, f.err
+			return nil, f.err
 		}
 		line, err := f.readLine()
-		if len(line) > 0 && f.pass(line) {
-			f.line = line
-		}
+		ok := len(line) > 0 && f.pass(line)
 		if err != nil {
 			f.err = err
 		}
+		if ok {
+			return line, nil
+		}
 	}
-	n := copy(p, f.line)
-	f.line = f.line[n:]
-	return n, nil
 }
 
 func (f *lineFilter) Close() error { return f.conn.Close() }
@@ -212,5 +212,3 @@ func (f *lineFilter) pass(line []byte) bool {
 	}
 	return false
 }
-
-var _ io.ReadCloser = (*lineFilter)(nil)

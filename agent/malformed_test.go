@@ -68,7 +68,7 @@ func freshSession(t *testing.T, sock string) {
 // record of what each case does; in short:
 //
 //	not JSON, not JSON-RPC, a batch after 2025-06-18, an empty batch,
-//	a response without an id                     -> session closed, no answer (go-sdk ends it on a read error)
+//	a response without an id, two messages on a line -> session closed, no answer (a read error ends it, as in go-sdk)
 //	a message cut short or split over lines,
 //	100k unclosed brackets                       -> -32700 under a null id, then closed (lineFilter)
 //	a 10 MB line                                 -> -32600 under a null id, then closed (the 4 MiB limit)
@@ -76,7 +76,7 @@ func freshSession(t *testing.T, sock string) {
 //	tools/call before initialize                 -> an error (go-sdk's code 0), the session goes on
 //	notifications of a wrong shape, unknown ones,
 //	responses nobody asked for, blank lines      -> ignored, the session goes on
-//	a batch under 2025-03-26                     -> answered as a batch
+//	a batch under 2025-03-26, notifications in it -> answered as a batch (go-sdk's transport never answered one with a notification)
 //	a peer that never speaks                     -> held open (one goroutine and fd), others unaffected
 //	a peer that half-closes                      -> its session ends and the agent closes
 func TestMalformedInputOnTheAgentSocket(t *testing.T) {
@@ -109,6 +109,8 @@ func TestMalformedInputOnTheAgentSocket(t *testing.T) {
 		{name: "batch after 2025-06-18", version: "2025-06-18", input: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]` + "\n", closed: true},
 		{name: "batch under 2025-03-26", version: "2025-03-26", input: `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]` + "\n", answers: []int{result}},
 		{name: "empty batch", version: "2025-03-26", input: "[]\n", closed: true},
+		{name: "batch with a notification under 2025-03-26", version: "2025-03-26", input: `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]` + "\n", answers: []int{result}},
+		{name: "two messages on a line", version: "2025-06-18", input: `{"jsonrpc":"2.0","id":1,"method":"ping"} {"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n", closed: true},
 		{name: "unknown method", version: "2025-06-18", input: `{"jsonrpc":"2.0","id":1,"method":"no/such"}` + "\n", answers: []int{-32601}},
 		{name: "tools/call before initialize", input: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"system_get_basic_info"}}` + "\n", answers: []int{0}}, // go-sdk's code 0: "invalid during session initialization"
 		{name: "tools/call with params of a wrong shape", version: "2025-06-18", input: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1,2]}` + "\n", answers: []int{-32602}},

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/handover"
@@ -79,7 +77,7 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 	log.Debug("connection", "uid", p.UID, "role", p.Role, "handover", s.handed)
 	in := newLineFilter(s, s.owed, log)
 	in.done = ctx.Done()
-	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &mcp.IOTransport{Reader: in, Writer: s}, nil)
+	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &lineTransport{in: in, out: s}, nil)
 	if err != nil {
 		log.Warn("mcp connect failed", "err", err)
 		return
