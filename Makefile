@@ -172,8 +172,9 @@ cross:
 # maps; make size-check (after make cross) fails when one is over. The
 # helper's is the footprint target, 5.1 MiB. The agent's target, 11.9 MiB at
 # 6f3a6a4, is not met (docs/ARCHITECTURE.md, Footprint, says why), so its
-# budget is today's 12.75 MiB with a quarter MiB to spare: growing past it
-# is a decision taken in a reviewed change to this line, not by accident.
+# budget is 13 MiB, the agent when the budget was set (12.75 MiB) with a
+# quarter MiB to spare: growing past it is a decision taken in a reviewed
+# change to this line, not by accident.
 ARMV6_BUDGET_AGENT  := 13631488
 ARMV6_BUDGET_HELPER := 5347737
 .PHONY: size-check
