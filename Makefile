@@ -159,7 +159,7 @@ soak:
 BENCH_SD ?= true
 .PHONY: bench-compare
 bench-compare: build
-	$(GO) run ./bench/compare -bin bin -npm $(NPM_DIR) -sd=$(BENCH_SD) -gc-curve 100//0,200//0,400//0,800//0,off/24MiB/0,400/24MiB/0,100//1,400/24MiB/1
+	$(GO) run ./bench/compare -bin bin -npm $(NPM_DIR) -sd=$(BENCH_SD) -gc-curve 100//0,200//0,400//0,800//0,off/24MiB/0,200/24MiB/0,100//1,200/24MiB/1,400/24MiB/1
 
 # ARM builds: armv6 (Pi Zero/1, GOARM=6, also runs on armv7), armv7, arm64.
 cross:

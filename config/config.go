@@ -372,7 +372,7 @@ func Default() Config {
 			// default of 100 it collects every few calls. 400 with a 24 MiB
 			// soft limit spends about a third less CPU per call for some
 			// MiB of heap, and the limit keeps a burst from growing it.
-			GCPercent:      400,
+			GCPercent:      200,
 			MemoryLimitMiB: 24,
 			// A call is a few hundred µs of work handed between
 			// goroutines; on one P the handoff needs no other thread to
