@@ -59,10 +59,12 @@ type lineConn struct {
 	incoming chan lineMsgs
 	queue    []jsonrpc.Message // the rest of the last batch; Read is not called concurrently
 
-	mu      sync.Mutex // guards what follows, and serialises writes
+	mu      sync.Mutex // guards what follows
 	initID  jsonrpc.ID // the initialize request's id, until it is answered
 	version string     // the negotiated protocol version, once initialize is answered
 	batches map[jsonrpc.ID]*answerBatch
+
+	writeMu sync.Mutex // serialises writes; a slow reader holds up no Read
 	buf     []byte
 
 	closeOnce sync.Once
@@ -176,48 +178,80 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	resp, ok := msg.(*jsonrpc.Response)
-	if !ok || bytes.IndexByte(resp.Result, '\n') >= 0 {
-		// Requests and notifications to the client are rare; a result
-		// that is not one line (never seen: go-sdk makes results with
-		// encoding/json) is made into one by the SDK's encoder.
+	if !ok {
+		// Requests and notifications to the client are rare: go-sdk's
+		// encoder makes their lines.
 		data, err := jsonrpc.EncodeMessage(msg)
 		if err != nil {
 			return err
 		}
-		_, err = c.out.Write(append(data, '\n'))
+		return c.writeLine(data)
+	}
+	batch := c.answered(resp)
+	if batch == nil {
+		return c.writeAnswer(resp)
+	}
+	b, err := appendResponse(nil, resp)
+	if err != nil {
 		return err
 	}
+	if b = c.collect(batch, resp.ID, b); b == nil {
+		return nil // the batch still waits for other answers
+	}
+	return c.writeLine(b)
+}
+
+// answered notes an answer to initialize, and returns the batch resp
+// belongs to, if any.
+func (c *lineConn) answered(resp *jsonrpc.Response) *answerBatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.initID.IsValid() && resp.ID == c.initID {
 		c.initID = jsonrpc.ID{}
 		c.version = negotiated(resp)
 	}
+	return c.batches[resp.ID]
+}
+
+// collect keeps b, the answer to the request id of batch, and returns the
+// batch's answer once it has all of them, nil before.
+func (c *lineConn) collect(batch *answerBatch, id jsonrpc.ID, b []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.batches, id)
+	batch.answers[batch.slot[id]] = b
+	if batch.pending--; batch.pending > 0 {
+		return nil
+	}
+	return append(append([]byte{'['}, bytes.Join(batch.answers, []byte{','})...), ']')
+}
+
+// writeAnswer writes resp on a line of its own.
+func (c *lineConn) writeAnswer(resp *jsonrpc.Response) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
 	b, err := appendResponse(c.buf[:0], resp)
 	if err != nil {
 		return err
 	}
-	if batch, ok := c.batches[resp.ID]; ok {
-		delete(c.batches, resp.ID)
-		batch.answers[batch.slot[resp.ID]] = append([]byte(nil), b...)
-		if batch.pending--; batch.pending > 0 {
-			return nil
-		}
-		b = append(b[:0], '[')
-		for i, a := range batch.answers {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, a...)
-		}
-		b = append(b, ']')
+	return c.flush(append(b, '\n'))
+}
+
+// writeLine writes data on a line of its own.
+func (c *lineConn) writeLine(data []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	return c.flush(append(append(c.buf[:0], data...), '\n'))
+}
+
+// flush writes b, one whole line, in one Write; called with writeMu held.
+func (c *lineConn) flush(b []byte) error {
+	_, err := c.out.Write(b)
+	c.buf = b
+	if cap(b) > 64<<10 {
+		c.buf = nil // a big answer's buffer is not kept for the session's life
 	}
-	b = append(b, '\n')
-	if cap(b) <= 64<<10 {
-		c.buf = b // a big answer's buffer is not kept for the session's life
-	}
-	_, err = c.out.Write(b)
 	return err
 }
 
@@ -393,7 +427,18 @@ func appendResponse(b []byte, resp *jsonrpc.Response) ([]byte, error) {
 		return nil, fmt.Errorf("agent: response id of type %T", id)
 	}
 	if len(resp.Result) > 0 {
-		b = append(append(b, `,"result":`...), resp.Result...)
+		b = append(b, `,"result":`...)
+		if bytes.IndexAny(resp.Result, "\r\n") < 0 {
+			b = append(b, resp.Result...)
+		} else {
+			// Never seen (go-sdk makes results with encoding/json, which
+			// compacts), but a line must stay one line.
+			var c bytes.Buffer
+			if err := json.Compact(&c, resp.Result); err != nil {
+				return nil, fmt.Errorf("agent: response result: %w", err)
+			}
+			b = append(b, c.Bytes()...)
+		}
 	}
 	if resp.Error != nil {
 		var err error

@@ -150,6 +150,7 @@ func TestAppendResponseAsGoSDK(t *testing.T) {
 		{ID: mustID(t, "e"), Error: wrapped},
 		{ID: mustID(t, "p"), Error: errors.New("plain \"error\"\n")},
 		{ID: mustID(t, float64(7))},
+		{ID: mustID(t, float64(9)), Result: []byte("{\"a\":\n [1,\r\n 2]}")},
 		{ID: mustID(t, float64(8)), Result: []byte(`{}`), Error: &jsonrpc.Error{Code: 1, Message: "both"}},
 	} {
 		want, err := jsonrpc.EncodeMessage(r)
