@@ -89,10 +89,8 @@ func (c *lineConn) readLoop() {
 		line, err := c.in.next()
 		if err != nil {
 			m.err = err
-		} else if len(skipSpace(line)) == 0 {
+		} else if m.msgs, m.batch, m.err = decodeLine(line); m.err == nil && len(m.msgs) == 0 {
 			continue // a blank line: go-sdk's stream decoder skips it too
-		} else {
-			m.msgs, m.batch, m.err = decodeLine(line)
 		}
 		select {
 		case c.incoming <- m:
@@ -284,14 +282,15 @@ func (c *lineConn) SessionID() string { return "" }
 // ends the session before anything recursive reads it.
 const maxDepth = 1000
 
-// decodeLine decodes one line: a message, or a batch of them.
+// decodeLine decodes one line: a message, or a batch of them; a blank
+// line holds none.
 func decodeLine(line []byte) ([]jsonrpc.Message, bool, error) {
 	if err := checkDepth(line); err != nil {
 		return nil, false, err
 	}
 	line = skipSpace(line)
 	if len(line) == 0 {
-		return nil, false, errors.New("agent: empty message")
+		return nil, false, nil
 	}
 	if line[0] != '[' {
 		m, err := decodeMessage(line, true)

@@ -102,6 +102,12 @@ func TestDecodeLineTrailingData(t *testing.T) {
 	}
 }
 
+func TestDecodeLineBlank(t *testing.T) {
+	if msgs, batch, err := decodeLine([]byte(" \t\r\n")); len(msgs) != 0 || batch || err != nil {
+		t.Errorf("blank line: %v %v %v, want nothing", msgs, batch, err)
+	}
+}
+
 func TestDecodeLineBatch(t *testing.T) {
 	msgs, batch, err := decodeLine([]byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"x","result":{}}]` + "\n"))
 	if err != nil || !batch || len(msgs) != 3 {
