@@ -39,6 +39,7 @@ type options struct {
 	sd               bool
 	flush            time.Duration
 	sizes            bool
+	armLDFlags       string
 	curve            string
 	bridgeAB         string
 }
@@ -54,6 +55,7 @@ func main() {
 	flag.BoolVar(&o.sd, "sd", true, "measure SD writes over two whole flush intervals (minutes)")
 	flag.DurationVar(&o.flush, "flush", 0, "flush interval to measure over; 0 reads it from config.example.toml")
 	flag.BoolVar(&o.sizes, "sizes", true, "build the armv6 stripped binaries and print their sizes")
+	flag.StringVar(&o.armLDFlags, "arm-ldflags", "-s -w -R 0x4000", "linker flags of the armv6 size builds (make bench-compare passes the Makefile's ARM32_LDFLAGS)")
 	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100//0,off/24MiB/0,400/24MiB/1 (GOMAXPROCS 0: one per core)")
 	flag.StringVar(&o.bridgeAB, "bridge-ab", "", "another raspi-mcp binary whose `stdio` bridge is measured in turn with ours against the same agent")
 	flag.Parse()
@@ -171,7 +173,7 @@ func run(o options) error {
 	}
 	rows = append(rows, row{"health read on live /proc and /sys (CPU per read)", fmt.Sprintf("%s, %.0f allocs", us(goHealth), goAllocs), py, ratio(goHealth, pyHealth)})
 	if o.sizes {
-		a, h, err := armSizes(dir)
+		a, h, err := armSizes(dir, o.armLDFlags)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-compare: armv6 build:", err)
 		} else {
@@ -504,9 +506,9 @@ func selfCPU() int64 { // ns
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-func armSizes(dir string) (agent, helper float64, err error) {
+func armSizes(dir, ldflags string) (agent, helper float64, err error) {
 	out := filepath.Join(dir, "armv6")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out+"/", "./cmd/raspi-mcp", "./cmd/raspi-mcp-helper")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out+"/", "./cmd/raspi-mcp", "./cmd/raspi-mcp-helper")
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm", "GOARM=6", "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return 0, 0, fmt.Errorf("%w: %s", err, b)
