@@ -8,11 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +24,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
@@ -254,10 +255,14 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 }
 
 // protocolErrors adds data.error_code to protocol-level errors (unknown tool,
-// bad params), so clients can classify them like tool errors.
+// bad params), so clients can classify them like tool errors. It is the
+// outermost middleware, so it also turns a panic anywhere in a request's
+// handling (a resource read, a prompt, the SDK itself) into that request's
+// internal error: go-sdk has no recover, and the agent serves every session.
+// A tool's own panic is caught earlier, by tool.call, to be audited.
 func (a *Agent) protocolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
+		res, err := a.recovering(ctx, next, method, req)
 		if err == nil {
 			return res, nil
 		}
@@ -277,4 +282,16 @@ func (a *Agent) protocolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// recovering calls next, turning a panic into a -32603 error and the stack
+// into the agent log.
+func (a *Agent) recovering(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (res mcp.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Error("request panicked", "method", method, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res, err = nil, &jsonrpc.Error{Code: -32603, Message: "agent: internal error; the agent log has the details"}
+		}
+	}()
+	return next(ctx, method, req)
 }

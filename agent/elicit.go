@@ -312,7 +312,7 @@ func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) (string
 	dry, _ := json.Marshal(m)
 	g := c.Guard
 	g.DryRun = true
-	out, sum, err := t.run(ctx, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Guard: g}, dry)
+	out, sum, err := t.call(ctx, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Guard: g}, dry)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -112,6 +113,20 @@ func (a *Agent) handler(t *tool) mcp.ToolHandler {
 	}
 }
 
+// call runs t's handler. A panic in it is a bug of that one tool: it becomes
+// the call's internal error, answered and audited like any other, with the
+// stack in the agent log. go-sdk runs handlers without a recover, so
+// otherwise one bad input to one tool would end the agent and every session
+// on it, and a model could do that at will.
+func (t *tool) call(ctx context.Context, c *Call, args []byte) (out any, summary string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, summary, err = nil, "", fmt.Errorf("agent: tool %s panicked: %v\n%s", t.id, p, debug.Stack())
+		}
+	}()
+	return t.run(ctx, c, args)
+}
+
 // outcome is one finished call, before it becomes an MCP result.
 type outcome struct {
 	out      any
@@ -168,7 +183,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		} else {
 			elicited = pa.answer
 			stop := a.progress(ctx, t, c)
-			out, sum, err := t.run(ctx, c, args)
+			out, sum, err := t.call(ctx, c, args)
 			stop()
 			if err != nil {
 				te, internal := toToolError(err)
