@@ -40,6 +40,7 @@ type options struct {
 	flush            time.Duration
 	sizes            bool
 	armLDFlags       string
+	sizeBaseline     string
 	curve            string
 	bridgeAB         string
 }
@@ -56,6 +57,7 @@ func main() {
 	flag.DurationVar(&o.flush, "flush", 0, "flush interval to measure over; 0 reads it from config.example.toml")
 	flag.BoolVar(&o.sizes, "sizes", true, "build the armv6 stripped binaries and print their sizes")
 	flag.StringVar(&o.armLDFlags, "arm-ldflags", "-s -w -R 0x4000", "linker flags of the armv6 size builds (make bench-compare passes the Makefile's ARM32_LDFLAGS)")
+	flag.StringVar(&o.sizeBaseline, "size-baseline", "6f3a6a4", "also build the armv6 agent of this commit (the size target's baseline) with the same flags; empty: don't")
 	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100//0,off/24MiB/0,400/24MiB/1 (GOMAXPROCS 0: one per core)")
 	flag.StringVar(&o.bridgeAB, "bridge-ab", "", "another raspi-mcp binary whose `stdio` bridge is measured in turn with ours against the same agent")
 	flag.Parse()
@@ -173,11 +175,20 @@ func run(o options) error {
 	}
 	rows = append(rows, row{"health read on live /proc and /sys (CPU per read)", fmt.Sprintf("%s, %.0f allocs", us(goHealth), goAllocs), py, ratio(goHealth, pyHealth)})
 	if o.sizes {
-		a, h, err := armSizes(dir, o.armLDFlags)
+		a, h, err := armSizes(dir, ".", o.armLDFlags)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-compare: armv6 build:", err)
 		} else {
-			rows = append(rows, row{"armv6 stripped binaries, agent / helper", fmt.Sprintf("%.1f / %.1f MiB", a, h), "11.9 / 5.1 MiB (6f3a6a4, the target's baseline)", ratio(a, 11.9) + " / " + ratio(h, 5.1)})
+			rows = append(rows, row{"armv6 stripped binaries, agent / helper", fmt.Sprintf("%.2f / %.2f MiB", a, h), "11.9 / 5.1 MiB (6f3a6a4, the target's baseline)", ratio(a, 11.9) + " / " + ratio(h, 5.1)})
+			// The baseline's tree built the same way separates what the
+			// build saves from what the code added since weighs.
+			if o.sizeBaseline != "" {
+				if b, err := baselineAgentSize(dir, o.sizeBaseline, o.armLDFlags); err != nil {
+					fmt.Fprintln(os.Stderr, "bench-compare: armv6 build of", o.sizeBaseline+":", err)
+				} else {
+					rows = append(rows, row{"armv6 agent of " + o.sizeBaseline + " built with these flags: code added since", fmt.Sprintf("%.2f MiB; +%.2f MiB", b, a-b), "11.9 MiB", ratio(b, 11.9)})
+				}
+			}
 		}
 	}
 	fmt.Printf("\n%d calls measured after %d warm-up calls; CPU is the threads' schedstat run time, switches are voluntary+nonvoluntary of every thread\n\n", o.calls, o.warm)
@@ -506,9 +517,11 @@ func selfCPU() int64 { // ns
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-func armSizes(dir, ldflags string) (agent, helper float64, err error) {
+// armSizes builds the armv6 agent and helper of the module in src.
+func armSizes(dir, src, ldflags string) (agent, helper float64, err error) {
 	out := filepath.Join(dir, "armv6")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out+"/", "./cmd/raspi-mcp", "./cmd/raspi-mcp-helper")
+	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm", "GOARM=6", "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return 0, 0, fmt.Errorf("%w: %s", err, b)
@@ -521,6 +534,22 @@ func armSizes(dir, ldflags string) (agent, helper float64, err error) {
 		return float64(st.Size()) / (1 << 20)
 	}
 	return size("raspi-mcp"), size("raspi-mcp-helper"), nil
+}
+
+// baselineAgentSize builds the armv6 agent of commit rev (its tree from git
+// archive, so the checkout is untouched) with ldflags and GOFLAGS as set.
+func baselineAgentSize(dir, rev, ldflags string) (float64, error) {
+	src, tarball := filepath.Join(dir, "baseline"), filepath.Join(dir, "baseline.tar")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return 0, err
+	}
+	for _, args := range [][]string{{"git", "archive", "-o", tarball, rev}, {"tar", "-xf", tarball, "-C", src}} {
+		if b, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, b)
+		}
+	}
+	agent, _, err := armSizes(filepath.Join(dir, "baseline-bin"), src, ldflags)
+	return agent, err
 }
 
 // exampleFlush is the flush interval config.example.toml documents.
