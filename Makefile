@@ -21,7 +21,7 @@ export GOFLAGS
 # padding the file carried for nothing: a 32-bit Pi kernel maps 4 KiB pages,
 # and a 64-bit Pi kernel under the 32-bit OS 4 KiB or (a Pi 5's kernel_2712)
 # 16 KiB ones, so 16 KiB loads on all of them. It saves 96 KiB of the armv6
-# agent, 64 KiB of the helper, 340 KiB of the package's five binaries.
+# agent, 64 KiB of the helper, 336 KiB of the package's five binaries.
 ARM32_LDFLAGS := $(LDFLAGS) -R 0x4000
 
 # Where `make tools` puts Node 22, the MCP Inspector CLI, the reference
