@@ -461,8 +461,15 @@ func (a *agentProc) stop(t *testing.T) {
 
 func startAgent(t *testing.T, raspi, dir string) *agentProc {
 	t.Helper()
+	return startAgentArgs(t, raspi, dir)
+}
+
+// startAgentArgs starts `raspi-mcp serve --sim --dir dir` with more
+// arguments and waits until it answers `status`.
+func startAgentArgs(t *testing.T, raspi, dir string, args ...string) *agentProc {
+	t.Helper()
 	a := &agentProc{out: &lockedBuffer{}}
-	a.cmd = exec.Command(raspi, "serve", "--sim", "--dir", dir)
+	a.cmd = exec.Command(raspi, append([]string{"serve", "--sim", "--dir", dir}, args...)...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
