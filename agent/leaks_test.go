@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Nothing leaks down a role (issue 28, item 4): what a role may not read
+// through the audit tool it does not read through another tool either, and
+// another principal's change token neither works for nor is burnt by a
+// principal it was not prepared for.
+
+// resultText is everything a client gets from a call: the text blocks and
+// the structured content.
+func resultText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	js, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Write(js)
+	return b.String()
+}
+
+func TestStatusShowsAuditDetailsOnlyToWhoMayReadTheAudit(t *testing.T) {
+	r := newRig(t, nil)
+	// Someone else's refused call, from an HTTP address, with a message
+	// naming the tool and the principal.
+	mallory := Principal{Name: "mallory-x", UID: 1009, Role: RoleRead, Remote: "192.0.2.77:40001"}
+	if res, _ := r.as(mallory, "system_reboot", map[string]any{"confirm": true, "reason": "secret-reason-x"}); !res.IsError {
+		t.Fatal("a read principal rebooted")
+	}
+	secrets := []string{"mallory-x", "192.0.2.77", "secret-reason-x", "system.reboot needs role"}
+
+	// A read principal may not call logs_get_recent_audit_logs: it gets
+	// counts and where the details are, none of the records.
+	if _, e := callAs[AuditLogsOut](t, r, reader, "logs_get_recent_audit_logs", map[string]any{}); e == nil {
+		t.Fatal("the rule this test relies on changed: a read principal reads the audit")
+	}
+	res := r.call(t, reader, "manage_get_server_status", nil)
+	st, e := decodeResult[ServerStatus](t, res)
+	if e != nil {
+		t.Fatal(e)
+	}
+	text := resultText(t, res)
+	for _, s := range secrets {
+		if i := strings.Index(text, s); i >= 0 {
+			t.Errorf("a read principal's server status shows %q: ...%s...", s, text[max(i-80, 0):min(i+80, len(text))])
+		}
+	}
+	if len(st.Recent) != 0 {
+		t.Errorf("recent_problems for a read principal: %d records", len(st.Recent))
+	}
+	if st.Problems.LastHour < 1 || st.Problems.LastDay < st.Problems.LastHour || st.Audit.Denied < 1 {
+		t.Errorf("a read principal gets no counts: %+v %+v", st.Problems, st.Audit)
+	}
+	if !strings.Contains(st.Problems.Withheld, "logs_get_recent_audit_logs") || !strings.Contains(st.Problems.Withheld, "operate") {
+		t.Errorf("withheld %q does not say who sees the records", st.Problems.Withheld)
+	}
+
+	// An admin reads the audit, and the status shows it the records.
+	for _, p := range []Principal{admin, operator} {
+		res = r.call(t, p, "manage_get_server_status", nil)
+		st, e = decodeResult[ServerStatus](t, res)
+		if e != nil {
+			t.Fatal(e)
+		}
+		if !slices.ContainsFunc(st.Recent, func(e AuditEntry) bool {
+			return e.Principal == "mallory-x" && e.Remote == "192.0.2.77:40001" && e.Reason == "secret-reason-x"
+		}) {
+			t.Errorf("%s: recent_problems lack mallory-x's refusal: %+v", p.Name, st.Recent)
+		}
+		if st.Problems.Withheld != "" || st.Problems.LastHour < 1 {
+			t.Errorf("%s: problems %+v", p.Name, st.Problems)
+		}
+	}
+
+	// With the logs namespace off, nobody reads the audit tool, so nobody
+	// reads the records here either.
+	r.cfg.Logs.Enabled = false
+	res = r.call(t, admin, "manage_get_server_status", nil)
+	if st, e = decodeResult[ServerStatus](t, res); e != nil {
+		t.Fatal(e)
+	}
+	if len(st.Recent) != 0 || !strings.Contains(st.Problems.Withheld, "logs") {
+		t.Errorf("logs off: %d recent records, withheld %q", len(st.Recent), st.Problems.Withheld)
+	}
+}
