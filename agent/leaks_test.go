@@ -96,3 +96,38 @@ func TestStatusShowsAuditDetailsOnlyToWhoMayReadTheAudit(t *testing.T) {
 		t.Errorf("logs off: %d recent records, withheld %q", len(st.Recent), st.Problems.Withheld)
 	}
 }
+
+// The agent's own log names who connected; logs_get_recent_app_logs, which a
+// read principal may call, gives it those lines without the names.
+func TestAppLogsWithholdWhoFromNonAuditReaders(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.log.Warn("refused a handover", "principal", "mallory-x", "uid", 1009, "pid", 4711, "remote", "192.0.2.77:40001", "err", "no such session")
+	r.a.log.With("principal", "mallory y").Info("session opened")
+	secrets := []string{"mallory", "1009", "4711", "192.0.2.77"}
+
+	res := r.call(t, reader, "logs_get_recent_app_logs", map[string]any{"limit": 500})
+	out, e := decodeResult[AppLogsOut](t, res)
+	if e != nil {
+		t.Fatal(e)
+	}
+	text := resultText(t, res)
+	for _, s := range secrets {
+		if i := strings.Index(text, s); i >= 0 {
+			t.Errorf("a read principal's app logs show %q: ...%s...", s, text[max(i-80, 0):min(i+80, len(text))])
+		}
+	}
+	if !strings.Contains(text, "refused a handover") || !strings.Contains(text, "principal=[withheld]") || !strings.Contains(text, "no such session") {
+		t.Errorf("the line itself is gone, or not marked withheld: %+v", out.Entries)
+	}
+
+	out, e = callAs[AppLogsOut](t, r, admin, "logs_get_recent_app_logs", map[string]any{"limit": 500})
+	if e != nil {
+		t.Fatal(e)
+	}
+	js, _ := json.Marshal(out)
+	for _, s := range secrets {
+		if !strings.Contains(string(js), s) {
+			t.Errorf("an admin's app logs lack %q", s)
+		}
+	}
+}
