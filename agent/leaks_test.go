@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
 // Nothing leaks down a role (issue 28, item 4): what a role may not read
@@ -129,5 +131,38 @@ func TestAppLogsWithholdWhoFromNonAuditReaders(t *testing.T) {
 		if !strings.Contains(string(js), s) {
 			t.Errorf("an admin's app logs lack %q", s)
 		}
+	}
+}
+
+// Who queued a job is the audit trail's too: the read tools that list jobs
+// show a job's creator to its creator and to audit readers only.
+func TestJobListsWithholdOtherPrincipalsNames(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
+	r.startSampler()
+	carol := Principal{Name: "carol-op", UID: 1010, Role: RoleOperate}
+	if _, e := callAs[JobStatus](t, r, carol, "metrics_start_sampling_job", map[string]any{"interval_seconds": 60}); e != nil {
+		t.Fatal(e)
+	}
+	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x", "delay_seconds": 300}); e != nil {
+		t.Fatal(e)
+	}
+	for _, tool := range []string{"manage_list_jobs", "metrics_list_sampling_jobs", "manage_get_server_status"} {
+		text := resultText(t, r.call(t, reader, tool, nil))
+		for _, s := range []string{"carol-op", `"alice"`} {
+			if i := strings.Index(text, s); i >= 0 {
+				t.Errorf("%s shows a read principal %s: ...%s...", tool, s, text[max(i-80, 0):min(i+80, len(text))])
+			}
+		}
+		if !strings.Contains(text, `"created_by":"[withheld]"`) {
+			t.Errorf("%s: no created_by marked withheld", tool)
+		}
+		if text = resultText(t, r.call(t, admin, tool, nil)); !strings.Contains(text, "carol-op") {
+			t.Errorf("%s: an admin does not see who created the job", tool)
+		}
+	}
+	// The creator sees its own name, not the others'.
+	text := resultText(t, r.call(t, carol, "manage_list_jobs", nil))
+	if !strings.Contains(text, "carol-op") {
+		t.Error("the creator does not see its own job's creator")
 	}
 }

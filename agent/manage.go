@@ -181,7 +181,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		return s, err
 	}
 	s.Upstreams = a.lanStatus()
-	jobs, err := a.listJobs()
+	jobs, err := a.jobsFor(p)
 	if err != nil {
 		return s, err
 	}
@@ -212,6 +212,30 @@ const auditTool = "logs.get_recent_audit_logs"
 // refusal logs_get_recent_audit_logs would give p now.
 func (a *Agent) mayReadAudit(p identity.Principal) *ToolError {
 	return Decide(a.conf(), p, a.rule(auditTool), Guard{}, false)
+}
+
+// withheldName stands in for another principal's name a caller may not read.
+const withheldName = "[withheld]"
+
+// nameFor is principal name as p may see it: its own, or anyone's to an
+// audit reader; withheldName otherwise. Who queued a job is the audit
+// trail's to say.
+func (a *Agent) nameFor(p identity.Principal, name string) string {
+	if name == "" || name == p.Name || a.mayReadAudit(p) == nil {
+		return name
+	}
+	return withheldName
+}
+
+// jobsFor is the sampling jobs as p may see them.
+func (a *Agent) jobsFor(p identity.Principal) (JobList, error) {
+	l, err := a.listJobs()
+	for i := range l.Jobs {
+		if !l.Jobs[i].Default { // the default job's is "config", no principal
+			l.Jobs[i].CreatedBy = a.nameFor(p, l.Jobs[i].CreatedBy)
+		}
+	}
+	return l, err
 }
 
 // recentProblems is the status's view of the latest denied or failed
@@ -250,7 +274,7 @@ type QueuedJob struct {
 	Status    string `json:"status"`
 	Summary   string `json:"summary"`
 	Due       string `json:"due,omitempty" jsonschema:"when it acts next (gpio_revert, power)"`
-	CreatedBy string `json:"created_by,omitempty"`
+	CreatedBy string `json:"created_by,omitempty" jsonschema:"who queued it; [withheld] unless it is you or you may read the audit trail"`
 	Cancel    string `json:"cancel_effect" jsonschema:"what manage_cancel_job does to it"`
 }
 
@@ -283,7 +307,13 @@ func (a *Agent) registerJobs() {
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
 		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (JobsOut, error) { return a.queuedJobs() },
+		Run: func(ctx context.Context, c *Call, _ NoArgs) (JobsOut, error) {
+			out, err := a.queuedJobs()
+			for i := range out.Jobs {
+				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
+			}
+			return out, err
+		},
 		Summary: func(_ NoArgs, o JobsOut) string {
 			s := fmt.Sprintf("%d jobs", o.TotalCount)
 			for _, j := range o.Jobs {
