@@ -13,8 +13,10 @@ import (
 
 // Critical tools run in two steps. change_prepare checks policy, runs the
 // tool's dry run and stores a single-use token bound to the SHA-256 of the
-// canonical plan (tool, arguments, principal); change_commit consumes the
-// token, re-checks policy as of now, and runs exactly that call. A model can
+// canonical plan (tool, arguments, principal); change_commit re-checks
+// policy as of now, consumes the token and runs exactly that call. Only the
+// holder's commit consumes it: another principal's is refused and audited,
+// and the token stays its holder's. A model can
 // therefore not slip different arguments between what a person approved and
 // what runs.
 
@@ -143,8 +145,52 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 }
 
 func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, error) {
-	tok, err := a.store.ConsumeChangeToken(in.Token, time.Now())
+	now := time.Now()
+	ask := a.askingOf(c)
+	var t *tool
+	// What refuses the commit without being the holder's own doing is
+	// decided inside the store's transaction, and leaves the token as it
+	// was: another principal presenting it cannot burn it, and a call the
+	// policy refuses for now (a switch turned off, a tool gone with its
+	// upstream, a client that cannot ask the person) can be committed
+	// once that changes, within the token's TTL. Everything else uses the
+	// token up: its holder's commit that goes on to run (whatever the tool
+	// then answers), an expired or corrupt token. Of concurrent commits
+	// that pass, exactly one gets the token.
+	tok, err := a.store.ConsumeChangeTokenIf(in.Token, now, func(tok store.ChangeToken) error {
+		if tok.Principal != c.Principal.Name {
+			// Who holds it is the audit trail's to say, not the refusal's.
+			return errf(CodePermissionDenied, "this change token was prepared by another principal; only they can commit it").
+				with("parameter", "token").hint("prepare the change yourself with change_prepare")
+		}
+		if !now.Before(tok.ExpiresAt) {
+			return nil // the store deletes it and says it expired
+		}
+		tl, ok := a.tools.get(tok.Tool)
+		if !ok {
+			return errf(CodeNotFound, "the prepared tool %q is not available now", tok.Tool).with("tool", tok.Tool)
+		}
+		if derr := Decide(a.conf(), c.Principal, tl.rule, Guard{}, true); derr != nil {
+			return derr
+		}
+		if _, gerr := a.personGate(tl, c, ask); gerr != nil {
+			return gerr
+		}
+		if ask.rounds && tl.rule.Risk >= RiskHigh {
+			// In the 2026-07-28 era the person's answer comes back in a second
+			// call, which change_commit cannot carry; the token stays usable.
+			var args map[string]any
+			_ = json.Unmarshal(tok.Arguments, &args)
+			return errf(CodeFailedPrecondition, "your client asks the person to confirm %s: call it directly, the person's answer stands in for the change token", tl.name).
+				with("tool", tl.id).next(SuggestedCall{Tool: tl.name, Arguments: args, Why: "the client puts the question to the person"})
+		}
+		t = tl
+		return nil
+	})
+	var refused *ToolError
 	switch {
+	case errors.As(err, &refused):
+		return CommitOut{}, refused
 	case errors.Is(err, store.ErrChangeTokenExpired):
 		return CommitOut{}, errf(CodeFailedPrecondition, "the change token has expired").with("parameter", "token").
 			hint("prepare the change again with change_prepare")
@@ -154,28 +200,12 @@ func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, er
 	case err != nil:
 		return CommitOut{}, err
 	}
-	if tok.Principal != c.Principal.Name {
-		return CommitOut{}, errf(CodePermissionDenied, "the token was prepared by %s, not %s", tok.Principal, c.Principal.Name)
-	}
-	t, ok := a.tools.get(tok.Tool)
-	if !ok {
-		return CommitOut{}, errf(CodeNotFound, "the prepared tool %q no longer exists", tok.Tool)
-	}
 	var args map[string]any
 	if err := json.Unmarshal(tok.Arguments, &args); err != nil {
 		return CommitOut{}, fmt.Errorf("agent: token %s arguments: %w", tok.ID, err)
 	}
 	if h, err := planHash(t.id, args, c.Principal.Name); err != nil || h != tok.PlanHash {
 		return CommitOut{}, errf(CodeFailedPrecondition, "the token's plan hash does not match its call; prepare again")
-	}
-	if ask := a.askingOf(c); ask.rounds && t.rule.Risk >= RiskHigh {
-		// In the 2026-07-28 era the person's answer comes back in a second
-		// call, which change_commit cannot carry; the token stays usable.
-		if err := a.store.PutChangeToken(tok); err != nil {
-			return CommitOut{}, err
-		}
-		return CommitOut{}, errf(CodeFailedPrecondition, "your client asks the person to confirm %s: call it directly, the person's answer stands in for the change token", t.name).
-			with("tool", t.id).next(SuggestedCall{Tool: t.name, Arguments: args, Why: "the client puts the question to the person"})
 	}
 	// The client's progress token goes along: a long committed call (an OS
 	// update) reports its progress to the change_commit it answers.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -130,7 +131,7 @@ func (a *Agent) registerLogs() {
 	})
 	add(a.tools, Spec[AppLogsIn, AppLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
-		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors.",
+		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors. Who connected (principal, uid, pid, remote address) shows only to a caller who may read the audit trail.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props: []Prop{prop("limit", minimum(1), maximum(500), def(50)), prop("offset", minimum(0), maximum(100000), def(0)),
 			prop("since", format("date-time")), prop("until", format("date-time")),
@@ -229,7 +230,7 @@ const (
 	helperUnit = "raspi-mcp-helper.service"
 )
 
-func (a *Agent) appLogs(ctx context.Context, _ *Call, in AppLogsIn) (AppLogsOut, error) {
+func (a *Agent) appLogs(ctx context.Context, c *Call, in AppLogsIn) (AppLogsOut, error) {
 	var min slog.Level
 	_ = min.UnmarshalText([]byte(in.MinLevel))
 	since, err := parseTime("since", in.Since)
@@ -290,11 +291,32 @@ func (a *Agent) appLogs(ctx context.Context, _ *Call, in AppLogsIn) (AppLogsOut,
 	}
 	end := max(0, len(lines)-in.Offset)
 	out := AppLogsOut{Entries: append([]AppLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
+	if a.mayReadAudit(c.Principal) != nil {
+		// Who connected, from where, is the audit trail's: a caller who
+		// may not read it gets the lines without it.
+		for i := range out.Entries {
+			out.Entries[i].Message = withholdWho(out.Entries[i].Message)
+			out.Entries[i].Attrs = withholdWho(out.Entries[i].Attrs)
+		}
+	}
 	out.ReturnedCount = len(out.Entries)
 	if out.HasMore = len(lines) > in.Offset+in.Limit; out.HasMore {
 		out.NextOffset = in.Offset + in.Limit
 	}
 	return out, nil
+}
+
+// whoAttrs are the log attributes that say who called or connected, as
+// slog's text handler writes them (key=value, the value quoted when it has
+// spaces); the agent's and the helper's logs name callers only so.
+var whoAttrs = regexp.MustCompile(`\b(principal|user|uid|pid|remote|peer|addr|remote_addr)=("(?:[^"\\]|\\.)*"|[^ ]*)`)
+
+// withheldWho stands in for a withheld value.
+const withheldWho = "[withheld]"
+
+// withholdWho blanks the values of whoAttrs in a log line.
+func withholdWho(s string) string {
+	return whoAttrs.ReplaceAllString(s, "${1}="+withheldWho)
 }
 
 // journalPriority maps a slog level onto syslog priorities.

@@ -32,11 +32,22 @@ type ServerStatus struct {
 	Tools         int               `json:"tools"`
 	Caller        Caller            `json:"caller"`
 	Device        DeviceCaps        `json:"device"`
-	Recent        []AuditEntry      `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first"`
+	Recent        []AuditEntry      `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first; empty unless you may read the audit trail (problems says why)"`
+	Problems      ProblemCounts     `json:"problems" jsonschema:"denied or failed calls lately, counted for every caller"`
 	Sampling      SamplingStatus    `json:"sampling"`
 	Upstreams     []UpstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
 	LastUpdate    *LastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
 	HTTP          *HTTPStatus       `json:"http,omitempty" jsonschema:"the Streamable HTTP endpoint, when it serves"`
+}
+
+// ProblemCounts counts the denied or failed calls of the last hour and day.
+// Who made them, from where and why is the audit trail's: a caller who may
+// not read logs_get_recent_audit_logs gets the counts and, in Withheld, why
+// recent_problems is empty and who may read it.
+type ProblemCounts struct {
+	LastHour int    `json:"last_hour"`
+	LastDay  int    `json:"last_day"`
+	Withheld string `json:"withheld,omitempty" jsonschema:"why recent_problems is empty for you, and which tool and role show the records"`
 }
 
 // SamplingStatus is the metrics history at a glance.
@@ -95,7 +106,7 @@ type CallStats struct {
 func (a *Agent) registerManage() {
 	add(a.tools, Spec[NoArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
-		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls.",
+		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		OutProps:    []Prop{prop("started_at", format("date-time"))},
 		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ServerStatus, error) { return a.Status(ctx, c.Principal) },
@@ -166,13 +177,11 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		s.Calls.Total += t.calls.Load()
 		s.Calls.Failed += t.failures.Load()
 	}
-	recs, _, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 5})
-	if err != nil {
+	if s.Recent, s.Problems, err = a.recentProblems(p); err != nil {
 		return s, err
 	}
-	s.Recent = entriesOf(recs)
 	s.Upstreams = a.lanStatus()
-	jobs, err := a.listJobs()
+	jobs, err := a.jobsFor(p)
 	if err != nil {
 		return s, err
 	}
@@ -193,6 +202,71 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 	return s, nil
 }
 
+// auditTool is the tool whose rule says who reads the audit trail's
+// records: whoever it refuses reads none of them through another tool or
+// resource either (raspi://audit/recent is that tool; the server status and
+// raspi://state/summary show records only to whom it allows).
+const auditTool = "logs.get_recent_audit_logs"
+
+// mayReadAudit is nil when p may read the audit trail's records, else the
+// refusal logs_get_recent_audit_logs would give p now.
+func (a *Agent) mayReadAudit(p identity.Principal) *ToolError {
+	return Decide(a.conf(), p, a.rule(auditTool), Guard{}, false)
+}
+
+// withheldName stands in for another principal's name a caller may not read.
+const withheldName = "[withheld]"
+
+// nameFor is principal name as p may see it: its own, or anyone's to an
+// audit reader; withheldName otherwise. Who queued a job is the audit
+// trail's to say.
+func (a *Agent) nameFor(p identity.Principal, name string) string {
+	if name == "" || name == p.Name || a.mayReadAudit(p) == nil {
+		return name
+	}
+	return withheldName
+}
+
+// jobsFor is the sampling jobs as p may see them.
+func (a *Agent) jobsFor(p identity.Principal) (JobList, error) {
+	l, err := a.listJobs()
+	for i := range l.Jobs {
+		if !l.Jobs[i].Default { // the default job's is "config", no principal
+			l.Jobs[i].CreatedBy = a.nameFor(p, l.Jobs[i].CreatedBy)
+		}
+	}
+	return l, err
+}
+
+// recentProblems is the status's view of the latest denied or failed
+// calls: counts of the last hour and day for every caller, the records
+// themselves (who, from where, why) only for a caller who may read the
+// audit trail.
+func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, ProblemCounts, error) {
+	var pc ProblemCounts
+	now := time.Now()
+	for _, w := range []struct {
+		n    *int
+		back time.Duration
+	}{{&pc.LastHour, time.Hour}, {&pc.LastDay, 24 * time.Hour}} {
+		_, n, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Since: now.Add(-w.back), Limit: 1})
+		if err != nil {
+			return nil, pc, err
+		}
+		*w.n = n
+	}
+	if derr := a.mayReadAudit(p); derr != nil {
+		pc.Withheld = fmt.Sprintf("who called, from where and why is the audit trail's, which %s shows to role %s and above: %s",
+			a.wire(auditTool), a.rule(auditTool).MinRole, derr.Message)
+		return []AuditEntry{}, pc, nil
+	}
+	recs, _, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 5})
+	if err != nil {
+		return nil, pc, err
+	}
+	return entriesOf(recs), pc, nil
+}
+
 // QueuedJob is one entry of the jobs queue, whatever its kind.
 type QueuedJob struct {
 	JobID     string `json:"job_id"`
@@ -200,7 +274,7 @@ type QueuedJob struct {
 	Status    string `json:"status"`
 	Summary   string `json:"summary"`
 	Due       string `json:"due,omitempty" jsonschema:"when it acts next (gpio_revert, power)"`
-	CreatedBy string `json:"created_by,omitempty"`
+	CreatedBy string `json:"created_by,omitempty" jsonschema:"who queued it; [withheld] unless it is you or you may read the audit trail"`
 	Cancel    string `json:"cancel_effect" jsonschema:"what manage_cancel_job does to it"`
 }
 
@@ -233,7 +307,13 @@ func (a *Agent) registerJobs() {
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
 		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (JobsOut, error) { return a.queuedJobs() },
+		Run: func(ctx context.Context, c *Call, _ NoArgs) (JobsOut, error) {
+			out, err := a.queuedJobs()
+			for i := range out.Jobs {
+				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
+			}
+			return out, err
+		},
 		Summary: func(_ NoArgs, o JobsOut) string {
 			s := fmt.Sprintf("%d jobs", o.TotalCount)
 			for _, j := range o.Jobs {

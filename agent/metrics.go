@@ -59,7 +59,7 @@ type JobEntry struct {
 	RetentionHours    int     `json:"retention_hours"`
 	Status            string  `json:"status"`
 	Default           bool    `json:"default"`
-	CreatedBy         string  `json:"created_by"`
+	CreatedBy         string  `json:"created_by" jsonschema:"who started it; [withheld] unless it is you or you may read the audit trail"`
 	CreatedAt         string  `json:"created_at"`
 	Samples           int     `json:"samples"`
 	FirstSample       string  `json:"first_sample,omitempty"`
@@ -215,7 +215,7 @@ func (a *Agent) registerMetrics() {
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
 		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(context.Context, *Call, NoArgs) (JobList, error) { return a.listJobs() },
+		Run:         func(_ context.Context, c *Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
 		Summary: func(_ NoArgs, l JobList) string {
 			run := 0
 			for _, j := range l.Jobs {

@@ -84,16 +84,28 @@ func (db *DB) PutChangeToken(t ChangeToken) error {
 // ErrChangeTokenNotFound. A token past ExpiresAt (expiry is at ExpiresAt, not after)
 // is deleted too and returned alongside ErrChangeTokenExpired, so the caller can say
 // which tool it was for.
-//
-// The caller still checks Principal, Tool and PlanHash against the commit
-// request; a token consumed by the wrong principal is gone, which fails safe.
 func (db *DB) ConsumeChangeToken(id string, now time.Time) (ChangeToken, error) {
+	return db.ConsumeChangeTokenIf(id, now, nil)
+}
+
+// ConsumeChangeTokenIf is ConsumeChangeToken with a check run on the token
+// inside the same write transaction, before anything changes: when check
+// returns an error the token stays as it was, and that error is returned
+// as is, with the token. change_commit refuses this way what is not the
+// holder's own doing (another principal presenting the token, a policy
+// that refuses the call for now), so such a refusal neither uses a token
+// up nor lets two commits race past the check: of concurrent commits that
+// pass it, exactly one gets the token. check sees expired tokens too; it
+// must not use db (the write lock is held) and should be quick.
+func (db *DB) ConsumeChangeTokenIf(id string, now time.Time, check func(ChangeToken) error) (ChangeToken, error) {
 	if id == "" {
 		return ChangeToken{}, fmt.Errorf("%w: empty id", ErrChangeTokenNotFound)
 	}
 	var (
-		t     ChangeToken
-		found bool
+		t       ChangeToken
+		found   bool
+		refusal error
+		errKeep = errors.New("kept")
 	)
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		b, err := writableBucket(tx, bucketChangeTokens)
@@ -106,16 +118,21 @@ func (db *DB) ConsumeChangeToken(id string, now time.Time) (ChangeToken, error) 
 		}
 		found = true
 		// Decode before deleting: v is only valid until the bucket changes.
-		decErr := json.Unmarshal(v, &t)
-		if err := b.Delete([]byte(id)); err != nil {
-			return err
-		}
-		if decErr != nil {
+		if json.Unmarshal(v, &t) != nil {
 			// Unreadable: delete it (committed) and report not found below.
-			found = false
+			found, t = false, ChangeToken{}
+			return b.Delete([]byte(id))
 		}
-		return nil
+		if check != nil {
+			if refusal = check(t); refusal != nil {
+				return errKeep // rolls back: nothing changed anyway
+			}
+		}
+		return b.Delete([]byte(id))
 	})
+	if refusal != nil {
+		return t, refusal
+	}
 	if err != nil {
 		return ChangeToken{}, fmt.Errorf("store: consume token %s: %w", id, err)
 	}

@@ -199,3 +199,76 @@ func TestChangeTokenBucketName(t *testing.T) {
 		t.Fatalf("token stored under \"tokens\": %+v, %v", got, err)
 	}
 }
+
+// A check that refuses leaves the token as it was, for its holder; of
+// concurrent consumes that pass the check, exactly one gets the token,
+// however many others the check refuses meanwhile.
+func TestTokenConsumeIfKeepsOnRefusal(t *testing.T) {
+	db := openTest(t)
+	now := time.Now()
+	tok := newToken(t, now, time.Minute)
+	if err := db.PutChangeToken(tok); err != nil {
+		t.Fatal(err)
+	}
+	errNotYours := errors.New("not yours")
+	holder := func(who string) func(ChangeToken) error {
+		return func(c ChangeToken) error {
+			if c.Principal != who {
+				return errNotYours
+			}
+			return nil
+		}
+	}
+	got, err := db.ConsumeChangeTokenIf(tok.ID, now, holder("mallory"))
+	if err != errNotYours || got.ID != tok.ID {
+		t.Fatalf("refused consume: %+v, %v; want the token and the check's own error", got, err)
+	}
+	const n = 20
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		results = map[string]int{}
+	)
+	for i := range n {
+		who := []string{"pi", "mallory"}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := db.ConsumeChangeTokenIf(tok.ID, now, holder(who))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				results["ok"]++
+			case errors.Is(err, ErrChangeTokenNotFound) && who == "pi":
+				results["not found"]++
+			case err == errNotYours && who == "mallory":
+			case errors.Is(err, ErrChangeTokenNotFound) && who == "mallory":
+			default:
+				t.Errorf("%s: %v", who, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if results["ok"] != 1 || results["not found"] != n/2-1 {
+		t.Errorf("holder's consumes: %v; want 1 ok and %d not found", results, n/2-1)
+	}
+	// An expired token is the check's to judge too: refused, it stays
+	// (prune removes it); passed, it is deleted and reported expired.
+	old := newToken(t, now, time.Minute)
+	if err := db.PutChangeToken(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ConsumeChangeTokenIf(old.ID, old.ExpiresAt, holder("mallory")); err != errNotYours {
+		t.Fatalf("expired, refused: %v", err)
+	}
+	if _, err := db.ConsumeChangeTokenIf(old.ID, old.ExpiresAt, holder("pi")); !errors.Is(err, ErrChangeTokenExpired) {
+		t.Fatalf("expired, holder: %v", err)
+	}
+	if _, err := db.ConsumeChangeToken(old.ID, now); !errors.Is(err, ErrChangeTokenNotFound) {
+		t.Errorf("expired token was not deleted: %v", err)
+	}
+}

@@ -265,6 +265,7 @@ func printStatus(st agent.ServerStatus, socket string) {
 	fmt.Fprintf(tw, "you\t%s, role %s\n", st.Caller.Principal, st.Caller.Role)
 	fmt.Fprintf(tw, "tools\t%d, %d calls since start (%d failed)\n", st.Tools, st.Calls.Total, st.Calls.Failed)
 	fmt.Fprintf(tw, "audit\t%d records, %d denied, %d errors; last %s\n", st.Audit.Records, st.Audit.Denied, st.Audit.Errors, orNone(st.Audit.LastTime))
+	fmt.Fprintf(tw, "problems\t%d denied or failed in the last hour, %d in the last day\n", st.Problems.LastHour, st.Problems.LastDay)
 	switch {
 	case st.Audit.Tampered:
 		for _, f := range st.Audit.Findings {
@@ -322,6 +323,9 @@ func printStatus(st agent.ServerStatus, socket string) {
 		fmt.Fprintf(tw, "upstream %s\t%s\n", u.Name, line)
 	}
 	tw.Flush()
+	if st.Problems.Withheld != "" {
+		fmt.Println("\nrecent denials and errors: " + st.Problems.Withheld)
+	}
 	if len(st.Recent) > 0 {
 		fmt.Println("\nrecent denials and errors:")
 		for _, e := range st.Recent {
