@@ -31,8 +31,16 @@ const (
 type Options struct {
 	Socket      string        // path of the helper's Unix socket
 	ClientName  string        // sent in hello and logged by the helper, e.g. "raspi-mcp/0.1.0"
-	Timeout     time.Duration // per call; 0 means DefaultTimeout
+	Timeout     time.Duration // per call of a quick method; 0 means DefaultTimeout
 	DialTimeout time.Duration // bounds connect plus hello; 0 means DefaultDialTimeout
+	// SystemdTimeout and JobTimeout are the helper's bounds on its
+	// proto.Systemd and proto.Job methods ([helper] systemd_timeout and
+	// job_timeout, which the helper reads from the same config); 0 means
+	// proto's defaults. A call of such a method waits that plus
+	// proto.ReplyMargin (and never less than Timeout), so the helper's own
+	// timeout error, naming the method and its bound, is what the caller
+	// sees.
+	SystemdTimeout, JobTimeout time.Duration
 }
 
 // Client is a connection to the helper, safe for concurrent use.
@@ -70,7 +78,7 @@ func New(o Options) *Client {
 // Retryable set; a cancelled ctx yields an error wrapping context.Canceled.
 func Call[Req, Resp any](ctx context.Context, c *Client, m proto.Method[Req, Resp], req Req) (Resp, error) {
 	var out Resp
-	if err := c.call(ctx, m.Name, req, &out); err != nil {
+	if err := c.call(ctx, m.Name, m.Class, req, &out); err != nil {
 		var zero Resp
 		return zero, err
 	}
@@ -79,7 +87,7 @@ func Call[Req, Resp any](ctx context.Context, c *Client, m proto.Method[Req, Res
 
 // call is Call without the types: Call is instantiated once per method, so
 // everything that does not need Req and Resp is compiled here, once.
-func (c *Client) call(ctx context.Context, name string, req, out any) error {
+func (c *Client) call(ctx context.Context, name string, class proto.Class, req, out any) error {
 	if v, ok := req.(proto.Validator); ok {
 		if err := v.Validate(); err != nil {
 			return err
@@ -89,7 +97,7 @@ func (c *Client) call(ctx context.Context, name string, req, out any) error {
 	if err != nil {
 		return fmt.Errorf("privhelper/client: encode %s params: %w", name, err)
 	}
-	result, err := c.roundTrip(ctx, name, params)
+	result, err := c.roundTrip(ctx, name, c.Timeout(class), params)
 	if err != nil {
 		return err
 	}
@@ -122,8 +130,20 @@ func (c *Client) Connected() bool {
 	return c.conn != nil
 }
 
+// Timeout is how long a call of a method of class cl waits for the
+// helper's answer: Options.Timeout for a quick method, and for a method
+// that waits on systemd the helper's bound on it plus proto.ReplyMargin,
+// or Options.Timeout if that is longer.
+func (c *Client) Timeout(cl proto.Class) time.Duration {
+	if cl == proto.Quick {
+		return c.opts.Timeout
+	}
+	helper := proto.Bounds{Systemd: c.opts.SystemdTimeout, Job: c.opts.JobTimeout}.Of(cl)
+	return max(c.opts.Timeout, helper+proto.ReplyMargin)
+}
+
 // roundTrip sends one request and returns the raw result.
-func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (c *Client) roundTrip(ctx context.Context, method string, timeout time.Duration, params json.RawMessage) (json.RawMessage, error) {
 	select {
 	case c.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -137,7 +157,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 	}
 	c.nextID++
 	id := c.nextID
-	deadline := time.Now().Add(c.opts.Timeout)
+	deadline := time.Now().Add(timeout)
 	resp, err := exchange(ctx, conn, deadline, proto.Request{ID: id, Method: method, Params: params})
 	if err != nil {
 		c.drop(conn)
