@@ -92,7 +92,8 @@ func (a *Agent) registerSelfUpdate() {
 		Destructive: true,
 		Props: []Prop{prop("channel", enum("stable", "beta"), def("stable")), prop("target_version", minLen(1), maxLen(selfupdate.MaxVersion)),
 			prop("allow_downgrade", def(false))},
-		Run: a.updateServer,
+		Slow: true, // the helper's update.plan reads apt's cache (proto.Systemd)
+		Run:  a.updateServer,
 		Summary: func(in UpdateServerIn, o UpdateServerOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would update raspi-mcp %s to %s from %s", o.OldVersion, o.NewVersion, o.Channel)

@@ -160,6 +160,7 @@ func (a *Agent) registerSystem() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
+		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
 		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
 			return a.power(ctx, c, proto.ActionReboot, in)
 		},
@@ -171,6 +172,7 @@ func (a *Agent) registerSystem() {
 		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, prop("force", def(false))),
+		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
 		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {
 			if err := a.pendingReboot(ctx, in.Force); err != nil {
 				return PowerOut{}, err
@@ -184,6 +186,7 @@ func (a *Agent) registerSystem() {
 		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Idempotent:  true,
+		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
 		Run:         func(ctx context.Context, c *Call, _ CancelIn) (CancelPowerOut, error) { return a.cancelPower(ctx, c) },
 		Summary: func(_ CancelIn, o CancelPowerOut) string {
 			switch {

@@ -258,7 +258,17 @@ type Agent struct {
 type Helper struct {
 	Socket    string   `toml:"socket"`
 	AgentUser string   `toml:"agent_user"` // user name or numeric uid of the only non-root peer the helper accepts
-	Timeout   Duration `toml:"timeout"`    // per privileged call
+	Timeout   Duration `toml:"timeout"`    // per quick privileged call (GPIO, I²C, files)
+	// SystemdTimeout bounds the helper's methods that wait on systemd,
+	// logind or apt's cache: enable/disable with its daemon-reload, power
+	// scheduling, the start of a transient unit for apt or a self-update.
+	// On a loaded Pi Zero a daemon-reload alone can take longer than
+	// Timeout. The agent waits this plus a margin for those methods.
+	SystemdTimeout Duration `toml:"systemd_timeout"`
+	// JobTimeout bounds the methods that wait for a unit's start, stop,
+	// restart or reload job, which systemd itself bounds by the unit's
+	// TimeoutStartSec/TimeoutStopSec (90 s by default).
+	JobTimeout Duration `toml:"job_timeout"`
 	// StateDir is the helper's own directory (root's, mode 0755): it keeps
 	// the audit witness there, which the agent and `raspi-mcp audit
 	// verify` read but the agent's user cannot write.
@@ -385,7 +395,13 @@ func Default() Config {
 			Socket:    "/run/raspi-mcp-helper/helper.sock",
 			AgentUser: "raspi-mcp",
 			Timeout:   Duration(10 * time.Second),
-			StateDir:  "/var/lib/raspi-mcp-helper",
+			// privhelper/proto's DefaultSystemdTimeout and DefaultJobTimeout
+			// (privhelper's tests check they agree): 90 s is systemd's own
+			// default bound on what it waits for; a job gets 30 s more to
+			// get through systemd's queue.
+			SystemdTimeout: Duration(90 * time.Second),
+			JobTimeout:     Duration(120 * time.Second),
+			StateDir:       "/var/lib/raspi-mcp-helper",
 		},
 		Roles: Roles{
 			Users:  map[string]string{},
@@ -554,6 +570,17 @@ func (c Config) Validate() error {
 	}
 	if c.Helper.Timeout.D() <= 0 || c.Helper.Timeout.D() > 10*time.Minute {
 		return fmt.Errorf("helper.timeout: want 1ms..10m, got %s", c.Helper.Timeout.D())
+	}
+	// Below 10 s a slow method would be cut where it was before issue 28;
+	// above 30 m a stuck systemd holds the agent's only helper connection
+	// for longer than anyone waits.
+	for _, b := range []struct {
+		key string
+		d   time.Duration
+	}{{"helper.systemd_timeout", c.Helper.SystemdTimeout.D()}, {"helper.job_timeout", c.Helper.JobTimeout.D()}} {
+		if b.d < 10*time.Second || b.d > 30*time.Minute {
+			return fmt.Errorf("%s: want 10s..30m, got %s", b.key, b.d)
+		}
 	}
 	if c.Change.TokenTTL.D() < time.Second || c.Change.TokenTTL.D() > time.Hour {
 		return fmt.Errorf("change.token_ttl: want 1s..1h, got %s", c.Change.TokenTTL.D())

@@ -84,11 +84,17 @@ func OptionsFromConfig(cfg *config.Config, b Backends) (Options, error) {
 		Ops:            b.Ops,
 		OpsPolicy: OpsPolicy{Service: cfg.Service, Process: cfg.Process,
 			ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers, Updates: cfg.Manage.Enabled && cfg.Manage.Updates},
-		Witness: b.Witness,
-		Updates: b.Updates,
-		Backend: b.Backend,
-		Version: b.Version,
-		Logger:  b.Logger,
+		// The bounds on the methods that wait on systemd ([helper]
+		// systemd_timeout, job_timeout); the agent reads the same keys
+		// and waits longer (privhelper/client). Fixed for the helper's
+		// life: a reload changes policy, not how long a call may take.
+		SystemdTimeout: cfg.Helper.SystemdTimeout.D(),
+		JobTimeout:     cfg.Helper.JobTimeout.D(),
+		Witness:        b.Witness,
+		Updates:        b.Updates,
+		Backend:        b.Backend,
+		Version:        b.Version,
+		Logger:         b.Logger,
 	}, nil
 }
 

@@ -15,12 +15,18 @@ import (
 // handler is a registered method after its types have been erased.
 type handler func(ctx context.Context, params json.RawMessage) (any, error)
 
+// route is a registered method: its handler and its class, which bounds it.
+type route struct {
+	h     handler
+	class proto.Class
+}
+
 // handle registers h for m. The constraint makes every request type carry a
 // Validate, so a new method cannot be added without one; decoding is strict
 // and validation happens here, before h sees anything.
-func handle[Req proto.Validator, Resp any](mux map[string]handler, m proto.Method[Req, Resp], h func(context.Context, Req) (Resp, error)) {
+func handle[Req proto.Validator, Resp any](mux map[string]route, m proto.Method[Req, Resp], h func(context.Context, Req) (Resp, error)) {
 	name := m.Name
-	register(mux, name, func(ctx context.Context, params json.RawMessage) (any, error) {
+	register(mux, name, m.Class, func(ctx context.Context, params json.RawMessage) (any, error) {
 		var req Req
 		if err := decodeReq(name, params, &req); err != nil {
 			return nil, err
@@ -33,11 +39,11 @@ func handle[Req proto.Validator, Resp any](mux map[string]handler, m proto.Metho
 }
 
 // register adds h to mux under name, which must be new.
-func register(mux map[string]handler, name string, h handler) {
+func register(mux map[string]route, name string, class proto.Class, h handler) {
 	if _, dup := mux[name]; dup {
 		panic(fmt.Sprintf("privhelper: method %q registered twice", name))
 	}
-	mux[name] = h
+	mux[name] = route{h: h, class: class}
 }
 
 // decodeReq decodes params into v, a pointer to a request: handle's untyped

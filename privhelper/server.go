@@ -41,12 +41,15 @@ const SocketMode = 0o660
 // Timeouts and limits of the server. They are constants, not options,
 // because nothing legitimate comes near them.
 const (
-	helloTimeout   = 5 * time.Second // an allowed peer must say hello within this
-	writeTimeout   = 5 * time.Second // a peer that stops reading cannot pin a goroutine
-	defaultTimeout = 8 * time.Second // per handler; below the client's default 10 s so callers see the helper's error
-	maxConns       = 16              // concurrent authorised connections; the agent uses one
-	maxEchoedName  = 64              // longest untrusted method name quoted back in an error
+	helloTimeout  = 5 * time.Second // an allowed peer must say hello within this
+	writeTimeout  = 5 * time.Second // a peer that stops reading cannot pin a goroutine
+	maxConns      = 16              // concurrent authorised connections; the agent uses one
+	maxEchoedName = 64              // longest untrusted method name quoted back in an error
 )
+
+// A handler's bound is its method's class's (proto.Class): short for the
+// quick methods, long enough for a loaded Pi Zero's systemd for the ones
+// that wait on it. See proto/class.go for the numbers and why.
 
 // Policy is the helper's own view of what is allowed, built by the binary
 // from the root-owned config. It is re-checked on every request.
@@ -98,8 +101,18 @@ type Options struct {
 	// call it. nil: the policy is fixed for the helper's life.
 	Reload func() (Options, error)
 
-	// HandlerTimeout bounds each request's handler; 0 means 8 s.
+	// HandlerTimeout bounds the handler of a quick method (GPIO, I²C,
+	// files); 0 means proto.DefaultQuickTimeout (8 s).
 	HandlerTimeout time.Duration
+	// SystemdTimeout bounds the handler of a method that waits on systemd,
+	// logind or apt's cache (a daemon-reload, an enable, a transient
+	// unit's start); 0 means proto.DefaultSystemdTimeout (90 s).
+	// [helper] systemd_timeout.
+	SystemdTimeout time.Duration
+	// JobTimeout bounds the handler of a method that waits for a unit's
+	// start or stop job; 0 means proto.DefaultJobTimeout (120 s).
+	// [helper] job_timeout.
+	JobTimeout time.Duration
 }
 
 // Server serves the helper protocol. It holds no per-connection state; one
@@ -116,10 +129,10 @@ type Server struct {
 	helper  string
 	log     *slog.Logger
 	started time.Time
-	timeout time.Duration
-	mux     map[string]handler // built by NewServer, read-only afterwards
-	methods []string           // sorted names served, for Status
-	slots   chan struct{}      // one token per open authorised connection
+	bounds  proto.Bounds     // per class; fixed for the helper's life
+	mux     map[string]route // built by NewServer, read-only afterwards
+	methods []string         // sorted names served, for Status
+	slots   chan struct{}    // one token per open authorised connection
 	cfgPath string
 	reload  func() (Options, error)
 	cfgMu   sync.Mutex // one reload or config change at a time
@@ -140,17 +153,14 @@ func NewServer(o Options) *Server {
 		helper:  "raspi-mcp-helper/" + o.Version,
 		log:     o.Logger,
 		started: time.Now().UTC().Truncate(time.Microsecond),
-		timeout: o.HandlerTimeout,
-		mux:     make(map[string]handler),
+		bounds:  proto.Bounds{Quick: o.HandlerTimeout, Systemd: o.SystemdTimeout, Job: o.JobTimeout},
+		mux:     make(map[string]route),
 		slots:   make(chan struct{}, maxConns),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cur.Store(&rules{policy: o.Policy, hw: o.HardwarePolicy, ops: o.OpsPolicy, gen: 1})
-	if s.timeout <= 0 {
-		s.timeout = defaultTimeout
-	}
 	handle(s.mux, proto.Status, s.status)
 	if s.power != nil {
 		handle(s.mux, proto.PowerSchedule, s.powerSchedule)
@@ -304,15 +314,16 @@ func (s *Server) dispatch(ctx context.Context, req proto.Request, log *slog.Logg
 		resp.Error = proto.Errorf(proto.CodeFailedPrecondition, "privhelper: hello was already done on this connection")
 		return resp
 	}
-	h, ok := s.mux[req.Method]
+	rt, ok := s.mux[req.Method]
 	if !ok {
 		resp.Error = proto.Errorf(proto.CodeNotFound, "privhelper: unknown method %q", clip(req.Method)).
 			With("method", clip(req.Method))
 		return resp
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	bound := s.bounds.Of(rt.class)
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	result, err := s.run(ctx, h, req.Params)
+	result, err := s.run(ctx, rt.h, req.Params)
 	if err == nil {
 		resp.Result, err = json.Marshal(result)
 		if err == nil && len(resp.Result) > proto.MaxMessage-1024 {
@@ -321,8 +332,9 @@ func (s *Server) dispatch(ctx context.Context, req proto.Request, log *slog.Logg
 	}
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded && proto.CodeOf(err) == "" {
-			err = &proto.Error{Code: proto.CodeUnavailable, Retryable: true,
-				Message: fmt.Sprintf("privhelper: %s did not finish within %s: %v", req.Method, s.timeout, err)}
+			err = (&proto.Error{Code: proto.CodeUnavailable, Retryable: true,
+				Message: fmt.Sprintf("privhelper: %s did not finish within %s (the helper's bound on %s methods): %v", req.Method, bound, rt.class, err)}).
+				With("method", req.Method).With("timeout_seconds", bound.Seconds())
 		}
 		e := asProtoError(fmt.Errorf("privhelper: %s: %w", req.Method, err))
 		level := slog.LevelInfo

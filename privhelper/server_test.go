@@ -405,7 +405,8 @@ func TestHandlerTimeoutPanicAndBackendError(t *testing.T) {
 	pol := privhelper.Policy{AgentUID: agentUID(), Reboot: true}
 	ctx := context.Background()
 
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Power: slowPower{}, HandlerTimeout: 50 * time.Millisecond})
+	// power.schedule waits on logind: its bound is the systemd one.
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Power: slowPower{}, SystemdTimeout: 50 * time.Millisecond})
 	c := newClient(t, h.sock)
 	// slowPower never returns by itself: only the handler timeout ends it.
 	_, err := client.Call(ctx, c, proto.PowerSchedule, proto.PowerScheduleReq{Action: "reboot"})

@@ -127,7 +127,10 @@ func cmdServe(args []string) error {
 	ring := applog.NewRing(500)
 	log := slog.New(ring.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(cfg.Agent.LogLevel)}), "agent"))
 
-	helper := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version, Timeout: cfg.Helper.Timeout.D()})
+	// The calls that wait on systemd wait the helper's bounds on them
+	// ([helper] systemd_timeout, job_timeout) and a margin, not Timeout.
+	helper := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp/" + version, Timeout: cfg.Helper.Timeout.D(),
+		SystemdTimeout: cfg.Helper.SystemdTimeout.D(), JobTimeout: cfg.Helper.JobTimeout.D()})
 	defer helper.Close()
 	// The audit witness has its own connection: an append never queues
 	// behind a slow privileged call on the shared one.

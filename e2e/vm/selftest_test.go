@@ -27,7 +27,7 @@ func TestSelftestHeldPinOnGPIOSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hold.Process.Kill(); _ = hold.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard) // gpioset starts when the guest gets to it
 	for simValue(t, sysfs, 27) != "1" {
 		if time.Now().After(deadline) {
 			t.Fatal("gpioset never drove GPIO27")

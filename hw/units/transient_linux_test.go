@@ -3,13 +3,11 @@
 package units
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestVMTransient runs real transient units: exit statuses, the
@@ -21,8 +19,7 @@ func TestVMTransient(t *testing.T) {
 		t.Skip("needs root")
 	}
 	d := newDBus(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := vmCtx(t)
 	out := filepath.Join(t.TempDir(), "env")
 
 	for _, c := range []struct {

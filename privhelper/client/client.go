@@ -1,7 +1,9 @@
 // Package client is the agent's side of the helper protocol.
 //
 // A Client dials the helper lazily, says hello once per connection and keeps
-// the connection for later calls, which are serialised on it. Any I/O error
+// the connection for later calls, which are serialised on it: one connection
+// for the quick methods and one for those that wait on systemd, so that a
+// minute-long daemon-reload holds up no GPIO write (proto.Class). Any I/O error
 // drops the connection so the next call redials: that is how the agent
 // survives a helper restart without restarting itself. When the helper is
 // down every call fails fast with a retryable "unavailable" *proto.Error
@@ -31,22 +33,45 @@ const (
 type Options struct {
 	Socket      string        // path of the helper's Unix socket
 	ClientName  string        // sent in hello and logged by the helper, e.g. "raspi-mcp/0.1.0"
-	Timeout     time.Duration // per call; 0 means DefaultTimeout
+	Timeout     time.Duration // per call of a quick method; 0 means DefaultTimeout
 	DialTimeout time.Duration // bounds connect plus hello; 0 means DefaultDialTimeout
+	// SystemdTimeout and JobTimeout are the helper's bounds on its
+	// proto.Systemd and proto.Job methods ([helper] systemd_timeout and
+	// job_timeout, which the helper reads from the same config); 0 means
+	// proto's defaults. A call of such a method waits that plus
+	// proto.ReplyMargin (and never less than Timeout), so the helper's own
+	// timeout error, naming the method and its bound, is what the caller
+	// sees.
+	SystemdTimeout, JobTimeout time.Duration
 }
 
-// Client is a connection to the helper, safe for concurrent use.
+// Client is a connection to the helper, safe for concurrent use. Quick
+// methods and the ones that wait on systemd each have their own
+// connection (lane): a GPIO write or a status check never queues behind a
+// daemon-reload that takes a minute on a loaded Pi Zero.
 type Client struct {
 	opts Options
 
-	// turn serialises calls on the single connection. It is a channel, not
+	quick, slow lane
+
+	mu     sync.Mutex // guards each lane's conn, and closed; never held across I/O
+	closed bool
+}
+
+// lane is one connection and the calls serialised on it.
+type lane struct {
+	// turn serialises calls on the lane's connection. It is a channel, not
 	// a mutex, so a call waiting its turn still honours its context.
 	turn   chan struct{}
-	nextID uint64 // guarded by turn
+	nextID uint64   // guarded by turn
+	conn   net.Conn // guarded by Client.mu; nil until dialled and after any I/O error
+}
 
-	mu     sync.Mutex // guards conn and closed; never held across I/O
-	conn   net.Conn   // nil until dialled and after any I/O error
-	closed bool
+func (c *Client) lane(cl proto.Class) *lane {
+	if cl == proto.Quick {
+		return &c.quick
+	}
+	return &c.slow
 }
 
 // New returns a Client. It does not dial; the first call does.
@@ -60,7 +85,7 @@ func New(o Options) *Client {
 	if o.ClientName == "" {
 		o.ClientName = DefaultClientName
 	}
-	return &Client{opts: o, turn: make(chan struct{}, 1)}
+	return &Client{opts: o, quick: lane{turn: make(chan struct{}, 1)}, slow: lane{turn: make(chan struct{}, 1)}}
 }
 
 // Call invokes method m with req and returns its result. Parameters are
@@ -70,7 +95,7 @@ func New(o Options) *Client {
 // Retryable set; a cancelled ctx yields an error wrapping context.Canceled.
 func Call[Req, Resp any](ctx context.Context, c *Client, m proto.Method[Req, Resp], req Req) (Resp, error) {
 	var out Resp
-	if err := c.call(ctx, m.Name, req, &out); err != nil {
+	if err := c.call(ctx, m.Name, m.Class, req, &out); err != nil {
 		var zero Resp
 		return zero, err
 	}
@@ -79,7 +104,7 @@ func Call[Req, Resp any](ctx context.Context, c *Client, m proto.Method[Req, Res
 
 // call is Call without the types: Call is instantiated once per method, so
 // everything that does not need Req and Resp is compiled here, once.
-func (c *Client) call(ctx context.Context, name string, req, out any) error {
+func (c *Client) call(ctx context.Context, name string, class proto.Class, req, out any) error {
 	if v, ok := req.(proto.Validator); ok {
 		if err := v.Validate(); err != nil {
 			return err
@@ -89,7 +114,7 @@ func (c *Client) call(ctx context.Context, name string, req, out any) error {
 	if err != nil {
 		return fmt.Errorf("privhelper/client: encode %s params: %w", name, err)
 	}
-	result, err := c.roundTrip(ctx, name, params)
+	result, err := c.roundTrip(ctx, c.lane(class), name, c.Timeout(class), params)
 	if err != nil {
 		return err
 	}
@@ -99,18 +124,21 @@ func (c *Client) call(ctx context.Context, name string, req, out any) error {
 	return nil
 }
 
-// Close closes the connection, interrupting a call in progress. Calls after
-// Close fail with failed_precondition.
+// Close closes the connections, interrupting calls in progress. Calls
+// after Close fail with failed_precondition.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conn := c.conn
-	c.conn = nil
+	conns := []net.Conn{c.quick.conn, c.slow.conn}
+	c.quick.conn, c.slow.conn = nil, nil
 	c.mu.Unlock()
-	if conn == nil {
-		return nil
+	var errs []error
+	for _, conn := range conns {
+		if conn != nil {
+			errs = append(errs, conn.Close())
+		}
 	}
-	return conn.Close()
+	return errors.Join(errs...)
 }
 
 // Connected reports whether the client holds a connection that has passed
@@ -119,32 +147,44 @@ func (c *Client) Close() error {
 func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.conn != nil
+	return c.quick.conn != nil || c.slow.conn != nil
+}
+
+// Timeout is how long a call of a method of class cl waits for the
+// helper's answer: Options.Timeout for a quick method, and for a method
+// that waits on systemd the helper's bound on it plus proto.ReplyMargin,
+// or Options.Timeout if that is longer.
+func (c *Client) Timeout(cl proto.Class) time.Duration {
+	if cl == proto.Quick {
+		return c.opts.Timeout
+	}
+	helper := proto.Bounds{Systemd: c.opts.SystemdTimeout, Job: c.opts.JobTimeout}.Of(cl)
+	return max(c.opts.Timeout, helper+proto.ReplyMargin)
 }
 
 // roundTrip sends one request and returns the raw result.
-func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (c *Client) roundTrip(ctx context.Context, l *lane, method string, timeout time.Duration, params json.RawMessage) (json.RawMessage, error) {
 	select {
-	case c.turn <- struct{}{}:
+	case l.turn <- struct{}{}:
 	case <-ctx.Done():
 		return nil, c.ctxError(ctx, method)
 	}
-	defer func() { <-c.turn }()
+	defer func() { <-l.turn }()
 
-	conn, err := c.connect(ctx, method)
+	conn, err := c.connect(ctx, l, method)
 	if err != nil {
 		return nil, err
 	}
-	c.nextID++
-	id := c.nextID
-	deadline := time.Now().Add(c.opts.Timeout)
+	l.nextID++
+	id := l.nextID
+	deadline := time.Now().Add(timeout)
 	resp, err := exchange(ctx, conn, deadline, proto.Request{ID: id, Method: method, Params: params})
 	if err != nil {
-		c.drop(conn)
+		c.drop(l, conn)
 		return nil, c.ioError(ctx, method, err)
 	}
 	if resp.ID != id {
-		c.drop(conn)
+		c.drop(l, conn)
 		if resp.ID == 0 && resp.Error != nil {
 			return nil, resp.Error // connection-level error; the helper has closed
 		}
@@ -159,16 +199,16 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 	return resp.Result, nil
 }
 
-// connect returns the live connection, dialling and saying hello if there is
-// none or the helper has hung up since the last call. method is only for
-// error messages. The caller holds turn.
-func (c *Client) connect(ctx context.Context, method string) (net.Conn, error) {
+// connect returns the lane's live connection, dialling and saying hello if
+// there is none or the helper has hung up since the last call. method is
+// only for error messages. The caller holds l.turn.
+func (c *Client) connect(ctx context.Context, l *lane, method string) (net.Conn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, c.closedError()
 	}
-	conn := c.conn
+	conn := l.conn
 	c.mu.Unlock()
 	if conn != nil {
 		conn.SetDeadline(time.Time{}) // a cancelled call may have left it in the past
@@ -178,7 +218,7 @@ func (c *Client) connect(ctx context.Context, method string) (net.Conn, error) {
 		// The helper closed the connection while we were idle (typically a
 		// restart). Nothing was sent, so redialling now is safe and spares
 		// the caller a spurious unavailable.
-		c.drop(conn)
+		c.drop(l, conn)
 	}
 
 	deadline := time.Now().Add(c.opts.DialTimeout)
@@ -189,8 +229,8 @@ func (c *Client) connect(ctx context.Context, method string) (net.Conn, error) {
 	if err != nil {
 		return nil, c.ioError(ctx, method, err)
 	}
-	c.nextID++
-	id := c.nextID
+	l.nextID++
+	id := l.nextID
 	params, err := json.Marshal(proto.HelloReq{Version: proto.Version, Client: c.opts.ClientName})
 	if err != nil {
 		conn.Close()
@@ -222,7 +262,7 @@ func (c *Client) connect(ctx context.Context, method string) (net.Conn, error) {
 		conn.Close()
 		return nil, c.closedError()
 	}
-	c.conn = conn
+	l.conn = conn
 	return conn, nil
 }
 
@@ -247,11 +287,11 @@ func exchange(ctx context.Context, conn net.Conn, deadline time.Time, req proto.
 	return resp, nil
 }
 
-// drop forgets conn (if it is still the current one) and closes it.
-func (c *Client) drop(conn net.Conn) {
+// drop forgets conn (if it is still the lane's current one) and closes it.
+func (c *Client) drop(l *lane, conn net.Conn) {
 	c.mu.Lock()
-	if c.conn == conn {
-		c.conn = nil
+	if l.conn == conn {
+		l.conn = nil
 	}
 	c.mu.Unlock()
 	conn.Close()

@@ -11,11 +11,11 @@ import (
 // with its own reading of the rules (only the keys a change over MCP may
 // set) and reloads, keeping the previous file to put back.
 var (
-	ConfigApply   = Method[ConfigApplyReq, ConfigApplyResp]{"config.apply"}
-	ConfigRestore = Method[ConfigRestoreReq, ConfigRestoreResp]{"config.restore"}
+	ConfigApply   = Method[ConfigApplyReq, ConfigApplyResp]{"config.apply", Quick}
+	ConfigRestore = Method[ConfigRestoreReq, ConfigRestoreResp]{"config.restore", Quick}
 )
 
-func configNames() []string { return []string{ConfigApply.Name, ConfigRestore.Name} }
+func configMethods() []Info { return []Info{ConfigApply.Info(), ConfigRestore.Info()} }
 
 // MaxDropIn is the largest drop-in config.apply writes, in bytes; it
 // matches the agent's own limit and keeps well inside MaxMessage.

@@ -8,22 +8,22 @@ import (
 // The hardware part of the table: GPIO, PWM, I2C and named sensors. The
 // helper re-checks every pin, bus and address against its own allowlists.
 var (
-	GPIOState     = Method[GPIOStateReq, GPIOStateResp]{"gpio.state"}
-	GPIOConfigure = Method[GPIOConfigureReq, GPIOPin]{"gpio.configure"}
-	GPIORead      = Method[GPIOReadReq, GPIOPin]{"gpio.read"}
-	GPIOWrite     = Method[GPIOWriteReq, GPIOPin]{"gpio.write"}
-	PWMSet        = Method[PWMSetReq, PWMState]{"pwm.set"}
-	I2CBuses      = Method[I2CBusesReq, I2CBusesResp]{"i2c.buses"}
-	I2CScan       = Method[I2CScanReq, I2CScanResp]{"i2c.scan"}
-	I2CRead       = Method[I2CReadReq, I2CData]{"i2c.read"}
-	I2CWrite      = Method[I2CWriteReq, I2CData]{"i2c.write"}
-	SensorRead    = Method[SensorReadReq, SensorReading]{"sensor.read"}
+	GPIOState     = Method[GPIOStateReq, GPIOStateResp]{"gpio.state", Quick}
+	GPIOConfigure = Method[GPIOConfigureReq, GPIOPin]{"gpio.configure", Quick}
+	GPIORead      = Method[GPIOReadReq, GPIOPin]{"gpio.read", Quick}
+	GPIOWrite     = Method[GPIOWriteReq, GPIOPin]{"gpio.write", Quick}
+	PWMSet        = Method[PWMSetReq, PWMState]{"pwm.set", Quick}
+	I2CBuses      = Method[I2CBusesReq, I2CBusesResp]{"i2c.buses", Quick}
+	I2CScan       = Method[I2CScanReq, I2CScanResp]{"i2c.scan", Quick}
+	I2CRead       = Method[I2CReadReq, I2CData]{"i2c.read", Quick}
+	I2CWrite      = Method[I2CWriteReq, I2CData]{"i2c.write", Quick}
+	SensorRead    = Method[SensorReadReq, SensorReading]{"sensor.read", Quick}
 )
 
-// hardwareNames lists the hardware methods for Names.
-func hardwareNames() []string {
-	return []string{GPIOState.Name, GPIOConfigure.Name, GPIORead.Name, GPIOWrite.Name, PWMSet.Name,
-		I2CBuses.Name, I2CScan.Name, I2CRead.Name, I2CWrite.Name, SensorRead.Name, CameraCapture.Name}
+// hardwareMethods lists the hardware methods for Methods.
+func hardwareMethods() []Info {
+	return []Info{GPIOState.Info(), GPIOConfigure.Info(), GPIORead.Info(), GPIOWrite.Info(), PWMSet.Info(),
+		I2CBuses.Info(), I2CScan.Info(), I2CRead.Info(), I2CWrite.Info(), SensorRead.Info(), CameraCapture.Info()}
 }
 
 // Bounds shared by agent and helper.
@@ -288,7 +288,7 @@ func (r SensorReadReq) Validate() error {
 }
 
 // CameraCapture takes one photo into the helper's media root.
-var CameraCapture = Method[CameraCaptureReq, CameraPhoto]{"camera.capture"}
+var CameraCapture = Method[CameraCaptureReq, CameraPhoto]{"camera.capture", Quick}
 
 // CameraCaptureReq is the photo to take.
 type CameraCaptureReq struct {

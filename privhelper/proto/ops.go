@@ -9,13 +9,17 @@ import (
 // reads units and processes itself; only changes come here, and the helper
 // re-checks each against the owner's allowlists.
 var (
-	ServiceControl = Method[ServiceControlReq, ServiceControlResp]{"service.control"}
-	ServiceEnable  = Method[ServiceEnableReq, ServiceEnableResp]{"service.enable"}
-	ProcessSignal  = Method[ProcessSignalReq, ProcessSignalResp]{"process.signal"}
+	// service.control waits for the unit's job, which systemd bounds by
+	// its TimeoutStartSec/TimeoutStopSec: Job.
+	ServiceControl = Method[ServiceControlReq, ServiceControlResp]{"service.control", Job}
+	// service.enable changes the unit file's symlinks and then waits for a
+	// daemon-reload, which re-reads every unit: Systemd.
+	ServiceEnable = Method[ServiceEnableReq, ServiceEnableResp]{"service.enable", Systemd}
+	ProcessSignal = Method[ProcessSignalReq, ProcessSignalResp]{"process.signal", Quick}
 )
 
-func opsNames() []string {
-	return []string{ServiceControl.Name, ServiceEnable.Name, ProcessSignal.Name}
+func opsMethods() []Info {
+	return []Info{ServiceControl.Info(), ServiceEnable.Info(), ProcessSignal.Info()}
 }
 
 // Service actions.

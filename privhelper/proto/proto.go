@@ -29,35 +29,52 @@ const Version = 2
 const MaxMessage = 64 << 10
 
 // Method is one entry of the typed method table. Req and Resp are the
-// parameter and result types; Name is the wire name. Values of Method are
-// only ever declared in this package's table and never mutated.
-type Method[Req, Resp any] struct{ Name string }
+// parameter and result types; Name is the wire name; Class says how long
+// it may take (class.go), which sizes both the helper's bound on its
+// handler and the client's wait. Values of Method are only ever declared
+// in this package's table and never mutated.
+type Method[Req, Resp any] struct {
+	Name  string
+	Class Class
+}
 
 // String returns the wire name.
 func (m Method[Req, Resp]) String() string { return m.Name }
 
 // The method table's core; its hardware, operations and audit-witness parts
 // are in hardware.go, ops.go and witness.go. A method is declared only in this
-// package and listed in Names, so client and server cannot disagree about names
-// or types: the helper's tests check that it serves exactly Names, and the
+// package and listed in Methods, so client and server cannot disagree about
+// names, types or classes: the helper's tests check that it serves exactly Names, and the
 // fuzz tests that every name has a parameter type.
 var (
-	Hello         = Method[HelloReq, HelloResp]{"hello"}
-	Status        = Method[StatusReq, StatusResp]{"status"}
-	PowerSchedule = Method[PowerScheduleReq, PowerScheduleResp]{"power.schedule"}
-	PowerCancel   = Method[PowerCancelReq, PowerCancelResp]{"power.cancel"}
-	PowerState    = Method[PowerStateReq, PowerStateResp]{"power.state"}
+	Hello  = Method[HelloReq, HelloResp]{"hello", Quick}
+	Status = Method[StatusReq, StatusResp]{"status", Quick}
+	// The power methods are calls to systemd-logind over D-Bus: as slow as
+	// the bus and logind are on a loaded board, hence Systemd.
+	PowerSchedule = Method[PowerScheduleReq, PowerScheduleResp]{"power.schedule", Systemd}
+	PowerCancel   = Method[PowerCancelReq, PowerCancelResp]{"power.cancel", Systemd}
+	PowerState    = Method[PowerStateReq, PowerStateResp]{"power.state", Systemd}
 )
 
 // Names returns the wire names of every method in the table, in table order.
 // It returns a fresh slice on each call so callers cannot alter the table.
 func Names() []string {
-	names := append([]string{Hello.Name, Status.Name, PowerSchedule.Name, PowerCancel.Name, PowerState.Name}, hardwareNames()...)
-	names = append(names, opsNames()...)
-	names = append(names, configNames()...)
-	names = append(names, updateNames()...)
-	names = append(names, aptNames()...)
-	return append(names, AuditWitness.Name)
+	var names []string
+	for _, m := range Methods() {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+// Methods returns every method's name and class, in table order, as a
+// fresh slice.
+func Methods() []Info {
+	ms := append([]Info{Hello.Info(), Status.Info(), PowerSchedule.Info(), PowerCancel.Info(), PowerState.Info()}, hardwareMethods()...)
+	ms = append(ms, opsMethods()...)
+	ms = append(ms, configMethods()...)
+	ms = append(ms, updateMethods()...)
+	ms = append(ms, aptMethods()...)
+	return append(ms, AuditWitness.Info())
 }
 
 // HelloReq is the first request on every connection.

@@ -14,14 +14,17 @@ import (
 // updater as a transient unit outside its sandbox; the updater rolls back
 // by itself when no healthy report comes in time.
 var (
-	UpdatePlan   = Method[UpdatePlanReq, UpdatePlanResp]{"update.plan"}
-	UpdateStart  = Method[UpdateStartReq, UpdateStartResp]{"update.start"}
-	UpdateState  = Method[UpdateStateReq, UpdateStateResp]{"update.state"}
-	UpdateReport = Method[UpdateReportReq, UpdateReportResp]{"update.report"}
+	// update.plan asks apt's cache (apt-cache policy), which on a Pi Zero
+	// reads the package lists as slowly as systemd reloads; update.start
+	// waits for the updater's transient unit to start: both Systemd.
+	UpdatePlan   = Method[UpdatePlanReq, UpdatePlanResp]{"update.plan", Systemd}
+	UpdateStart  = Method[UpdateStartReq, UpdateStartResp]{"update.start", Systemd}
+	UpdateState  = Method[UpdateStateReq, UpdateStateResp]{"update.state", Quick}
+	UpdateReport = Method[UpdateReportReq, UpdateReportResp]{"update.report", Quick}
 )
 
-func updateNames() []string {
-	return []string{UpdatePlan.Name, UpdateStart.Name, UpdateState.Name, UpdateReport.Name}
+func updateMethods() []Info {
+	return []Info{UpdatePlan.Info(), UpdateStart.Info(), UpdateState.Info(), UpdateReport.Info()}
 }
 
 // Update channels: the repository's suites.

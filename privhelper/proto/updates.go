@@ -10,14 +10,17 @@ import (
 // package lists and installs exactly a plan, running apt as a transient
 // systemd unit outside its own sandbox, one run at a time.
 var (
-	AptRefresh = Method[AptRefreshReq, AptRun]{"apt.refresh"}
-	AptApply   = Method[AptApplyReq, AptRun]{"apt.apply"}
-	AptCancel  = Method[AptCancelReq, AptRun]{"apt.cancel"}
-	AptStatus  = Method[AptStatusReq, AptStatusResp]{"apt.status"}
+	// Refresh and apply wait only for the transient unit's start job (the
+	// run itself is followed with apt.status): Systemd.
+	AptRefresh = Method[AptRefreshReq, AptRun]{"apt.refresh", Systemd}
+	AptApply   = Method[AptApplyReq, AptRun]{"apt.apply", Systemd}
+	// Cancel waits for the run's stop job, bounded by TimeoutStopSec: Job.
+	AptCancel = Method[AptCancelReq, AptRun]{"apt.cancel", Job}
+	AptStatus = Method[AptStatusReq, AptStatusResp]{"apt.status", Quick}
 )
 
-func aptNames() []string {
-	return []string{AptRefresh.Name, AptApply.Name, AptCancel.Name, AptStatus.Name}
+func aptMethods() []Info {
+	return []Info{AptRefresh.Info(), AptApply.Info(), AptCancel.Info(), AptStatus.Info()}
 }
 
 // MaxAptPackages bounds a plan: a full upgrade of a desktop image is a few

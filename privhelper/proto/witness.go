@@ -10,7 +10,7 @@ import (
 // user cannot write, and refuses a head that goes backwards or changes the
 // hash of one already witnessed (failed_precondition, with the witnessed
 // head in details "witnessed_seq" and "witnessed_hash").
-var AuditWitness = Method[AuditWitnessReq, AuditWitnessResp]{"audit.witness"}
+var AuditWitness = Method[AuditWitnessReq, AuditWitnessResp]{"audit.witness", Quick}
 
 // AuditWitnessReq is the chain's head after an append or, with Checkpoint,
 // the last record retention is about to prune. The agent sends a checkpoint

@@ -1,0 +1,52 @@
+package proto
+
+import (
+	"testing"
+	"time"
+)
+
+// The methods that wait on systemd, logind or apt are not quick: a quick
+// bound on any of them is the defect of issue 28 (service.enable cut at
+// 8 s by a daemon-reload on a loaded host).
+func TestSlowMethodsAreNotQuick(t *testing.T) {
+	want := map[string]Class{
+		ServiceEnable.Name: Systemd, ServiceControl.Name: Job,
+		PowerSchedule.Name: Systemd, PowerCancel.Name: Systemd, PowerState.Name: Systemd,
+		AptRefresh.Name: Systemd, AptApply.Name: Systemd, AptCancel.Name: Job,
+		UpdatePlan.Name: Systemd, UpdateStart.Name: Systemd,
+		GPIOWrite.Name: Quick, I2CRead.Name: Quick, Status.Name: Quick, Hello.Name: Quick,
+	}
+	for name, c := range want {
+		got, ok := ClassOf(name)
+		if !ok || got != c {
+			t.Errorf("ClassOf(%s) = %s, %v; want %s", name, got, ok, c)
+		}
+	}
+	if _, ok := ClassOf("no.such"); ok {
+		t.Error("ClassOf knows a method that is not in the table")
+	}
+	if len(Methods()) != len(Names()) {
+		t.Fatal("Methods and Names disagree")
+	}
+	for _, m := range Methods() {
+		if m.Class.String() == "" || m.Class > Job {
+			t.Errorf("%s has class %d", m.Name, m.Class)
+		}
+	}
+}
+
+func TestBounds(t *testing.T) {
+	var zero Bounds
+	if zero.Of(Quick) != DefaultQuickTimeout || zero.Of(Systemd) != DefaultSystemdTimeout || zero.Of(Job) != DefaultJobTimeout {
+		t.Fatalf("defaults: %v %v %v", zero.Of(Quick), zero.Of(Systemd), zero.Of(Job))
+	}
+	b := Bounds{Quick: time.Millisecond, Systemd: 2 * time.Minute, Job: 5 * time.Minute}
+	if b.Of(Quick) != time.Millisecond || b.Of(Systemd) != 2*time.Minute || b.Of(Job) != 5*time.Minute {
+		t.Fatalf("set: %+v", b)
+	}
+	// The slow classes' defaults are above the quick one and systemd's own
+	// 90 s default bound on what it waits for.
+	if DefaultSystemdTimeout < 90*time.Second || DefaultJobTimeout <= DefaultSystemdTimeout || DefaultQuickTimeout >= DefaultSystemdTimeout {
+		t.Fatal("default bounds out of order")
+	}
+}
