@@ -222,3 +222,21 @@ func TestSelfSigned(t *testing.T) {
 		t.Fatalf("fingerprint %q", fp)
 	}
 }
+
+// A batch takes its calls all or none; one over the burst never fits.
+func TestLimiterAllowN(t *testing.T) {
+	l := NewLimiter(1, 40)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, _ := l.AllowN("k", 30, now); !ok {
+		t.Fatal("30 of a burst of 40 refused")
+	}
+	if ok, after := l.AllowN("k", 11, now); ok || after != time.Second {
+		t.Fatalf("11 more: ok %v, retry after %v; want refused, 1s", ok, after)
+	}
+	if ok, _ := l.AllowN("k", 10, now); !ok {
+		t.Fatal("a refused batch took some of the budget")
+	}
+	if ok, after := l.AllowN("j", 41, now); ok || after != 0 {
+		t.Fatalf("41 over a burst of 40: ok %v, retry after %v; want never", ok, after)
+	}
+}
