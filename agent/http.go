@@ -450,7 +450,7 @@ func (f *httpFront) reserve(token string) (victim, refusal string) {
 			mine = append(mine, s)
 		}
 	}
-	if len(mine)+t.opening >= f.cfg.MaxSessionsPerToken {
+	if len(mine)+t.opening >= min(f.cfg.MaxSessionsPerToken, f.cfg.MaxSessions) {
 		var oldest *sessionLive
 		for _, s := range mine {
 			if s.busy == 0 && (oldest == nil || s.last.Before(oldest.last)) {
@@ -459,7 +459,7 @@ func (f *httpFront) reserve(token string) (victim, refusal string) {
 		}
 		if oldest == nil {
 			f.dropTokenLocked(token)
-			return "", fmt.Sprintf("token %q has %d MCP sessions open, the most one token may (http.max_sessions_per_token), none idle; close one", token, f.cfg.MaxSessionsPerToken)
+			return "", fmt.Sprintf("token %q has %d MCP sessions open, the most one token may (http.max_sessions_per_token), none idle; close one", token, len(mine)+t.opening)
 		}
 		delete(f.live, oldest.id)
 		victim = oldest.id
@@ -771,7 +771,7 @@ func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOp
 	f, handler := a.newHTTPFront(o)
 	// Connections are capped below TLS: a handshake costs more than a
 	// refusal.
-	conns := &webguard.Conns{Total: h.MaxConns, PerSource: h.MaxConnsPerSource, Refused: func(remote net.Addr, why string) {
+	conns := &webguard.Conns{Total: h.MaxConns, PerSource: min(h.MaxConnsPerSource, h.MaxConns), Refused: func(remote net.Addr, why string) {
 		f.refusedAt(remote.String(), "", "", "", identity.RoleNone, http.StatusServiceUnavailable, CodeResourceExhausted, why)
 	}}
 	ln = conns.Listen(ln)

@@ -109,8 +109,8 @@ type HTTP struct {
 	// SessionIdle closes one that has seen no request for that long.
 	MaxSessions int      `toml:"max_sessions"`
 	SessionIdle Duration `toml:"session_idle"`
-	// MaxSessionsPerToken caps one token's sessions, below MaxSessions, so
-	// one token cannot take every slot; a token at its cap that opens
+	// MaxSessionsPerToken caps one token's sessions (MaxSessions when
+	// higher), so one token cannot take every slot; a token at its cap that opens
 	// another loses its own longest idle session (503 when none is idle).
 	MaxSessionsPerToken int `toml:"max_sessions_per_token"`
 	// MaxBatch caps the JSON-RPC messages in one request (400 beyond);
@@ -204,8 +204,10 @@ func (h HTTP) validate() error {
 	if d := h.SessionIdle.D(); d < time.Second || d > 24*time.Hour {
 		return fmt.Errorf("http.session_idle: want 1s..24h, got %s", d)
 	}
-	if h.MaxSessionsPerToken < 1 || h.MaxSessionsPerToken > h.MaxSessions {
-		return fmt.Errorf("http.max_sessions_per_token: want 1..max_sessions (%d), got %d", h.MaxSessions, h.MaxSessionsPerToken)
+	// Over max_sessions it is max_sessions: a config that lowered only
+	// max_sessions stays valid.
+	if h.MaxSessionsPerToken < 1 || h.MaxSessionsPerToken > 10000 {
+		return fmt.Errorf("http.max_sessions_per_token: want 1..10000, got %d", h.MaxSessionsPerToken)
 	}
 	if h.MaxBatch < 1 || h.MaxBatch > 1000 {
 		return fmt.Errorf("http.max_batch: want 1..1000, got %d", h.MaxBatch)
@@ -216,8 +218,8 @@ func (h HTTP) validate() error {
 	if h.MaxConns < 1 || h.MaxConns > 100000 {
 		return fmt.Errorf("http.max_conns: want 1..100000, got %d", h.MaxConns)
 	}
-	if h.MaxConnsPerSource < 1 || h.MaxConnsPerSource > h.MaxConns {
-		return fmt.Errorf("http.max_conns_per_source: want 1..max_conns (%d), got %d", h.MaxConns, h.MaxConnsPerSource)
+	if h.MaxConnsPerSource < 1 || h.MaxConnsPerSource > 100000 {
+		return fmt.Errorf("http.max_conns_per_source: want 1..100000, got %d", h.MaxConnsPerSource)
 	}
 	return nil
 }
