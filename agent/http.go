@@ -94,6 +94,7 @@ type httpFront struct {
 	live     map[string]*sessionLive // HTTP sessions by id, with whose token opened them
 	reqs     map[*liveReq]struct{}   // requests being served
 	sweeping bool                    // a sweep goroutine runs
+	stop     <-chan struct{}         // closed when the endpoint stops; nil: never
 }
 
 // tokenLive is what one token has going on.
@@ -545,8 +546,16 @@ func (f *httpFront) sweepLocked() {
 	go func() {
 		tick := time.NewTicker(f.o.Recheck)
 		defer tick.Stop()
-		for range tick.C {
-			if !f.sweep() {
+		for {
+			select {
+			case <-tick.C:
+				if !f.sweep() {
+					return
+				}
+			case <-f.stop:
+				f.mu.Lock()
+				f.sweeping = false
+				f.mu.Unlock()
 				return
 			}
 		}
@@ -769,6 +778,7 @@ func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOp
 		return err
 	}
 	f, handler := a.newHTTPFront(o)
+	f.stop = ctx.Done()
 	// Connections are capped below TLS: a handshake costs more than a
 	// refusal.
 	conns := &webguard.Conns{Total: h.MaxConns, PerSource: min(h.MaxConnsPerSource, h.MaxConns), Refused: func(remote net.Addr, why string) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -402,5 +403,31 @@ func TestBatchLen(t *testing.T) {
 		if got := batchLen([]byte(body), 5); got != want {
 			t.Errorf("batchLen(%s) = %d, want %d", body, got, want)
 		}
+	}
+}
+
+// The same through the real token file, as `raspi-mcp token revoke`
+// changes it.
+func TestHTTPRevokeThroughTokenFile(t *testing.T) {
+	file := &bearer.File{Path: filepath.Join(t.TempDir(), "tokens.toml")}
+	secret, _, err := file.Create("dash", bearer.RoleRead, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHTTPRig(t, nil, HTTPOptions{Tokens: file, Recheck: 50 * time.Millisecond})
+	id := h.rawSession(t, secret)
+	stream := h.openStream(t, secret, id)
+	defer stream.Close()
+	ended := endsWithin(stream)
+	if err := file.Revoke("dash"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(hangGuard):
+		t.Fatal("a token revoked in the file still has its stream open")
+	}
+	if resp, _ := h.postRaw(t, secret, `{"jsonrpc":"2.0","id":7,"method":"ping"}`, map[string]string{"Mcp-Session-Id": id}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the revoked token's next request: %d", resp.StatusCode)
 	}
 }
