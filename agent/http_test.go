@@ -470,11 +470,13 @@ func TestHTTPRateLimit(t *testing.T) {
 func TestHTTPSessionCap(t *testing.T) {
 	h := newHTTPRig(t, func(c *config.Config) { c.HTTP.MaxSessions = 1 }, HTTPOptions{})
 	first := h.mustConnect(t, "s-read", "2025-11-25")
-	if _, err := h.connect(t, "s-read", "2025-11-25", nil); err == nil {
+	// Another token: the read token at its own cap would give up its idle
+	// session instead (TestHTTPSessionCapPerToken).
+	if _, err := h.connect(t, "s-operate", "2025-11-25", nil); err == nil {
 		t.Fatal("a second session opened over the cap")
 	}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	if resp := h.post(t, "s-read", init, nil); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp := h.post(t, "s-operate", init, nil); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("initialize over the cap: %d", resp.StatusCode)
 	}
 	modern := h.mustConnect(t, "s-read", "2026-07-28")

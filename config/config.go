@@ -109,13 +109,33 @@ type HTTP struct {
 	// SessionIdle closes one that has seen no request for that long.
 	MaxSessions int      `toml:"max_sessions"`
 	SessionIdle Duration `toml:"session_idle"`
+	// MaxSessionsPerToken caps one token's sessions (MaxSessions when
+	// higher), so one token cannot take every slot; a token at its cap that opens
+	// another loses its own longest idle session (503 when none is idle).
+	MaxSessionsPerToken int `toml:"max_sessions_per_token"`
+	// MaxBatch caps the JSON-RPC messages in one request (400 beyond);
+	// each counts against the token's rate.
+	MaxBatch int `toml:"max_batch"`
+	// MaxInFlight caps a token's requests being served at once, open
+	// streams included (429 beyond).
+	MaxInFlight int `toml:"max_in_flight"`
+	// WriteTimeout bounds each write of an answer or stream event: a
+	// client that stops reading is cut after it.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// MaxConns caps open connections (past it the longest idle one is
+	// closed, or the new one when none is idle), MaxConnsPerSource those
+	// from one address.
+	MaxConns          int `toml:"max_conns"`
+	MaxConnsPerSource int `toml:"max_conns_per_source"`
 }
 
 // defaultHTTP is the [http] section of a fresh install: off.
 func defaultHTTP() HTTP {
 	return HTTP{Tokens: "/etc/raspi-mcp/tokens.toml", Names: []string{}, MaxBodyBytes: 1 << 20,
 		ReadHeaderTimeout: Duration(10 * time.Second), ReadTimeout: Duration(60 * time.Second), IdleTimeout: Duration(120 * time.Second),
-		Rate: 10, Burst: 40, MaxSessions: 16, SessionIdle: Duration(30 * time.Minute)}
+		Rate: 10, Burst: 40, MaxSessions: 16, SessionIdle: Duration(30 * time.Minute),
+		MaxSessionsPerToken: 4, MaxBatch: 32, MaxInFlight: 16, WriteTimeout: Duration(10 * time.Second),
+		MaxConns: 64, MaxConnsPerSource: 16}
 }
 
 // Loopback reports whether listen (host:port) takes connections from this
@@ -167,7 +187,7 @@ func (h HTTP) validate() error {
 	for _, f := range []struct {
 		key string
 		d   Duration
-	}{{"http.read_header_timeout", h.ReadHeaderTimeout}, {"http.read_timeout", h.ReadTimeout}, {"http.idle_timeout", h.IdleTimeout}} {
+	}{{"http.read_header_timeout", h.ReadHeaderTimeout}, {"http.read_timeout", h.ReadTimeout}, {"http.idle_timeout", h.IdleTimeout}, {"http.write_timeout", h.WriteTimeout}} {
 		if f.d.D() < 100*time.Millisecond || f.d.D() > time.Hour {
 			return fmt.Errorf("%s: want 100ms..1h, got %s", f.key, f.d.D())
 		}
@@ -183,6 +203,23 @@ func (h HTTP) validate() error {
 	}
 	if d := h.SessionIdle.D(); d < time.Second || d > 24*time.Hour {
 		return fmt.Errorf("http.session_idle: want 1s..24h, got %s", d)
+	}
+	// Over max_sessions it is max_sessions: a config that lowered only
+	// max_sessions stays valid.
+	if h.MaxSessionsPerToken < 1 || h.MaxSessionsPerToken > 10000 {
+		return fmt.Errorf("http.max_sessions_per_token: want 1..10000, got %d", h.MaxSessionsPerToken)
+	}
+	if h.MaxBatch < 1 || h.MaxBatch > 1000 {
+		return fmt.Errorf("http.max_batch: want 1..1000, got %d", h.MaxBatch)
+	}
+	if h.MaxInFlight < 1 || h.MaxInFlight > 10000 {
+		return fmt.Errorf("http.max_in_flight: want 1..10000, got %d", h.MaxInFlight)
+	}
+	if h.MaxConns < 1 || h.MaxConns > 100000 {
+		return fmt.Errorf("http.max_conns: want 1..100000, got %d", h.MaxConns)
+	}
+	if h.MaxConnsPerSource < 1 || h.MaxConnsPerSource > 100000 {
+		return fmt.Errorf("http.max_conns_per_source: want 1..100000, got %d", h.MaxConnsPerSource)
 	}
 	return nil
 }

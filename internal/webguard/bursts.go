@@ -5,25 +5,65 @@ import (
 	"time"
 )
 
-// Bursts decides which refusals to record: the first of a key (a remote
+// Bursts decides which refusals to record: the first of a key (a principal
 // and a reason), then nothing for that key until Window has passed, when
 // the next one is recorded with the count of those left out. A flood of
 // bad requests thus writes a record a Window, not one a request, to a
 // store that lives on an SD card.
+//
+// Keys alone do not bound the records when a caller can make keys up (one
+// per source address, say), so Max also caps the records of all keys
+// together in each Window: a refusal over it is left out and counted to its
+// own key, whose next record carries it.
 type Bursts struct {
 	Window time.Duration
-	mu     sync.Mutex
-	keys   map[string]*burst
+	// Max caps the records of all keys together per Window; 0:
+	// DefaultMaxRecords; below 0: no cap beyond one per key.
+	Max int
+
+	mu    sync.Mutex
+	keys  map[string]*burst
+	start time.Time // of the Window that Max counts in
+	made  int       // records in it
 }
+
+// DefaultMaxRecords is Max when unset: a record a second on average at
+// most, with a Window of a minute.
+const DefaultMaxRecords = 60
+
+// maxSources bounds the sources remembered per key; past it, Verdict's
+// Sources says "at least".
+const maxSources = 256
 
 type burst struct {
 	last       time.Time // when one was last recorded
 	suppressed int
+	sources    map[string]struct{} // of the suppressed ones
+}
+
+// Verdict is what Check decided about one refusal.
+type Verdict struct {
+	// Record: write this refusal down.
+	Record bool
+	// LeftOut counts the refusals of the key not recorded since its last
+	// record (only when Record).
+	LeftOut int
+	// Sources counts the distinct sources among LeftOut (capped at 256;
+	// SourcesCapped says there may have been more).
+	Sources       int
+	SourcesCapped bool
 }
 
 // First reports whether the refusal of key at now is to be recorded, and
 // how many refusals of key were left out since the last one recorded.
 func (b *Bursts) First(key string, now time.Time) (record bool, leftOut int) {
+	v := b.Check(key, "", now)
+	return v.Record, v.LeftOut
+}
+
+// Check is First that also counts the distinct sources (remote addresses,
+// say; "" counts as none) of the refusals left out.
+func (b *Bursts) Check(key, source string, now time.Time) Verdict {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.keys == nil {
@@ -37,25 +77,49 @@ func (b *Bursts) First(key string, now time.Time) (record bool, leftOut int) {
 				// Many keys at once is a flood of its own: one record a
 				// window for all of them.
 				key = "*"
-				if e = b.keys[key]; e != nil {
-					return b.again(e, now)
-				}
+				e = b.keys[key]
 			}
 		}
-		b.keys[key] = &burst{last: now}
-		return true, 0
+		if e == nil {
+			// Never recorded: due at once, if the total cap allows.
+			e = &burst{}
+			b.keys[key] = e
+		}
 	}
-	return b.again(e, now)
+	if !e.last.IsZero() && now.Sub(e.last) < b.Window || !b.allow(now) {
+		e.suppressed++
+		if source != "" {
+			if e.sources == nil {
+				e.sources = map[string]struct{}{}
+			}
+			if len(e.sources) <= maxSources {
+				e.sources[source] = struct{}{}
+			}
+		}
+		return Verdict{}
+	}
+	v := Verdict{Record: true, LeftOut: e.suppressed, Sources: min(len(e.sources), maxSources), SourcesCapped: len(e.sources) > maxSources}
+	e.last, e.suppressed, e.sources = now, 0, nil
+	return v
 }
 
-func (b *Bursts) again(e *burst, now time.Time) (bool, int) {
-	if now.Sub(e.last) < b.Window {
-		e.suppressed++
-		return false, 0
+// allow takes one record from the total cap of the current window.
+func (b *Bursts) allow(now time.Time) bool {
+	limit := b.Max
+	if limit == 0 {
+		limit = DefaultMaxRecords
 	}
-	n := e.suppressed
-	e.last, e.suppressed = now, 0
-	return true, n
+	if limit < 0 {
+		return true
+	}
+	if b.start.IsZero() || now.Sub(b.start) >= b.Window || now.Before(b.start) {
+		b.start, b.made = now, 0
+	}
+	if b.made >= limit {
+		return false
+	}
+	b.made++
+	return true
 }
 
 // prune drops keys whose window has passed with nothing left out.

@@ -31,6 +31,13 @@ func NewLimiter(perSecond float64, burst int) *Limiter {
 // long until one would be allowed (at least a second, as Retry-After counts
 // whole seconds).
 func (l *Limiter) Allow(key string, now time.Time) (ok bool, retryAfter time.Duration) {
+	return l.AllowN(key, 1, now)
+}
+
+// AllowN takes n requests of key at now, all or none: a JSON-RPC batch
+// counts each call in it. When refused, retryAfter is how long until n
+// would be allowed, or 0 when n is over the burst and never will be.
+func (l *Limiter) AllowN(key string, n int, now time.Time) (ok bool, retryAfter time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.keys[key]
@@ -41,13 +48,19 @@ func (l *Limiter) Allow(key string, now time.Time) (ok bool, retryAfter time.Dur
 		b = rate.NewLimiter(l.rate, l.burst)
 		l.keys[key] = b
 	}
-	r := b.ReserveN(now, 1)
+	if n > l.burst {
+		return false, 0
+	}
+	r := b.ReserveN(now, n)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, time.Duration(math.Ceil(d.Seconds())) * time.Second
 	}
 	return true, 0
 }
+
+// Burst is how many requests a key may send at once.
+func (l *Limiter) Burst() int { return l.burst }
 
 func (l *Limiter) prune(now time.Time) {
 	for k, b := range l.keys {

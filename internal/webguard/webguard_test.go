@@ -3,6 +3,7 @@ package webguard
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -134,9 +135,10 @@ func TestBursts(t *testing.T) {
 	}
 }
 
-// A flood from many keys at once is recorded once a window, not per key.
+// A flood from many keys at once is recorded once a window, not per key:
+// past maxKeys they share one, and without a total cap that is all.
 func TestBurstsManyKeys(t *testing.T) {
-	b := &Bursts{Window: time.Minute}
+	b := &Bursts{Window: time.Minute, Max: -1}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	records := 0
 	for i := range 3 * maxKeys {
@@ -146,6 +148,43 @@ func TestBurstsManyKeys(t *testing.T) {
 	}
 	if records != maxKeys+1 {
 		t.Fatalf("%d records for %d keys in one window, want %d", records, 3*maxKeys, maxKeys+1)
+	}
+}
+
+// The total cap: however many keys, at most Max records a window; a key
+// left out by it is recorded in a later window with its count and sources.
+func TestBurstsTotalCap(t *testing.T) {
+	b := &Bursts{Window: time.Minute}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	records := 0
+	for i := range 3 * maxKeys {
+		if rec, _ := b.First(time.Duration(i).String(), now); rec {
+			records++
+		}
+	}
+	if records != DefaultMaxRecords {
+		t.Fatalf("%d records for %d keys in one window, want the default cap %d", records, 3*maxKeys, DefaultMaxRecords)
+	}
+	b = &Bursts{Window: time.Minute, Max: 2}
+	for i, k := range []string{"a", "b", "c", "c", "c"} {
+		v := b.Check(k, fmt.Sprint("10.0.0.", i), now)
+		if v.Record != (i < 2) {
+			t.Fatalf("refusal %d of %s: record %v", i, k, v.Record)
+		}
+	}
+	// The next window: c is due at once, carrying what the cap left out.
+	v := b.Check("c", "10.0.0.9", now.Add(time.Minute))
+	if !v.Record || v.LeftOut != 3 || v.Sources != 3 || v.SourcesCapped {
+		t.Fatalf("c in the next window: %+v, want recorded with 3 left out from 3 sources", v)
+	}
+	// Sources are bounded, and say so.
+	b = &Bursts{Window: time.Minute}
+	b.Check("k", "x", now)
+	for i := range 1000 {
+		b.Check("k", fmt.Sprint(i), now)
+	}
+	if v := b.Check("k", "y", now.Add(time.Minute)); v.LeftOut != 1000 || v.Sources != maxSources || !v.SourcesCapped {
+		t.Fatalf("1000 sources left out: %+v", v)
 	}
 }
 
@@ -181,5 +220,23 @@ func TestSelfSigned(t *testing.T) {
 	}
 	if fp := Fingerprint(c1.Certificate[0]); !strings.HasPrefix(fp, "sha256:") || len(fp) != len("sha256:")+64 {
 		t.Fatalf("fingerprint %q", fp)
+	}
+}
+
+// A batch takes its calls all or none; one over the burst never fits.
+func TestLimiterAllowN(t *testing.T) {
+	l := NewLimiter(1, 40)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, _ := l.AllowN("k", 30, now); !ok {
+		t.Fatal("30 of a burst of 40 refused")
+	}
+	if ok, after := l.AllowN("k", 11, now); ok || after != time.Second {
+		t.Fatalf("11 more: ok %v, retry after %v; want refused, 1s", ok, after)
+	}
+	if ok, _ := l.AllowN("k", 10, now); !ok {
+		t.Fatal("a refused batch took some of the budget")
+	}
+	if ok, after := l.AllowN("j", 41, now); ok || after != 0 {
+		t.Fatalf("41 over a burst of 40: ok %v, retry after %v; want never", ok, after)
 	}
 }
