@@ -58,7 +58,7 @@ func TestConformanceSuite(t *testing.T) {
 	// than the default per-token rate a LAN client gets, and opens a
 	// session per scenario without ever closing one.
 	conf := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(conf, []byte("[http]\nrate = 1000.0\nburst = 1000\nmax_sessions = 100\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte("[http]\nrate = 1000.0\nburst = 1000\nmax_sessions = 100\nmax_sessions_per_token = 100\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := startSimIn(t, t.TempDir(), "--http", "127.0.0.1:0", "--config", conf)
