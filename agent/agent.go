@@ -87,6 +87,9 @@ type Options struct {
 
 // Agent serves MCP on a Unix socket.
 type Agent struct {
+	// guard holds the bounds on what sessions may hold of the agent
+	// (inflight.go, session.go).
+	guard guard
 	// cfg is the configuration in force, swapped whole by a reload
 	// (reload.go); code reads it through conf.
 	cfg      atomic.Pointer[loadedConfig]
@@ -213,7 +216,7 @@ func New(o Options) (*Agent, error) {
 	}
 	a.registerResources()
 	a.registerPrompts()
-	a.server.AddReceivingMiddleware(a.protocolErrors, a.principalMiddleware)
+	a.server.AddReceivingMiddleware(a.protocolErrors, a.principalMiddleware, a.inflightMiddleware)
 	return a, nil
 }
 

@@ -44,6 +44,18 @@ const (
 //     rest with every later line, a session wedged without a word).
 //     Answered with -32700 under a null id, then the connection ends.
 //
+// It bounds what a client may ask at once, before go-sdk sees the request
+// (the numbers are config.Sessions'):
+//
+//   - a request that would take the session's requests in flight (handed
+//     on and not yet answered, owed) past maxInFlight, or a batch whose
+//     requests would, is not run: answered with resource_exhausted (-32000,
+//     retryable). Responses (to the agent's own requests, elicitation) and
+//     notifications always pass, so a full session can finish what it has
+//     in flight.
+//   - a batch of more than maxBatch messages is refused whole, one error per
+//     request in it.
+//
 // It also holds back the end of the input until every request it handed on
 // has been answered (owed), or drainGrace has passed, or done is closed:
 // go-sdk would drop those answers (rpcid.Owed).
@@ -60,8 +72,12 @@ type lineFilter struct {
 	long []byte // a line longer than br's buffer, assembled
 	err  error  // returned by next from then on
 	msgs []rpcid.Message
-	owed *rpcid.Owed     // nil: the end of the input is not held back
+	owed *rpcid.Owed     // nil: the end of the input is not held back, nor requests in flight bounded
 	done <-chan struct{} // closed when the session ends: stop holding back
+
+	maxInFlight int    // 0: no bound
+	maxBatch    int    // 0: no bound
+	firstLine   func() // called once, when the first whole line has been read
 }
 
 func newLineFilter(conn io.ReadWriteCloser, owed *rpcid.Owed, log *slog.Logger) *lineFilter {
@@ -79,6 +95,10 @@ func (f *lineFilter) next() ([]byte, error) {
 			return nil, f.err
 		}
 		line, err := f.readLine()
+		if f.firstLine != nil && len(line) > 0 && line[len(line)-1] == '\n' {
+			f.firstLine()
+			f.firstLine = nil
+		}
 		ok := len(line) > 0 && f.pass(line)
 		if err != nil {
 			f.err = err
@@ -170,6 +190,9 @@ func (f *lineFilter) pass(line []byte) bool {
 		}
 	}
 	if !refuse {
+		if why := f.overBound(msgs, batch); why != "" {
+			return f.refuseAll(msgs, batch, why)
+		}
 		if f.owed != nil {
 			for _, m := range msgs {
 				if m.Request() {
@@ -199,14 +222,66 @@ func (f *lineFilter) pass(line []byte) bool {
 		n++
 		out = rpcid.AppendError(out, id, invalidRequest, "agent: invalid request, not run: "+why, invalidArgumentData)
 	}
+	return f.answer(out, n, batch, "refused a request id")
+}
+
+// overBound says why the requests of one line may not run now, or "".
+func (f *lineFilter) overBound(msgs []rpcid.Message, batch bool) string {
+	if batch && f.maxBatch > 0 && len(msgs) > f.maxBatch {
+		return fmt.Sprintf("resource_exhausted: a batch of %d messages is refused whole, not run: the bound is %d ([sessions] max_batch); send smaller batches", len(msgs), f.maxBatch)
+	}
+	if f.owed == nil || f.maxInFlight <= 0 {
+		return ""
+	}
+	reqs := 0
+	for _, m := range msgs {
+		if m.Request() {
+			reqs++
+		}
+	}
+	if reqs == 0 {
+		return "" // responses and notifications always pass
+	}
+	if n := f.owed.Count(); n+reqs > f.maxInFlight {
+		return fmt.Sprintf("resource_exhausted: %d requests of this session are in flight and its bound is %d ([sessions] in_flight); not run, retry once an answer has come", n, f.maxInFlight)
+	}
+	return ""
+}
+
+// refuseAll answers every request of a line with a resource_exhausted error
+// that says why, and runs none of them.
+func (f *lineFilter) refuseAll(msgs []rpcid.Message, batch bool, why string) bool {
+	var out []byte
+	n := 0
+	for _, m := range msgs {
+		if !m.Request() {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		id := m.ID
+		if v, _ := rpcid.Check(id); v != rpcid.Echoed {
+			id = nil
+		}
+		out = rpcid.AppendError(out, id, busyCode, "agent: "+why, busyData)
+	}
+	return f.answer(out, n, batch, "refused requests over a bound")
+}
+
+// answer writes the n errors in out, as a batch if the line was one, for
+// a line that does not go on to go-sdk; with none, the line (responses
+// only) is dropped.
+func (f *lineFilter) answer(out []byte, n int, batch bool, what string) bool {
 	if n == 0 {
-		f.log.Debug("dropped a response whose id the agent never sent")
+		f.log.Debug("dropped a line that answers nothing the agent asked or holds no request", "what", what)
 		return false
 	}
 	if batch {
 		out = append(append([]byte{'['}, out...), ']')
 	}
-	f.log.Debug("refused a request id", "requests", n)
+	f.log.Debug(what, "requests", n)
 	if _, err := f.conn.Write(append(out, '\n')); err != nil {
 		f.err = err
 	}

@@ -49,6 +49,9 @@ type Config struct {
 	// HTTP is the Streamable HTTP endpoint for the LAN (and /metrics for
 	// Prometheus); off until listen is set.
 	HTTP HTTP `toml:"http"`
+	// Sessions bounds what one client of the agent socket may hold of the
+	// agent (queued answers, requests in flight, connections).
+	Sessions Sessions `toml:"sessions"`
 	// Upstreams are other MCP servers of the LAN mounted as extra namespaces
 	// ([[upstream]], see upstream.go); none by default.
 	Upstreams []Upstream `toml:"upstream"`
@@ -136,6 +139,107 @@ func defaultHTTP() HTTP {
 		Rate: 10, Burst: 40, MaxSessions: 16, SessionIdle: Duration(30 * time.Minute),
 		MaxSessionsPerToken: 4, MaxBatch: 32, MaxInFlight: 16, WriteTimeout: Duration(10 * time.Second),
 		MaxConns: 64, MaxConnsPerSource: 16}
+}
+
+// Sessions bounds what a client of the agent socket may hold of the agent,
+// so that one that never reads, floods or hoards connections costs the
+// agent a bounded amount and every other session nothing (issue 28). A
+// session that passes a queue or stall bound is cut (its connection closed)
+// and the cut audited once; a request beyond an in-flight bound is answered
+// with resource_exhausted and not run; a connection beyond a cap gets a
+// line that says why and is closed.
+type Sessions struct {
+	// QueueBytes bounds the answers and notifications a session's peer has
+	// not read yet, 1 MiB: some six tools/list answers (~150 KB each), a
+	// client that reads at all never comes near. One message larger than
+	// the bound (a camera image) is accepted when nothing else waits.
+	QueueBytes int64 `toml:"queue_bytes"`
+	// TotalQueueBytes bounds the same across all sessions, 16 MiB: with the
+	// live heap it stays under the agent's 24 MiB soft memory limit
+	// ([agent] memory_limit_mib), past which the GC would run without end.
+	// Past it, a session that asks to queue more while it still has
+	// something waiting is cut.
+	TotalQueueBytes int64 `toml:"total_queue_bytes"`
+	// StallTimeout cuts a session whose peer has read nothing (less than
+	// 64 KiB) for that long while answers wait, 1 minute: longer than any
+	// pause of a person's client, short enough that a stuck peer does not
+	// hold its queue and descriptors for long.
+	StallTimeout Duration `toml:"stall_timeout"`
+	// InFlight bounds a session's requests run and not yet answered, 16:
+	// clients send one or a few at a time (a long-lived
+	// subscriptions/listen counts as one); each costs a goroutine and its
+	// answer. Responses and notifications from the client always pass.
+	InFlight int `toml:"in_flight"`
+	// PrincipalInFlight bounds the same across all sessions of one
+	// principal, socket and HTTP alike, 32: two busy clients of one person.
+	PrincipalInFlight int `toml:"principal_in_flight"`
+	// MaxBatch bounds the messages of one JSON-RPC batch (2025-03-26
+	// clients), 32; a larger batch is refused whole.
+	MaxBatch int `toml:"max_batch"`
+	// FirstLineTimeout closes a connection that has not sent a whole first
+	// message (or handed its descriptors over) within it, 10 s: a client or
+	// `raspi-mcp stdio` sends initialize at once; an idle connection is
+	// only a held descriptor.
+	FirstLineTimeout Duration `toml:"first_line_timeout"`
+	// PerUID caps the connections of one uid at once, 16; Total caps all
+	// connections but root's, 64; root (uid 0) may always open up to
+	// RootReserve, 8, beyond Total, so nobody can lock root out. A session
+	// handed over by `raspi-mcp stdio` holds 7 descriptors (the socket and
+	// an epoll pair for each pipe), so (64+8)*7 = 504 stay under even a
+	// soft limit of 1024 with room for bbolt, the helper and HTTP; the
+	// unit sets no LimitNOFILE, and Go raises the soft limit to the hard
+	// one (524288 under systemd).
+	PerUID      int `toml:"per_uid"`
+	Total       int `toml:"total"`
+	RootReserve int `toml:"root_reserve"`
+	// RefusalAudits caps the audit records of refused (unmapped) callers a
+	// minute across all uids, 10; each uid gets at most one a minute. The
+	// next record counts those left out. Every refusal is still counted in
+	// /metrics.
+	RefusalAudits int `toml:"refusal_audits"`
+}
+
+func defaultSessions() Sessions {
+	return Sessions{QueueBytes: 1 << 20, TotalQueueBytes: 16 << 20, StallTimeout: Duration(time.Minute),
+		InFlight: 16, PrincipalInFlight: 32, MaxBatch: 32, FirstLineTimeout: Duration(10 * time.Second),
+		PerUID: 16, Total: 64, RootReserve: 8, RefusalAudits: 10}
+}
+
+func (s Sessions) validate() error {
+	ints := []struct {
+		key       string
+		v, lo, hi int64
+	}{
+		{"sessions.queue_bytes", s.QueueBytes, 64 << 10, 64 << 20},
+		{"sessions.total_queue_bytes", s.TotalQueueBytes, 64 << 10, 1 << 30},
+		{"sessions.in_flight", int64(s.InFlight), 1, 1024},
+		{"sessions.principal_in_flight", int64(s.PrincipalInFlight), 1, 4096},
+		{"sessions.max_batch", int64(s.MaxBatch), 1, 1024},
+		{"sessions.per_uid", int64(s.PerUID), 1, 4096},
+		{"sessions.total", int64(s.Total), 1, 65536},
+		{"sessions.root_reserve", int64(s.RootReserve), 1, 1024},
+		{"sessions.refusal_audits", int64(s.RefusalAudits), 1, 10000},
+	}
+	for _, f := range ints {
+		if f.v < f.lo || f.v > f.hi {
+			return fmt.Errorf("%s: want %d..%d, got %d", f.key, f.lo, f.hi, f.v)
+		}
+	}
+	if s.TotalQueueBytes < s.QueueBytes {
+		return fmt.Errorf("sessions.total_queue_bytes: want at least queue_bytes (%d), got %d", s.QueueBytes, s.TotalQueueBytes)
+	}
+	if s.PerUID > s.Total {
+		return fmt.Errorf("sessions.per_uid: want at most total (%d), got %d", s.Total, s.PerUID)
+	}
+	for _, f := range []struct {
+		key string
+		d   Duration
+	}{{"sessions.stall_timeout", s.StallTimeout}, {"sessions.first_line_timeout", s.FirstLineTimeout}} {
+		if f.d.D() < 100*time.Millisecond || f.d.D() > time.Hour {
+			return fmt.Errorf("%s: want 100ms..1h, got %s", f.key, f.d.D())
+		}
+	}
+	return nil
 }
 
 // Loopback reports whether listen (host:port) takes connections from this
@@ -444,13 +548,14 @@ func Default() Config {
 			Users:  map[string]string{},
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
-		Change: Change{TokenTTL: Duration(5 * time.Minute)},
-		HTTP:   defaultHTTP(),
-		Guard:  Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second)},
-		System: System{MinPowerInterval: Duration(10 * time.Minute)},
-		GPIO:   GPIO{Revert: "previous", Pins: []Pin{}},
-		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
-		I2C:    I2C{Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
+		Change:   Change{TokenTTL: Duration(5 * time.Minute)},
+		HTTP:     defaultHTTP(),
+		Sessions: defaultSessions(),
+		Guard:    Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second)},
+		System:   System{MinPowerInterval: Duration(10 * time.Minute)},
+		GPIO:     GPIO{Revert: "previous", Pins: []Pin{}},
+		Camera:   Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
+		I2C:      I2C{Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
 		Metrics: Metrics{DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(45 * time.Minute), MaxJobs: 8},
 		Logs:    Logs{JournalUnits: []string{"*"}},
@@ -697,6 +802,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.HTTP.validate(); err != nil {
+		return err
+	}
+	if err := c.Sessions.validate(); err != nil {
 		return err
 	}
 	for kind, m := range map[string]map[string]string{"users": c.Roles.Users, "groups": c.Roles.Groups} {

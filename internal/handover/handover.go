@@ -92,6 +92,9 @@ var ErrRefused = errors.New("handover: refused")
 func Receive(conn *net.UnixConn, buf []byte) (pair *Pair, first []byte, err error) {
 	oob := make([]byte, syscall.CmsgSpace(4*4)) // room to see that more than two came
 	n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
+	// On an error (a read deadline, the connection closed under it) the
+	// counts may be -1.
+	n, oobn = max(n, 0), max(oobn, 0)
 	fds, ferr := rights(oob[:oobn])
 	if err != nil {
 		closeAll(fds)
