@@ -403,4 +403,3 @@ func createToken(t *testing.T, raspi, dir, name, role string) string {
 	}
 	return m[1]
 }
-
