@@ -91,6 +91,8 @@ func (a *Agent) registerResources() {
 		a.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.tmpl, Name: t.name, Title: t.title, MIMEType: mimeJSON, Description: t.desc},
 			a.resourceHandler(mimeJSON, t.read))
 	}
+	// Innermost, added before the agent's other middleware (agent.go).
+	a.server.AddReceivingMiddleware(a.subscriptionMiddleware)
 }
 
 // resourceHandler wraps a reader into the SDK's handler: one text content.
@@ -167,6 +169,8 @@ func resourceError(te *ToolError) error {
 		code = -32002 // MCP's "resource not found"
 	case CodePermissionDenied, CodeFailedPrecondition:
 		code = -32001
+	case CodeResourceExhausted:
+		code = -32000 // a bound of this server: JSON-RPC's server-error range
 	}
 	data, _ := json.Marshal(map[string]any{"error_code": te.Code, "error": te})
 	return &jsonrpc.Error{Code: code, Message: te.Code + ": " + te.Message, Data: data}
@@ -179,11 +183,11 @@ func metricArgs(u *url.URL) (any, error) {
 	if name == "" {
 		return nil, errf(CodeInvalidArgument, "raspi://metrics/ needs a metric name, e.g. raspi://metrics/cpu_percent")
 	}
-	window := time.Hour
+	window := defaultWindow
 	if w := u.Query().Get("window"); w != "" {
-		d, err := time.ParseDuration(w)
-		if err != nil || d <= 0 || d > 7*24*time.Hour {
-			return nil, errf(CodeInvalidArgument, "window %q: want a duration from 1s to 168h, e.g. 15m or 24h", w).with("window", w)
+		d, terr := parseWindow(w)
+		if terr != nil {
+			return nil, terr
 		}
 		window = d
 	}
@@ -193,6 +197,18 @@ func metricArgs(u *url.URL) (any, error) {
 		in["resolution"] = r
 	}
 	return in, nil
+}
+
+// defaultWindow is a metric resource's window when its URI names none.
+const defaultWindow = time.Hour
+
+// parseWindow reads a metric resource's window: a duration back from now.
+func parseWindow(w string) (time.Duration, *ToolError) {
+	d, err := time.ParseDuration(w)
+	if err != nil || d <= 0 || d > 7*24*time.Hour {
+		return 0, errf(CodeInvalidArgument, "window %q: want a duration from 1s to 168h, e.g. 15m or 24h", clip(w)).with("window", clip(w))
+	}
+	return d, nil
 }
 
 // serviceArgs maps raspi://service/{unit} onto service.get_status, for the

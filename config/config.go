@@ -52,6 +52,9 @@ type Config struct {
 	// Sessions bounds what one client of the agent socket may hold of the
 	// agent (queued answers, requests in flight, connections).
 	Sessions Sessions `toml:"sessions"`
+	// Subscriptions bounds what clients may hold of resources/subscribe
+	// and subscriptions/listen.
+	Subscriptions Subscriptions `toml:"subscriptions"`
 	// Upstreams are other MCP servers of the LAN mounted as extra namespaces
 	// ([[upstream]], see upstream.go); none by default.
 	Upstreams []Upstream `toml:"upstream"`
@@ -495,6 +498,30 @@ type Metrics struct {
 	MaxJobs          int      `toml:"max_jobs"`
 }
 
+// Subscriptions bounds the resource subscriptions the agent keeps. Each one
+// is an entry the watcher polls for and a notification per change, and
+// until a session ends nothing else frees it, so a client must not be able
+// to make them grow without bound.
+type Subscriptions struct {
+	// PerSession is how many distinct subscriptions (by meaning: the same
+	// resource spelled differently is one) one session may hold. The
+	// subscribable resources are the summary, the health snapshot and the
+	// metrics (about 10 scalars, a few per network interface and disk, each
+	// in any window): 32 lets a client watch everything it could show, and
+	// no more than a screenful.
+	PerSession int `toml:"per_session"`
+	// Total is how many all sessions together may hold: 8 clients each at
+	// per_session. Each costs the agent well under 1 KiB and a
+	// notification per change; the bound keeps many sessions from
+	// multiplying it.
+	Total int `toml:"total"`
+	// MaxURIBytes is the longest URI a subscription may name. The longest
+	// meaningful one (a device metric with window and resolution) is about
+	// 120 bytes; a subscriptions/listen request keeps the URIs it names for
+	// its whole life, so a longer one is refused rather than held.
+	MaxURIBytes int `toml:"max_uri_bytes"`
+}
+
 // System is the system namespace: reads, plus the power actions that are off
 // until the owner turns them on.
 type System struct {
@@ -563,6 +590,7 @@ func Default() Config {
 		Service: Service{Allow: []string{}},
 		Process: Process{AllowedSignals: []string{"TERM", "INT", "HUP", "USR1", "USR2"}, ProtectedUsers: []string{"root"}},
 	}
+	c.Subscriptions = Subscriptions{PerSession: 32, Total: 256, MaxURIBytes: 1024}
 	for _, s := range Switches() {
 		s.Set(&c, s.Default())
 	}
@@ -749,6 +777,15 @@ func (c Config) Validate() error {
 	}
 	if c.Metrics.MaxJobs < 1 || c.Metrics.MaxJobs > 64 {
 		return fmt.Errorf("metrics.max_jobs: want 1..64, got %d", c.Metrics.MaxJobs)
+	}
+	if n := c.Subscriptions.PerSession; n < 1 || n > 1024 {
+		return fmt.Errorf("subscriptions.per_session: want 1..1024, got %d", n)
+	}
+	if n := c.Subscriptions.Total; n < c.Subscriptions.PerSession || n > 65536 {
+		return fmt.Errorf("subscriptions.total: want per_session (%d)..65536, got %d", c.Subscriptions.PerSession, n)
+	}
+	if n := c.Subscriptions.MaxURIBytes; n < 128 || n > 64<<10 {
+		return fmt.Errorf("subscriptions.max_uri_bytes: want 128..65536, got %d", n)
 	}
 	if !filepath.IsAbs(c.Camera.MediaRoot) {
 		return fmt.Errorf("camera.media_root: want an absolute path, got %q", c.Camera.MediaRoot)
