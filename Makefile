@@ -70,8 +70,12 @@ vet:
 # compiler is present (CI installs one). The e2e Inspector test runs when
 # `make tools` has installed it (CI always does).
 RACE := $(shell command -v cc >/dev/null 2>&1 && echo -race)
+# go test's own default is 10 minutes a package; the agent package with the
+# race detector on a busy 2-core machine (stress-ng --cpu 2 beside it) needs
+# more than that, and a test binary killed by the clock is no verdict.
+TEST_TIMEOUT ?= 30m
 test: fmt-check vet
-	CGO_ENABLED=$(if $(RACE),1,0) $(GO) test $(RACE) -count=1 ./...
+	CGO_ENABLED=$(if $(RACE),1,0) $(GO) test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Real kernel devices: boots a Debian VM (cached image under .cache/vm) with
 # gpio-sim and i2c-stub, runs the real helper (root) and agent (raspi-mcp)

@@ -56,6 +56,7 @@ type guard struct {
 
 	refusals refusalGate
 	capLog   webguard.Bursts // one log line a uid a minute for cap refusals
+	cuts     webguard.Bursts // one audit record a principal a minute for sessions cut
 
 	// peerOf reads a connection's peer credentials; tests inject it to
 	// connect as other uids.

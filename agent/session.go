@@ -136,11 +136,22 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 	_ = ss.Wait()
 }
 
-// cutSession logs and audits, once, a session cut for a bound.
+// cutSession logs a session cut for a bound and audits it: the first cut of
+// a principal in a refusal window, then the next after the window with the
+// count of those left out, so a client that connects, floods and is cut
+// over and over writes a record a minute, not one a session.
 func (a *Agent) cutSession(log *slog.Logger, p identity.Principal, why string) {
 	log.Warn("cut a session", "uid", p.UID, "why", why)
+	record, leftOut := a.guard.cuts.First(string(p.Kind)+"/"+p.Name, time.Now())
+	if !record {
+		return
+	}
+	msg := "session cut: " + why
+	if leftOut > 0 {
+		msg += fmt.Sprintf(" (and %d cuts of this principal not recorded since the last)", leftOut)
+	}
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
-		Tool: "session", Decision: "deny", ErrorCode: CodeResourceExhausted, Message: "session cut: " + why}
+		Tool: "session", Decision: "deny", ErrorCode: CodeResourceExhausted, Message: msg}
 	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID, "pid": p.PID})
 	if _, err := a.appendAudit(rec); err != nil {
 		a.log.Error("audit append failed", "err", err)

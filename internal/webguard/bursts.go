@@ -16,6 +16,8 @@ import (
 // together in each Window: a refusal over it is left out and counted to its
 // own key, whose next record carries it.
 type Bursts struct {
+	// Window is how long a key stays quiet after a record; 0:
+	// DefaultWindow, so that the zero Bursts is ready.
 	Window time.Duration
 	// Max caps the records of all keys together per Window; 0:
 	// DefaultMaxRecords; below 0: no cap beyond one per key.
@@ -26,6 +28,9 @@ type Bursts struct {
 	start time.Time // of the Window that Max counts in
 	made  int       // records in it
 }
+
+// DefaultWindow is Window when unset.
+const DefaultWindow = time.Minute
 
 // DefaultMaxRecords is Max when unset: a record a second on average at
 // most, with a Window of a minute.
@@ -86,7 +91,7 @@ func (b *Bursts) Check(key, source string, now time.Time) Verdict {
 			b.keys[key] = e
 		}
 	}
-	if !e.last.IsZero() && now.Sub(e.last) < b.Window || !b.allow(now) {
+	if !e.last.IsZero() && now.Sub(e.last) < b.window() || !b.allow(now) {
 		e.suppressed++
 		if source != "" {
 			if e.sources == nil {
@@ -112,7 +117,7 @@ func (b *Bursts) allow(now time.Time) bool {
 	if limit < 0 {
 		return true
 	}
-	if b.start.IsZero() || now.Sub(b.start) >= b.Window || now.Before(b.start) {
+	if b.start.IsZero() || now.Sub(b.start) >= b.window() || now.Before(b.start) {
 		b.start, b.made = now, 0
 	}
 	if b.made >= limit {
@@ -125,8 +130,15 @@ func (b *Bursts) allow(now time.Time) bool {
 // prune drops keys whose window has passed with nothing left out.
 func (b *Bursts) prune(now time.Time) {
 	for k, e := range b.keys {
-		if now.Sub(e.last) >= b.Window && e.suppressed == 0 {
+		if now.Sub(e.last) >= b.window() && e.suppressed == 0 {
 			delete(b.keys, k)
 		}
 	}
+}
+
+func (b *Bursts) window() time.Duration {
+	if b.Window <= 0 {
+		return DefaultWindow
+	}
+	return b.Window
 }

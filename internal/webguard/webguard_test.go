@@ -240,3 +240,18 @@ func TestLimiterAllowN(t *testing.T) {
 		t.Fatalf("41 over a burst of 40: ok %v, retry after %v; want never", ok, after)
 	}
 }
+
+// The zero Bursts is ready: a minute's window, not a record a call.
+func TestBurstsZeroValue(t *testing.T) {
+	var b Bursts
+	now := time.Unix(1000, 0)
+	if ok, _ := b.First("k", now); !ok {
+		t.Fatal("the first refusal is not recorded")
+	}
+	if ok, _ := b.First("k", now.Add(30*time.Second)); ok {
+		t.Fatal("a second refusal within the default window is recorded")
+	}
+	if ok, n := b.First("k", now.Add(61*time.Second)); !ok || n != 1 {
+		t.Fatalf("after the window: record %v, left out %d; want true, 1", ok, n)
+	}
+}
