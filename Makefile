@@ -159,8 +159,12 @@ fuzz:
 # 50), each through its own `raspi-mcp stdio`, for SOAK_DURATION (60s),
 # the helper SIGKILLed halfway; then SOAK_SETTLE (60s) idle before the leak
 # check. Fails on an unexpected error, a lost audit record or a leak.
+# Then the hostile phase (TestSoakHostile): unread answers on the socket and
+# in an HTTP batch, a stuck subscriber, subscription churn and silent
+# connections, HOSTILE_PHASE (20s) each beside an honest session; fails if
+# the agent's RSS passes its ceiling or does not come back.
 soak:
-	RASPI_MCP_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' ./e2e/soak
+	RASPI_MCP_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestSoak(Hostile)?$$' ./e2e/soak
 
 # Issue 15's table: raspi-mcp (serve --sim behind raspi-mcp stdio) and
 # server-everything side by side in one run, with the agent's GC curve.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -85,9 +86,17 @@ func TestSoakHostile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { <-ctx.Done(); c.Close() }()
-		sent, cut := floodUnread(c, legacyInit("2025-11-25"), 3000, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`)
-		return fmt.Sprintf("sent %d, cut by the agent: %v", sent, cut)
+		defer c.Close()
+		sent, _ := floodUnread(c, legacyInit("2025-11-25"), 3000, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`)
+		<-ctx.Done()
+		// Now read: what the agent queued for this peer, then the end
+		// of a connection it cut.
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := io.Copy(io.Discard, c)
+		if err != nil {
+			t.Errorf("unread answers: the agent did not cut the session (%d B read, then %v)", n, err)
+		}
+		return fmt.Sprintf("sent %d requests; %d B of answers were waiting when the agent cut it", sent, n)
 	})
 	run("unread batch (HTTP)", func(ctx context.Context) string {
 		return httpBatchUnread(ctx, t, url, readTok, 2000)
@@ -113,23 +122,66 @@ func TestSoakHostile(t *testing.T) {
 			return "subscribe: " + err.Error()
 		}
 		sent, _ := floodUnread(c, "", 400, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`)
+		// Metric updates follow the sampler (10 s in laptop mode): wait
+		// for two, however long this phase is, within a minute.
+		wait := time.NewTimer(time.Minute)
+		defer wait.Stop()
 		got := 0
-		for {
+		for got < 2 {
 			select {
 			case <-updates:
 				got++
-			case <-ctx.Done():
-				if got == 0 {
-					t.Errorf("stuck subscriber: the other subscribed session heard no update in %s", phase)
-				}
+			case <-wait.C:
+				t.Errorf("stuck subscriber: the other subscribed session heard %d updates in a minute, want 2", got)
 				return fmt.Sprintf("stuck peer sent %d; the other session heard %d updates", sent, got)
 			}
 		}
+		return fmt.Sprintf("stuck peer sent %d; the other session heard %d updates", sent, got)
 	})
 	run("subscription churn", func(ctx context.Context) string {
-		refused, rounds := 0, 0
-		for ctx.Err() == nil && rounds < 5 {
+		// Each round: a 2025-11-25 session on the socket and a 2026-07-28
+		// one (go-sdk's client, where each subscribe is a listen request
+		// of its own) subscribe 2,000 times and leave without
+		// unsubscribing. Every other URI means something else (another
+		// window), the rest only spell the same meaning another way.
+		uri := func(i int) string {
+			if i%2 == 1 {
+				return fmt.Sprintf("raspi://metrics/cpu_percent?window=%dm", 1+i)
+			}
+			return fmt.Sprintf("raspi://metrics/cpu_percent?window=1h&x=%d", i)
+		}
+		legacyRefused, rounds := 0, 0
+		for ctx.Err() == nil && rounds < 3 {
 			rounds++
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				return "dial: " + err.Error()
+			}
+			answers := make(chan int, 1)
+			go func() {
+				refused, sc := 0, bufio.NewScanner(c)
+				sc.Buffer(make([]byte, 64<<10), 4<<20)
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), `"error"`) {
+						refused++
+					}
+				}
+				answers <- refused
+			}()
+			w := bufio.NewWriter(c)
+			w.WriteString(legacyInit("2025-11-25"))
+			for i := range 2000 {
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":%q}}`+"\n", 100+i, uri(i))
+				if i%16 == 15 { // within the in-flight bound: this is about subscriptions
+					w.Flush()
+					time.Sleep(time.Millisecond)
+				}
+			}
+			w.Flush()
+			time.Sleep(time.Second)
+			c.Close()
+			legacyRefused += <-answers
+
 			cs, err := dial(raspi, dir)
 			if err != nil {
 				return "dial: " + err.Error()
@@ -138,13 +190,11 @@ func TestSoakHostile(t *testing.T) {
 				if ctx.Err() != nil {
 					break
 				}
-				if cs.Subscribe(ctx, &mcp.SubscribeParams{URI: fmt.Sprintf("raspi://metrics/cpu_percent?window=1h&x=%d", i)}) != nil {
-					refused++
-				}
+				_ = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(i)})
 			}
-			cs.Close() // leaves without unsubscribing
+			cs.Close()
 		}
-		return fmt.Sprintf("%d rounds, %d subscribes refused", rounds, refused)
+		return fmt.Sprintf("%d rounds; the 2025-11-25 sessions had %d of %d subscribes refused", rounds, legacyRefused, 2000*rounds)
 	})
 	run("silent connections", func(ctx context.Context) string {
 		var conns []net.Conn
