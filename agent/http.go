@@ -229,13 +229,68 @@ func (f *httpFront) authenticate(metrics bool, next http.Handler) http.Handler {
 			ctx = context.WithValue(ctx, callerKey{}, caller{tok: tok, secret: secret})
 		}
 		ti := &auth.TokenInfo{UserID: p.Name, Expiration: tok.Expires, Extra: map[string]any{"principal": p}}
-		// A client that stops reading fails the write that blocks, rather
-		// than holding the answers (and the calls' goroutines) for as long
-		// as the connection lives.
-		dw := webguard.NewWriteDeadline(w, f.cfg.WriteTimeout.D())
-		defer dw.Done()
-		next.ServeHTTP(dw, r.WithContext(context.WithValue(ctx, tokenKey{}, ti)))
+		if metrics {
+			// A client that stops reading fails the write that blocks,
+			// rather than holding the handler for as long as the
+			// connection lives.
+			dw := webguard.NewWriteDeadline(w, f.cfg.WriteTimeout.D())
+			defer dw.Done()
+			next.ServeHTTP(dw, r.WithContext(context.WithValue(ctx, tokenKey{}, ti)))
+			return
+		}
+		// MCP answers and stream events are queued (queuedWriter): go-sdk
+		// writes each under its stream's lock, and notifies the sessions
+		// one after another, so a client that stops reading must not hold
+		// the write.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		qw := f.queuedWriter(w, r, p, cancel)
+		defer qw.Close()
+		next.ServeHTTP(qw, r.WithContext(context.WithValue(ctx, tokenKey{}, ti)))
 	})
+}
+
+// queuedWriter wraps the ResponseWriter of an MCP request so that go-sdk's
+// writes and flushes never wait for the client: they are queued, up to
+// [sessions] queue_bytes for the request and total_queue_bytes with the
+// socket sessions' queues, and one goroutine of the request's writes them
+// out, each write within http.write_timeout. Past a bound, or when a write
+// fails, the request's context is cancelled, which ends its stream; a cut
+// for a bound or a stall is logged and audited once a principal a minute.
+// Plain JSON answers take the same path: one write each, drained within
+// write_timeout when the handler returns, as the deadline alone did.
+func (f *httpFront) queuedWriter(w http.ResponseWriter, r *http.Request, p identity.Principal, cancel context.CancelFunc) *webguard.Queued {
+	lim := f.a.conf().Sessions
+	return webguard.NewQueued(w, webguard.QueueLimits{
+		Bytes: lim.QueueBytes, Total: lim.TotalQueueBytes, Add: f.a.guard.addQueued,
+		Deadline: f.cfg.WriteTimeout.D(),
+	}, cancel, func(why string) {
+		f.streamCut(r, p, why+" ([sessions] queue_bytes, total_queue_bytes; http.write_timeout)")
+	})
+}
+
+// streamCut logs the cut of a response whose client does not read it and,
+// once a principal a minute (with the count of those left out), audits it.
+func (f *httpFront) streamCut(r *http.Request, p identity.Principal, why string) {
+	f.a.log.Warn("http: cut a response", "remote", r.RemoteAddr, "principal", p.Name, "method", r.Method, "why", why)
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	v := f.bursts.Check(p.Name+"|cut", host, f.o.Now())
+	if !v.Record {
+		return
+	}
+	msg := fmt.Sprintf("HTTP %s %s cut: %s", r.Method, r.URL.Path, why)
+	if v.LeftOut > 0 {
+		msg += fmt.Sprintf(" (and %d cuts of this principal not recorded since the last)", v.LeftOut)
+	}
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+		Tool: "http", Decision: store.DecisionDeny, ErrorCode: CodeResourceExhausted, Message: msg, Remote: r.RemoteAddr}
+	rec.InHash, _ = store.HashJSON(map[string]any{"method": r.Method, "path": r.URL.Path})
+	if _, err := f.a.appendAudit(rec); err != nil {
+		f.a.log.Error("audit append failed", "tool", "http", "err", err)
+	}
 }
 
 // countBatch reads the body of a POST and counts its JSON-RPC messages; a

@@ -45,7 +45,7 @@ var busyData = []byte(`{"error_code":"` + CodeResourceExhausted + `","retryable"
 // guard is the state the bounds share across sessions; the zero value is
 // ready.
 type guard struct {
-	queued    atomic.Int64 // bytes queued for the peers of all sessions
+	queued    atomic.Int64 // bytes queued for the peers of all sessions, the HTTP endpoint's responses included
 	maxQueued atomic.Int64 // the most queued at once since the agent started
 
 	mu          sync.Mutex
@@ -76,7 +76,7 @@ func (g *guard) addQueued(n int64) int64 {
 
 // SocketLoad is what the sessions hold of the agent now.
 type SocketLoad struct {
-	Queued    int64 // bytes of answers and notifications waiting for their peers
+	Queued    int64 // bytes of answers and notifications waiting for their peers (socket and HTTP)
 	MaxQueued int64 // the most that ever waited at once
 	Conns     int   // open socket connections
 	InFlight  int   // requests in flight, every principal's
