@@ -78,8 +78,8 @@ func (s *slowSystemd) entry(t *testing.T) time.Duration {
 func TestSystemdMethodsOutlastTheQuickBound(t *testing.T) {
 	const quick = 10 * time.Millisecond
 	sd := newSlowSystemd(t)
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(),
-		Ops: privhelper.Ops{Units: privhelper.UnitsFrom(sd)}, OpsPolicy: opsPolicy(),
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: opsPolicy(),
+		Ops:            privhelper.Ops{Units: privhelper.UnitsFrom(sd)},
 		HandlerTimeout: quick, SystemdTimeout: 5 * time.Minute, JobTimeout: 10 * time.Minute})
 	c := client.New(client.Options{Socket: h.sock, DialTimeout: hangGuard / 2, Timeout: quick,
 		SystemdTimeout: 5 * time.Minute, JobTimeout: 10 * time.Minute})
@@ -128,8 +128,8 @@ func TestSystemdMethodsOutlastTheQuickBound(t *testing.T) {
 // running in systemd.
 func TestSystemdMethodOverItsBoundFailsClearly(t *testing.T) {
 	sd := newSlowSystemd(t) // never released
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(),
-		Ops: privhelper.Ops{Units: privhelper.UnitsFrom(sd)}, OpsPolicy: opsPolicy(),
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: opsPolicy(),
+		Ops:            privhelper.Ops{Units: privhelper.UnitsFrom(sd)},
 		SystemdTimeout: 50 * time.Millisecond, JobTimeout: 60 * time.Millisecond})
 	c := newClient(t, h.sock)
 	_, err := client.Call(context.Background(), c, proto.ServiceEnable, proto.ServiceEnableReq{Unit: "nginx.service", Enabled: true})

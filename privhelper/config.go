@@ -18,8 +18,6 @@ import (
 // reading of the file, never half of two.
 type rules struct {
 	policy Policy
-	hw     HardwarePolicy
-	ops    OpsPolicy
 	gen    uint64
 }
 
@@ -55,11 +53,11 @@ func (s *Server) reloadLocked(ctx context.Context) error {
 			"agent_uid", old.policy.AgentUID, "new_agent_uid", o.Policy.AgentUID)
 		o.Policy.AgentUID = old.policy.AgentUID
 	}
-	if err := s.safeStatesOfNewPins(ctx, old.hw, o.HardwarePolicy); err != nil {
+	if err := s.safeStatesOfNewPins(ctx, &old.policy, &o.Policy); err != nil {
 		s.log.Error("privhelper: config reload refused: a new pin cannot be put into its safe state; the policy in force is kept", "err", err)
 		return err
 	}
-	next := &rules{policy: o.Policy, hw: o.HardwarePolicy, ops: o.OpsPolicy, gen: old.gen + 1}
+	next := &rules{policy: o.Policy, gen: old.gen + 1}
 	s.cur.Store(next)
 	s.log.Info("privhelper: config reloaded", "generation", next.gen)
 	return nil
@@ -70,13 +68,13 @@ func (s *Server) reloadLocked(ctx context.Context) error {
 // in a state nobody chose. A pin allowed before keeps its present state
 // (a relay that is on stays on); a new safe state for it applies at the
 // next helper start.
-func (s *Server) safeStatesOfNewPins(ctx context.Context, old, next HardwarePolicy) error {
-	if s.hw.GPIO == nil || !next.GPIO.Enabled {
+func (s *Server) safeStatesOfNewPins(ctx context.Context, old, next *Policy) error {
+	if s.hw.GPIO == nil || !next.Allows(config.SwitchGPIOEnabled) {
 		return nil
 	}
 	var errs []error
-	for _, p := range next.GPIO.Pins {
-		if _, ok := old.GPIO.Pin(p.Pin); ok && old.GPIO.Enabled {
+	for _, p := range next.Config.GPIO.Pins {
+		if _, ok := old.Config.GPIO.Pin(p.Pin); ok && old.Allows(config.SwitchGPIOEnabled) {
 			continue
 		}
 		pull := p.Pull

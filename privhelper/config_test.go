@@ -30,7 +30,9 @@ func configHelper(t *testing.T) (*client.Client, string, func() bool) {
 			return privhelper.Options{}, err
 		}
 		writes = c.GPIO.Writes
-		return privhelper.Options{Policy: defaultPolicy(), HardwarePolicy: privhelper.HardwarePolicy{GPIO: c.GPIO}}, nil
+		pol := defaultPolicy()
+		pol.Config.GPIO = c.GPIO
+		return privhelper.Options{Policy: pol}, nil
 	}
 	if _, err := load(); err != nil {
 		t.Fatal(err)

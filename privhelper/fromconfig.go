@@ -40,9 +40,9 @@ type Backends struct {
 // helper's policy, so that the shipped helper, the selftest and the tests
 // enforce the same rules: the agent's user from [helper] agent_user (looked
 // up on this system: the agent is a process here even on a simulated
-// board), reboot and poweroff only with their [system] switches and the
-// domain on, the GPIO, I²C and camera allowlists, the service and process
-// rules, and the protected users resolved once at start.
+// board), the config's switches and allowlists as they are (Policy reads
+// the switches through config's switches table), and the protected users
+// resolved once at start.
 func OptionsFromConfig(cfg *config.Config, b Backends) (Options, error) {
 	agentUID, err := LookupUID(cfg.Helper.AgentUser)
 	if err != nil {
@@ -69,21 +69,14 @@ func OptionsFromConfig(cfg *config.Config, b Backends) (Options, error) {
 		hw.Camera = CameraFrom(b.Camera, agentUID)
 	}
 	return Options{
-		Policy: Policy{
-			AgentUID: agentUID,
-			Reboot:   cfg.System.Enabled && cfg.System.Reboot,
-			Poweroff: cfg.System.Enabled && cfg.System.Shutdown,
-			Updates:  cfg.Manage.Enabled && cfg.Manage.Updates,
-			// The helper's own copy: the agent cannot give a broken
-			// release more (or less) time to prove itself.
-			UpdateHealthTimeout: cfg.Manage.UpdateHealthTimeout.D(),
-		},
-		Power:          b.Power,
-		Hardware:       hw,
-		HardwarePolicy: HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera},
-		Ops:            b.Ops,
-		OpsPolicy: OpsPolicy{Service: cfg.Service, Process: cfg.Process,
-			ProtectedUIDs: protected, ProtectedNames: cfg.Process.ProtectedUsers, Updates: cfg.Manage.Enabled && cfg.Manage.Updates},
+		// The helper's own copy of the config: its switches and
+		// allowlists, and [manage] update_health_timeout, so the agent
+		// cannot give a broken release more (or less) time to prove
+		// itself.
+		Policy:   Policy{AgentUID: agentUID, Config: *cfg, ProtectedUIDs: protected},
+		Power:    b.Power,
+		Hardware: hw,
+		Ops:      b.Ops,
 		// The bounds on the methods that wait on systemd ([helper]
 		// systemd_timeout, job_timeout); the agent reads the same keys
 		// and waits longer (privhelper/client). Fixed for the helper's

@@ -46,8 +46,8 @@ func TestOptionsFromConfigPowerSwitches(t *testing.T) {
 			_, o := optionsFrom(t, func(c *config.Config) {
 				c.System.Enabled, c.System.Reboot, c.System.Shutdown = tc.enabled, tc.reboot, tc.shutdown
 			}, privhelper.Backends{})
-			if o.Policy.Reboot != tc.wantReboot || o.Policy.Poweroff != tc.wantPoweroff {
-				t.Fatalf("policy %+v, want reboot %v poweroff %v", o.Policy, tc.wantReboot, tc.wantPoweroff)
+			if o.Policy.Allows(config.SwitchSystemReboot) != tc.wantReboot || o.Policy.Allows(config.SwitchSystemShutdown) != tc.wantPoweroff {
+				t.Fatalf("policy %+v, want reboot %v poweroff %v", o.Policy.Config.System, tc.wantReboot, tc.wantPoweroff)
 			}
 			o.Power = nil // startHelperWith records into its own sim
 			h := startHelperWith(t, sockIn(t), o)
@@ -86,11 +86,8 @@ func TestOptionsFromConfigCarriesAllowlists(t *testing.T) {
 	if o.Policy.AgentUID != agentUID() {
 		t.Errorf("agent uid %d, want %d", o.Policy.AgentUID, agentUID())
 	}
-	if want := (privhelper.HardwarePolicy{GPIO: cfg.GPIO, I2C: cfg.I2C, Camera: cfg.Camera}); !reflect.DeepEqual(o.HardwarePolicy, want) {
-		t.Errorf("hardware policy\n got %+v\nwant %+v", o.HardwarePolicy, want)
-	}
-	if !reflect.DeepEqual(o.OpsPolicy.Service, cfg.Service) || !reflect.DeepEqual(o.OpsPolicy.Process, cfg.Process) {
-		t.Errorf("ops policy %+v, want the config's service and process sections", o.OpsPolicy)
+	if !reflect.DeepEqual(o.Policy.Config, cfg) {
+		t.Errorf("policy's config\n got %+v\nwant %+v", o.Policy.Config, cfg)
 	}
 	if o.Backend != "sim" || o.Version != "9.9" {
 		t.Errorf("backend %q version %q: the backends' facts must pass through", o.Backend, o.Version)
@@ -111,18 +108,18 @@ func TestOptionsFromConfigProtectedUsers(t *testing.T) {
 	board := map[string]int{"root": 0, "pi": 1000, "www-data": 33}
 	_, o := optionsFrom(t, func(c *config.Config) { c.Process.ProtectedUsers = []string{"root", "nobody-here", "www-data"} },
 		privhelper.Backends{Accounts: func(name string) (int, bool) { uid, ok := board[name]; return uid, ok }})
-	if want := []int{0, 33}; !slices.Equal(o.OpsPolicy.ProtectedUIDs, want) {
-		t.Errorf("protected uids %v, want %v", o.OpsPolicy.ProtectedUIDs, want)
+	if want := []int{0, 33}; !slices.Equal(o.Policy.ProtectedUIDs, want) {
+		t.Errorf("protected uids %v, want %v", o.Policy.ProtectedUIDs, want)
 	}
-	if want := []string{"root", "nobody-here", "www-data"}; !slices.Equal(o.OpsPolicy.ProtectedNames, want) {
-		t.Errorf("protected names %v, want %v", o.OpsPolicy.ProtectedNames, want)
+	if want := []string{"root", "nobody-here", "www-data"}; !slices.Equal(o.Policy.Config.Process.ProtectedUsers, want) {
+		t.Errorf("protected names %v, want %v", o.Policy.Config.Process.ProtectedUsers, want)
 	}
 
 	// Without Accounts, this system's: root is uid 0 everywhere, and a
 	// numeric name is its own uid.
 	_, o = optionsFrom(t, func(c *config.Config) { c.Process.ProtectedUsers = []string{"root", "4242"} }, privhelper.Backends{})
-	if want := []int{0, 4242}; !slices.Equal(o.OpsPolicy.ProtectedUIDs, want) {
-		t.Errorf("system lookup: protected uids %v, want %v", o.OpsPolicy.ProtectedUIDs, want)
+	if want := []int{0, 4242}; !slices.Equal(o.Policy.ProtectedUIDs, want) {
+		t.Errorf("system lookup: protected uids %v, want %v", o.Policy.ProtectedUIDs, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -76,9 +77,12 @@ func (s *Server) status(context.Context, proto.StatusReq) (proto.StatusResp, err
 
 func (s *Server) powerSchedule(ctx context.Context, r proto.PowerScheduleReq) (proto.PowerScheduleResp, error) {
 	p := peerFrom(ctx)
-	if !s.rules().policy.allowsPower(r.Action) {
-		return proto.PowerScheduleResp{}, proto.Errorf(proto.CodePermissionDenied,
-			"privhelper: power action %q is disabled by the helper's config", r.Action).With("action", r.Action)
+	sw := powerSwitch(r.Action)
+	if sw == config.NoSwitch { // Validate refuses it first; no switch is no permission
+		return proto.PowerScheduleResp{}, denied("power action %q is disabled", r.Action).With("action", r.Action)
+	}
+	if err := s.require(sw, "power action %q is disabled", r.Action); err != nil {
+		return proto.PowerScheduleResp{}, err.(*proto.Error).With("action", r.Action)
 	}
 	// Microsecond precision is what logind keeps, so power.state later
 	// reports exactly the time returned here.

@@ -49,13 +49,6 @@ type Hardware struct {
 	Camera Camera
 }
 
-// HardwarePolicy is the helper's own copy of the owner's allowlists.
-type HardwarePolicy struct {
-	GPIO   config.GPIO
-	I2C    config.I2C
-	Camera config.Camera
-}
-
 func (s *Server) registerHardware() {
 	if s.hw.GPIO != nil {
 		handle(s.mux, proto.GPIOState, s.gpioState)
@@ -79,8 +72,8 @@ func (s *Server) registerHardware() {
 }
 
 func (s *Server) cameraCapture(ctx context.Context, r proto.CameraCaptureReq) (proto.CameraPhoto, error) {
-	if !s.rules().hw.Camera.Enabled {
-		return proto.CameraPhoto{}, denied("the camera is disabled")
+	if err := s.require(config.SwitchCameraEnabled, "the camera is disabled"); err != nil {
+		return proto.CameraPhoto{}, err
 	}
 	p, err := s.hw.Camera.Capture(ctx, r)
 	if err == nil {
@@ -94,10 +87,10 @@ func denied(format string, args ...any) *proto.Error {
 }
 
 func (s *Server) pin(pin int) (config.Pin, error) {
-	if !s.rules().hw.GPIO.Enabled {
-		return config.Pin{}, denied("gpio is disabled")
+	if err := s.require(config.SwitchGPIOEnabled, "gpio is disabled"); err != nil {
+		return config.Pin{}, err
 	}
-	p, ok := s.rules().hw.GPIO.Pin(pin)
+	p, ok := s.rules().policy.Config.GPIO.Pin(pin)
 	if !ok {
 		return config.Pin{}, denied("GPIO%d is not allowed", pin).With("pin", pin)
 	}
@@ -106,8 +99,8 @@ func (s *Server) pin(pin int) (config.Pin, error) {
 
 func (s *Server) gpioWritable(pin int) (config.Pin, error) {
 	p, err := s.pin(pin)
-	if err == nil && !s.rules().hw.GPIO.Writes {
-		err = denied("gpio writes are disabled")
+	if err == nil {
+		err = s.require(config.SwitchGPIOWrites, "gpio writes are disabled")
 	}
 	return p, err
 }
@@ -115,7 +108,7 @@ func (s *Server) gpioWritable(pin int) (config.Pin, error) {
 func (s *Server) gpioState(ctx context.Context, r proto.GPIOStateReq) (proto.GPIOStateResp, error) {
 	pins := r.Pins
 	if len(pins) == 0 {
-		for _, p := range s.rules().hw.GPIO.Pins {
+		for _, p := range s.rules().policy.Config.GPIO.Pins {
 			pins = append(pins, p.Pin)
 		}
 	}
@@ -180,11 +173,13 @@ func (s *Server) pwmSet(ctx context.Context, r proto.PWMSetReq) (proto.PWMState,
 }
 
 func (s *Server) i2cAllowed(list []string, what string, bus, addr int) error {
-	if !s.rules().hw.I2C.Enabled {
-		return denied("i2c is disabled")
+	if err := s.require(config.SwitchI2CEnabled, "i2c is disabled"); err != nil {
+		return err
 	}
-	if what == "write" && !s.rules().hw.I2C.Writes {
-		return denied("i2c writes are disabled")
+	if what == "write" {
+		if err := s.require(config.SwitchI2CWrites, "i2c writes are disabled"); err != nil {
+			return err
+		}
 	}
 	ok := config.I2CAllowed(list, bus, addr)
 	if addr < 0 {
@@ -204,7 +199,7 @@ func (s *Server) i2cBuses(ctx context.Context, _ proto.I2CBusesReq) (proto.I2CBu
 	}
 	out := proto.I2CBusesResp{Buses: []proto.I2CBus{}}
 	for _, b := range all {
-		if s.i2cAllowed(s.rules().hw.I2C.Read, "read", b.Bus, -1) == nil {
+		if s.i2cAllowed(s.rules().policy.Config.I2C.Read, "read", b.Bus, -1) == nil {
 			out.Buses = append(out.Buses, b)
 		}
 	}
@@ -212,7 +207,7 @@ func (s *Server) i2cBuses(ctx context.Context, _ proto.I2CBusesReq) (proto.I2CBu
 }
 
 func (s *Server) i2cScan(ctx context.Context, r proto.I2CScanReq) (proto.I2CScanResp, error) {
-	if err := s.i2cAllowed(s.rules().hw.I2C.Read, "read", r.Bus, -1); err != nil {
+	if err := s.i2cAllowed(s.rules().policy.Config.I2C.Read, "read", r.Bus, -1); err != nil {
 		return proto.I2CScanResp{}, err
 	}
 	res, err := s.hw.I2C.Scan(ctx, r.Bus)
@@ -220,12 +215,12 @@ func (s *Server) i2cScan(ctx context.Context, r proto.I2CScanReq) (proto.I2CScan
 		return res, err
 	}
 	// Report only what the allowlist lets the caller address.
-	res.Addresses = slices.DeleteFunc(res.Addresses, func(a int) bool { return !config.I2CAllowed(s.rules().hw.I2C.Read, r.Bus, a) })
+	res.Addresses = slices.DeleteFunc(res.Addresses, func(a int) bool { return !config.I2CAllowed(s.rules().policy.Config.I2C.Read, r.Bus, a) })
 	return res, nil
 }
 
 func (s *Server) i2cRead(ctx context.Context, r proto.I2CReadReq) (proto.I2CData, error) {
-	if err := s.i2cAllowed(s.rules().hw.I2C.Read, "read", r.Bus, r.Address); err != nil {
+	if err := s.i2cAllowed(s.rules().policy.Config.I2C.Read, "read", r.Bus, r.Address); err != nil {
 		return proto.I2CData{}, err
 	}
 	data, err := s.hw.I2C.Read(ctx, r.Bus, r.Address, r.Register, r.Length)
@@ -233,7 +228,7 @@ func (s *Server) i2cRead(ctx context.Context, r proto.I2CReadReq) (proto.I2CData
 }
 
 func (s *Server) i2cWrite(ctx context.Context, r proto.I2CWriteReq) (proto.I2CData, error) {
-	if err := s.i2cAllowed(s.rules().hw.I2C.Write, "write", r.Bus, r.Address); err != nil {
+	if err := s.i2cAllowed(s.rules().policy.Config.I2C.Write, "write", r.Bus, r.Address); err != nil {
 		return proto.I2CData{}, err
 	}
 	if err := s.hw.I2C.Write(ctx, r.Bus, r.Address, r.Register, r.Data); err != nil {
@@ -244,12 +239,12 @@ func (s *Server) i2cWrite(ctx context.Context, r proto.I2CWriteReq) (proto.I2CDa
 }
 
 func (s *Server) sensorRead(ctx context.Context, r proto.SensorReadReq) (proto.SensorReading, error) {
-	if !s.rules().hw.I2C.Enabled {
-		return proto.SensorReading{}, denied("i2c is disabled")
+	if err := s.require(config.SwitchI2CEnabled, "i2c is disabled"); err != nil {
+		return proto.SensorReading{}, err
 	}
 	// Declaring a sensor in [i2c] sensors is the owner's consent to read it:
 	// it needs no separate entry in the read allowlist.
-	for _, sn := range s.rules().hw.I2C.Sensors {
+	for _, sn := range s.rules().policy.Config.I2C.Sensors {
 		if sn.Name == r.Name {
 			return s.hw.I2C.Sensor(ctx, sn)
 		}
@@ -265,11 +260,12 @@ func (s *Server) logOp(ctx context.Context, msg string, args ...any) {
 // ApplySafeStates puts every allowed pin into its configured safe state, so a
 // relay is off after a reboot or a helper restart until someone says otherwise.
 func (s *Server) ApplySafeStates(ctx context.Context) error {
-	if s.hw.GPIO == nil || !s.rules().hw.GPIO.Enabled {
+	pol := &s.rules().policy
+	if s.hw.GPIO == nil || !pol.Allows(config.SwitchGPIOEnabled) {
 		return nil
 	}
 	var errs []error
-	for _, p := range s.rules().hw.GPIO.Pins {
+	for _, p := range pol.Config.GPIO.Pins {
 		pull := p.Pull
 		if pull == "" {
 			pull = "none"

@@ -97,13 +97,21 @@ func (i fakeI2C) Sensor(_ context.Context, s config.Sensor) (proto.SensorReading
 	return proto.SensorReading{Name: s.Name, Type: s.Type, TemperatureC: &t}, nil
 }
 
-func hwPolicy() privhelper.HardwarePolicy {
-	return privhelper.HardwarePolicy{
-		GPIO: config.GPIO{Enabled: true, Writes: true, Revert: "previous", Pins: []config.Pin{
-			{Pin: 17, Mode: "output", Value: 0}, {Pin: 18, Mode: "output", PWM: true}, {Pin: 4, Mode: "input", Pull: "up"}}},
-		I2C: config.I2C{Enabled: true, Writes: true, Read: []string{"1:0x76", "1:0x48"}, Write: []string{"1:0x48"},
-			Sensors: []config.Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "declared", Type: "tmp102", Bus: 2, Address: 0x48}}},
-	}
+// hwPolicy is defaultPolicy with GPIO and I²C on, their writes included.
+func hwPolicy() privhelper.Policy {
+	p := defaultPolicy()
+	p.Config.GPIO, p.Config.I2C = hwGPIO(), hwI2C()
+	return p
+}
+
+func hwGPIO() config.GPIO {
+	return config.GPIO{Enabled: true, Writes: true, Revert: "previous", Pins: []config.Pin{
+		{Pin: 17, Mode: "output", Value: 0}, {Pin: 18, Mode: "output", PWM: true}, {Pin: 4, Mode: "input", Pull: "up"}}}
+}
+
+func hwI2C() config.I2C {
+	return config.I2C{Enabled: true, Writes: true, Read: []string{"1:0x76", "1:0x48"}, Write: []string{"1:0x48"},
+		Sensors: []config.Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "declared", Type: "tmp102", Bus: 2, Address: 0x48}}}
 }
 
 func code(err error) string {
@@ -119,7 +127,7 @@ func code(err error) string {
 func TestHelperEnforcesHardwareAllowlists(t *testing.T) {
 	fh := newFakeHW()
 	pol := hwPolicy()
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), HardwarePolicy: pol})
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Hardware: fh.hardware()})
 	c := newClient(t, h.sock)
 	ctx := context.Background()
 	reg := 5
@@ -192,8 +200,8 @@ func TestHelperEnforcesHardwareAllowlists(t *testing.T) {
 func TestHelperWritesSwitchedOff(t *testing.T) {
 	fh := newFakeHW()
 	pol := hwPolicy()
-	pol.GPIO.Writes, pol.I2C.Writes = false, false
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), HardwarePolicy: pol})
+	pol.Config.GPIO.Writes, pol.Config.I2C.Writes = false, false
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Hardware: fh.hardware()})
 	c := newClient(t, h.sock)
 	ctx := context.Background()
 	if _, err := client.Call(ctx, c, proto.GPIOWrite, proto.GPIOWriteReq{Pin: 17, Value: 1}); code(err) != proto.CodePermissionDenied {
@@ -214,7 +222,7 @@ func TestHelperWritesSwitchedOff(t *testing.T) {
 func TestApplySafeStates(t *testing.T) {
 	fh := newFakeHW()
 	fh.pins[17] = 1 // left on before a reboot
-	srv := privhelper.NewServer(privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), HardwarePolicy: hwPolicy()})
+	srv := privhelper.NewServer(privhelper.Options{Policy: hwPolicy(), Hardware: fh.hardware()})
 	if err := srv.ApplySafeStates(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +240,7 @@ func (c fakeCamera) Capture(_ context.Context, r proto.CameraCaptureReq) (proto.
 
 func TestHelperCameraSwitch(t *testing.T) {
 	fh := newFakeHW()
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Hardware: fh.hardware(), HardwarePolicy: hwPolicy()})
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: hwPolicy(), Hardware: fh.hardware()})
 	c := newClient(t, h.sock)
 	req := proto.CameraCaptureReq{Width: 640, Height: 480, Format: "jpeg", Quality: 85}
 	if _, err := client.Call(context.Background(), c, proto.CameraCapture, req); code(err) != proto.CodePermissionDenied {

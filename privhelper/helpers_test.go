@@ -96,8 +96,16 @@ func agentUID() int {
 	return 1000
 }
 
-func defaultPolicy() privhelper.Policy {
-	return privhelper.Policy{AgentUID: agentUID(), Reboot: true, Poweroff: false}
+// defaultPolicy lets the agent reboot and nothing else: every other switch
+// is off, every allowlist empty.
+func defaultPolicy() privhelper.Policy { return powerPolicy(agentUID(), true, false) }
+
+// powerPolicy lets uid connect, with [system] reboot and shutdown as given
+// ([system] enabled on) and every other switch off.
+func powerPolicy(uid int, reboot, shutdown bool) privhelper.Policy {
+	p := privhelper.Policy{AgentUID: uid}
+	p.Config.System.Enabled, p.Config.System.Reboot, p.Config.System.Shutdown = true, reboot, shutdown
+	return p
 }
 
 func startHelper(t testing.TB, sock string, pol privhelper.Policy) *helper {

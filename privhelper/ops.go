@@ -44,15 +44,6 @@ type Ops struct {
 	Apt       AptRunner // apt-get update and plans, as transient units
 }
 
-// OpsPolicy is the helper's own copy of the owner's service and process rules.
-type OpsPolicy struct {
-	Service        config.Service
-	Process        config.Process
-	ProtectedUIDs  []int // uids of config.Process.ProtectedUsers, resolved at start
-	ProtectedNames []string
-	Updates        bool // [manage] enabled and updates: refresh and apply package plans
-}
-
 func (s *Server) registerOps() {
 	if s.ops.Units != nil {
 		handle(s.mux, proto.ServiceControl, s.serviceControl)
@@ -65,13 +56,13 @@ func (s *Server) registerOps() {
 }
 
 func (s *Server) unitChangeAllowed(unit string) error {
-	p := s.rules().ops.Service
-	switch {
-	case !p.Enabled:
-		return denied("the service namespace is disabled")
-	case !p.Control:
-		return denied("service control is disabled")
-	case !config.UnitMatches(p.Allow, unit):
+	if err := s.require(config.SwitchServiceEnabled, "the service namespace is disabled"); err != nil {
+		return err
+	}
+	if err := s.require(config.SwitchServiceControl, "service control is disabled"); err != nil {
+		return err
+	}
+	if !config.UnitMatches(s.rules().policy.Config.Service.Allow, unit) {
 		return denied("unit %s is not in [service] allow", unit).With("unit", unit)
 	}
 	return nil
@@ -114,13 +105,14 @@ func (s *Server) serviceEnable(ctx context.Context, r proto.ServiceEnableReq) (p
 // the helper, the agent (the peer), and the protected
 // users' processes. The signal must be in the owner's list.
 func (s *Server) processSignal(ctx context.Context, r proto.ProcessSignalReq) (proto.ProcessSignalResp, error) {
-	p := s.rules().ops.Process
-	switch {
-	case !p.Enabled:
-		return proto.ProcessSignalResp{}, denied("the process namespace is disabled")
-	case !p.Signals:
-		return proto.ProcessSignalResp{}, denied("sending signals is disabled")
-	case !slices.Contains(p.AllowedSignals, r.Signal):
+	pol := &s.rules().policy
+	if err := s.require(config.SwitchProcessEnabled, "the process namespace is disabled"); err != nil {
+		return proto.ProcessSignalResp{}, err
+	}
+	if err := s.require(config.SwitchProcessSignals, "sending signals is disabled"); err != nil {
+		return proto.ProcessSignalResp{}, err
+	}
+	if p := pol.Config.Process; !slices.Contains(p.AllowedSignals, r.Signal) {
 		return proto.ProcessSignalResp{}, denied("SIG%s is not in [process] allowed_signals", r.Signal).
 			With("signal", r.Signal).With("allowed_signals", p.AllowedSignals)
 	}
@@ -137,9 +129,9 @@ func (s *Server) processSignal(ctx context.Context, r proto.ProcessSignalReq) (p
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) is init or a kernel thread and is never signalled", id.PID, id.Name).With("pid", id.PID)
 	case self:
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) is raspi-mcp itself and is never signalled", id.PID, id.Name).With("pid", id.PID)
-	case slices.Contains(s.rules().ops.ProtectedUIDs, id.UID):
+	case slices.Contains(pol.ProtectedUIDs, id.UID):
 		return proto.ProcessSignalResp{}, denied("pid %d (%s) belongs to a protected user (uid %d)", id.PID, id.Name, id.UID).
-			With("pid", id.PID).With("uid", id.UID).With("protected_users", s.rules().ops.ProtectedNames)
+			With("pid", id.PID).With("uid", id.UID).With("protected_users", pol.Config.Process.ProtectedUsers)
 	case id.StartTicks != r.StartTicks:
 		return proto.ProcessSignalResp{}, proto.Errorf(proto.CodeFailedPrecondition,
 			"privhelper: pid %d is now a different process (%s, started at tick %d, not %d)", id.PID, id.Name, id.StartTicks, r.StartTicks).

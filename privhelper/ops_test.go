@@ -61,18 +61,19 @@ func (p fakeProcs) Signal(pid int, _ uint64, sig string) error {
 	return nil
 }
 
-func opsPolicy() privhelper.OpsPolicy {
-	return privhelper.OpsPolicy{
-		Service:       config.Service{Enabled: true, Control: true, Allow: []string{"nginx", "motion*"}},
-		Process:       config.Process{Enabled: true, Signals: true, AllowedSignals: []string{"TERM", "HUP"}, ProtectedUsers: []string{"root"}},
-		ProtectedUIDs: []int{0}, ProtectedNames: []string{"root"},
-	}
+// opsPolicy is defaultPolicy with service control and signals on.
+func opsPolicy() privhelper.Policy {
+	p := defaultPolicy()
+	p.Config.Service = config.Service{Enabled: true, Control: true, Allow: []string{"nginx", "motion*"}}
+	p.Config.Process = config.Process{Enabled: true, Signals: true, AllowedSignals: []string{"TERM", "HUP"}, ProtectedUsers: []string{"root"}}
+	p.ProtectedUIDs = []int{0}
+	return p
 }
 
 func TestHelperRefusesUnitsOutsideItsAllowList(t *testing.T) {
 	f := &fakeOps{}
 	pol := opsPolicy()
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Ops: f.ops(), OpsPolicy: pol})
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Ops: f.ops()})
 	c := newClient(t, h.sock)
 	ctx := context.Background()
 	for _, req := range []proto.ServiceControlReq{
@@ -107,14 +108,14 @@ func TestHelperRefusesUnitsOutsideItsAllowList(t *testing.T) {
 }
 
 func TestHelperServiceSwitchesOff(t *testing.T) {
-	for name, mod := range map[string]func(*privhelper.OpsPolicy){
-		"namespace off": func(p *privhelper.OpsPolicy) { p.Service.Enabled = false },
-		"control off":   func(p *privhelper.OpsPolicy) { p.Service.Control = false },
+	for name, mod := range map[string]func(*privhelper.Policy){
+		"namespace off": func(p *privhelper.Policy) { p.Config.Service.Enabled = false },
+		"control off":   func(p *privhelper.Policy) { p.Config.Service.Control = false },
 	} {
 		f := &fakeOps{}
 		pol := opsPolicy()
 		mod(&pol)
-		h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Ops: f.ops(), OpsPolicy: pol})
+		h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Ops: f.ops()})
 		_, err := client.Call(context.Background(), newClient(t, h.sock), proto.ServiceControl, proto.ServiceControlReq{Unit: "nginx.service", Action: "start"})
 		if proto.CodeOf(err) != proto.CodePermissionDenied || len(f.controls) != 0 {
 			t.Errorf("%s: %v, controls %v", name, err, f.controls)
@@ -130,7 +131,7 @@ func TestHelperSignalRules(t *testing.T) {
 		700:         {PID: 700, UID: 1000, StartTicks: 42, Name: "python3"},
 		os.Getpid(): {PID: os.Getpid(), UID: 1000, StartTicks: 5, Name: "raspi-mcp"},
 	}}
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Ops: f.ops(), OpsPolicy: opsPolicy()})
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: opsPolicy(), Ops: f.ops()})
 	c := newClient(t, h.sock)
 	ctx := context.Background()
 	for name, tc := range map[string]struct {

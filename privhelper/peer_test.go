@@ -104,7 +104,7 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 }
 
 func TestForeignUIDRefused(t *testing.T) {
-	out, h := runAsNobody(t, privhelper.Policy{AgentUID: 1000, Reboot: true})
+	out, h := runAsNobody(t, powerPolicy(1000, true, false))
 	if !strings.Contains(out, "CODE="+proto.CodePermissionDenied) {
 		t.Fatalf("foreign uid was not refused:\n%s", out)
 	}

@@ -3,6 +3,7 @@ package privhelper
 import (
 	"testing"
 
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
@@ -14,27 +15,41 @@ func TestPolicyAllowsPeer(t *testing.T) {
 		}
 	}
 	// The zero Policy lets only root in.
-	if (Policy{}).allowsPeer(1000) || !(Policy{}).allowsPeer(0) {
+	var zero Policy
+	if zero.allowsPeer(1000) || !zero.allowsPeer(0) {
 		t.Error("zero Policy")
 	}
 }
 
+// A power action is allowed by its own [system] switch with [system]
+// enabled on, and an action the helper does not know by none.
 func TestPolicyAllowsPower(t *testing.T) {
+	policy := func(enabled, reboot, shutdown bool) Policy {
+		var p Policy
+		p.Config.System.Enabled, p.Config.System.Reboot, p.Config.System.Shutdown = enabled, reboot, shutdown
+		return p
+	}
+	allows := func(p Policy, action string) bool {
+		sw := powerSwitch(action)
+		return sw != config.NoSwitch && p.Allows(sw)
+	}
 	tests := []struct {
 		p      Policy
 		action string
 		want   bool
 	}{
-		{Policy{Reboot: true}, proto.ActionReboot, true},
-		{Policy{Reboot: true}, proto.ActionPoweroff, false},
-		{Policy{Poweroff: true}, proto.ActionPoweroff, true},
-		{Policy{Poweroff: true}, proto.ActionReboot, false},
-		{Policy{Reboot: true, Poweroff: true}, "halt", false},
-		{Policy{Reboot: true, Poweroff: true}, "", false},
+		{policy(true, true, false), proto.ActionReboot, true},
+		{policy(true, true, false), proto.ActionPoweroff, false},
+		{policy(true, false, true), proto.ActionPoweroff, true},
+		{policy(true, false, true), proto.ActionReboot, false},
+		{policy(false, true, true), proto.ActionReboot, false},
+		{policy(false, true, true), proto.ActionPoweroff, false},
+		{policy(true, true, true), "halt", false},
+		{policy(true, true, true), "", false},
 	}
 	for _, tc := range tests {
-		if got := tc.p.allowsPower(tc.action); got != tc.want {
-			t.Errorf("%+v.allowsPower(%q) = %v, want %v", tc.p, tc.action, got, tc.want)
+		if got := allows(tc.p, tc.action); got != tc.want {
+			t.Errorf("%+v allows %q = %v, want %v", tc.p.Config.System, tc.action, got, tc.want)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func (s *Server) updatePlan(ctx context.Context, _ proto.UpdatePlanReq) (proto.U
 	if err != nil {
 		return proto.UpdatePlanResp{}, proto.Errorf(proto.CodeUnavailable, "privhelper: reading the versions on offer: %v", err)
 	}
-	out := proto.UpdatePlanResp{Installed: inst, Candidates: []proto.PackageCandidate{}, HealthTimeout: s.rules().policy.UpdateHealthTimeout,
+	out := proto.UpdatePlanResp{Installed: inst, Candidates: []proto.PackageCandidate{}, HealthTimeout: s.rules().policy.Config.Manage.UpdateHealthTimeout.D(),
 		Restarts: append([]string{}, s.updates.Restarts...)}
 	for _, c := range cands {
 		out.Candidates = append(out.Candidates, proto.PackageCandidate(c))
@@ -76,9 +76,8 @@ func (s *Server) updatePlan(ctx context.Context, _ proto.UpdatePlanReq) (proto.U
 // hole is as much a widening of powers as any.
 func (s *Server) updateStart(ctx context.Context, r proto.UpdateStartReq) (proto.UpdateStartResp, error) {
 	p := peerFrom(ctx)
-	if !s.rules().policy.Updates {
-		return proto.UpdateStartResp{}, proto.Errorf(proto.CodePermissionDenied,
-			"privhelper: updating raspi-mcp is disabled by the helper's config ([manage] updates)")
+	if err := s.require(config.SwitchManageUpdates, "updating raspi-mcp is disabled"); err != nil {
+		return proto.UpdateStartResp{}, err
 	}
 	for _, f := range [...]struct{ name, v string }{{"from", r.From}, {"to", r.To}} {
 		if err := selfupdate.ValidVersion(f.v); err != nil {

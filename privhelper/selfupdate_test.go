@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -28,7 +29,7 @@ func simUpdates(t testing.TB, deadline time.Duration) privhelper.Updates {
 
 func updatePolicy(on bool) privhelper.Policy {
 	p := defaultPolicy()
-	p.Updates, p.UpdateHealthTimeout = on, time.Minute
+	p.Config.Manage.Enabled, p.Config.Manage.Updates, p.Config.Manage.UpdateHealthTimeout = true, on, config.Duration(time.Minute)
 	return p
 }
 

@@ -51,54 +51,25 @@ const (
 // quick methods, long enough for a loaded Pi Zero's systemd for the ones
 // that wait on it. See proto/class.go for the numbers and why.
 
-// Policy is the helper's own view of what is allowed, built by the binary
-// from the root-owned config. It is re-checked on every request.
-type Policy struct {
-	AgentUID int  // the only non-root uid allowed to connect
-	Reboot   bool // power.schedule action=reboot allowed
-	Poweroff bool // power.schedule action=poweroff allowed
-	// Updates allows update.start ([manage] updates); UpdateHealthTimeout
-	// is how long the new agent has to report healthy before the update
-	// is rolled back ([manage] update_health_timeout).
-	Updates             bool
-	UpdateHealthTimeout time.Duration
-}
-
-// allowsPeer reports whether a peer with this uid may talk to the helper.
-func (p Policy) allowsPeer(uid int) bool { return uid == 0 || uid == p.AgentUID }
-
-// allowsPower reports whether a power action may be scheduled.
-func (p Policy) allowsPower(action string) bool {
-	switch action {
-	case proto.ActionReboot:
-		return p.Reboot
-	case proto.ActionPoweroff:
-		return p.Poweroff
-	}
-	return false
-}
-
 // Options configures a Server.
 type Options struct {
-	Policy         Policy
-	Power          power.Power    // nil: the power.* methods are not served (not_found)
-	Hardware       Hardware       // GPIO, PWM, I2C backends; nil members are not served
-	HardwarePolicy HardwarePolicy // the owner's pin and bus allowlists
-	Ops            Ops            // systemd units and signals; nil members are not served
-	OpsPolicy      OpsPolicy      // the owner's unit and signal rules
-	Witness        *witness.Log   // the audit witness file; nil: audit.witness is not served
-	Updates        Updates        // updating raspi-mcp itself; zero: update.* is not served
-	Backend        string         // "linux" or "sim", reported by Status
-	Version        string         // helper version, e.g. "0.1.0"
-	Logger         *slog.Logger   // refusals are logged at Warn with uid/gid/pid; nil discards
+	Policy   Policy       // who may connect, the switches and the allowlists (policy.go)
+	Power    power.Power  // nil: the power.* methods are not served (not_found)
+	Hardware Hardware     // GPIO, PWM, I2C backends; nil members are not served
+	Ops      Ops          // systemd units and signals; nil members are not served
+	Witness  *witness.Log // the audit witness file; nil: audit.witness is not served
+	Updates  Updates      // updating raspi-mcp itself; zero: update.* is not served
+	Backend  string       // "linux" or "sim", reported by Status
+	Version  string       // helper version, e.g. "0.1.0"
+	Logger   *slog.Logger // refusals are logged at Warn with uid/gid/pid; nil discards
 
 	// ConfigPath is the config file the policy above came from: config.apply
 	// writes its MCP drop-in beside it. "": config.apply and config.restore
 	// are not served (not_found).
 	ConfigPath string
-	// Reload reads the config again into the policy parts of Options
-	// (Policy, HardwarePolicy, OpsPolicy); Server.Reload and config.apply
-	// call it. nil: the policy is fixed for the helper's life.
+	// Reload reads the config again into Options' Policy; Server.Reload
+	// and config.apply call it. nil: the policy is fixed for the helper's
+	// life.
 	Reload func() (Options, error)
 
 	// HandlerTimeout bounds the handler of a quick method (GPIO, I²C,
@@ -160,7 +131,7 @@ func NewServer(o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.cur.Store(&rules{policy: o.Policy, hw: o.HardwarePolicy, ops: o.OpsPolicy, gen: 1})
+	s.cur.Store(&rules{policy: o.Policy, gen: 1})
 	handle(s.mux, proto.Status, s.status)
 	if s.power != nil {
 		handle(s.mux, proto.PowerSchedule, s.powerSchedule)

@@ -195,8 +195,9 @@ func TestPoweroffRefusedByPolicy(t *testing.T) {
 	c := newClient(t, h.sock)
 	_, err := client.Call(context.Background(), c, proto.PowerSchedule, proto.PowerScheduleReq{Action: "poweroff", DelaySeconds: 10})
 	e := protoErr(t, err, proto.CodePermissionDenied)
-	if want := `privhelper: power action "poweroff" is disabled by the helper's config`; e.Message != want {
-		t.Fatalf("message = %q, want %q", e.Message, want)
+	if want := `privhelper: power action "poweroff" is disabled by the helper's config: switch system.shutdown is off`; !strings.HasPrefix(e.Message, want) ||
+		e.Details["switch"] != "system.shutdown" || e.Details["action"] != "poweroff" {
+		t.Fatalf("message = %q (details %v), want %q...", e.Message, e.Details, want)
 	}
 	if ev := h.sim.Events(); len(ev) != 0 {
 		t.Fatalf("refused action recorded: %+v", ev)
@@ -206,7 +207,7 @@ func TestPoweroffRefusedByPolicy(t *testing.T) {
 	}
 
 	// And the other way round: reboot disabled, poweroff enabled.
-	h2 := startHelper(t, sockIn(t), privhelper.Policy{AgentUID: agentUID(), Poweroff: true})
+	h2 := startHelper(t, sockIn(t), powerPolicy(agentUID(), false, true))
 	c2 := newClient(t, h2.sock)
 	_, err = client.Call(context.Background(), c2, proto.PowerSchedule, proto.PowerScheduleReq{Action: "reboot"})
 	e = protoErr(t, err, proto.CodePermissionDenied)
@@ -222,7 +223,7 @@ func TestPoweroffRefusedByPolicy(t *testing.T) {
 }
 
 func TestInvalidParams(t *testing.T) {
-	h := startHelper(t, sockIn(t), privhelper.Policy{AgentUID: agentUID(), Reboot: true, Poweroff: true})
+	h := startHelper(t, sockIn(t), powerPolicy(agentUID(), true, true))
 	ctx := context.Background()
 
 	// The client validates before sending...
@@ -402,7 +403,7 @@ func (slowPower) Scheduled(context.Context) (power.Schedule, bool, error) {
 }
 
 func TestHandlerTimeoutPanicAndBackendError(t *testing.T) {
-	pol := privhelper.Policy{AgentUID: agentUID(), Reboot: true}
+	pol := powerPolicy(agentUID(), true, false)
 	ctx := context.Background()
 
 	// power.schedule waits on logind: its bound is the systemd one.

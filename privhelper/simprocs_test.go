@@ -29,8 +29,8 @@ func TestHelperSignalsOnlyTheSimulatedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := opsPolicy()
-	pol.Process.AllowedSignals = []string{"TERM", "STOP", "CONT"}
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Ops: privhelper.Ops{Processes: privhelper.SimProcessesFrom(sim)}, OpsPolicy: pol})
+	pol.Config.Process.AllowedSignals = []string{"TERM", "STOP", "CONT"}
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Ops: privhelper.Ops{Processes: privhelper.SimProcessesFrom(sim)}})
 	c := newClient(t, h.sock)
 	ctx := context.Background()
 	snap := func() procs.Snapshot {

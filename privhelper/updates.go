@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -54,10 +55,7 @@ func (s *Server) registerApt() {
 // updatesAllowed: refreshing and installing need [manage] updates, as the
 // agent's tools do; the helper checks on its own copy of the config.
 func (s *Server) updatesAllowed() error {
-	if !s.rules().ops.Updates {
-		return denied("OS updates are disabled ([manage] updates)")
-	}
-	return nil
+	return s.require(config.SwitchManageUpdates, "OS updates are disabled")
 }
 
 func (s *Server) aptRefresh(ctx context.Context, _ proto.AptRefreshReq) (proto.AptRun, error) {

@@ -28,7 +28,9 @@ func simApt(t testing.TB) (*apt.Sim, *apt.Runner) {
 // aptHelper serves the apt methods on the sim, with [manage] updates as given.
 func aptHelper(t *testing.T, updates bool) (*apt.Sim, *client.Client) {
 	s, r := simApt(t)
-	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: defaultPolicy(), Ops: privhelper.Ops{Apt: r}, OpsPolicy: privhelper.OpsPolicy{Updates: updates}})
+	pol := defaultPolicy()
+	pol.Config.Manage.Enabled, pol.Config.Manage.Updates = true, updates
+	h := startHelperWith(t, sockIn(t), privhelper.Options{Policy: pol, Ops: privhelper.Ops{Apt: r}})
 	return s, newClient(t, h.sock)
 }
 
