@@ -790,7 +790,7 @@ func (a *Agent) principalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				// Fail closed: an unknown principal has no role.
 				p = identity.Principal{Kind: identity.KindToken, Name: "unknown", UID: -1, PID: -1}
 			}
-			ctx = context.WithValue(ctx, principalKey{}, p)
+			ctx = identity.NewContext(ctx, p)
 		}
 		return next(ctx, method, req)
 	}

@@ -128,7 +128,7 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 	in.done = ctx.Done()
 	in.firstLine = func() { silent.Stop() }
 	in.maxInFlight, in.maxBatch = lim.InFlight, lim.MaxBatch
-	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &lineTransport{in: in, out: s}, nil)
+	ss, err := a.server.Connect(identity.NewContext(ctx, p), &lineTransport{in: in, out: s}, nil)
 	if err != nil {
 		log.Warn("mcp connect failed", "err", err)
 		return
