@@ -1,8 +1,13 @@
 package transport
 
 import (
+	"net"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 )
 
 // The gate's arithmetic: one record a uid a window, a cap a window in all,
@@ -30,5 +35,37 @@ func TestRefusalGate(t *testing.T) {
 		if ok != s.ok || left != s.leftOut {
 			t.Errorf("step %d (uid %d at %s): %v, %d; want %v, %d", i, s.uid, s.at, ok, left, s.ok, s.leftOut)
 		}
+	}
+}
+
+// What the doors hand the agent's audit hook for a caller with no role:
+// one Refusal a uid a window, a deny of "connect" with permission_denied
+// and the uid to hash, and every refusal counted.
+func TestUnmappedCallerRefusal(t *testing.T) {
+	r := newRig(t, nil)
+	const uid = 4242 // mapped by no [roles] entry
+	r.d.SetPeerOf(func(c *net.UnixConn) (unixsock.Peer, error) { return unixsock.Peer{UID: uid, GID: uid, PID: 1}, nil })
+	sock := r.listen()
+	for range 3 {
+		w := dialWire(t, sock)
+		w.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		a := decodeAnswer(t, w.mustRecv())
+		if a.Error == nil || a.Error.Code != -32001 || !strings.Contains(a.Error.Message, "permission_denied") {
+			t.Fatalf("unmapped caller answered %+v", a)
+		}
+		w.conn.Close()
+	}
+	if n := r.d.RefusedConns(); n != 3 {
+		t.Errorf("RefusedConns = %d, want 3", n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.refused) != 1 {
+		t.Fatalf("audited %d refusals of one uid in a window, want 1: %+v", len(r.refused), r.refused)
+	}
+	got := r.refused[0]
+	if got.Tool != "connect" || got.Code != "permission_denied" || got.Role != "none" || got.Principal == "" ||
+		!reflect.DeepEqual(got.In, map[string]any{"uid": uid}) {
+		t.Errorf("refusal %+v", got)
 	}
 }
