@@ -10,7 +10,7 @@ GO      ?= go
 export CGO_ENABLED = 0
 # net/http's bundled HTTP/2 is left out (nethttpomithttp2, a tag net/http
 # defines): the agent speaks HTTP/1.1 only, to clients on its LAN endpoint and
-# to LAN upstreams (agent/http.go, agent/upstream/transport.go), so HTTP/2 was
+# to LAN upstreams (agent/transport/http.go, agent/upstream/transport.go), so HTTP/2 was
 # 0.5 MB of the armv6 agent that nothing ran. Exported, so that the tests and
 # the binaries they build are the shipped code; a plain `go build` behaves the
 # same, only larger.
@@ -138,7 +138,7 @@ tools:
 
 # Benchmarks: numbers to report, never pass/fail.
 bench:
-	$(GO) test -run XXX -bench . -benchmem ./hw/sysinfo ./agent/store ./agent/series ./privhelper/...
+	$(GO) test -run XXX -bench . -benchmem ./hw/sysinfo ./agent/store ./agent/series ./agent/transport ./privhelper/...
 	$(GO) test -run XXX -bench . -benchtime 20x ./agent
 	$(GO) test -run XXX -bench HealthSnapshot -benchtime 2000x ./e2e
 	$(GO) test -run XXX -bench ColdStart -benchtime 5x ./e2e

@@ -23,6 +23,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/transport"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
@@ -87,9 +88,9 @@ type Options struct {
 
 // Agent serves MCP on a Unix socket.
 type Agent struct {
-	// guard holds the bounds on what sessions may hold of the agent
-	// (inflight.go, session.go).
-	guard guard
+	// doors serve server on the socket and over HTTP (agent/transport),
+	// under the bounds on what sessions may hold of the agent.
+	doors *transport.Doors
 	// cfg is the configuration in force, swapped whole by a reload
 	// (reload.go); code reads it through conf.
 	cfg      atomic.Pointer[loadedConfig]
@@ -132,8 +133,6 @@ type Agent struct {
 
 	updates *watcher // resource subscriptions' updates (subscriptions.go)
 	exp     exporter // counters and handler of /metrics (exporter.go)
-
-	httpStatus atomic.Pointer[HTTPStatus] // the HTTP endpoint once it serves (http.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -216,7 +215,8 @@ func New(o Options) (*Agent, error) {
 	}
 	a.registerResources()
 	a.registerPrompts()
-	a.server.AddReceivingMiddleware(a.protocolErrors, a.principalMiddleware, a.inflightMiddleware)
+	a.doors = transport.New(transport.Options{Server: a.server, Config: a.conf, Log: a.log, Audit: a.auditDoor})
+	a.server.AddReceivingMiddleware(a.protocolErrors, transport.PrincipalMiddleware, a.doors.InFlightMiddleware)
 	return a, nil
 }
 
@@ -251,7 +251,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 			a.log.Error("final sample flush", "err", err)
 		}
 	}()
-	if err := unixsock.Serve(ctx, ln, a.log, a.serveConn); err != nil {
+	if err := unixsock.Serve(ctx, ln, a.log, a.doors.ServeConn); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	return nil

@@ -15,22 +15,25 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
 // Error codes, the whole vocabulary a model sees: the symbolic codes of the
-// tool catalog (spec 002 §9.1), whose meaning must stay stable. They are the
-// helper protocol's codes, so helper errors pass through unchanged.
+// tool catalog (spec 002 §9.1), whose meaning must stay stable. They live in
+// internal/errcode, so the doors (agent/transport) use them without linking
+// the tools; they are the helper protocol's codes too, so helper errors pass
+// through unchanged (TestErrorCodesAreTheHelpers holds the two together).
 const (
-	CodeInvalidArgument    = proto.CodeInvalidArgument
-	CodePermissionDenied   = proto.CodePermissionDenied
-	CodeUnauthenticated    = "unauthenticated" // HTTP tokens only; the helper never says it
-	CodeNotFound           = proto.CodeNotFound
-	CodeFailedPrecondition = proto.CodeFailedPrecondition
-	CodeResourceExhausted  = proto.CodeResourceExhausted
-	CodeUnavailable        = proto.CodeUnavailable
-	CodeInternal           = proto.CodeInternal
+	CodeInvalidArgument    = errcode.InvalidArgument
+	CodePermissionDenied   = errcode.PermissionDenied
+	CodeUnauthenticated    = errcode.Unauthenticated // HTTP tokens only; the helper never says it
+	CodeNotFound           = errcode.NotFound
+	CodeFailedPrecondition = errcode.FailedPrecondition
+	CodeResourceExhausted  = errcode.ResourceExhausted
+	CodeUnavailable        = errcode.Unavailable
+	CodeInternal           = errcode.Internal
 )
 
 // ToolError is an error a model can act on. A failed call is a result with

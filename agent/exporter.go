@@ -51,7 +51,6 @@ import (
 // exporter is what the agent keeps for /metrics.
 type exporter struct {
 	errors  [len(exportedCodes) + 1]atomic.Uint64 // by exportedCodes index; the last counts any other code
-	refused atomic.Uint64                         // connections refused before any call: the principal had no role
 	handler http.Handler                          // serves /metrics (newMetricsHandler)
 	render  scrape.Renderer                       // writes the page: Options.MetricsRenderer
 	table   []scrape.Family                       // families, as the renderer takes them
@@ -501,7 +500,7 @@ func (a *Agent) collectOwn(e *emitter) {
 		e.uint(famToolCalls, dc, t.id, "declined")
 	}
 	e.uint(famDenials, denials)
-	e.uint(famRefused, a.exp.refused.Load())
+	e.uint(famRefused, a.doors.RefusedConns())
 	for i, c := range exportedCodes {
 		e.uint(famToolErrors, a.exp.errors[i].Load(), c)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/promexp"
 	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
@@ -204,7 +205,7 @@ func (r *rig) session(t testing.TB, p Principal) *mcp.ClientSession {
 	}
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := r.a.server.Connect(context.WithValue(ctx, principalKey{}, p), st, nil)
+	ss, err := r.a.server.Connect(identity.NewContext(ctx, p), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -302,7 +302,7 @@ func TestConnectionCaps(t *testing.T) {
 		c.Roles.Users["uid:4244"] = "read"
 		c.Roles.Users["uid:4245"] = "read"
 	})
-	r.a.guard.peerOf = peerAsNamed
+	r.a.doors.SetPeerOf(peerAsNamed)
 	r.serveMany()
 	for i := range 2 {
 		c := dialAs(t, r, 4243, i)
@@ -355,7 +355,7 @@ func TestHalfALineIsClosed(t *testing.T) {
 // bounds: one a uid a minute, refusal_audits a minute in all.
 func TestUnmappedFloodIsAuditedWithinBounds(t *testing.T) {
 	r := newSimRig(t, func(c *config.Config) { c.Sessions.RefusalAudits = 3 })
-	r.a.guard.peerOf = peerAsNamed
+	r.a.doors.SetPeerOf(peerAsNamed)
 	r.serveMany()
 	before := r.auditCount()
 	for uid := 4250; uid < 4256; uid++ {
@@ -373,36 +373,8 @@ func TestUnmappedFloodIsAuditedWithinBounds(t *testing.T) {
 	if got := r.auditCount() - before; got != 3 {
 		t.Errorf("60 refused connections of 6 uids wrote %d audit records, want 3", got)
 	}
-	if got := r.a.exp.refused.Load(); got != 60 {
+	if got := r.a.doors.RefusedConns(); got != 60 {
 		t.Errorf("refusals counted: %d, want 60", got)
-	}
-}
-
-// The gate's arithmetic: one record a uid a window, a cap a window in all,
-// and the next record counts the refusals left out.
-func TestRefusalGate(t *testing.T) {
-	var g refusalGate
-	t0 := time.Unix(1_700_000_000, 0)
-	type step struct {
-		uid     int
-		at      time.Duration
-		ok      bool
-		leftOut int
-	}
-	for i, s := range []step{
-		{1, 0, true, 0},
-		{1, time.Second, false, 0}, // the same uid within the window
-		{2, time.Second, true, 1},
-		{3, time.Second, false, 0}, // the cap (2) of the window
-		{1, refusalWindow, true, 1},
-		{4, refusalWindow, true, 0},
-		{5, refusalWindow, false, 0},
-		{5, 2 * refusalWindow, true, 1},
-	} {
-		ok, left := g.record(s.uid, t0.Add(s.at), 2)
-		if ok != s.ok || left != s.leftOut {
-			t.Errorf("step %d (uid %d at %s): %v, %d; want %v, %d", i, s.uid, s.at, ok, left, s.ok, s.leftOut)
-		}
 	}
 }
 

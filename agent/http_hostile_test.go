@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/transport"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/bearer"
 )
@@ -180,7 +181,7 @@ func TestHTTPFloodCountedIntoNextRecord(t *testing.T) {
 		send(i)
 	}
 	mu.Lock()
-	now = now.Add(2 * refusalWindow)
+	now = now.Add(2 * transport.RefusalWindow)
 	mu.Unlock()
 	send(999)
 	recs := h.audit(t)[before:]
@@ -205,7 +206,7 @@ func TestHTTPSessionCapPerToken(t *testing.T) {
 		t.Errorf("the read token's newest session: %d", resp.StatusCode)
 	}
 	h.rawSession(t, "s-operate")
-	if n := h.a.httpSessions(); n > 5 {
+	if n := h.a.doors.HTTPSessions(); n > 5 {
 		t.Fatalf("%d sessions open, over the cap of 5", n)
 	}
 }
@@ -272,7 +273,7 @@ func TestHTTPRevokeEndsStreams(t *testing.T) {
 	case <-time.After(hangGuard):
 		t.Fatal("a revoked token's stream is still open")
 	}
-	waitFor(t, "the revoked token's session to close", time.Second, func() bool { return h.a.httpSessions() == 0 })
+	waitFor(t, "the revoked token's session to close", time.Second, func() bool { return h.a.doors.HTTPSessions() == 0 })
 	if resp, _ := h.postRaw(t, "s-read", `{"jsonrpc":"2.0","id":7,"method":"ping"}`, map[string]string{"Mcp-Session-Id": id}); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the revoked token's next request: %d", resp.StatusCode)
 	}
@@ -387,23 +388,6 @@ func TestHTTPInFlightCap(t *testing.T) {
 		resp, _ := h.postRaw(t, "s-read", ping, map[string]string{"Mcp-Session-Id": b})
 		return resp.StatusCode == 200
 	})
-}
-
-func TestBatchLen(t *testing.T) {
-	for body, want := range map[string]int{
-		`{"jsonrpc":"2.0","id":1,"method":"ping"}`: 1,
-		` [ ] `:                           1,
-		`[{"a":[1,2,3]}]`:                 1,
-		`[{"a":"x,y]"},{"b":"\"],"}, {}]`: 3,
-		"\n[1,2,3,4,5,6,7,8,9,10]":        5, // counted up to 5
-		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{}`: 2,
-		`not json, at all`: 1,
-		`[{"x":{"y":[{"z":1},{"z":2}]}},{"x":"\\"},{"q":1}]`: 3,
-	} {
-		if got := batchLen([]byte(body), 5); got != want {
-			t.Errorf("batchLen(%s) = %d, want %d", body, got, want)
-		}
-	}
 }
 
 // The same through the real token file, as `raspi-mcp token revoke`

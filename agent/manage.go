@@ -145,7 +145,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		},
 		Helper:   HelperStatus{Socket: cfg.Helper.Socket},
 		Database: DatabaseStatus{Path: a.store.Path()},
-		HTTP:     a.httpStatus.Load(),
+		HTTP:     a.doors.HTTPStatus(),
 	}
 	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
 		s.Helper.Error = err.Error()

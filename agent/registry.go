@@ -93,11 +93,9 @@ func (r *registry) remove(drop func(*tool) bool) []*tool {
 	return gone
 }
 
-type principalKey struct{}
-
+// principalFrom is the principal the doors (agent/transport) put in ctx.
 func principalFrom(ctx context.Context) (identity.Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(identity.Principal)
-	return p, ok
+	return identity.FromContext(ctx)
 }
 
 // handler adapts a tool to the SDK's low-level ToolHandler, which leaves

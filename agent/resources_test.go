@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // hang guards only: no verdict depends on how long anything takes.
@@ -398,7 +399,7 @@ func TestConfigShowsSecretReferencesOnly(t *testing.T) {
 	r := newSimRig(t, func(c *config.Config) {
 		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://127.0.0.1:1/mcp", Token: "env:HS4_TOKEN"}}
 	})
-	ctx := context.WithValue(context.Background(), principalKey{}, admin)
+	ctx := identity.NewContext(context.Background(), admin)
 	text, err := r.a.readConfig(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +409,7 @@ func TestConfigShowsSecretReferencesOnly(t *testing.T) {
 	}
 	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
 	r.cfg.Manage.Enabled = false
-	_, err = r.a.readConfig(context.WithValue(context.Background(), principalKey{}, reader), &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
+	_, err = r.a.readConfig(identity.NewContext(context.Background(), reader), &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
 	if te := resErr(t, err); te.Code != CodePermissionDenied {
 		t.Errorf("with manage off: %+v", te)
 	}

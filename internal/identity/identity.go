@@ -7,6 +7,7 @@
 package identity
 
 import (
+	"context"
 	"os/user"
 	"strconv"
 
@@ -137,4 +138,20 @@ func (osAccounts) group(gid string) (string, bool) {
 		return "", false
 	}
 	return g.Name, true
+}
+
+// principalKey carries a Principal in a context.
+type principalKey struct{}
+
+// NewContext returns ctx carrying p: the doors (agent/transport) put the
+// principal of a connection or request there, and the agent reads it back
+// for every call.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext is the principal NewContext put in ctx, if any.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
 }

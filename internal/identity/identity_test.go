@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"context"
 	"os"
 	"os/user"
 	"testing"
@@ -132,5 +133,16 @@ func TestFromToken(t *testing.T) {
 		if p != want {
 			t.Errorf("FromToken(ha, %q) = %+v, want %+v", c.role, p, want)
 		}
+	}
+}
+
+func TestContext(t *testing.T) {
+	if _, ok := FromContext(context.Background()); ok {
+		t.Fatal("a principal in an empty context")
+	}
+	p := FromToken("ci", "read", "192.0.2.1:4000")
+	got, ok := FromContext(NewContext(context.Background(), p))
+	if !ok || got != p {
+		t.Fatalf("FromContext = %+v, %v; want %+v", got, ok, p)
 	}
 }

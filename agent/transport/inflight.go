@@ -1,4 +1,4 @@
-package agent
+package transport
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/internal/webguard"
@@ -28,9 +30,9 @@ import (
 //     across sessions have a budget of their own (guard.queued);
 //   - the requests in flight have a bound per session, enforced in the line
 //     filter before go-sdk sees them (lines.go), and one per principal across
-//     its sessions, socket and HTTP alike (inflightMiddleware);
+//     its sessions, socket and HTTP alike (InFlightMiddleware);
 //   - connections have caps per uid and in total, with room kept for root,
-//     and a connection that says nothing is closed (serveConn);
+//     and a connection that says nothing is closed (ServeConn);
 //   - the refusals of unmapped callers are audited at most once a uid a
 //     minute and a bounded number a minute in all (refusalGate).
 
@@ -40,7 +42,7 @@ const busyCode = -32000
 
 // busyData is the data of such a refusal: classified as resource_exhausted,
 // which may be retried.
-var busyData = []byte(`{"error_code":"` + CodeResourceExhausted + `","retryable":true}`)
+var busyData = []byte(`{"error_code":"` + errcode.ResourceExhausted + `","retryable":true}`)
 
 // guard is the state the bounds share across sessions; the zero value is
 // ready.
@@ -74,21 +76,21 @@ func (g *guard) addQueued(n int64) int64 {
 	}
 }
 
-// SocketLoad is what the sessions hold of the agent now.
-type SocketLoad struct {
+// Load is what the sessions hold of the agent now.
+type Load struct {
 	Queued    int64 // bytes of answers and notifications waiting for their peers (socket and HTTP)
 	MaxQueued int64 // the most that ever waited at once
 	Conns     int   // open socket connections
 	InFlight  int   // requests in flight, every principal's
 }
 
-// SocketLoad reports what the sessions hold of the agent now; tests and
-// measurements read it.
-func (a *Agent) SocketLoad() SocketLoad {
-	g := &a.guard
+// Load reports what the sessions hold of the agent now; tests and
+// measurements read it (agent.SocketLoad).
+func (d *Doors) Load() Load {
+	g := &d.guard
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return SocketLoad{Queued: g.queued.Load(), MaxQueued: g.maxQueued.Load(), Conns: g.total, InFlight: g.inFlight}
+	return Load{Queued: g.queued.Load(), MaxQueued: g.maxQueued.Load(), Conns: g.total, InFlight: g.inFlight}
 }
 
 // admit takes a connection slot for uid, or says why there is none. Root
@@ -131,31 +133,31 @@ func busyLine(why string) []byte {
 	return append(rpcid.AppendError(nil, nil, busyCode, msg, busyData), '\n')
 }
 
-// principalKey names a principal for the in-flight bound: its kind and name,
+// inflightKey names a principal for the in-flight bound: its kind and name,
 // so a token and a user of the same name are two.
 func inflightKey(ctx context.Context) string {
-	p, ok := principalFrom(ctx)
+	p, ok := identity.FromContext(ctx)
 	if !ok {
 		return "unknown"
 	}
 	return string(p.Kind) + "/" + p.Name
 }
 
-// inflightMiddleware bounds the requests one principal has running across
+// InFlightMiddleware bounds the requests one principal has running across
 // all its sessions, on the socket and over HTTP (where a session is cheap
 // to open, so a per-session bound alone bounds nothing). A request beyond
 // it is not run: it is answered with resource_exhausted, which may be
 // retried. Notifications pass; they are not run concurrently by go-sdk's
-// server and are never answered. It runs inside principalMiddleware, which
-// gives an HTTP request its own token's principal.
-func (a *Agent) inflightMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+// server and are never answered. It runs inside PrincipalMiddleware, which
+// gives an HTTP request its own token's principal; the agent installs both.
+func (d *Doors) InFlightMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if strings.HasPrefix(method, "notifications/") {
 			return next(ctx, method, req)
 		}
 		key := inflightKey(ctx)
-		bound := a.conf().Sessions.PrincipalInFlight
-		g := &a.guard
+		bound := d.conf().Sessions.PrincipalInFlight
+		g := &d.guard
 		g.mu.Lock()
 		if g.byPrincipal[key] >= bound {
 			g.mu.Unlock()
@@ -181,7 +183,7 @@ func (a *Agent) inflightMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // refusalGate decides which refusals of unmapped callers are audited: at
-// most one a uid a refusalWindow (webguard.Bursts), and at most a bounded
+// most one a uid a RefusalWindow (webguard.Bursts), and at most a bounded
 // number a window across uids, so a flood of connections from many uids
 // (or one uid's flood in a window) writes a few fsynced records, not one a
 // connection. The next record written counts those left out.
@@ -200,10 +202,10 @@ func (g *refusalGate) record(uid int, now time.Time, perWindow int) (ok bool, le
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.bursts.Window == 0 {
-		g.bursts.Window = refusalWindow
+		g.bursts.Window = RefusalWindow
 	}
 	first, _ := g.bursts.First("uid:"+strconv.Itoa(uid), now)
-	if now.Sub(g.start) >= refusalWindow {
+	if now.Sub(g.start) >= RefusalWindow {
 		g.start, g.n = now, 0
 	}
 	if !first || g.n >= perWindow {

@@ -1,4 +1,4 @@
-package agent
+package transport
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // transportCases are lines the transport must read as go-sdk's
 // jsonrpc.DecodeMessage does.
 var transportCases = []string{
-	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"system_get_basic_info","arguments":{}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
 	`{"jsonrpc":"2.0","id":"a<b>&\u2028é\"","method":"ping"}`,
 	`{"jsonrpc":"2.0","id":-9007199254740991,"method":"ping","params":null}`,
 	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -198,7 +198,7 @@ func TestBatchAnswers(t *testing.T) {
 		t.Fatalf("initialize: %s", got)
 	}
 	w.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	w.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"system_get_basic_info","arguments":{}}}]`)
+	w.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"echo","arguments":{}}}]`)
 	var batch []answer
 	if err := json.Unmarshal([]byte(w.mustRecv()), &batch); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package agent
+package transport
 
 import (
 	"bufio"
@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/handover"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/rawio"
@@ -33,7 +33,9 @@ const drainGrace = 10 * time.Second
 // peer that reads, however slowly, is not taken for one that reads nothing.
 const writeChunk = 64 << 10
 
-// serveConn runs one MCP session; unixsock.Serve closes conn after it.
+// ServeConn runs one MCP session on the agent socket; it is the
+// unixsock.Handler the agent serves its listener with, and unixsock.Serve
+// closes conn after it.
 //
 // The session reads and writes either conn itself or, when `raspi-mcp
 // stdio` hands them over (internal/handover), the SSH session's own stdin
@@ -44,33 +46,33 @@ const writeChunk = 64 << 10
 // (guard.admit), and what it sends first (a handover, or a whole first
 // message) must come within [sessions] first_line_timeout: a connection
 // that says nothing is closed, unrecorded.
-func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
-	lim := a.conf().Sessions
-	peerOf := a.guard.peerOf
+func (d *Doors) ServeConn(ctx context.Context, conn *net.UnixConn) {
+	lim := d.conf().Sessions
+	peerOf := d.guard.peerOf
 	if peerOf == nil {
 		peerOf = unixsock.PeerOf
 	}
 	peer, err := peerOf(conn)
 	if err != nil {
-		a.log.Warn("cannot read peer credentials; connection refused", "err", err)
+		d.log.Warn("cannot read peer credentials; connection refused", "err", err)
 		return
 	}
-	release, why := a.guard.admit(peer.UID, lim)
+	release, why := d.guard.admit(peer.UID, lim)
 	if why != "" {
-		if ok, _ := a.guard.capLog.First("uid:"+strconv.Itoa(peer.UID), time.Now()); ok {
-			a.log.Warn("refused a connection: too many open", "uid", peer.UID, "pid", peer.PID, "why", why)
+		if ok, _ := d.guard.capLog.First("uid:"+strconv.Itoa(peer.UID), time.Now()); ok {
+			d.log.Warn("refused a connection: too many open", "uid", peer.UID, "pid", peer.PID, "why", why)
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = conn.Write(busyLine(why))
 		return
 	}
 	defer release()
-	p := identity.FromUnix(a.conf().Roles, peer)
+	p := identity.FromUnix(d.conf().Roles, peer)
 	if p.Role == identity.RoleNone {
 		// Audited before anything is read: a refused caller that says
 		// nothing, or hands over something unusable, is on record too,
 		// within refusalGate's bounds.
-		a.auditRefusal(p, lim)
+		d.auditRefusal(p, lim)
 	}
 	firstBy := time.Now().Add(lim.FirstLineTimeout.D())
 	_ = conn.SetReadDeadline(firstBy)
@@ -79,21 +81,21 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 		var ne net.Error
 		switch {
 		case errors.Is(err, handover.ErrRefused):
-			a.log.Warn("refused a handover", "principal", p.Name, "uid", p.UID, "pid", p.PID, "err", err)
+			d.log.Warn("refused a handover", "principal", p.Name, "uid", p.UID, "pid", p.PID, "err", err)
 			_, _ = conn.Write([]byte(err.Error() + "\n")) // the bridge prints it
 		case errors.As(err, &ne) && ne.Timeout():
-			a.log.Debug("closed a connection that sent nothing", "uid", p.UID, "pid", p.PID, "bound", lim.FirstLineTimeout.D())
+			d.log.Debug("closed a connection that sent nothing", "uid", p.UID, "pid", p.PID, "bound", lim.FirstLineTimeout.D())
 		}
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	log := a.log.With("principal", p.Name, "pid", p.PID)
+	log := d.log.With("principal", p.Name, "pid", p.PID)
 	// The session's descriptors are out of the runtime's poller
 	// (internal/rawio) and out of reach of the listener's shutdown sweep,
 	// so the session closes them itself: at once when ctx ends or the
 	// session is cut, after what is queued has gone out when it ends.
 	ctx, s.cancel = context.WithCancel(ctx)
-	s.start(&a.guard, lim, func(why string) { a.cutSession(log, p, why) })
+	s.start(&d.guard, lim, func(why string) { d.cutSession(log, p, why) })
 	stop := context.AfterFunc(ctx, s.abort)
 	defer func() {
 		stop()
@@ -120,7 +122,7 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 		}()
 	}
 	if p.Role == identity.RoleNone {
-		a.refuse(s, p, silent)
+		d.refuse(s, p, silent)
 		return
 	}
 	log.Debug("connection", "uid", p.UID, "role", p.Role, "handover", s.handed)
@@ -128,7 +130,7 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 	in.done = ctx.Done()
 	in.firstLine = func() { silent.Stop() }
 	in.maxInFlight, in.maxBatch = lim.InFlight, lim.MaxBatch
-	ss, err := a.server.Connect(context.WithValue(ctx, principalKey{}, p), &lineTransport{in: in, out: s}, nil)
+	ss, err := d.server.Connect(identity.NewContext(ctx, p), &lineTransport{in: in, out: s}, nil)
 	if err != nil {
 		log.Warn("mcp connect failed", "err", err)
 		return
@@ -140,9 +142,9 @@ func (a *Agent) serveConn(ctx context.Context, conn *net.UnixConn) {
 // a principal in a refusal window, then the next after the window with the
 // count of those left out, so a client that connects, floods and is cut
 // over and over writes a record a minute, not one a session.
-func (a *Agent) cutSession(log *slog.Logger, p identity.Principal, why string) {
+func (d *Doors) cutSession(log *slog.Logger, p identity.Principal, why string) {
 	log.Warn("cut a session", "uid", p.UID, "why", why)
-	record, leftOut := a.guard.cuts.First(string(p.Kind)+"/"+p.Name, time.Now())
+	record, leftOut := d.guard.cuts.First(string(p.Kind)+"/"+p.Name, time.Now())
 	if !record {
 		return
 	}
@@ -150,12 +152,8 @@ func (a *Agent) cutSession(log *slog.Logger, p identity.Principal, why string) {
 	if leftOut > 0 {
 		msg += fmt.Sprintf(" (and %d cuts of this principal not recorded since the last)", leftOut)
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
-		Tool: "session", Decision: "deny", ErrorCode: CodeResourceExhausted, Message: msg}
-	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID, "pid": p.PID})
-	if _, err := a.appendAudit(rec); err != nil {
-		a.log.Error("audit append failed", "err", err)
-	}
+	d.audit(Refusal{Principal: p.Name, Role: p.Role.String(), Tool: "session", Code: errcode.ResourceExhausted, Message: msg,
+		In: map[string]any{"uid": p.UID, "pid": p.PID}})
 }
 
 // session is where one MCP session reads requests and writes answers.
@@ -380,29 +378,25 @@ func (s *session) closeFDs() {
 // auditRefusal counts the connection of an unmapped principal and, within
 // refusalGate's bounds (one a uid a minute, [sessions] refusal_audits a
 // minute in all), logs and audits it; the record counts those left out.
-func (a *Agent) auditRefusal(p identity.Principal, lim config.Sessions) {
-	a.exp.refused.Add(1)
-	ok, leftOut := a.guard.refusals.record(p.UID, time.Now(), lim.RefusalAudits)
+func (d *Doors) auditRefusal(p identity.Principal, lim config.Sessions) {
+	d.refused.Add(1)
+	ok, leftOut := d.guard.refusals.record(p.UID, time.Now(), lim.RefusalAudits)
 	if !ok {
 		return
 	}
-	a.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID, "left_out", leftOut)
+	d.log.Warn("refused connection: principal has no role", "principal", p.Name, "uid", p.UID, "pid", p.PID, "left_out", leftOut)
 	msg := "principal has no role"
 	if leftOut > 0 {
 		msg += fmt.Sprintf("; %d refused connections since the last such record were not recorded (at most one a uid a minute, [sessions] refusal_audits a minute)", leftOut)
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: identity.RoleNone.String(),
-		Tool: "connect", Decision: "deny", ErrorCode: CodePermissionDenied, Message: msg}
-	rec.InHash, _ = store.HashJSON(map[string]any{"uid": p.UID})
-	if _, err := a.appendAudit(rec); err != nil {
-		a.log.Error("audit append failed", "err", err)
-	}
+	d.audit(Refusal{Principal: p.Name, Role: identity.RoleNone.String(), Tool: "connect", Code: errcode.PermissionDenied, Message: msg,
+		In: map[string]any{"uid": p.UID}})
 }
 
 // refuse answers the first request of an unmapped principal (audited
 // already) with a JSON-RPC error that says why, and closes: a client then
 // shows a reason instead of "connection closed".
-func (a *Agent) refuse(s *session, p identity.Principal, silent *time.Timer) {
+func (d *Doors) refuse(s *session, p identity.Principal, silent *time.Timer) {
 	// A client that says nothing, or reads nothing, is not waited for.
 	t := time.AfterFunc(5*time.Second, s.abort)
 	defer t.Stop()
@@ -420,7 +414,7 @@ func (a *Agent) refuse(s *session, p identity.Principal, silent *time.Timer) {
 	}
 	msg := fmt.Sprintf("permission_denied: %s (uid %d) has no role on this device; an admin maps it in [roles] of %s", p.Name, p.UID, config.DefaultPath)
 	resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{"code": -32001, "message": msg, "data": map[string]any{"error_code": CodePermissionDenied}}})
+		"error": map[string]any{"code": -32001, "message": msg, "data": map[string]any{"error_code": errcode.PermissionDenied}}})
 	_, _ = s.Write(append(resp, '\n'))
 }
 

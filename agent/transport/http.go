@@ -1,4 +1,4 @@
-package agent
+package transport
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/bearer"
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/webguard"
 )
@@ -62,9 +62,11 @@ type HTTPStatus struct {
 	Fingerprint string `json:"tls_fingerprint,omitempty" jsonschema:"sha256 of the TLS certificate, for clients to pin"`
 }
 
-// refusalWindow is how long refusals alike (same principal and status,
-// from any address) are recorded once.
-const refusalWindow = time.Minute
+// RefusalWindow is how long refusals alike are recorded once: at the HTTP
+// front those of the same principal and status, from any address; on the
+// socket an unmapped uid's connections (refusalGate) and a principal's
+// sessions cut for a bound.
+const RefusalWindow = time.Minute
 
 // maxRefusalRecords caps the refusal records of all kinds together per
 // refusalWindow: the fsyncs a flood can cause, whatever it varies.
@@ -79,7 +81,7 @@ const realm = `Bearer realm="raspi-mcp"`
 const modernVersion = "2026-07-28"
 
 type httpFront struct {
-	a        *Agent
+	d        *Doors
 	cfg      config.HTTP
 	o        HTTPOptions
 	guard    *webguard.Guard
@@ -130,27 +132,27 @@ type caller struct {
 }
 
 // HTTPHandler is the endpoint: /mcp and /metrics behind the LAN guards.
-func (a *Agent) HTTPHandler(o HTTPOptions) http.Handler {
-	_, h := a.newHTTPFront(o)
+func (d *Doors) HTTPHandler(o HTTPOptions) http.Handler {
+	_, h := d.newHTTPFront(o)
 	return h
 }
 
-func (a *Agent) newHTTPFront(o HTTPOptions) (*httpFront, http.Handler) {
+func (d *Doors) newHTTPFront(o HTTPOptions) (*httpFront, http.Handler) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Recheck <= 0 {
 		o.Recheck = defaultRecheck
 	}
-	cfg := a.conf().HTTP
-	f := &httpFront{a: a, cfg: cfg, o: o,
+	cfg := d.conf().HTTP
+	f := &httpFront{d: d, cfg: cfg, o: o,
 		limiter: webguard.NewLimiter(cfg.Rate, cfg.Burst),
-		bursts:  &webguard.Bursts{Window: refusalWindow, Max: maxRefusalRecords},
+		bursts:  &webguard.Bursts{Window: RefusalWindow, Max: maxRefusalRecords},
 		tokens:  map[string]*tokenLive{}, live: map[string]*sessionLive{}, reqs: map[*liveReq]struct{}{}}
 	f.guard = &webguard.Guard{Names: cfg.Names, MaxBody: cfg.MaxBodyBytes, Refused: func(r *http.Request, status int, why string) {
 		f.refused(r, "", identity.RoleNone, status, httpCode(status), why)
 	}}
-	server := func(*http.Request) *mcp.Server { return a.server }
+	server := func(*http.Request) *mcp.Server { return d.server }
 	sdk := mcp.StreamableHTTPOptions{
 		// The guard checks Host against the configured names, which the
 		// SDK's own loopback-only check does not know.
@@ -166,7 +168,7 @@ func (a *Agent) newHTTPFront(o HTTPOptions) (*httpFront, http.Handler) {
 	f.modern = mcp.NewStreamableHTTPHandler(server, &sdk)
 
 	// The SDK copies the TokenInfo of each request's context into the
-	// request it hands the server (RequestExtra), where principalMiddleware
+	// request it hands the server (RequestExtra), where PrincipalMiddleware
 	// finds it; only its own middleware can put it there.
 	carry := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		if ti, ok := ctx.Value(tokenKey{}).(*auth.TokenInfo); ok {
@@ -212,7 +214,7 @@ func (f *httpFront) authenticate(metrics bool, next http.Handler) http.Handler {
 				msg = fmt.Sprintf("a batch of %d calls is over token %q's burst of %d (http.burst) and can never fit; send at most %d at once", n, tok.Name, f.limiter.Burst(), f.limiter.Burst())
 			}
 			http.Error(w, msg, http.StatusTooManyRequests)
-			f.refused(r, p.Name, p.Role, http.StatusTooManyRequests, CodeResourceExhausted, "rate limit")
+			f.refused(r, p.Name, p.Role, http.StatusTooManyRequests, errcode.ResourceExhausted, "rate limit")
 			return
 		}
 		ctx := r.Context()
@@ -222,7 +224,7 @@ func (f *httpFront) authenticate(metrics bool, next http.Handler) http.Handler {
 			if ctx, done, ok = f.enter(ctx, tok.Name, secret); !ok {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, fmt.Sprintf("token %q has %d requests in flight, the most allowed (http.max_in_flight); wait for one to end", tok.Name, f.cfg.MaxInFlight), http.StatusTooManyRequests)
-				f.refused(r, p.Name, p.Role, http.StatusTooManyRequests, CodeResourceExhausted, "requests in flight")
+				f.refused(r, p.Name, p.Role, http.StatusTooManyRequests, errcode.ResourceExhausted, "requests in flight")
 				return
 			}
 			defer done()
@@ -260,9 +262,9 @@ func (f *httpFront) authenticate(metrics bool, next http.Handler) http.Handler {
 // Plain JSON answers take the same path: one write each, drained within
 // write_timeout when the handler returns, as the deadline alone did.
 func (f *httpFront) queuedWriter(w http.ResponseWriter, r *http.Request, p identity.Principal, cancel context.CancelFunc) *webguard.Queued {
-	lim := f.a.conf().Sessions
+	lim := f.d.conf().Sessions
 	return webguard.NewQueued(w, webguard.QueueLimits{
-		Bytes: lim.QueueBytes, Total: lim.TotalQueueBytes, Add: f.a.guard.addQueued,
+		Bytes: lim.QueueBytes, Total: lim.TotalQueueBytes, Add: f.d.guard.addQueued,
 		Deadline: f.cfg.WriteTimeout.D(),
 	}, cancel, func(why string) {
 		f.streamCut(r, p, why+" ([sessions] queue_bytes, total_queue_bytes; http.write_timeout)")
@@ -272,7 +274,7 @@ func (f *httpFront) queuedWriter(w http.ResponseWriter, r *http.Request, p ident
 // streamCut logs the cut of a response whose client does not read it and,
 // once a principal a minute (with the count of those left out), audits it.
 func (f *httpFront) streamCut(r *http.Request, p identity.Principal, why string) {
-	f.a.log.Warn("http: cut a response", "remote", r.RemoteAddr, "principal", p.Name, "method", r.Method, "why", why)
+	f.d.log.Warn("http: cut a response", "remote", r.RemoteAddr, "principal", p.Name, "method", r.Method, "why", why)
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -285,12 +287,8 @@ func (f *httpFront) streamCut(r *http.Request, p identity.Principal, why string)
 	if v.LeftOut > 0 {
 		msg += fmt.Sprintf(" (and %d cuts of this principal not recorded since the last)", v.LeftOut)
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
-		Tool: "http", Decision: store.DecisionDeny, ErrorCode: CodeResourceExhausted, Message: msg, Remote: r.RemoteAddr}
-	rec.InHash, _ = store.HashJSON(map[string]any{"method": r.Method, "path": r.URL.Path})
-	if _, err := f.a.appendAudit(rec); err != nil {
-		f.a.log.Error("audit append failed", "tool", "http", "err", err)
-	}
+	f.d.audit(Refusal{Principal: p.Name, Role: p.Role.String(), Tool: "http", Code: errcode.ResourceExhausted, Message: msg, Remote: r.RemoteAddr,
+		In: map[string]any{"method": r.Method, "path": r.URL.Path}})
 }
 
 // countBatch reads the body of a POST and counts its JSON-RPC messages; a
@@ -315,7 +313,7 @@ func (f *httpFront) countBatch(w http.ResponseWriter, r *http.Request, p identit
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":%s}}`, strconv.Quote(why))
-		f.refused(r, p.Name, p.Role, http.StatusBadRequest, CodeInvalidArgument, why)
+		f.refused(r, p.Name, p.Role, http.StatusBadRequest, errcode.InvalidArgument, why)
 		return 0, false
 	}
 	return n, true
@@ -427,7 +425,7 @@ func (f *httpFront) verify(r *http.Request, now time.Time) (tok bearer.Token, se
 	case errors.Is(err, bearer.ErrUnknown):
 		return bearer.Token{}, "", http.StatusUnauthorized, "unknown or revoked token"
 	default:
-		f.a.log.Error("http: cannot check bearer tokens", "file", f.cfg.Tokens, "err", err)
+		f.d.log.Error("http: cannot check bearer tokens", "file", f.cfg.Tokens, "err", err)
 		return bearer.Token{}, "", http.StatusServiceUnavailable, "the token file cannot be read; see the agent's log"
 	}
 }
@@ -476,11 +474,11 @@ func (f *httpFront) serveMCP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "60")
 		http.Error(w, refusal, http.StatusServiceUnavailable)
 		p, _ := principalOfTokenInfo(auth.TokenInfoFromContext(r.Context()))
-		f.refused(r, p.Name, p.Role, http.StatusServiceUnavailable, CodeResourceExhausted, "session cap: "+refusal)
+		f.refused(r, p.Name, p.Role, http.StatusServiceUnavailable, errcode.ResourceExhausted, "session cap: "+refusal)
 		return
 	}
 	if victim != "" {
-		f.a.log.Info("http: closed a token's longest idle session for its new one (http.max_sessions_per_token)", "token", c.tok.Name, "session", victim)
+		f.d.log.Info("http: closed a token's longest idle session for its new one (http.max_sessions_per_token)", "token", c.tok.Name, "session", victim)
 		f.closeSessions([]string{victim})
 	}
 	id := ""
@@ -519,7 +517,7 @@ func (f *httpFront) reserve(token string) (victim, refusal string) {
 		}
 		delete(f.live, oldest.id)
 		victim = oldest.id
-	} else if f.a.httpSessions()+f.opening >= f.cfg.MaxSessions {
+	} else if f.d.HTTPSessions()+f.opening >= f.cfg.MaxSessions {
 		f.dropTokenLocked(token)
 		return "", fmt.Sprintf("%d MCP sessions are open, the most allowed (http.max_sessions); close one, or let an idle one expire", f.cfg.MaxSessions)
 	}
@@ -559,7 +557,7 @@ func (f *httpFront) pruneLocked() {
 		return
 	}
 	open := map[string]bool{}
-	for ss := range f.a.server.Sessions() {
+	for ss := range f.d.server.Sessions() {
 		if id := ss.ID(); id != "" {
 			open[id] = true
 		}
@@ -581,7 +579,7 @@ func (f *httpFront) closeSessions(ids []string) {
 		want[id] = true
 	}
 	var close []*mcp.ServerSession
-	for ss := range f.a.server.Sessions() {
+	for ss := range f.d.server.Sessions() {
 		if want[ss.ID()] {
 			close = append(close, ss)
 		}
@@ -666,7 +664,7 @@ func (f *httpFront) sweep() bool {
 		c()
 	}
 	f.closeSessions(ids)
-	f.a.log.Info("http: a token is no longer valid: ended its requests and sessions", "requests", len(cancels), "sessions", len(ids), "tokens", names)
+	f.d.log.Info("http: a token is no longer valid: ended its requests and sessions", "requests", len(cancels), "sessions", len(ids), "tokens", names)
 	return true
 }
 
@@ -685,11 +683,11 @@ func (f *httpFront) stillValid(secret string, now time.Time) bool {
 	return mcpRole
 }
 
-// httpSessions counts the server's HTTP sessions: only they have an id
+// HTTPSessions counts the server's HTTP sessions: only they have an id
 // (the socket's sessions and stateless requests have none).
-func (a *Agent) httpSessions() int {
+func (d *Doors) HTTPSessions() int {
 	n := 0
-	for ss := range a.server.Sessions() {
+	for ss := range d.server.Sessions() {
 		if ss.ID() != "" {
 			n++
 		}
@@ -730,7 +728,7 @@ func (f *httpFront) refusedAt(remote, method, path, principal string, role ident
 		principal = "anonymous"
 	}
 	v := f.bursts.Check(principal+"|"+strconv.Itoa(status), host, f.o.Now())
-	f.a.log.Debug("http: refused", "remote", remote, "principal", principal, "status", status, "why", why)
+	f.d.log.Debug("http: refused", "remote", remote, "principal", principal, "status", status, "why", why)
 	if !v.Record {
 		return
 	}
@@ -745,27 +743,23 @@ func (f *httpFront) refusedAt(remote, method, path, principal string, role ident
 		}
 		msg += fmt.Sprintf(" (and %d alike from %d%s sources not recorded since the last)", v.LeftOut, v.Sources, more)
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: principal, Role: role.String(),
-		Tool: "http", Decision: store.DecisionDeny, ErrorCode: code, Message: msg, Remote: remote}
-	rec.InHash, _ = store.HashJSON(map[string]any{"method": method, "path": path})
-	if _, err := f.a.appendAudit(rec); err != nil {
-		f.a.log.Error("audit append failed", "tool", "http", "err", err)
-	}
+	f.d.audit(Refusal{Principal: principal, Role: role.String(), Tool: "http", Code: code, Message: msg, Remote: remote,
+		In: map[string]any{"method": method, "path": path}})
 }
 
 // httpCode is the error code of an HTTP refusal in the tools' vocabulary.
 func httpCode(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
-		return CodeUnauthenticated
+		return errcode.Unauthenticated
 	case http.StatusForbidden:
-		return CodePermissionDenied
+		return errcode.PermissionDenied
 	case http.StatusTooManyRequests, http.StatusRequestEntityTooLarge:
-		return CodeResourceExhausted
+		return errcode.ResourceExhausted
 	case http.StatusServiceUnavailable:
-		return CodeUnavailable
+		return errcode.Unavailable
 	default:
-		return CodeInvalidArgument
+		return errcode.InvalidArgument
 	}
 }
 
@@ -778,11 +772,11 @@ func principalOfTokenInfo(ti *auth.TokenInfo) (identity.Principal, bool) {
 	return p, ok
 }
 
-// principalMiddleware gives each request that came over HTTP the
+// PrincipalMiddleware gives each request that came over HTTP the
 // principal of its own token. A session's context is that of the request
 // that opened it, so without this a later request in the session would act
-// as whoever opened it.
-func (a *Agent) principalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+// as whoever opened it. The agent installs it outside InFlightMiddleware.
+func PrincipalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
 			p, ok := principalOfTokenInfo(extra.TokenInfo)
@@ -790,7 +784,7 @@ func (a *Agent) principalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				// Fail closed: an unknown principal has no role.
 				p = identity.Principal{Kind: identity.KindToken, Name: "unknown", UID: -1, PID: -1}
 			}
-			ctx = context.WithValue(ctx, principalKey{}, p)
+			ctx = identity.NewContext(ctx, p)
 		}
 		return next(ctx, method, req)
 	}
@@ -799,8 +793,8 @@ func (a *Agent) principalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // HTTPTLS is the endpoint's TLS configuration: nil without [http] tls;
 // the owner's certificate, or the self-signed one beside the state file.
 // fingerprint is the certificate's, for status and clients to pin.
-func (a *Agent) HTTPTLS(now time.Time) (cfg *tls.Config, fingerprint string, err error) {
-	h := a.conf().HTTP
+func (d *Doors) HTTPTLS(now time.Time) (cfg *tls.Config, fingerprint string, err error) {
+	h := d.conf().HTTP
 	if !h.TLS {
 		return nil, "", nil
 	}
@@ -808,7 +802,7 @@ func (a *Agent) HTTPTLS(now time.Time) (cfg *tls.Config, fingerprint string, err
 	if h.TLSCert != "" {
 		cert, err = tls.LoadX509KeyPair(h.TLSCert, h.TLSKey)
 	} else {
-		cert, err = webguard.SelfSigned(filepath.Dir(a.conf().Agent.State), h.Names, now)
+		cert, err = webguard.SelfSigned(filepath.Dir(d.conf().Agent.State), h.Names, now)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("agent: http tls: %w", err)
@@ -819,8 +813,8 @@ func (a *Agent) HTTPTLS(now time.Time) (cfg *tls.Config, fingerprint string, err
 // ServeHTTPEndpoint serves the HTTP endpoint on ln until ctx ends. It refuses a
 // listener reachable from the network without TLS unless the owner set
 // insecure_plaintext, also when systemd made the listener.
-func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOptions) error {
-	h := a.conf().HTTP
+func (d *Doors) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOptions) error {
+	h := d.conf().HTTP
 	if !config.Loopback(ln.Addr().String()) && !h.TLS && !h.InsecurePlaintext {
 		return fmt.Errorf("agent: http: %s is reachable from the network: set [http] tls = true, or insecure_plaintext = true on purpose", ln.Addr())
 	}
@@ -828,16 +822,16 @@ func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOp
 	if o.Now != nil {
 		now = o.Now
 	}
-	tcfg, fp, err := a.HTTPTLS(now())
+	tcfg, fp, err := d.HTTPTLS(now())
 	if err != nil {
 		return err
 	}
-	f, handler := a.newHTTPFront(o)
+	f, handler := d.newHTTPFront(o)
 	f.stop = ctx.Done()
 	// Connections are capped below TLS: a handshake costs more than a
 	// refusal.
 	conns := &webguard.Conns{Total: h.MaxConns, PerSource: min(h.MaxConnsPerSource, h.MaxConns), Refused: func(remote net.Addr, why string) {
-		f.refusedAt(remote.String(), "", "", "", identity.RoleNone, http.StatusServiceUnavailable, CodeResourceExhausted, why)
+		f.refusedAt(remote.String(), "", "", "", identity.RoleNone, http.StatusServiceUnavailable, errcode.ResourceExhausted, why)
 	}}
 	ln = conns.Listen(ln)
 	scheme := "http"
@@ -846,8 +840,8 @@ func (a *Agent) ServeHTTPEndpoint(ctx context.Context, ln net.Listener, o HTTPOp
 		ln = tls.NewListener(ln, tcfg)
 	}
 	st := &HTTPStatus{URL: scheme + "://" + ln.Addr().String() + "/mcp", Fingerprint: fp}
-	a.httpStatus.Store(st)
-	a.log.Info("http: serving MCP", "url", st.URL, "tls_fingerprint", fp)
+	d.httpStatus.Store(st)
+	d.log.Info("http: serving MCP", "url", st.URL, "tls_fingerprint", fp)
 	srv := &http.Server{
 		Handler: handler,
 		// Also what a connection that sends nothing gets (and a TLS

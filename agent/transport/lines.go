@@ -1,4 +1,4 @@
-package agent
+package transport
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/rpcid"
 )
 
@@ -160,7 +161,7 @@ func (f *lineFilter) readLine() ([]byte, error) {
 	}
 }
 
-var invalidArgumentData = []byte(`{"error_code":"` + CodeInvalidArgument + `"}`)
+var invalidArgumentData = []byte(`{"error_code":"` + errcode.InvalidArgument + `"}`)
 
 // pass reports whether line goes on to go-sdk; if not, it has been
 // answered (or, for a response, dropped) here.
