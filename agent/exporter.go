@@ -519,11 +519,8 @@ func (a *Agent) collectOwn(e *emitter) {
 	e.bool(famChainStatus, len(findings) == 0, "ok")
 	e.bool(famChainStatus, len(findings) > 0, "tampered")
 
-	a.watch.mu.Lock()
-	helperUp := a.watch.helperUp
-	a.watch.mu.Unlock()
-	if helperUp != nil {
-		e.bool(famHelperUp, *helperUp)
+	if up, known := a.watch.helper(); known {
+		e.bool(famHelperUp, up)
 	}
 	for _, d := range a.lan {
 		st := d.client.Status()
@@ -545,33 +542,16 @@ func (a *Agent) collectOwn(e *emitter) {
 // age of its newest sample beyond one interval. 0 is on time; a growing
 // value is a job that stopped sampling.
 func (a *Agent) collectSampler(e *emitter) {
-	s := a.sampler
-	jobs, err := s.db.ListJobs()
+	h, err := a.sampler.Health()
 	if err != nil {
 		a.log.Warn("metrics: sampling jobs", "err", err)
 		return
 	}
-	now := s.now()
-	s.mu.Lock()
-	buffered := 0
-	for _, b := range s.buf {
-		buffered += len(b)
-	}
-	flushOK := s.flushErr == nil
-	lags := make([]float64, len(jobs))
-	for i, j := range jobs {
-		lags[i] = -1
-		_, running := s.running[j.ID]
-		if last, ok := s.last[j.ID]; ok && running && j.Status == "running" {
-			lags[i] = max(now.Sub(last).Seconds()-float64(j.IntervalSeconds)*s.unit.Seconds(), 0)
+	for _, j := range h.Jobs {
+		if j.Measured {
+			e.val(famSamplerLag, j.Lag.Seconds(), j.ID)
 		}
 	}
-	s.mu.Unlock()
-	for i, j := range jobs {
-		if lags[i] >= 0 {
-			e.val(famSamplerLag, lags[i], j.ID)
-		}
-	}
-	e.uint(famSamplerBuffered, uint64(buffered))
-	e.bool(famSamplerFlushOK, flushOK)
+	e.uint(famSamplerBuffered, uint64(h.Buffered))
+	e.bool(famSamplerFlushOK, h.FlushOK)
 }

@@ -36,6 +36,17 @@ type watch struct {
 	upstream map[string]upstream.State // by upstream name
 }
 
+// helper reports whether the root helper answered at the last look, and
+// whether there has been one.
+func (w *watch) helper() (up, known bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.helperUp == nil {
+		return false, false
+	}
+	return *w.helperUp, true
+}
+
 func newWatch() *watch {
 	return &watch{every: 5 * time.Second, upstream: map[string]upstream.State{}}
 }

@@ -496,3 +496,45 @@ func (s *Sampler) Stats() (taken int64, lastFlush time.Time, flushErr error) {
 	defer s.mu.Unlock()
 	return s.taken, s.lastFlush, s.flushErr
 }
+
+// SamplerHealth is how the sampler keeps up, for /metrics.
+type SamplerHealth struct {
+	Jobs     []JobLag
+	Buffered int  // samples taken and not yet flushed to the store
+	FlushOK  bool // the last flush reached the store
+}
+
+// JobLag is how far a sampling job is behind: the age of its newest sample
+// beyond one interval (0 is on time; a growing value is a job that stopped
+// sampling). Measured is false for a job that is not running or has no
+// sample yet, which has no lag to speak of.
+type JobLag struct {
+	ID       string
+	Lag      time.Duration
+	Measured bool
+}
+
+// Health reports how the sampler keeps up, read under its own lock so that
+// no caller reaches into its state.
+func (s *Sampler) Health() (SamplerHealth, error) {
+	jobs, err := s.db.ListJobs()
+	if err != nil {
+		return SamplerHealth{}, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := SamplerHealth{FlushOK: s.flushErr == nil, Jobs: make([]JobLag, len(jobs))}
+	for _, b := range s.buf {
+		h.Buffered += len(b)
+	}
+	for i, j := range jobs {
+		h.Jobs[i].ID = j.ID
+		_, running := s.running[j.ID]
+		if last, ok := s.last[j.ID]; ok && running && j.Status == "running" {
+			h.Jobs[i].Lag = max(now.Sub(last)-time.Duration(j.IntervalSeconds)*s.unit, 0)
+			h.Jobs[i].Measured = true
+		}
+	}
+	return h, nil
+}
