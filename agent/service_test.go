@@ -11,15 +11,6 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// pluck is f of each of xs: the names in a typed list, say.
-func pluck[T, V any](xs []T, f func(T) V) []V {
-	var out []V
-	for _, x := range xs {
-		out = append(out, f(x))
-	}
-	return out
-}
-
 // names is pluck for a result still read as a map; key's value is printed.
 func names(sc map[string]any, list, key string) []string {
 	var out []string
