@@ -185,36 +185,37 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 	// A read, by a reader.
 	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
 	n := r.auditCount()
-	res, sc := r.as(reader, "hs4_devices_get_level", map[string]any{})
-	if res.IsError || sc["level"] != float64(0) || res.Meta["upstream"] != "hs4" {
-		t.Fatalf("read: %v %v", sc, res.Meta)
+	// An upstream's result is the upstream's shape (the fake's levelOut),
+	// passed through as it came.
+	res := r.call(t, reader, "hs4_devices_get_level", map[string]any{})
+	if lv, e := decodeResult[levelOut](t, res); e != nil || lv.Level != 0 || res.Meta["upstream"] != "hs4" {
+		t.Fatalf("read: %+v %v %v", lv, e, res.Meta)
 	}
 	// A write: role, then guards, then a dry run that sends nothing.
-	if res, sc := r.as(reader, "hs4_set_level", map[string]any{"level": 5, "confirm": true, "reason": "x"}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("reader wrote: %v", sc)
-	}
-	if res, sc := r.as(operator, "hs4_set_level", map[string]any{"level": 5}); errCode(res, sc) != CodeFailedPrecondition {
-		t.Fatalf("no confirm: %v", sc)
-	}
-	if res, sc := r.as(operator, "hs4_set_level", map[string]any{"level": 5, "dry_run": true}); res.IsError || sc["dry_run"] != true || sc["tool"] != "set_level" {
-		t.Fatalf("dry run: %v", sc)
+	_, e := callAs[levelOut](t, r, reader, "hs4_set_level", map[string]any{"level": 5, "confirm": true, "reason": "x"})
+	wantErr(t, e, CodePermissionDenied, nil) // a reader wrote
+	_, e = callAs[levelOut](t, r, operator, "hs4_set_level", map[string]any{"level": 5})
+	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
+	// set_level has no dry run of its own: the agent answers with its plan.
+	if plan, e := callAs[LANPlan](t, r, operator, "hs4_set_level", map[string]any{"level": 5, "dry_run": true}); e != nil || !plan.DryRun || plan.Tool != "set_level" {
+		t.Fatalf("dry run: %+v %v", plan, e)
 	}
 	if f.writes.Load() != 0 {
 		t.Fatal("a refused or dry-run call reached the upstream")
 	}
-	if res, sc := r.as(operator, "hs4_set_level", map[string]any{"level": 7, "confirm": true, "reason": "dim the hall"}); res.IsError || sc["level"] != float64(7) {
-		t.Fatalf("write: %v", sc)
+	if lv, e := callAs[levelOut](t, r, operator, "hs4_set_level", map[string]any{"level": 7, "confirm": true, "reason": "dim the hall"}); e != nil || lv.Level != 7 {
+		t.Fatalf("write: %+v %v", lv, e)
 	}
 	if f.writes.Load() != 1 || f.level.Load() != 7 {
 		t.Fatalf("upstream saw %d writes, level %d", f.writes.Load(), f.level.Load())
 	}
 	// *delete* is critical: admin and a change token.
-	if res, sc := r.as(admin, "hs4_delete_all", map[string]any{"confirm": true, "reason": "x"}); errCode(res, sc) != CodeFailedPrecondition {
-		t.Fatalf("critical without token: %v", sc)
-	}
+	_, e = callAs[levelOut](t, r, admin, "hs4_delete_all", map[string]any{"confirm": true, "reason": "x"})
+	wantErr(t, e, CodeFailedPrecondition, nil) // critical without token
 	// The upstream's own failure, in our shape.
-	if res, sc := r.as(reader, "hs4_broken", map[string]any{}); errCode(res, sc) != CodeFailedPrecondition || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "busy") {
-		t.Fatalf("upstream error: %v", sc)
+	res = r.call(t, reader, "hs4_broken", map[string]any{})
+	if _, e := decodeResult[levelOut](t, res); !isCode(e, CodeFailedPrecondition) || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "busy") {
+		t.Fatalf("upstream error: %+v", e)
 	}
 	if got := r.auditCount(); got != n+7 {
 		t.Fatalf("%d audit records for 7 calls: every call to an upstream is audited, reads too", got-n)
@@ -225,16 +226,20 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 	}
 
 	// Status and capabilities show the domain.
-	_, st := r.as(admin, "manage_get_server_status", nil)
-	ups, _ := st["upstreams"].([]any)
-	if len(ups) != 1 || ups[0].(map[string]any)["state"] != "up" || ups[0].(map[string]any)["mounted"] != float64(6) {
-		t.Fatalf("status upstreams: %v", st["upstreams"])
+	st, e := callAs[ServerStatus](t, r, admin, "manage_get_server_status", nil)
+	if e != nil {
+		t.Fatal(e)
 	}
-	_, caps := r.as(admin, "system_get_capabilities", nil)
+	if ups := st.Upstreams; len(ups) != 1 || ups[0].State != "up" || ups[0].Mounted != 6 {
+		t.Fatalf("status upstreams: %+v", st.Upstreams)
+	}
+	caps, e := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	if e != nil {
+		t.Fatal(e)
+	}
 	seen := false
-	for _, d := range caps["domains"].([]any) {
-		dm := d.(map[string]any)
-		seen = seen || (dm["name"] == "hs4" && dm["upstream"] != nil && len(dm["tools"].([]any)) == 6)
+	for _, dm := range caps.Domains {
+		seen = seen || (dm.Name == "hs4" && dm.Upstream != nil && len(dm.Tools) == 6)
 	}
 	if !seen {
 		t.Fatal("capabilities do not list the hs4 domain")
@@ -258,9 +263,9 @@ func TestLANDryRunPassThroughTimeoutProgressListChanged(t *testing.T) {
 		},
 	})
 	// scene_apply has dry_run itself: the upstream answers the dry run.
-	res, sc := r.as(operator, "hs4_scene_apply", map[string]any{"scene": "evening", "dry_run": true})
-	if res.IsError || sc["applied"] != false || sc["scene"] != "evening" || f.writes.Load() != 0 {
-		t.Fatalf("pass-through dry run: %v (writes %d)", sc, f.writes.Load())
+	sc, e := callAs[sceneOut](t, r, operator, "hs4_scene_apply", map[string]any{"scene": "evening", "dry_run": true})
+	if e != nil || sc.Applied || sc.Scene != "evening" || f.writes.Load() != 0 {
+		t.Fatalf("pass-through dry run: %+v %v (writes %d)", sc, e, f.writes.Load())
 	}
 
 	// Progress, through a real client session.
@@ -273,10 +278,8 @@ func TestLANDryRunPassThroughTimeoutProgressListChanged(t *testing.T) {
 	waitFor(t, "progress forwarded", 5*time.Second, func() bool { return progress.Load() >= 1 })
 
 	// Hangs past the 2 s timeout: unavailable, and the upstream's handler is cancelled.
-	res, sc = r.as(admin, "hs4_slow_report", map[string]any{"hang": true})
-	if errCode(res, sc) != CodeUnavailable {
-		t.Fatalf("hanging call: %v", sc)
-	}
+	_, e = callAs[levelOut](t, r, admin, "hs4_slow_report", map[string]any{"hang": true})
+	wantErr(t, e, CodeUnavailable, nil) // a hanging call
 	waitFor(t, "cancellation upstream", 5*time.Second, func() bool { return f.canceled.Load() == 1 })
 
 	// The upstream adds a tool: our client hears list_changed and sees it.
@@ -308,17 +311,15 @@ func TestLANUpstreamRestart(t *testing.T) {
 	f.http.CloseClientConnections()
 	f.http.Close()
 
-	res, sc := r.as(admin, "hs4_devices_get_level", map[string]any{})
-	if errCode(res, sc) != CodeUnavailable {
-		t.Fatalf("down upstream: %v", sc)
-	}
-	if res, _ := r.as(admin, "system_get_health_snapshot", nil); res.IsError {
-		t.Fatal("a local tool failed while an upstream is down")
+	_, e := callAs[levelOut](t, r, admin, "hs4_devices_get_level", map[string]any{})
+	wantErr(t, e, CodeUnavailable, nil) // a down upstream
+	if _, e := callAs[HealthSnapshot](t, r, admin, "system_get_health_snapshot", nil); e != nil {
+		t.Fatalf("a local tool failed while an upstream is down: %v", e)
 	}
 	f.start(t, addr)
 	waitFor(t, "the upstream reconnected", 15*time.Second, func() bool { return r.a.lanStatus()[0].State == "up" })
-	if res, sc := r.as(admin, "hs4_devices_get_level", map[string]any{}); res.IsError {
-		t.Fatalf("after the restart: %v", sc)
+	if _, e := callAs[levelOut](t, r, admin, "hs4_devices_get_level", map[string]any{}); e != nil {
+		t.Fatalf("after the restart: %v", e)
 	}
 	t.Logf("back %v after the upstream stopped", time.Since(t0))
 }
@@ -367,20 +368,22 @@ func TestLANDownFromTheStart(t *testing.T) {
 		c.Upstreams = []config.Upstream{{Name: "hook", URL: "http://" + addr + "/mcp"}}
 	})
 	r.serve()
-	if res, _ := r.as(admin, "system_get_health_snapshot", nil); res.IsError {
-		t.Fatal("a local tool failed")
+	if _, e := callAs[HealthSnapshot](t, r, admin, "system_get_health_snapshot", nil); e != nil {
+		t.Fatalf("a local tool failed: %v", e)
 	}
 	waitFor(t, "the upstream reported down", 5*time.Second, func() bool {
 		st := r.a.lanStatus()[0]
 		return st.State == "down" && st.LastError != ""
 	})
-	_, caps := r.as(admin, "system_get_capabilities", nil)
+	caps, e := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	if e != nil {
+		t.Fatal(e)
+	}
 	found := false
-	for _, d := range caps["domains"].([]any) {
-		dm := d.(map[string]any)
-		found = found || (dm["name"] == "hook" && dm["upstream"].(map[string]any)["state"] == "down")
+	for _, dm := range caps.Domains {
+		found = found || (dm.Name == "hook" && dm.Upstream != nil && dm.Upstream.State == "down")
 	}
 	if !found {
-		t.Fatalf("capabilities: %v", caps["domains"])
+		t.Fatalf("capabilities: %+v", caps.Domains)
 	}
 }

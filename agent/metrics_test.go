@@ -30,43 +30,40 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	r.startSampler()
 	operator := Principal{Name: "op", Role: RoleOperate}
 
-	res, sc := r.as(Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
-	if errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("reader started a job: %v", sc)
-	}
-	res, sc = r.as(operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
-	if res.IsError || sc["status"] != "created" || sc["dry_run"] != true {
-		t.Fatalf("dry run: %v", sc)
+	_, e := callAs[JobStatus](t, r, Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	wantErr(t, e, CodePermissionDenied, nil) // a reader may not start a job
+	dry, e := callAs[JobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
+	if e != nil || dry.Status != "created" || !dry.DryRun {
+		t.Fatalf("dry run: %+v %v", dry, e)
 	}
 	if jobs, _ := r.db.ListJobs(); len(jobs) != 0 {
 		t.Fatalf("dry run created %v", jobs)
 	}
-	res, sc = r.as(operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
-	if res.IsError || sc["status"] != "running" || sc["retention_hours"].(float64) != 2 {
-		t.Fatalf("start: %v", sc)
+	job, e := callAs[JobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
+	if e != nil || job.Status != "running" || job.RetentionHours != 2 {
+		t.Fatalf("start: %+v %v", job, e)
 	}
-	id := sc["job_id"].(string)
-	waitFor(t, "samples", 5*time.Second, func() bool {
-		_, l := r.as(admin, "metrics_list_sampling_jobs", nil)
-		j := l["jobs"].([]any)[0].(map[string]any)
-		return j["samples"].(float64) >= 5
-	})
+	id := job.JobID
+	firstJob := func() JobEntry {
+		l, e := callAs[JobList](t, r, admin, "metrics_list_sampling_jobs", nil)
+		if e != nil || len(l.Jobs) == 0 {
+			t.Fatalf("list jobs: %+v %v", l, e)
+		}
+		return l.Jobs[0]
+	}
+	waitFor(t, "samples", 5*time.Second, func() bool { return firstJob().Samples >= 5 })
 	// Readable before and after a flush.
-	_, got := r.as(admin, "metrics_get_samples", map[string]any{"job_id": id})
-	if n := got["returned_count"].(float64); n < 5 {
-		t.Fatalf("get_samples: %v", got)
+	got, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id})
+	if e != nil || got.ReturnedCount < 5 {
+		t.Fatalf("get_samples: %+v %v", got, e)
 	}
-	res, sc = r.as(operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
-	if errCode(res, sc) != CodeNotFound {
-		t.Fatalf("stop unknown: %v", sc)
+	_, e = callAs[JobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
+	wantErr(t, e, CodeNotFound, nil)
+	stop, e := callAs[JobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
+	if e != nil || stop.Status != "stopped" {
+		t.Fatalf("stop: %+v %v", stop, e)
 	}
-	res, sc = r.as(operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
-	if res.IsError || sc["status"] != "stopped" {
-		t.Fatalf("stop: %v", sc)
-	}
-	_, l := r.as(admin, "metrics_list_sampling_jobs", nil)
-	j := l["jobs"].([]any)[0].(map[string]any)
-	n1 := j["samples"].(float64)
+	n1 := firstJob().Samples
 	// Once the job's goroutine is gone and the buffer is written, the count
 	// is what it was when the stop returned: a reading still in flight at
 	// the stop was dropped.
@@ -80,8 +77,7 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	if err := r.a.sampler.flush(); err != nil {
 		t.Fatal(err)
 	}
-	_, l = r.as(admin, "metrics_list_sampling_jobs", nil)
-	if n2 := l["jobs"].([]any)[0].(map[string]any)["samples"].(float64); n2 != n1 {
+	if n2 := firstJob().Samples; n2 != n1 {
 		t.Fatalf("a stopped job kept sampling: %v -> %v", n1, n2)
 	}
 	// Every step was audited and the chain holds.
@@ -93,9 +89,10 @@ func TestSamplingJobLifecycle(t *testing.T) {
 
 func TestJobsSwitchedOffByDefault(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Metrics.Jobs = false; c.Metrics.DefaultJob = false })
-	res, sc := r.as(admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
-	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "[metrics] jobs") {
-		t.Fatalf("%v", sc)
+	_, e := callAs[JobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	wantErr(t, e, CodePermissionDenied, nil)
+	if !strings.Contains(fmt.Sprint(*e), "[metrics] jobs") { // the switch is named somewhere in the error
+		t.Fatalf("%+v", *e)
 	}
 }
 
@@ -106,9 +103,14 @@ func TestJobsResumeAfterRestartAndDefaultJob(t *testing.T) {
 	if len(jobs) != 1 || !jobs[0].Default || jobs[0].IntervalSeconds != 10 || jobs[0].RetentionHours != 48 {
 		t.Fatalf("default job: %+v", jobs)
 	}
-	_, sc := r.as(admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
-	extra := sc["job_id"].(string)
-	r.as(admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID})
+	started, e := callAs[JobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	if e != nil {
+		t.Fatal(e)
+	}
+	extra := started.JobID
+	if _, e := callAs[JobStatus](t, r, admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID}); e != nil {
+		t.Fatal(e)
+	}
 	waitFor(t, "a flush", 5*time.Second, func() bool {
 		st, _ := r.db.SampleStats(extra)
 		return st.Count >= 3
@@ -165,25 +167,25 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 	s = append(s, store.Sample{Time: t0.Add(120 * time.Second), CPUPercent: 5, TempC: float32(math.NaN()), MemTotal: 1000, MemUsed: 500},
 		store.Sample{Time: t0.Add(130 * time.Second), CPUPercent: 7, TempC: float32(math.NaN()), MemTotal: 1000, MemUsed: 500})
 	id := putSeries(t, r, s)
-	q := func(extra map[string]any) map[string]any {
+	q := func(extra map[string]any) HistoryOut {
 		args := map[string]any{"job_id": id, "start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m",
 			"metrics": []string{"cpu_percent", "memory_percent", "cpu_temperature_celsius", "net.eth0.rx_bytes_per_sec"}}
 		for k, v := range extra {
 			args[k] = v
 		}
-		res, sc := r.as(admin, "metrics_query_history", args)
-		if res.IsError {
-			t.Fatalf("%v", sc)
+		out, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", args)
+		if e != nil {
+			t.Fatal(e)
 		}
-		return sc
+		return out
 	}
 	names := []string{"cpu_percent", "memory_percent", "cpu_temperature_celsius", "net.eth0.rx_bytes_per_sec"}
 	// pts writes a metric's points as [[unix seconds, value] ...].
-	pts := func(sc map[string]any, i int) string {
+	pts := func(h HistoryOut, i int) string {
 		var out [][]float64
-		for _, p := range sc["metrics"].(map[string]any)[names[i]].([]any) {
-			ts, _ := time.Parse(time.RFC3339, p.(map[string]any)["timestamp"].(string))
-			out = append(out, []float64{float64(ts.Unix()), p.(map[string]any)["value"].(float64)})
+		for _, p := range h.Metrics[names[i]] {
+			ts, _ := time.Parse(time.RFC3339, p.Timestamp)
+			out = append(out, []float64{float64(ts.Unix()), p.Value})
 		}
 		return fmt.Sprint(out)
 	}
@@ -199,15 +201,17 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 			t.Errorf("series %d: got %s want %s", i, got, want)
 		}
 	}
-	if sc["coarsened"] != false || sc["resolution"] != "1m" || sc["data_points"].(float64) != 3 ||
-		sc["start_time"] != t0.Format(time.RFC3339) || sc["end_time"] != t0.Add(3*time.Minute).Format(time.RFC3339) {
-		t.Errorf("%v", sc)
+	if sc.Coarsened || sc.Resolution != "1m" || sc.DataPoints != 3 ||
+		sc.StartTime != t0.Format(time.RFC3339) || sc.EndTime != t0.Add(3*time.Minute).Format(time.RFC3339) {
+		t.Errorf("%+v", sc)
 	}
 	// The spec's parameter names give the same answer as the first release's.
 	spec := map[string]any{"job_id": id, "start_time": t0.Format(time.RFC3339), "end_time": t0.Add(3 * time.Minute).Format(time.RFC3339),
 		"resolution": "1m", "metric_names": names}
-	if res, sc2 := r.as(admin, "metrics_query_history", spec); res.IsError || fmt.Sprint(sc2) != fmt.Sprint(sc) {
-		t.Errorf("spec names: %v\nold names: %v", sc2, sc)
+	if sc2, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", spec); e != nil {
+		t.Errorf("spec names: %v", e)
+	} else {
+		diff(t, "spec names against old names", sc, sc2)
 	}
 	if got := pts(q(map[string]any{"aggregation": "max"}), 0); got != fmt.Sprint([][]float64{{m0, 60}, {m2, 7}}) {
 		t.Errorf("max: %s", got)
@@ -221,8 +225,8 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 	// Six days at 10 s for 4 metrics would be 207,000 points: coarsened to
 	// 1h (30m would be 1,152 > 1,000), and said so.
 	sc = q(map[string]any{"start": t0.Add(-6 * 24 * time.Hour).Format(time.RFC3339), "resolution": "10s"})
-	if sc["coarsened"] != true || sc["resolution"] != "1h" || !strings.Contains(sc["note"].(string), "coarsened") {
-		t.Errorf("coarsening: %v %v %v", sc["coarsened"], sc["resolution"], sc["note"])
+	if !sc.Coarsened || sc.Resolution != "1h" || !strings.Contains(sc.Note, "coarsened") {
+		t.Errorf("coarsening: %v %v %v", sc.Coarsened, sc.Resolution, sc.Note)
 	}
 	for name, args := range map[string]map[string]any{
 		"unknown metric":  {"metrics": []string{"cpu_percent", "cpu_load"}},
@@ -238,18 +242,16 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 		for k, v := range args {
 			full[k] = v
 		}
-		res, sc := r.as(admin, "metrics_query_history", full)
-		if errCode(res, sc) != CodeInvalidArgument {
-			t.Errorf("%s: %v", name, sc)
-		}
-		if name == "unknown metric" && !strings.Contains(fmt.Sprint(sc), "net.eth0.bytes_recv_per_sec") {
-			t.Errorf("unknown metric does not list the known ones: %v", sc)
-		}
+		t.Run(name, func(t *testing.T) {
+			_, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", full)
+			wantErr(t, e, CodeInvalidArgument, nil)
+			if name == "unknown metric" && !strings.Contains(fmt.Sprint(*e), "net.eth0.bytes_recv_per_sec") {
+				t.Errorf("unknown metric does not list the known ones: %+v", *e)
+			}
+		})
 	}
-	res, sc := r.as(admin, "metrics_query_history", map[string]any{"job_id": "job-nope", "metrics": []string{"cpu_percent"}})
-	if errCode(res, sc) != CodeNotFound {
-		t.Errorf("unknown job: %v", sc)
-	}
+	_, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", map[string]any{"job_id": "job-nope", "metrics": []string{"cpu_percent"}})
+	wantErr(t, e, CodeNotFound, nil)
 }
 
 func TestGetSamplesPages(t *testing.T) {
@@ -266,31 +268,29 @@ func TestGetSamplesPages(t *testing.T) {
 		if cursor != "" {
 			args["cursor"] = cursor
 		}
-		res, sc := r.as(admin, "metrics_get_samples", args)
-		if res.IsError {
-			t.Fatalf("%v", sc)
+		sc, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", args)
+		if e != nil {
+			t.Fatal(e)
 		}
-		got := sc["samples"].([]any)
-		first := got[0].(map[string]any)["timestamp"].(string)
+		got := sc.Samples
+		first := got[0].Timestamp
 		if want := t0.Add(time.Duration(seen) * 10 * time.Second).Format(time.RFC3339); first != want {
 			t.Fatalf("page %d starts at %s, want %s", page, first, want)
 		}
 		seen += len(got)
-		if sc["has_more"] != true {
+		if !sc.HasMore {
 			break
 		}
-		cursor = sc["next_cursor"].(string)
+		cursor = sc.NextCursor
 	}
 	if seen != 250 {
 		t.Fatalf("paged through %d of 250", seen)
 	}
-	res, sc := r.as(admin, "metrics_get_samples", map[string]any{"job_id": id, "cursor": "garbage"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad cursor: %v", sc)
-	}
-	res, sc = r.as(admin, "metrics_get_samples", map[string]any{"job_id": id, "limit": 1000, "since": t0.Format(time.RFC3339)})
-	if res.IsError || sc["truncated"] != false || sc["returned_count"].(float64) != 250 {
-		t.Fatalf("limit 1000: %v %v", sc["returned_count"], sc["truncated"])
+	_, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id, "cursor": "garbage"})
+	wantErr(t, e, CodeInvalidArgument, nil) // bad cursor
+	all, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id, "limit": 1000, "since": t0.Format(time.RFC3339)})
+	if e != nil || all.Truncated || all.ReturnedCount != 250 {
+		t.Fatalf("limit 1000: %v %v %v", all.ReturnedCount, all.Truncated, e)
 	}
 }
 
@@ -311,25 +311,23 @@ func TestSummaryFindsEpisodesAndAnomalies(t *testing.T) {
 		s = append(s, smp)
 	}
 	id := putSeries(t, r, s)
-	res, sc := r.as(admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "1h"})
-	if res.IsError {
-		t.Fatalf("%v", sc)
+	sc, e := callAs[SummaryOut](t, r, admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "1h"})
+	if e != nil {
+		t.Fatal(e)
 	}
-	eps := sc["episodes"].([]any)
-	if len(eps) != 1 || eps[0].(map[string]any)["kind"] != "under_voltage" || eps[0].(map[string]any)["duration_seconds"].(float64) != 40 {
-		t.Fatalf("episodes: %v", eps)
+	eps := sc.Episodes
+	if len(eps) != 1 || eps[0].Kind != "under_voltage" || eps[0].DurationSeconds != 40 {
+		t.Fatalf("episodes: %+v", eps)
 	}
-	an := sc["anomalies"].([]any)
-	if len(an) == 0 || an[0].(map[string]any)["metric"] != "cpu_temperature_celsius" || an[0].(map[string]any)["value"].(float64) != 82 {
-		t.Fatalf("anomalies: %v", an)
+	an := sc.Anomalies
+	if len(an) == 0 || an[0].Metric != "cpu_temperature_celsius" || an[0].Value != 82 {
+		t.Fatalf("anomalies: %+v", an)
 	}
-	if sc["samples"].(float64) != 100 {
-		t.Fatalf("samples %v", sc["samples"])
+	if sc.Samples != 100 {
+		t.Fatalf("samples %v", sc.Samples)
 	}
-	res, sc = r.as(admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "forever"})
-	if errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad window: %v", sc)
-	}
+	_, e = callAs[SummaryOut](t, r, admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "forever"})
+	wantErr(t, e, CodeInvalidArgument, nil) // bad window
 }
 
 func TestRetentionPrunes(t *testing.T) {
@@ -410,11 +408,11 @@ func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
 		}
 	}
 	id := putSeries(t, r, got)
-	_, sc := r.as(admin, "metrics_query_history", map[string]any{"job_id": id, "metrics": []string{"net.wlan0.rx_bytes_per_sec"},
+	sc, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", map[string]any{"job_id": id, "metrics": []string{"net.wlan0.rx_bytes_per_sec"},
 		"start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m"})
-	pts := fmt.Sprint(sc["metrics"].(map[string]any)["net.wlan0.rx_bytes_per_sec"])
-	if w := fmt.Sprint([]any{map[string]any{"timestamp": t0.Format(time.RFC3339), "value": 100.0},
-		map[string]any{"timestamp": t0.Add(2 * time.Minute).Format(time.RFC3339), "value": 1000.0}}); pts != w {
-		t.Fatalf("got %s want %s", pts, w)
+	if e != nil {
+		t.Fatal(e)
 	}
+	diff(t, "wlan0 rx points", []HistoryPoint{{Timestamp: t0.Format(time.RFC3339), Value: 100}, {Timestamp: t0.Add(2 * time.Minute).Format(time.RFC3339), Value: 1000}},
+		sc.Metrics["net.wlan0.rx_bytes_per_sec"])
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,82 +13,88 @@ import (
 // gateway in the ARP table, DNS 192.168.1.1.
 func TestNetworkStatusOnAPi4(t *testing.T) {
 	r := newRig(t, nil)
-	res, sc := r.as(admin, "network_get_status", map[string]any{})
-	if res.IsError {
-		t.Fatal(sc)
+	sc, e := callAs[NetStatus](t, r, admin, "network_get_status", map[string]any{})
+	if e != nil {
+		t.Fatal(e)
 	}
-	gw := sc["default_gateway"].(map[string]any)
-	if gw["ipv4"] != "192.168.1.1" || gw["interface"] != "eth0" || sc["gateway_reachable"] != true || sc["online"] != true {
-		t.Fatalf("status: %v", sc)
+	gw := sc.DefaultGateway
+	if gw.IPv4 != "192.168.1.1" || gw.Interface != "eth0" || !sc.GatewayReachable || !sc.Online {
+		t.Fatalf("status: %+v", sc)
 	}
-	var eth0 map[string]any
-	for _, i := range sc["interfaces"].([]any) {
-		if m := i.(map[string]any); m["name"] == "eth0" {
-			eth0 = m
-		}
+	i := slices.IndexFunc(sc.Interfaces, func(i NetStatusIface) bool { return i.Name == "eth0" })
+	if i < 0 || !slices.Contains(sc.Interfaces[i].Addresses, "192.168.1.20/24") || sc.Interfaces[i].Kind != "ethernet" {
+		t.Fatalf("eth0 (at %d): %+v", i, sc.Interfaces)
 	}
-	if eth0 == nil || !slices.Contains(strs(eth0["addresses"]), "192.168.1.20/24") || eth0["kind"] != "ethernet" {
-		t.Fatalf("eth0: %v", eth0)
-	}
-	if !slices.Contains(strs(sc["dns_servers"]), "192.168.1.1") {
-		t.Fatalf("dns: %v", sc["dns_servers"])
+	if !slices.Contains(sc.DNSServers, "192.168.1.1") {
+		t.Fatalf("dns: %v", sc.DNSServers)
 	}
 }
 
 func TestNetworkInfoAndDetails(t *testing.T) {
 	r := newRig(t, nil)
-	res, sc := r.as(admin, "system_get_network_info", map[string]any{})
-	if res.IsError {
-		t.Fatal(sc)
+	sc, e := callAs[NetworkInfo](t, r, admin, "system_get_network_info", map[string]any{})
+	if e != nil {
+		t.Fatal(e)
 	}
-	ifs := names(sc, "interfaces", "name")
+	ifs := pluck(sc.Interfaces, func(i NetInterface) string { return i.Name })
 	if !slices.Contains(ifs, "lo") || !slices.Contains(ifs, "eth0") || !slices.Contains(ifs, "wlan0") {
 		t.Fatalf("interfaces: %v", ifs)
 	}
-	for _, i := range sc["interfaces"].([]any) {
-		m := i.(map[string]any)
-		if m["name"] == "wlan0" && m["wireless"] == nil {
-			t.Fatalf("wlan0 without wireless details: %v", m)
+	for _, m := range sc.Interfaces {
+		if m.Name == "wlan0" && m.Wireless == nil {
+			t.Fatalf("wlan0 without wireless details: %+v", m)
 		}
-		if m["name"] == "eth0" && m["statistics"].(map[string]any)["bytes_recv"].(float64) == 0 {
-			t.Fatalf("eth0 without counters: %v", m)
+		if m.Name == "eth0" && m.Statistics.BytesRecv == 0 {
+			t.Fatalf("eth0 without counters: %+v", m)
 		}
 	}
-	_, plain := r.as(admin, "system_get_detailed_network_info", map[string]any{})
-	if plain["routing_table"] != nil || plain["connections"] != nil {
-		t.Fatalf("routes or connections without asking: %v", plain)
+	// Left out unless asked for: absent on the wire, which a typed nil
+	// slice cannot tell from null or [], so this one is read raw.
+	res := r.call(t, admin, "system_get_detailed_network_info", map[string]any{})
+	if _, e := decodeResult[DetailedNetworkInfo](t, res); e != nil {
+		t.Fatal(e)
 	}
-	_, sc = r.as(admin, "system_get_detailed_network_info", map[string]any{"include_routing_table": true, "include_connections": true,
-		"connection_state_filter": []any{"LISTEN"}})
-	if len(sc["routing_table"].([]any)) < 2 {
-		t.Fatalf("routes: %v", sc["routing_table"])
+	if plain := asJSON(t, res.StructuredContent); strings.Contains(plain, `"routing_table"`) || strings.Contains(plain, `"connections"`) {
+		t.Fatalf("routes or connections without asking: %s", plain)
 	}
-	conns := sc["connections"].([]any)
+	det := func(args map[string]any) DetailedNetworkInfo {
+		t.Helper()
+		out, e := callAs[DetailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", args)
+		if e != nil {
+			t.Fatal(e)
+		}
+		return out
+	}
+	d := det(map[string]any{"include_routing_table": true, "include_connections": true, "connection_state_filter": []any{"LISTEN"}})
+	if len(d.RoutingTable) < 2 {
+		t.Fatalf("routes: %+v", d.RoutingTable)
+	}
+	conns := d.Connections
 	if len(conns) == 0 {
-		t.Fatalf("no listening sockets in the fixture: %v", sc)
+		t.Fatalf("no listening sockets in the fixture: %+v", d)
 	}
 	for _, c := range conns {
-		if c.(map[string]any)["state"] != "LISTEN" {
-			t.Fatalf("filter LISTEN let through %v", c)
+		if c.State != "LISTEN" {
+			t.Fatalf("filter LISTEN let through %+v", c)
 		}
 	}
-	if !strings.Contains(fmt.Sprint(conns), "local_port:22") {
-		t.Fatalf("sshd's port 22 not listed: %v", conns)
+	if !slices.ContainsFunc(conns, func(c Connection) bool { return c.LocalPort == 22 }) {
+		t.Fatalf("sshd's port 22 not listed: %+v", conns)
 	}
-	_, sc = r.as(admin, "system_get_detailed_network_info", map[string]any{"include_connections": true, "max_connections": 1})
-	if len(sc["connections"].([]any)) != 1 || sc["truncated"] != true || sc["connections_total"].(float64) < 2 {
-		t.Fatalf("max_connections 1: %v", sc)
+	d = det(map[string]any{"include_connections": true, "max_connections": 1})
+	if len(d.Connections) != 1 || !d.Truncated || d.ConnectionsTotal < 2 {
+		t.Fatalf("max_connections 1: %+v", d)
 	}
-	if res, sc := r.as(admin, "system_get_detailed_network_info", map[string]any{"connection_state_filter": []any{"SLEEPING"}}); errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad state filter: %v", sc)
-	}
+	_, e = callAs[DetailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", map[string]any{"connection_state_filter": []any{"SLEEPING"}})
+	wantErr(t, e, CodeInvalidArgument, nil) // bad state filter
 }
 
 func TestNetworkNamespaceOff(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Network.Enabled = false })
 	for _, tool := range []string{"network_get_status", "system_get_network_info", "system_get_detailed_network_info"} {
-		if res, sc := r.as(admin, tool, map[string]any{}); errCode(res, sc) != CodePermissionDenied {
-			t.Errorf("%s with [network] off: %v", tool, sc)
+		// An error result carries no output, so any Out will do.
+		if _, e := callAs[any](t, r, admin, tool, map[string]any{}); !isCode(e, CodePermissionDenied) {
+			t.Errorf("%s with [network] off: %+v", tool, e)
 		}
 	}
 }
@@ -112,8 +117,8 @@ func TestOpsToolsRefusedWithTheirNamespaceOff(t *testing.T) {
 	}
 	for tool, c := range calls {
 		r := newRig(t, c.off)
-		if res, sc := r.as(admin, tool, c.args); errCode(res, sc) != CodePermissionDenied {
-			t.Errorf("%s with its namespace off: %v", tool, sc)
+		if _, e := callAs[any](t, r, admin, tool, c.args); !isCode(e, CodePermissionDenied) {
+			t.Errorf("%s with its namespace off: %+v", tool, e)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,113 +41,95 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 	busy := child(t, nil, "sh", "-c", "while :; do :; done")
 
 	// A whole page: the machine may run many other sleeps.
-	res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "sleep"}, "sort_by": "pid", "sort_order": "asc", "limit": 1000})
-	if res.IsError {
-		t.Fatal(sc)
-	}
+	sc := listProcs(t, r, map[string]any{"filter": map[string]any{"name_pattern": "sleep"}, "sort_by": "pid", "sort_order": "asc", "limit": 1000})
 	var found bool
-	for _, p := range sc["processes"].([]any) {
-		m := p.(map[string]any)
-		if int(m["pid"].(float64)) == sleeper.Process.Pid {
+	for _, m := range sc.Processes {
+		if m.PID == sleeper.Process.Pid {
 			found = true
-			if m["status"] != "sleeping" || m["cpu_percent"].(float64) > 5 || m["username"] != currentUser(t) {
-				t.Errorf("sleep child: %v", m)
+			if m.Status != "sleeping" || m.CPUPercent > 5 || m.Username != currentUser(t) {
+				t.Errorf("sleep child: %+v", m)
 			}
 		}
 	}
 	if !found {
-		t.Fatalf("sleep child %d not listed: %v", sleeper.Process.Pid, sc)
+		t.Fatalf("sleep child %d not listed: %v", sleeper.Process.Pid, pids(sc))
 	}
 
 	// CPU is measured over a window like top: the busy loop used some of it
 	// and sorts ahead of the sleeper. How much it got depends on what else
 	// the machine runs, so no floor beyond "more than nothing".
-	_, sc = r.as(admin, "process_list_processes", map[string]any{"sort_by": "cpu_percent", "limit": 1000})
-	if sc["sample_interval_ms"].(float64) < 100 {
-		t.Fatalf("sample window %v ms", sc["sample_interval_ms"])
+	sc = listProcs(t, r, map[string]any{"sort_by": "cpu_percent", "limit": 1000})
+	if sc.SampleInterval < 100 {
+		t.Fatalf("sample window %v ms", sc.SampleInterval)
 	}
 	busyAt, sleepAt, busyCPU := -1, -1, -1.0
-	for i, p := range sc["processes"].([]any) {
-		m := p.(map[string]any)
-		switch int(m["pid"].(float64)) {
+	for i, m := range sc.Processes {
+		switch m.PID {
 		case busy.Process.Pid:
-			busyAt, busyCPU = i, m["cpu_percent"].(float64)
+			busyAt, busyCPU = i, m.CPUPercent
 		case sleeper.Process.Pid:
 			sleepAt = i
 		}
 	}
 	if busyCPU <= 0 || busyAt < 0 || sleepAt < 0 || busyAt > sleepAt {
-		t.Errorf("busy loop %d at %d with %v%% CPU, sleeper at %d: %v", busy.Process.Pid, busyAt, busyCPU, sleepAt, names(sc, "processes", "name"))
+		t.Errorf("busy loop %d at %d with %v%% CPU, sleeper at %d: %v", busy.Process.Pid, busyAt, busyCPU, sleepAt,
+			pluck(sc.Processes, func(p ProcessSummary) string { return p.Name }))
 	}
 
 	// Pages: limit and offset walk the same order.
-	_, all := r.as(admin, "process_list_processes", map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 1000})
-	total := int(all["total_count"].(float64))
-	_, p1 := r.as(admin, "process_list_processes", map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 3})
-	_, p2 := r.as(admin, "process_list_processes", map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 3, "offset": 3})
-	if total < 6 || p1["has_more"] != true || p1["next_offset"].(float64) != 3 {
-		t.Fatalf("page 1: total %d, %v", total, p1)
+	all := listProcs(t, r, map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 1000})
+	total := all.TotalCount
+	p1 := listProcs(t, r, map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 3})
+	p2 := listProcs(t, r, map[string]any{"sort_by": "pid", "sort_order": "asc", "limit": 3, "offset": 3})
+	if total < 6 || !p1.HasMore || p1.NextOffset != 3 {
+		t.Fatalf("page 1: total %d, %+v", total, p1)
 	}
-	pids := names(all, "processes", "pid")
-	if got := append(names(p1, "processes", "pid"), names(p2, "processes", "pid")...); !slices.Equal(got, pids[:6]) {
+	if got := append(pids(p1), pids(p2)...); !slices.Equal(got, pids(all)[:6]) {
 		// Processes come and go between calls; the order must still be ascending.
-		if !slices.IsSortedFunc(got, func(a, b string) int { return len(a)*0 + cmpNum(a, b) }) {
+		if !slices.IsSorted(got) {
 			t.Fatalf("pages %v not in pid order", got)
 		}
 	}
-	_, past := r.as(admin, "process_list_processes", map[string]any{"offset": 100000})
-	if past["returned_count"].(float64) != 0 || past["has_more"] != false {
-		t.Fatalf("offset past the end: %v", past)
+	past := listProcs(t, r, map[string]any{"offset": 100000})
+	if past.ReturnedCount != 0 || past.HasMore {
+		t.Fatalf("offset past the end: %+v", past)
 	}
 	// The tool catalog's own filter example: a list of statuses.
-	res, sc = r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"running", "sleeping"}}, "limit": 1000})
-	if res.IsError || sc["returned_count"].(float64) == 0 {
-		t.Fatalf("status filter: %v", sc)
+	sc = listProcs(t, r, map[string]any{"filter": map[string]any{"status": []any{"running", "sleeping"}}, "limit": 1000})
+	if sc.ReturnedCount == 0 {
+		t.Fatalf("status filter: %+v", sc)
 	}
-	for _, p := range sc["processes"].([]any) {
-		if st := p.(map[string]any)["status"]; st != "running" && st != "sleeping" {
-			t.Fatalf("status filter let %v through", p)
+	for _, p := range sc.Processes {
+		if st := p.Status; st != "running" && st != "sleeping" {
+			t.Fatalf("status filter let %+v through", p)
 		}
 	}
-	if res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}}); errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad status: %v", sc)
-	}
-	if res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}}); errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad glob: %v", sc)
-	}
-}
-
-func cmpNum(a, b string) int {
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	_, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}})
+	wantErr(t, e, CodeInvalidArgument, nil) // bad status
+	_, e = callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}})
+	wantErr(t, e, CodeInvalidArgument, nil) // bad glob
 }
 
 func TestProcessDetailsRedactsSecrets(t *testing.T) {
 	r := newRig(t, nil)
 	c := child(t, []string{"MY_API_KEY=s3cret", "DATABASE_URL=postgres://u:pw@db/x", "GREETING=hello"}, "sleep", "300")
 	waitFor(t, "child env", 2*time.Second, func() bool { return alive(c.Process.Pid) })
-	res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": c.Process.Pid})
-	if res.IsError {
-		t.Fatal(sc)
+	res := r.call(t, admin, "process_get_process_details", map[string]any{"pid": c.Process.Pid})
+	sc, e := decodeResult[ProcessDetail](t, res)
+	if e != nil {
+		t.Fatal(e)
 	}
-	env := sc["environment"].(map[string]any)
+	env := sc.Environment
 	if env["GREETING"] != "hello" || env["MY_API_KEY"] == "s3cret" || env["DATABASE_URL"] == "postgres://u:pw@db/x" {
 		t.Fatalf("environment not redacted: %v", env)
 	}
-	if sc["name"] != "sleep" || sc["cpu_times"] == nil {
-		t.Fatalf("details: %v", sc)
+	// A typed CPUTimes cannot tell absent from zero (a new sleep has used
+	// none), so that cpu_times is there is read from the wire.
+	if sc.Name != "sleep" || !strings.Contains(asJSON(t, res.StructuredContent), `"cpu_times":{`) {
+		t.Fatalf("details: %+v", sc)
 	}
-	if res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": 4000000}); errCode(res, sc) != CodeNotFound {
-		t.Fatalf("missing pid: %v", sc)
-	}
+	_, e = callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 4000000})
+	wantErr(t, e, CodeNotFound, nil) // missing pid
 }
 
 func TestSendSignal(t *testing.T) {
@@ -157,11 +140,10 @@ func TestSendSignal(t *testing.T) {
 	pid := target.Process.Pid
 	args := map[string]any{"pid": pid, "signal": "TERM"}
 
-	if res, sc := r.as(operator, "process_send_signal", args); errCode(res, sc) != CodeFailedPrecondition {
-		t.Fatalf("no confirm: %v", sc)
-	}
-	if res, sc := r.as(operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); res.IsError || sc["sent"] != false {
-		t.Fatalf("dry run: %v", sc)
+	_, e := callAs[SignalOut](t, r, operator, "process_send_signal", args)
+	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
+	if out, e := callAs[SignalOut](t, r, operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); e != nil || out.Sent {
+		t.Fatalf("dry run: %+v %v", out, e)
 	}
 	if !alive(pid) {
 		t.Fatal("a dry run killed the process")
@@ -172,8 +154,8 @@ func TestSendSignal(t *testing.T) {
 		"the agent":                     {"pid": os.Getpid(), "signal": "TERM"},
 		"KILL (not in allowed_signals)": {"pid": pid, "signal": "KILL"},
 	} {
-		if res, sc := r.as(admin, "process_send_signal", guard(a)); errCode(res, sc) != CodePermissionDenied && !(name == "pid 1" && errCode(res, sc) == CodeInvalidArgument) {
-			t.Errorf("%s: %v", name, sc)
+		if _, e := callAs[SignalOut](t, r, admin, "process_send_signal", guard(a)); !isCode(e, CodePermissionDenied) && !(name == "pid 1" && isCode(e, CodeInvalidArgument)) {
+			t.Errorf("%s: %v", name, e)
 		}
 	}
 	if !alive(pid) {
@@ -198,9 +180,9 @@ func TestSendSignal(t *testing.T) {
 		t.Fatal("a refused helper call killed the process")
 	}
 
-	res, sc := r.as(operator, "process_send_signal", guard(args))
-	if res.IsError || sc["sent"] != true || sc["name"] != "sleep" {
-		t.Fatalf("TERM: %v", sc)
+	out, e := callAs[SignalOut](t, r, operator, "process_send_signal", guard(args))
+	if e != nil || !out.Sent || out.Name != "sleep" {
+		t.Fatalf("TERM: %+v %v", out, e)
 	}
 	waitFor(t, "the child to exit", 2*time.Second, func() bool { return !alive(pid) })
 }
@@ -212,9 +194,9 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 		c.Process.ProtectedUsers = []string{me}
 	})
 	target := child(t, nil, "sleep", "300")
-	res, sc := r.as(admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
-	if errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("protected user %s: %v", me, sc)
+	_, e := callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	if !isCode(e, CodePermissionDenied) {
+		t.Fatalf("protected user %s: %v", me, e)
 	}
 	id, _ := procs.ReadIdentity(os.DirFS("/"), target.Process.Pid)
 	_, err := client.Call(context.Background(), r.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: target.Process.Pid, StartTicks: id.StartTicks, Signal: "TERM"})
@@ -224,9 +206,9 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 	}
 
 	r2 := newRig(t, func(c *config.Config) { c.Process.Signals = false })
-	res, sc = r2.as(admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
-	if errCode(res, sc) != CodePermissionDenied || !alive(target.Process.Pid) {
-		t.Fatalf("signals off: %v", sc)
+	_, e = callAs[SignalOut](t, r2, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	if !isCode(e, CodePermissionDenied) || !alive(target.Process.Pid) {
+		t.Fatalf("signals off: %v", e)
 	}
 }
 
@@ -240,12 +222,12 @@ func TestProcessDetailsReadsOneProcess(t *testing.T) {
 	r.a.cpu.read = func(ctx context.Context) (procs.Snapshot, error) { tables.Add(1); return read(ctx) }
 	const ffmpeg = 1342 // the simulated board's busy process: 0.87 of a core
 	check := func(when string) {
-		res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
-		if res.IsError {
-			t.Fatalf("%s: %v", when, sc)
+		sc, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
+		if e != nil {
+			t.Fatalf("%s: %v", when, e)
 		}
 		// Ticks are whole: over a half-second window 87% reads as 84-90%.
-		if cpu := sc["cpu_percent"].(float64); cpu < 80 || cpu > 94 {
+		if cpu := sc.CPUPercent; cpu < 80 || cpu > 94 {
 			t.Errorf("%s: cpu_percent %v, want about 87", when, cpu)
 		}
 	}
@@ -253,9 +235,7 @@ func TestProcessDetailsReadsOneProcess(t *testing.T) {
 	if n := tables.Load(); n != 0 {
 		t.Fatalf("details read %d whole process tables", n)
 	}
-	if res, sc := r.as(admin, "process_list_processes", map[string]any{"limit": 1}); res.IsError {
-		t.Fatal(sc)
-	}
+	listProcs(t, r, map[string]any{"limit": 1})
 	n := tables.Load()
 	time.Sleep(cpuMinWindow) // the kept table becomes a baseline
 	check("against the kept table")

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +28,11 @@ func marker(t *testing.T) (int, string) {
 	return cmd.Process.Pid, word
 }
 
-// hostMentioned reports whether a tool's output shows the marker process:
-// by its word, or as a process at its pid that is not the board's.
-func hostMentioned(sc map[string]any, word string) bool {
-	return strings.Contains(fmt.Sprint(sc), word)
+// hostMentioned reports whether a tool's output shows the marker process
+// by its word. The output is searched as JSON, so whatever a typed result's
+// pointer fields hold is searched too.
+func hostMentioned(t testing.TB, out any, word string) bool {
+	return strings.Contains(asJSON(t, out), word)
 }
 
 // In laptop mode no tool sees or signals this machine's processes: a
@@ -51,37 +51,37 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 		{}, {"name_pattern": "sh"}, {"name_pattern": "sleep"}, {"name_pattern": "*marker*"},
 		{"username": currentUser(t)}, {"include_kernel_threads": true},
 	} {
-		res, sc := r.as(admin, "process_list_processes", map[string]any{"filter": f, "limit": 1000})
-		if res.IsError {
-			t.Fatalf("list %v: %v", f, sc)
+		sc, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": f, "limit": 1000})
+		if e != nil {
+			t.Fatalf("list %v: %v", f, e)
 		}
-		if hostMentioned(sc, word) {
-			t.Errorf("filter %v shows the host's marker process: %v", f, sc)
+		if hostMentioned(t, sc, word) {
+			t.Errorf("filter %v shows the host's marker process: %+v", f, sc)
 		}
-		for _, p := range names(sc, "processes", "pid") {
-			if n, _ := strconv.Atoi(p); !inTable(n) {
-				t.Errorf("filter %v lists pid %d, which the simulated board does not have", f, n)
+		for _, p := range sc.Processes {
+			if !inTable(p.PID) {
+				t.Errorf("filter %v lists pid %d, which the simulated board does not have", f, p.PID)
 			}
 		}
 		if f["name_pattern"] == "sh" || f["name_pattern"] == "sleep" || f["name_pattern"] == "*marker*" {
-			if sc["total_count"].(float64) != 0 {
-				t.Errorf("filter %v matches %v on a board that runs no such program", f, sc["processes"])
+			if sc.TotalCount != 0 {
+				t.Errorf("filter %v matches %+v on a board that runs no such program", f, sc.Processes)
 			}
 		}
 	}
 	for _, p := range []int{pid, os.Getpid()} {
-		res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": p})
+		d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": p})
 		switch {
 		case inTable(p):
-			if hostMentioned(sc, word) || res.IsError {
-				t.Errorf("details of pid %d (also a board pid): %v", p, sc)
+			if e != nil || hostMentioned(t, d, word) {
+				t.Errorf("details of pid %d (also a board pid): %+v %v", p, d, e)
 			}
-		case errCode(res, sc) != CodeNotFound:
-			t.Errorf("details of the host's pid %d: %v; want not_found", p, sc)
+		case !isCode(e, CodeNotFound):
+			t.Errorf("details of the host's pid %d: %+v %v; want not_found", p, d, e)
 		}
-		res, sc = r.as(admin, "process_send_signal", map[string]any{"pid": p, "signal": "KILL", "confirm": true, "reason": "test"})
-		if !inTable(p) && errCode(res, sc) != CodeNotFound {
-			t.Errorf("KILL to the host's pid %d: %v; want not_found", p, sc)
+		_, e = callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": p, "signal": "KILL", "confirm": true, "reason": "test"})
+		if !inTable(p) && !isCode(e, CodeNotFound) {
+			t.Errorf("KILL to the host's pid %d: %v; want not_found", p, e)
 		}
 	}
 	// Bypassing the agent, the helper does not know the host's processes
@@ -108,36 +108,46 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 // the system tools and the process list, and the busy program is on top.
 func TestSimBoardCountsAgree(t *testing.T) {
 	r := newSimRig(t, nil)
-	_, basic := r.as(admin, "system_get_basic_info", nil)
-	_, list := r.as(admin, "process_list_processes", map[string]any{"limit": 1000})
-	if basic["cpu_cores"] != list["cpu_count"] || basic["cpu_cores"].(float64) != 4 {
-		t.Fatalf("cores: basic info %v, process list %v", basic["cpu_cores"], list["cpu_count"])
+	basic, e := callAs[BasicInfo](t, r, admin, "system_get_basic_info", nil)
+	if e != nil {
+		t.Fatal(e)
 	}
-	memTotal := basic["memory_total_bytes"].(float64)
-	for _, it := range list["processes"].([]any) {
-		p := it.(map[string]any)
-		if rss := p["memory_rss"].(float64); rss > 0 {
-			if got := math.Round(rss/memTotal*10000) / 100; math.Abs(got-p["memory_percent"].(float64)) > 0.011 {
-				t.Errorf("%v: memory_percent %v, want %.2f of the board's %v bytes", p["name"], p["memory_percent"], got, memTotal)
+	list := listProcs(t, r, map[string]any{"limit": 1000})
+	if basic.CPUCores != list.CPUCount || basic.CPUCores != 4 {
+		t.Fatalf("cores: basic info %v, process list %v", basic.CPUCores, list.CPUCount)
+	}
+	memTotal := float64(basic.MemoryTotalBytes)
+	for _, p := range list.Processes {
+		if rss := float64(p.MemoryRSS); rss > 0 {
+			if got := math.Round(rss/memTotal*10000) / 100; math.Abs(got-p.MemoryPercent) > 0.011 {
+				t.Errorf("%v: memory_percent %v, want %.2f of the board's %v bytes", p.Name, p.MemoryPercent, got, memTotal)
 			}
 		}
 	}
-	_, health := r.as(admin, "system_get_health_snapshot", nil)
-	if h, ok := health["memory_total_bytes"]; ok && h != basic["memory_total_bytes"] {
-		t.Errorf("memory: health %v, basic info %v", h, basic["memory_total_bytes"])
+	// memory_total_bytes is required in the snapshot, so it is compared
+	// always (the map version skipped it when absent).
+	health, e := callAs[HealthSnapshot](t, r, admin, "system_get_health_snapshot", nil)
+	if e != nil || health.MemoryTotalBytes != basic.MemoryTotalBytes {
+		t.Errorf("memory: health %v (%v), basic info %v", health.MemoryTotalBytes, e, basic.MemoryTotalBytes)
 	}
 	// Uptime counts from the boot the process table started at.
-	_, init := r.as(admin, "process_get_process_details", map[string]any{"pid": 1})
-	boot := float64(time.Now().Unix()) - basic["uptime_seconds"].(float64)
-	if d := init["create_time"].(float64) - boot; d < -2 || d > 60 { // whole seconds on both sides
+	init, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 1})
+	if e != nil {
+		t.Fatal(e)
+	}
+	boot := float64(time.Now().Unix()) - float64(basic.UptimeSeconds)
+	if d := init.CreateTime - boot; d < -2 || d > 60 { // whole seconds on both sides
 		t.Errorf("pid 1 started %.0f s after the boot that uptime implies", d)
 	}
 
 	// top-like: the time-lapse render keeps most of a core busy.
-	_, top := r.as(admin, "process_list_processes", map[string]any{"limit": 1})
-	p := top["processes"].([]any)[0].(map[string]any)
-	if p["name"] != "ffmpeg" || p["cpu_percent"].(float64) < 80 || p["cpu_percent"].(float64) > 95 {
-		t.Errorf("top process %v at %v%%; want ffmpeg near 87", p["name"], p["cpu_percent"])
+	top := listProcs(t, r, map[string]any{"limit": 1})
+	if len(top.Processes) == 0 {
+		t.Fatal("no processes")
+	}
+	p := top.Processes[0]
+	if p.Name != "ffmpeg" || p.CPUPercent < 80 || p.CPUPercent > 95 {
+		t.Errorf("top process %v at %v%%; want ffmpeg near 87", p.Name, p.CPUPercent)
 	}
 }
 
@@ -158,15 +168,14 @@ func TestSimBoardSignals(t *testing.T) {
 		return snap.Procs[i]
 	}
 	sshd, self, ffmpeg := by("sshd"), by("raspi-mcp"), by("ffmpeg")
-	send := func(pid int, sig string) (string, map[string]any) {
-		res, sc := r.as(admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
-		return errCode(res, sc), sc
+	send := func(pid int, sig string) (SignalOut, *ToolError) {
+		return callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
 	}
-	if code, sc := send(sshd.PID, "TERM"); code != CodePermissionDenied || !strings.Contains(fmt.Sprint(sc), "protected") {
-		t.Errorf("TERM to root's sshd: %v", sc)
+	if _, e := send(sshd.PID, "TERM"); !isCode(e, CodePermissionDenied) || !strings.Contains(fmt.Sprint(*e), "protected") {
+		t.Errorf("TERM to root's sshd: %+v", e)
 	}
-	if code, sc := send(self.PID, "TERM"); code != CodePermissionDenied {
-		t.Errorf("TERM to the board's raspi-mcp: %v", sc)
+	if _, e := send(self.PID, "TERM"); !isCode(e, CodePermissionDenied) {
+		t.Errorf("TERM to the board's raspi-mcp: %+v", e)
 	}
 	_, err = client.Call(context.Background(), r.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: sshd.PID, StartTicks: sshd.StartTicks, Signal: "TERM"})
 	if proto.CodeOf(err) != proto.CodePermissionDenied || !strings.Contains(err.Error(), "protected user") {
@@ -180,21 +189,20 @@ func TestSimBoardSignals(t *testing.T) {
 		t.Fatalf("refused signals changed the table: %d processes, was %d", len(after.Procs), len(snap.Procs))
 	}
 
-	if code, sc := send(ffmpeg.PID, "STOP"); code != "" || sc["sent"] != true || sc["still_running"] != true {
-		t.Fatalf("STOP ffmpeg: %v", sc)
+	if out, e := send(ffmpeg.PID, "STOP"); e != nil || !out.Sent || !out.StillRunning {
+		t.Fatalf("STOP ffmpeg: %+v %v", out, e)
 	}
-	if _, d := r.as(admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID}); d["status"] != "stopped" {
-		t.Fatalf("ffmpeg after STOP: %v", d["status"])
+	if d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID}); e != nil || d.Status != "stopped" {
+		t.Fatalf("ffmpeg after STOP: %v %v", d.Status, e)
 	}
-	if code, sc := send(ffmpeg.PID, "TERM"); code != "" || sc["sent"] != true || sc["still_running"] != false {
-		t.Fatalf("TERM ffmpeg: %v", sc)
+	if out, e := send(ffmpeg.PID, "TERM"); e != nil || !out.Sent || out.StillRunning {
+		t.Fatalf("TERM ffmpeg: %+v %v", out, e)
 	}
-	if res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID}); errCode(res, sc) != CodeNotFound {
-		t.Fatalf("ffmpeg after TERM: %v", sc)
-	}
+	_, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID})
+	wantErr(t, e, CodeNotFound, nil) // ffmpeg after TERM
 	// Its shell lives on, as a login shell does when its job ends.
-	if res, sc := r.as(admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PPID}); res.IsError || sc["name"] != "bash" {
-		t.Fatalf("ffmpeg's parent: %v", sc)
+	if d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PPID}); e != nil || d.Name != "bash" {
+		t.Fatalf("ffmpeg's parent: %+v %v", d, e)
 	}
 }
 
@@ -202,13 +210,21 @@ func TestSimBoardSignals(t *testing.T) {
 // the host's addresses appears, and the counters are the system metrics'.
 func TestSimBoardNetwork(t *testing.T) {
 	r := newSimRig(t, nil)
-	_, info := r.as(admin, "system_get_network_info", nil)
-	if got := names(info, "interfaces", "name"); !slices.Equal(got, []string{"lo", "eth0", "wlan0"}) {
+	netInfo := func() NetworkInfo {
+		t.Helper()
+		info, e := callAs[NetworkInfo](t, r, admin, "system_get_network_info", nil)
+		if e != nil {
+			t.Fatal(e)
+		}
+		return info
+	}
+	info := netInfo()
+	if got := pluck(info.Interfaces, func(i NetInterface) string { return i.Name }); !slices.Equal(got, []string{"lo", "eth0", "wlan0"}) {
 		t.Fatalf("interfaces %v; want the board's lo, eth0, wlan0", got)
 	}
-	text := fmt.Sprint(info)
+	text := asJSON(t, info) // all of it, to search for the host's addresses
 	if !strings.Contains(text, "192.168.1.42") || !strings.Contains(text, "dc:a6:32:5e:81:0c") {
-		t.Errorf("eth0 is not the board's: %v", info)
+		t.Errorf("eth0 is not the board's: %s", text)
 	}
 	hostIfs, err := net.Interfaces()
 	if err != nil {
@@ -229,13 +245,12 @@ func TestSimBoardNetwork(t *testing.T) {
 			t.Errorf("the host's MAC %s (%s) appears", mac, hi.Name)
 		}
 	}
-	_, status := r.as(admin, "network_get_status", nil)
-	if status["online"] != true {
-		t.Errorf("the board is offline: %v", status)
+	if status, e := callAs[NetStatus](t, r, admin, "network_get_status", nil); e != nil || !status.Online {
+		t.Errorf("the board is offline: %+v %v", status, e)
 	}
-	_, det := r.as(admin, "system_get_detailed_network_info", map[string]any{"include_connections": true, "include_routing_table": true})
-	if det["connections_total"].(float64) != 7 || !strings.Contains(fmt.Sprint(det["connections"]), "51514") {
-		t.Errorf("connections are not the board's: %v", det["connections"])
+	det, e := callAs[DetailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", map[string]any{"include_connections": true, "include_routing_table": true})
+	if e != nil || det.ConnectionsTotal != 7 || !strings.Contains(asJSON(t, det.Connections), "51514") {
+		t.Errorf("connections are not the board's: %+v %v", det.Connections, e)
 	}
 	// eth0's byte counters are the simulated system's: the tool's reading
 	// lies between two readings of the system counters taken around it.
@@ -254,55 +269,70 @@ func TestSimBoardNetwork(t *testing.T) {
 		return 0
 	}
 	before := rx()
-	_, again := r.as(admin, "system_get_network_info", nil)
+	again := netInfo()
 	after := rx()
 	if got := eth0Recv(t, again); got < before || got > after || got == 0 {
 		t.Errorf("eth0 received %v bytes; the system counted %v before and %v after", got, before, after)
 	}
 }
 
-func eth0Recv(t *testing.T, info map[string]any) float64 {
+func eth0Recv(t *testing.T, info NetworkInfo) float64 {
 	t.Helper()
-	for _, it := range info["interfaces"].([]any) {
-		i := it.(map[string]any)
-		if i["name"] == "eth0" {
-			return i["statistics"].(map[string]any)["bytes_recv"].(float64)
+	for _, i := range info.Interfaces {
+		if i.Name == "eth0" {
+			return float64(i.Statistics.BytesRecv)
 		}
 	}
 	t.Fatal("no eth0")
 	return 0
 }
 
+// listProcs is process_list_processes with args, which must succeed.
+func listProcs(t *testing.T, r *rig, args map[string]any) ProcessListOut {
+	t.Helper()
+	out, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", args)
+	if e != nil {
+		t.Fatal(e)
+	}
+	return out
+}
+
+func pids(l ProcessListOut) []int {
+	return pluck(l.Processes, func(p ProcessSummary) int { return p.PID })
+}
+
 // On a fresh board every running service's main pid is a process of the
 // table with the unit's program, started when the unit says it was.
 func TestSimBoardServicesAreItsProcesses(t *testing.T) {
 	r := newSimRig(t, nil)
-	_, list := r.as(admin, "service_list_services", map[string]any{"state": "active"})
-	listed := float64(time.Now().Unix())
-	services := list["services"].([]any)
-	if len(services) < 5 {
-		t.Fatalf("active services: %v", list)
+	list, e := callAs[ServiceListOut](t, r, admin, "service_list_services", map[string]any{"state": "active"})
+	if e != nil {
+		t.Fatal(e)
 	}
-	for _, it := range services {
-		s := it.(map[string]any)
-		pid, _ := s["pid"].(float64)
+	listed := float64(time.Now().Unix())
+	services := list.Services
+	if len(services) < 5 {
+		t.Fatalf("active services: %+v", list)
+	}
+	for _, s := range services {
+		pid := s.PID
 		if pid == 0 {
 			continue // a oneshot or socket-activated unit has no main process
 		}
-		res, d := r.as(admin, "process_get_process_details", map[string]any{"pid": pid})
-		if res.IsError {
-			t.Errorf("%v's main pid %v is not a process: %v", s["name"], pid, d)
+		d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": pid})
+		if e != nil {
+			t.Errorf("%v's main pid %v is not a process: %v", s.Name, pid, e)
 			continue
 		}
-		unit := strings.TrimSuffix(s["name"].(string), ".service")
-		name, cmd := d["name"].(string), fmt.Sprint(d["cmdline"])
+		unit := strings.TrimSuffix(s.Name, ".service")
+		name, cmd := d.Name, fmt.Sprint(d.Cmdline)
 		if !strings.Contains(cmd, strings.TrimSuffix(unit, "-daemon")) && !strings.HasPrefix(unit, name) && !strings.Contains(cmd, name) {
-			t.Errorf("%v's main pid %v is %s %s", s["name"], pid, name, cmd)
+			t.Errorf("%v's main pid %v is %s %s", s.Name, pid, name, cmd)
 		}
-		if up, ok := s["uptime_seconds"].(float64); ok {
-			started := listed - up
-			if diff := math.Abs(d["create_time"].(float64) - started); diff > 3 {
-				t.Errorf("%v: unit up since %.0f, process created %.0f", s["name"], started, d["create_time"])
+		if s.UptimeSeconds != 0 { // omitempty: present exactly when not zero
+			started := listed - float64(s.UptimeSeconds)
+			if off := math.Abs(d.CreateTime - started); off > 3 {
+				t.Errorf("%v: unit up since %.0f, process created %.0f", s.Name, started, d.CreateTime)
 			}
 		}
 	}
@@ -313,10 +343,9 @@ func TestSimBoardServicesAreItsProcesses(t *testing.T) {
 // a unit's main process stops the unit.
 func TestSimBoardServicesAndProcessesMove(t *testing.T) {
 	r := newSimRig(t, nil)
-	procsNamed := func(name string) []string {
+	procsNamed := func(name string) []int {
 		t.Helper()
-		_, m := r.as(admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": name}, "sort_by": "pid", "sort_order": "asc"})
-		return names(m, "processes", "pid")
+		return pids(listProcs(t, r, map[string]any{"filter": map[string]any{"name_pattern": name}, "sort_by": "pid", "sort_order": "asc"}))
 	}
 	if got := procsNamed("nginx"); len(got) != 2 {
 		t.Fatalf("nginx processes on a fresh board: %v", got)
@@ -328,29 +357,28 @@ func TestSimBoardServicesAndProcessesMove(t *testing.T) {
 		}
 		return m
 	}
-	if res, sc := r.as(admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); res.IsError {
-		t.Fatal(sc)
+	if _, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); e != nil {
+		t.Fatal(e)
 	}
 	if got := procsNamed("nginx"); len(got) != 0 {
 		t.Errorf("nginx processes after the unit stopped: %v", got)
 	}
-	res, sc := r.as(admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
-	if res.IsError {
-		t.Fatal(sc)
+	sc, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
+	if e != nil {
+		t.Fatal(e)
 	}
-	pid := sc["main_pid"].(float64)
-	if res, d := r.as(admin, "process_get_process_details", map[string]any{"pid": pid}); res.IsError || d["name"] != "motion" || d["username"] != "motion" {
-		t.Fatalf("motion's main pid %v: %v", pid, d)
+	pid := sc.MainPID
+	if d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": pid}); e != nil || d.Name != "motion" || d.Username != "motion" {
+		t.Fatalf("motion's main pid %v: %+v %v", pid, d, e)
 	}
 	dbus := procsNamed("dbus-daemon")
 	if len(dbus) != 1 {
 		t.Fatalf("dbus-daemon: %v", dbus)
 	}
-	n, _ := strconv.Atoi(dbus[0])
-	if res, sc := r.as(admin, "process_send_signal", with(map[string]any{"pid": n, "signal": "TERM"})); res.IsError || sc["still_running"] != false {
-		t.Fatalf("TERM dbus-daemon: %v", sc)
+	if out, e := callAs[SignalOut](t, r, admin, "process_send_signal", with(map[string]any{"pid": dbus[0], "signal": "TERM"})); e != nil || out.StillRunning {
+		t.Fatalf("TERM dbus-daemon: %+v %v", out, e)
 	}
-	if _, st := r.as(admin, "service_get_status", map[string]any{"service_name": "dbus"}); st["status"] != "inactive" {
-		t.Errorf("dbus.service after its process got TERM: %v", st["status"])
+	if st, e := callAs[ServiceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "dbus"}); e != nil || st.Status != "inactive" {
+		t.Errorf("dbus.service after its process got TERM: %v %v", st.Status, e)
 	}
 }
