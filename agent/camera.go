@@ -98,6 +98,7 @@ func (a *Agent) registerCamera() {
 		Props: []Prop{prop("width", enum(640, 1280, 1920)), prop("height", enum(480, 720, 1080)),
 			prop("format", enum("jpeg", "png"), def("jpeg")), prop("quality", minimum(1), maximum(100), def(85))},
 		Slow:    true,
+		Example: &CaptureIn{Width: 640, Height: 480},
 		Run:     a.capture,
 		Summary: func(_ CaptureIn, o CaptureOut) string { return photoLine(o.PhotoOut) },
 	})

@@ -59,6 +59,7 @@ func (a *Agent) registerChange() {
 		Rule:        Rule{MinRole: identity.RoleRead, Risk: RiskLow},
 		Props:       []Prop{prop("tool", minLen(1), maxLen(100))},
 		OutProps:    []Prop{prop("expires_at", format("date-time"))},
+		Example:     &PrepareIn{Tool: "system_shutdown"},
 		Run:         a.prepare,
 		Summary: func(_ PrepareIn, o PrepareOut) string {
 			return fmt.Sprintf("prepared %s; commit with change_commit before %s", o.Tool, o.ExpiresAt)
@@ -70,6 +71,7 @@ func (a *Agent) registerChange() {
 		Rule:        Rule{MinRole: identity.RoleRead, Risk: RiskLow},
 		Destructive: true,
 		Props:       []Prop{prop("token", minLen(8), maxLen(64))},
+		Example:     &CommitIn{Token: "tok-does-not-exist"}, // passes the schema; the commit finds no such token
 		Run:         a.commit,
 		Summary:     func(_ CommitIn, o CommitOut) string { return "committed " + o.Tool },
 	})

@@ -108,6 +108,7 @@ func (a *Agent) registerConfigTools() {
 		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{candidate},
+		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
 		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
 			next, err := a.candidate(in.TOML)
 			var ke *config.KeyError
@@ -131,6 +132,7 @@ func (a *Agent) registerConfigTools() {
 		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{candidate},
+		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
 		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
 			d, _, err := a.configDiff(in.TOML)
 			return d, err
@@ -143,6 +145,7 @@ func (a *Agent) registerConfigTools() {
 		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical},
 		Destructive: true,
 		Props:       []Prop{candidate, prop("expect_diff_hash", maxLen(71))},
+		Example:     &ConfigApplyIn{ConfigCandidateIn: ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"}},
 		Run:         a.configApply,
 		Summary: func(_ ConfigApplyIn, o ConfigApplyOut) string {
 			if !o.Applied {

@@ -1,49 +1,20 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
-
-// validArgs is one accepted call of every local tool (only its required
-// parameters, plus what a call needs to get past the schema). The error
-// walk starts from these and breaks one thing at a time; a tool added
-// without an entry here fails the walk, so the walk stays complete.
-var validArgs = map[string]map[string]any{
-	"camera_capture":              {"width": 640, "height": 480},
-	"change_commit":               {"token": "tok-does-not-exist"},
-	"change_prepare":              {"tool": "system_shutdown"},
-	"gpio_configure_pin":          {"pin": 17, "mode": "output"},
-	"gpio_read_pin":               {"pin": 17},
-	"gpio_set_pwm":                {"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50},
-	"gpio_write_pin":              {"pin": 17, "value": "high"},
-	"i2c_read":                    {"bus": 1, "address": 0x76, "length": 1},
-	"i2c_scan_bus":                {"bus": 1},
-	"i2c_write":                   {"bus": 1, "address": 0x48, "data": []any{1}},
-	"manage_cancel_job":           {"job_id": "job-nope"},
-	"manage_config_apply":         {"toml": "[gpio]\nwrites = true\n"},
-	"manage_config_diff":          {"toml": "[gpio]\nwrites = true\n"},
-	"manage_config_validate":      {"toml": "[gpio]\nwrites = true\n"},
-	"manage_apply_os_updates":     {"plan_hash": "sha256:" + strings.Repeat("0", 64)},
-	"metrics_query_history":       {"metric_names": []any{"cpu_percent"}},
-	"metrics_start_sampling_job":  {"interval_seconds": 10},
-	"metrics_stop_sampling_job":   {"job_id": "job-nope"},
-	"process_get_process_details": {"pid": 2},
-	"process_send_signal":         {"pid": 4194000, "signal": "TERM"},
-	"sensors_read":                {"name": "case"},
-	"service_control_service":     {"service_name": "nginx.service", "action": "restart"},
-	"service_get_status":          {"service_name": "nginx.service"},
-	"service_set_enabled":         {"service_name": "nginx.service", "enabled": true},
-	"service_validate_unit_file":  {"service_name": "nginx.service"},
-}
 
 // errCase is one error path: a call that must fail, and whether a next
 // call exists for it.
@@ -55,11 +26,85 @@ type errCase struct {
 	wantNext bool
 }
 
+// argsOf is one accepted call of t, only its required parameters plus what
+// a call needs to get past the schema: its spec's Example, or no arguments
+// for a tool without one (TestEveryToolHasAnExample: which then has no
+// required parameters). The error walk starts from it and breaks one thing
+// at a time. A fresh map each time.
 func argsOf(t *tool) map[string]any {
-	if a, ok := validArgs[t.name]; ok {
-		return maps.Clone(a)
+	args := map[string]any{}
+	if t.example != nil {
+		if err := json.Unmarshal(t.example, &args); err != nil {
+			panic(fmt.Sprintf("%s: example %s: %v", t.name, t.example, err))
+		}
 	}
-	return map[string]any{}
+	return args
+}
+
+// Every local tool with required parameters has an Example in its spec,
+// and every example is an accepted call on the laptop config: its input
+// schema takes it, policy lets an admin dry-run it, the call is not refused
+// for its arguments, and it leaves the guard arguments to the caller (the
+// walk breaks those itself). A tool added without one fails here, naming
+// the file of its spec.
+func TestEveryToolHasAnExample(t *testing.T) {
+	r := newSimRig(t, func(c *config.Config) { c.Process.AllowedSignals = []string{"TERM", "HUP"} })
+	examples := 0
+	for _, tl := range r.a.tools.all() {
+		if tl.lan {
+			continue
+		}
+		req := tl.input().tree.Required
+		if tl.example == nil {
+			if len(req) > 0 {
+				t.Errorf("%s has required parameters %v but no example: add Example to its Spec (ID %q) in %s", tl.name, req, tl.id, specFile(t, tl.id))
+			}
+			continue
+		}
+		examples++
+		if _, err := tl.check(tl.example); err != nil {
+			t.Errorf("%s: its Example %s is refused by its own schema: %s (Spec in %s)", tl.name, tl.example, err.Message, specFile(t, tl.id))
+			continue
+		}
+		args := argsOf(tl)
+		for _, g := range []string{"dry_run", "confirm", "reason", "intent"} {
+			if _, ok := args[g]; ok {
+				t.Errorf("%s: its Example sets the guard argument %s, which the error walk breaks itself (Spec in %s)", tl.name, g, specFile(t, tl.id))
+			}
+		}
+		if derr := Decide(r.cfg, admin, tl.rule, Guard{DryRun: true}, false); derr != nil {
+			t.Errorf("%s: the laptop config refuses its Example: %s", tl.name, derr.Message)
+			continue
+		}
+		if _, ok := tl.input().tree.Properties["dry_run"]; ok {
+			args["dry_run"] = true
+		}
+		res, sc := r.as(admin, tl.name, args)
+		if code := errCode(res, sc); code == CodeInvalidArgument || code == CodePermissionDenied || code == CodeInternal {
+			t.Errorf("%s: its Example %v fails with %s: %v (Spec in %s)", tl.name, args, code, sc["error"], specFile(t, tl.id))
+		}
+	}
+	if examples < 20 {
+		t.Errorf("only %d tools have an example", examples)
+	}
+}
+
+// specFile is the file of the package that registers the tool id.
+func specFile(t *testing.T, id string) string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(strconv.Quote(id))) {
+			return "agent/" + f
+		}
+	}
+	return "agent/<namespace>.go"
 }
 
 func with(args map[string]any, k string, v any) map[string]any {
@@ -238,10 +283,8 @@ func TestEveryErrorIsActionable(t *testing.T) {
 	})
 	tools := r.a.tools.all()
 	for _, tl := range tools {
-		if len(tl.input().tree.Required) > 0 {
-			if _, ok := validArgs[tl.name]; !ok {
-				t.Errorf("validArgs has no entry for %s, which has required parameters %v", tl.name, tl.input().tree.Required)
-			}
+		if len(tl.input().tree.Required) > 0 && tl.example == nil {
+			t.Errorf("%s has required parameters %v but no Example in its Spec (%s): the walk cannot start from an accepted call", tl.name, tl.input().tree.Required, specFile(t, tl.id))
 		}
 	}
 	kinds := map[string]int{}

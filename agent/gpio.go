@@ -115,6 +115,7 @@ func (a *Agent) registerGPIO() {
 		Description: "Read an allowed pin's level (high or low).",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{pinProp},
+		Example:     &PinIn{Pin: 17},
 		Run: func(ctx context.Context, _ *Call, in PinIn) (GpioPinInfo, error) {
 			if _, err := a.allowedPin(in.Pin); err != nil {
 				return GpioPinInfo{}, err
@@ -133,6 +134,7 @@ func (a *Agent) registerGPIO() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []Prop{pinProp, prop("mode", enum("input", "output")), prop("pull", enum("none", "up", "down"), def("none"))},
+		Example:     &ConfigureIn{Pin: 17, Mode: "output"},
 		Run:         a.configurePin,
 		Summary: func(in ConfigureIn, o GpioPinInfo) string {
 			return fmt.Sprintf("GPIO%d configured as %s, pull %s", in.Pin, in.Mode, in.Pull)
@@ -144,6 +146,7 @@ func (a *Agent) registerGPIO() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
 		Props:       []Prop{pinProp, prop("value", enum("high", "low")), prop("duration_ms", minimum(1), maximum(600000))},
 		Spelling:    levelSpelling,
+		Example:     &WriteIn{Pin: 17, Value: "high"},
 		Run:         a.writePin,
 		Summary: func(in WriteIn, o WriteOut) string {
 			s := fmt.Sprintf("GPIO%d set %s", in.Pin, in.Value)
@@ -162,6 +165,7 @@ func (a *Agent) registerGPIO() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []Prop{pinProp, prop("frequency_hz", minimum(1), maximum(proto.MaxPWMHz)), prop("duty_cycle_percent", minimum(0), maximum(100))},
+		Example:     &PWMIn{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50},
 		Run:         a.setPWM,
 		Summary: func(in PWMIn, o PWMOut) string {
 			return fmt.Sprintf("PWM on GPIO%d: %.0f Hz, %.1f%%", in.Pin, o.FrequencyHz, o.DutyCyclePercent)

@@ -126,6 +126,7 @@ func (a *Agent) registerI2C() {
 		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
+		Example:     &ScanIn{Bus: 1},
 		Run: func(ctx context.Context, _ *Call, in ScanIn) (ScanOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, -1); err != nil {
 				return ScanOut{}, err
@@ -145,6 +146,7 @@ func (a *Agent) registerI2C() {
 		Description: "Read 1..32 bytes from a device, from a register when given.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       append(addr, prop("length", minimum(1), maximum(proto.MaxI2CBytes))),
+		Example:     &I2CReadIn{Bus: 1, Address: 0x76, Length: 1},
 		Run: func(ctx context.Context, _ *Call, in I2CReadIn) (I2CReadOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, in.Address); err != nil {
 				return I2CReadOut{}, err
@@ -168,6 +170,7 @@ func (a *Agent) registerI2C() {
 			lo, hi := 0.0, 255.0
 			s.Items.Minimum, s.Items.Maximum = &lo, &hi
 		})),
+		Example: &I2CWriteIn{Bus: 1, Address: 0x48, Data: []int{1}},
 		Run: func(ctx context.Context, c *Call, in I2CWriteIn) (I2CWriteOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Write, "write", in.Bus, in.Address); err != nil {
 				return I2CWriteOut{}, err
@@ -206,6 +209,7 @@ func (a *Agent) registerI2C() {
 		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{prop("name", minLen(1), maxLen(64))},
+		Example:     &SensorIn{Name: "case"},
 		Run: func(ctx context.Context, _ *Call, in SensorIn) (SensorOut, error) {
 			found := false
 			for _, s := range a.conf().I2C.Sensors {

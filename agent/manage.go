@@ -329,6 +329,7 @@ func (a *Agent) registerJobs() {
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
 		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
+		Example:     &CancelJobIn{JobID: "job-nope"}, // no such job: cancels nothing
 		Run:         a.cancelJob,
 		Summary: func(_ CancelJobIn, o CancelJobOut) string {
 			if o.DryRun {

@@ -197,6 +197,7 @@ func (a *Agent) registerMetrics() {
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: jobsGate},
 		Props:       []Prop{prop("interval_seconds", minimum(5), maximum(3600)), prop("retention_hours", minimum(1), maximum(168), def(24))},
+		Example:     &StartJobIn{IntervalSeconds: 10},
 		Run:         a.startJob,
 		Summary: func(_ StartJobIn, o JobStatus) string {
 			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
@@ -208,6 +209,7 @@ func (a *Agent) registerMetrics() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: jobsGate},
 		Idempotent:  true,
 		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
+		Example:     &StopJobIn{JobID: "job-nope"}, // no such job: stops nothing
 		Run:         a.stopJob,
 		Summary:     func(_ StopJobIn, o JobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
 	})
@@ -245,6 +247,7 @@ func (a *Agent) registerMetrics() {
 			prop("aggregation", enum("avg", "min", "max", "last"), def("avg")), prop("job_id", maxLen(64)), prop("metric_names", minItems(1), maxItems(maxQueryMetrics))},
 		OutProps: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time"))},
 		Spelling: historySpelling,
+		Example:  &HistoryIn{MetricNames: []string{"cpu_percent"}},
 		Run:      a.queryHistory,
 		Summary: func(_ HistoryIn, o HistoryOut) string {
 			n := 0

@@ -238,6 +238,7 @@ func (a *Agent) registerProcess() {
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{prop("pid", minimum(1), maximum(1<<22))},
+		Example:     &PIDIn{PID: 2},
 		Run:         a.processDetails,
 		Summary: func(_ PIDIn, d ProcessDetail) string {
 			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
@@ -249,6 +250,7 @@ func (a *Agent) registerProcess() {
 		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum(signalNames()...))},
+		Example:     &SignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
 		Run:         a.sendSignal,
 		Summary: func(in SignalIn, o SignalOut) string {
 			if o.DryRun {

@@ -230,6 +230,7 @@ func (a *Agent) registerService() {
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{nameProp, prop("log_lines", minimum(0), maximum(50), def(10))},
 		OutProps:    []Prop{prop("status", enum(serviceStatuses...))},
+		Example:     &ServiceStatusIn{ServiceName: "nginx.service"},
 		Run:         a.serviceStatus,
 		Summary: func(_ ServiceStatusIn, d ServiceDetail) string {
 			s := fmt.Sprintf("%s is %s (%s)", d.Name, d.Status, d.SubStatus)
@@ -250,6 +251,7 @@ func (a *Agent) registerService() {
 		Props:       []Prop{nameProp, prop("action", enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
 		OutProps:    []Prop{prop("timestamp", format("date-time"))},
 		Slow:        true, // waits for systemd's job
+		Example:     &ServiceControlIn{ServiceName: "nginx.service", Action: "restart"},
 		Run:         a.controlService,
 		Summary: func(in ServiceControlIn, o ServiceControlOut) string {
 			if o.DryRun {
@@ -266,6 +268,7 @@ func (a *Agent) registerService() {
 		Destructive: true, // disabling stops a service from coming back after a reboot
 		Props:       []Prop{nameProp},
 		Slow:        true, // validates the unit file and reloads systemd
+		Example:     &ServiceEnableIn{ServiceName: "nginx.service", Enabled: true},
 		Run:         a.setEnabled,
 		Summary: func(in ServiceEnableIn, o ServiceEnableOut) string {
 			if o.DryRun {
@@ -279,6 +282,7 @@ func (a *Agent) registerService() {
 		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
 		Rule:        Rule{MinRole: identity.RoleRead},
 		Props:       []Prop{nameProp},
+		Example:     &ServiceNameIn{ServiceName: "nginx.service"},
 		Run: func(ctx context.Context, _ *Call, in ServiceNameIn) (ValidationOut, error) {
 			name, err := a.unitName(in.ServiceName)
 			if err != nil {

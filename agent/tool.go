@@ -36,6 +36,7 @@ type tool struct {
 	slow     bool   // may take more than a second: reports progress (notify.go)
 	stable   string // alpha, beta or stable: how settled its contract is (stability.go)
 	mcp      *mcp.Tool
+	example  json.RawMessage // Spec.Example as JSON arguments; nil if it has none
 	// newInput builds the input schema on the tool's first call (input);
 	// nil for a tool whose schema is someone else's (a LAN upstream's).
 	newInput func() (*inputSchema, error)
@@ -101,6 +102,15 @@ type Spec[In, Out any] struct {
 	// systemd job, a camera, the journal): it reports progress to a client
 	// that sent a progress token.
 	Slow bool
+	// Example is one call of the tool that its input schema accepts: the
+	// required parameters, with values the laptop config permits, and no
+	// guard arguments (whoever runs it adds dry_run, confirm, reason). A
+	// tool with required parameters must have one (TestEveryToolHasAnExample):
+	// the tests start from it, the error walk breaking it one parameter at a
+	// time. Typed, so it cannot name a parameter the tool does not take; a
+	// pointer, so that a zero In can be an example too. tools/list does not
+	// show it.
+	Example *In
 }
 
 // Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
@@ -207,7 +217,7 @@ func add[In, Out any](r *registry, s Spec[In, Out]) {
 // tool; everything else is compiled once, in buildTool.
 func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 	run, summary, title := s.Run, s.Summary, s.Title
-	return buildTool(r, specBase{
+	t, err := buildTool(r, specBase{
 		ID: s.ID, Title: s.Title, Description: s.Description, Rule: s.Rule, Stability: s.Stability,
 		Idempotent: s.Idempotent, Destructive: s.Destructive, Props: s.Props, OutProps: s.OutProps,
 		Spelling: s.Spelling, Slow: s.Slow,
@@ -226,6 +236,13 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 		}
 		return out, sum, nil
 	})
+	if err != nil || s.Example == nil {
+		return t, err
+	}
+	if t.example, err = json.Marshal(s.Example); err != nil {
+		return nil, fmt.Errorf("agent: tool %q example: %w", s.ID, err)
+	}
+	return t, nil
 }
 
 // specBase is the part of a Spec that does not depend on In and Out.

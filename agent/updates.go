@@ -251,6 +251,7 @@ func (a *Agent) registerUpdates() {
 		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []Prop{prop("plan_hash", minLen(71), maxLen(71))},
+		Example:     &ApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
 		Run: func(ctx context.Context, c *Call, in ApplyIn) (ApplyOut, error) {
 			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
 		},

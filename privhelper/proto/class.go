@@ -96,14 +96,36 @@ func (b Bounds) Of(c Class) time.Duration {
 	return pick(b.Quick, DefaultQuickTimeout)
 }
 
-// Info is a method's name and class, without its types.
+// Info is a method's name and class, without its types; NewRequest makes
+// its parameter type.
 type Info struct {
-	Name  string
-	Class Class
+	Name       string
+	Class      Class
+	newRequest func() Validator
 }
 
-// Info returns m's name and class.
-func (m Method[Req, Resp]) Info() Info { return Info{Name: m.Name, Class: m.Class} }
+// Info returns m's name and class, and how to make its parameter type.
+func (m Method[Req, Resp]) Info() Info {
+	return Info{Name: m.Name, Class: m.Class, newRequest: m.NewRequest}
+}
+
+// NewRequest returns a new zero Req, as a pointer that params decode into
+// and whose Validate the helper calls: what a table-driven test (the fuzzer)
+// needs of every method without a hand-kept list of their types. It is nil
+// if *Req is not a Validator, which the fuzz tests report.
+func (m Method[Req, Resp]) NewRequest() Validator {
+	v, _ := any(new(Req)).(Validator)
+	return v
+}
+
+// NewRequest returns a new zero parameter of the method, as
+// Method.NewRequest does; nil for an Info not made by Method.Info.
+func (i Info) NewRequest() Validator {
+	if i.newRequest == nil {
+		return nil
+	}
+	return i.newRequest()
+}
 
 // ClassOf returns the class of the method named name, and false for a name
 // not in the table.

@@ -5,57 +5,49 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"slices"
+	"reflect"
 	"testing"
 )
 
 // requestTypes maps every wire name of the method table to a constructor of
 // its parameter type, so the fuzzer decodes params exactly as the helper
-// would. TestRequestTypesCoverTable keeps it in step with Names.
-var requestTypes = map[string]func() Validator{
-	Hello.Name:          func() Validator { return new(HelloReq) },
-	Status.Name:         func() Validator { return new(StatusReq) },
-	PowerSchedule.Name:  func() Validator { return new(PowerScheduleReq) },
-	PowerCancel.Name:    func() Validator { return new(PowerCancelReq) },
-	PowerState.Name:     func() Validator { return new(PowerStateReq) },
-	GPIOState.Name:      func() Validator { return new(GPIOStateReq) },
-	GPIOConfigure.Name:  func() Validator { return new(GPIOConfigureReq) },
-	GPIORead.Name:       func() Validator { return new(GPIOReadReq) },
-	GPIOWrite.Name:      func() Validator { return new(GPIOWriteReq) },
-	PWMSet.Name:         func() Validator { return new(PWMSetReq) },
-	I2CBuses.Name:       func() Validator { return new(I2CBusesReq) },
-	I2CScan.Name:        func() Validator { return new(I2CScanReq) },
-	I2CRead.Name:        func() Validator { return new(I2CReadReq) },
-	I2CWrite.Name:       func() Validator { return new(I2CWriteReq) },
-	SensorRead.Name:     func() Validator { return new(SensorReadReq) },
-	CameraCapture.Name:  func() Validator { return new(CameraCaptureReq) },
-	ServiceControl.Name: func() Validator { return new(ServiceControlReq) },
-	ServiceEnable.Name:  func() Validator { return new(ServiceEnableReq) },
-	ProcessSignal.Name:  func() Validator { return new(ProcessSignalReq) },
-	AuditWitness.Name:   func() Validator { return new(AuditWitnessReq) },
-	ConfigApply.Name:    func() Validator { return new(ConfigApplyReq) },
-	ConfigRestore.Name:  func() Validator { return new(ConfigRestoreReq) },
-	UpdatePlan.Name:     func() Validator { return new(UpdatePlanReq) },
-	UpdateStart.Name:    func() Validator { return new(UpdateStartReq) },
-	UpdateState.Name:    func() Validator { return new(UpdateStateReq) },
-	UpdateReport.Name:   func() Validator { return new(UpdateReportReq) },
-	AptRefresh.Name:     func() Validator { return new(AptRefreshReq) },
-	AptApply.Name:       func() Validator { return new(AptApplyReq) },
-	AptCancel.Name:      func() Validator { return new(AptCancelReq) },
-	AptStatus.Name:      func() Validator { return new(AptStatusReq) },
-}
+// would. It is derived from the table (Info.NewRequest), so a method added
+// to Methods is fuzzed without a row here.
+var requestTypes = func() map[string]func() Validator {
+	m := map[string]func() Validator{}
+	for _, i := range Methods() {
+		m[i.Name] = i.NewRequest
+	}
+	return m
+}()
 
+// Every method of the table makes a pointer to its parameter type,
+// which decodes params and validates: the fuzzer reaches every Validate.
 func TestRequestTypesCoverTable(t *testing.T) {
 	names := Names()
-	for _, n := range names {
-		if requestTypes[n] == nil {
-			t.Errorf("method %q has no entry in requestTypes: the fuzzer would not reach its Validate", n)
-		}
+	if len(requestTypes) != len(names) {
+		t.Errorf("requestTypes has %d methods, the table %d", len(requestTypes), len(names))
 	}
-	for n := range requestTypes {
-		if !slices.Contains(names, n) {
-			t.Errorf("requestTypes lists %q, which is not in the method table", n)
+	for _, n := range names {
+		mk := requestTypes[n]
+		if mk == nil {
+			t.Errorf("method %q has no entry in requestTypes: the fuzzer would not reach its Validate", n)
+			continue
 		}
+		v := mk()
+		if v == nil {
+			t.Errorf("method %q: a pointer to its parameter type is not a Validator: the fuzzer would not reach its Validate", n)
+			continue
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+			t.Errorf("method %q: NewRequest gives %T, want a pointer to a struct params decode into", n, v)
+			continue
+		}
+		checkParams(t, n, []byte("{}"))
+	}
+	var bare Info
+	if bare.NewRequest() != nil {
+		t.Error("an Info not from the table makes a request")
 	}
 }
 

@@ -45,7 +45,10 @@ func (m Method[Req, Resp]) String() string { return m.Name }
 // are in hardware.go, ops.go and witness.go. A method is declared only in this
 // package and listed in Methods, so client and server cannot disagree about
 // names, types or classes: the helper's tests check that it serves exactly Names, and the
-// fuzz tests that every name has a parameter type.
+// fuzz tests reach every method's Validate through its NewRequest. The one
+// hand-kept table a new method needs is in privhelper/switches_test.go: the
+// write switch that gates it (switchGates, with a request the allowlists
+// permit), or why none does (ungated).
 var (
 	Hello  = Method[HelloReq, HelloResp]{"hello", Quick}
 	Status = Method[StatusReq, StatusResp]{"status", Quick}
