@@ -176,6 +176,12 @@ type Sessions struct {
 	// PrincipalInFlight bounds the same across all sessions of one
 	// principal, socket and HTTP alike, 32: two busy clients of one person.
 	PrincipalInFlight int `toml:"principal_in_flight"`
+	// TotalInFlight bounds the requests in flight of all principals but
+	// root together, 96: the one bound that does not grow with the number
+	// of uids or tokens, so the memory the running requests hold has a
+	// ceiling (a tools/list answer is built in about 0.3 MB: 96 of them
+	// are some 30 MB). Root at the console is never refused by it.
+	TotalInFlight int `toml:"total_in_flight"`
 	// MaxBatch bounds the messages of one JSON-RPC batch (2025-03-26
 	// clients), 32; a larger batch is refused whole.
 	MaxBatch int `toml:"max_batch"`
@@ -204,7 +210,7 @@ type Sessions struct {
 
 func defaultSessions() Sessions {
 	return Sessions{QueueBytes: 1 << 20, TotalQueueBytes: 16 << 20, StallTimeout: Duration(time.Minute),
-		InFlight: 16, PrincipalInFlight: 32, MaxBatch: 32, FirstLineTimeout: Duration(10 * time.Second),
+		InFlight: 16, PrincipalInFlight: 32, TotalInFlight: 96, MaxBatch: 32, FirstLineTimeout: Duration(10 * time.Second),
 		PerUID: 16, Total: 64, RootReserve: 8, RefusalAudits: 10}
 }
 
@@ -217,6 +223,7 @@ func (s Sessions) validate() error {
 		{"sessions.total_queue_bytes", s.TotalQueueBytes, 64 << 10, 1 << 30},
 		{"sessions.in_flight", int64(s.InFlight), 1, 1024},
 		{"sessions.principal_in_flight", int64(s.PrincipalInFlight), 1, 4096},
+		{"sessions.total_in_flight", int64(s.TotalInFlight), 1, 65536},
 		{"sessions.max_batch", int64(s.MaxBatch), 1, 1024},
 		{"sessions.per_uid", int64(s.PerUID), 1, 4096},
 		{"sessions.total", int64(s.Total), 1, 65536},

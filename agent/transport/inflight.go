@@ -55,6 +55,8 @@ type guard struct {
 	total       int         // open socket connections, root's included
 	byPrincipal map[string]int
 	inFlight    int // requests in flight across principals
+	// othersInFlight is inFlight less root's: what total_in_flight bounds.
+	othersInFlight int
 
 	refusals refusalGate
 	capLog   webguard.Bursts // one log line a uid a minute for cap refusals
@@ -145,8 +147,10 @@ func inflightKey(ctx context.Context) string {
 
 // InFlightMiddleware bounds the requests one principal has running across
 // all its sessions, on the socket and over HTTP (where a session is cheap
-// to open, so a per-session bound alone bounds nothing). A request beyond
-// it is not run: it is answered with resource_exhausted, which may be
+// to open, so a per-session bound alone bounds nothing), and those of all
+// principals but root together (total_in_flight: the bound that does not
+// grow with the number of uids and tokens). A request beyond either is
+// not run: it is answered with resource_exhausted, which may be
 // retried. Notifications pass; they are not run concurrently by go-sdk's
 // server and are never answered. It runs inside PrincipalMiddleware, which
 // gives an HTTP request its own token's principal; the agent installs both.
@@ -156,19 +160,29 @@ func (d *Doors) InFlightMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		key := inflightKey(ctx)
-		bound := d.conf().Sessions.PrincipalInFlight
+		p, _ := identity.FromContext(ctx)
+		root := p.Kind == identity.KindUnix && p.UID == 0
+		lim := d.conf().Sessions
 		g := &d.guard
 		g.mu.Lock()
-		if g.byPrincipal[key] >= bound {
+		if g.byPrincipal[key] >= lim.PrincipalInFlight {
 			g.mu.Unlock()
 			return nil, &jsonrpc.Error{Code: busyCode, Data: busyData, Message: fmt.Sprintf(
-				"resource_exhausted: %d requests of %s are in flight across its sessions, its bound ([sessions] principal_in_flight); not run, retry once an answer has come", bound, key)}
+				"resource_exhausted: %d requests of %s are in flight across its sessions, its bound ([sessions] principal_in_flight); not run, retry once an answer has come", lim.PrincipalInFlight, key)}
+		}
+		if !root && g.othersInFlight >= lim.TotalInFlight {
+			g.mu.Unlock()
+			return nil, &jsonrpc.Error{Code: busyCode, Data: busyData, Message: fmt.Sprintf(
+				"resource_exhausted: %d requests are in flight across all callers, the agent's bound ([sessions] total_in_flight); not run, retry once an answer has come", lim.TotalInFlight)}
 		}
 		if g.byPrincipal == nil {
 			g.byPrincipal = map[string]int{}
 		}
 		g.byPrincipal[key]++
 		g.inFlight++
+		if !root {
+			g.othersInFlight++
+		}
 		g.mu.Unlock()
 		defer func() {
 			g.mu.Lock()
@@ -176,6 +190,9 @@ func (d *Doors) InFlightMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				delete(g.byPrincipal, key)
 			}
 			g.inFlight--
+			if !root {
+				g.othersInFlight--
+			}
 			g.mu.Unlock()
 		}()
 		return next(ctx, method, req)

@@ -1,12 +1,18 @@
 package transport
 
 import (
+	"context"
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 )
 
@@ -67,5 +73,51 @@ func TestUnmappedCallerRefusal(t *testing.T) {
 	if got.Tool != "connect" || got.Code != "permission_denied" || got.Role != "none" || got.Principal == "" ||
 		!reflect.DeepEqual(got.In, map[string]any{"uid": uid}) {
 		t.Errorf("refusal %+v", got)
+	}
+}
+
+// The requests in flight of all callers but root have one bound together
+// (total_in_flight), whatever the number of principals; root is never
+// refused by it, and a freed slot is taken again.
+func TestTotalInFlightBound(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Sessions.PrincipalInFlight = 2; c.Sessions.TotalInFlight = 3 })
+	release := make(chan struct{})
+	started := make(chan struct{}, 16)
+	h := r.d.InFlightMiddleware(func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		started <- struct{}{}
+		<-release
+		return nil, nil
+	})
+	call := func(p identity.Principal) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := h(identity.NewContext(context.Background(), p), "tools/call", nil)
+			done <- err
+		}()
+		return done
+	}
+	user := func(uid int) identity.Principal {
+		return identity.Principal{Kind: identity.KindUnix, Name: "u" + strconv.Itoa(uid), UID: uid, Role: identity.RoleRead}
+	}
+	var running []chan error
+	for _, p := range []identity.Principal{user(1001), user(1001), user(1002)} {
+		running = append(running, call(p))
+		<-started
+	}
+	// A third principal, under its own bound, is over the total.
+	if err := <-call(user(1003)); err == nil || !strings.Contains(err.Error(), "total_in_flight") {
+		t.Fatalf("a request past the total bound: %v", err)
+	}
+	// Root is not held to it.
+	rootDone := call(identity.Principal{Kind: identity.KindUnix, Name: "root", UID: 0, Role: identity.RoleAdmin})
+	<-started
+	close(release)
+	for _, c := range append(running, rootDone) {
+		if err := <-c; err != nil {
+			t.Fatalf("a request within the bounds: %v", err)
+		}
+	}
+	if err := <-call(user(1003)); err != nil {
+		t.Fatalf("after the others ended: %v", err)
 	}
 }
