@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -23,41 +24,41 @@ func TestDecideTable(t *testing.T) {
 	off := config.Default()
 	disabled := config.Laptop("/x", "a")
 	disabled.System.Enabled = false
-	reboot := Rule{Tool: "system.reboot", Domain: "system", MinRole: RoleOperate, Risk: RiskHigh,
+	reboot := tool.Rule{Tool: "system.reboot", Domain: "system", MinRole: RoleOperate, Risk: tool.RiskHigh,
 		Gate: config.SwitchSystemReboot}
-	shutdown := Rule{Tool: "system.shutdown", Domain: "system", MinRole: RoleAdmin, Risk: RiskCritical,
+	shutdown := tool.Rule{Tool: "system.shutdown", Domain: "system", MinRole: RoleAdmin, Risk: tool.RiskCritical,
 		Gate: config.SwitchSystemShutdown}
-	read := Rule{Tool: "system.get_basic_info", Domain: "system", MinRole: RoleRead}
+	read := tool.Rule{Tool: "system.get_basic_info", Domain: "system", MinRole: RoleRead}
 	p := func(r Role) Principal { return Principal{Name: "u", Role: r} }
-	ok := Guard{Confirm: true, Reason: "why"}
+	ok := tool.Guard{Confirm: true, Reason: "why"}
 	for i, tc := range []struct {
 		cfg       config.Config
 		p         Principal
-		r         Rule
-		g         Guard
+		r         tool.Rule
+		g         tool.Guard
 		committed bool
 		want      string // error code, "" = allowed
 		inMsg     string
 	}{
-		{on, p(RoleNone), read, Guard{}, false, CodePermissionDenied, "no role"},
-		{on, p(RoleRead), read, Guard{}, false, "", ""},
-		{disabled, p(RoleAdmin), read, Guard{}, false, CodePermissionDenied, "namespace is disabled"},
+		{on, p(RoleNone), read, tool.Guard{}, false, CodePermissionDenied, "no role"},
+		{on, p(RoleRead), read, tool.Guard{}, false, "", ""},
+		{disabled, p(RoleAdmin), read, tool.Guard{}, false, CodePermissionDenied, "namespace is disabled"},
 		{on, p(RoleRead), reboot, ok, false, CodePermissionDenied, "needs role operate"},
-		{on, p(RoleRead), reboot, Guard{DryRun: true}, false, CodePermissionDenied, "needs role operate"},
+		{on, p(RoleRead), reboot, tool.Guard{DryRun: true}, false, CodePermissionDenied, "needs role operate"},
 		{off, p(RoleAdmin), reboot, ok, false, CodePermissionDenied, "switched off"},
-		{off, p(RoleAdmin), reboot, Guard{DryRun: true}, false, CodePermissionDenied, "switched off"},
-		{on, p(RoleOperate), reboot, Guard{}, false, CodeFailedPrecondition, "confirm: true and a reason"},
-		{on, p(RoleOperate), reboot, Guard{Confirm: true}, false, CodeFailedPrecondition, "high-risk"},
-		{on, p(RoleOperate), reboot, Guard{Reason: "x"}, false, CodeFailedPrecondition, "high-risk"},
-		{on, p(RoleOperate), reboot, Guard{DryRun: true}, false, "", ""},
+		{off, p(RoleAdmin), reboot, tool.Guard{DryRun: true}, false, CodePermissionDenied, "switched off"},
+		{on, p(RoleOperate), reboot, tool.Guard{}, false, CodeFailedPrecondition, "confirm: true and a reason"},
+		{on, p(RoleOperate), reboot, tool.Guard{Confirm: true}, false, CodeFailedPrecondition, "high-risk"},
+		{on, p(RoleOperate), reboot, tool.Guard{Reason: "x"}, false, CodeFailedPrecondition, "high-risk"},
+		{on, p(RoleOperate), reboot, tool.Guard{DryRun: true}, false, "", ""},
 		{on, p(RoleOperate), reboot, ok, false, "", ""},
 		{on, p(RoleOperate), shutdown, ok, true, CodePermissionDenied, "needs role admin"},
 		{on, p(RoleAdmin), shutdown, ok, false, CodeFailedPrecondition, "change_prepare"},
-		{on, p(RoleAdmin), shutdown, Guard{DryRun: true}, false, "", ""},
-		{on, p(RoleAdmin), shutdown, Guard{}, true, "", ""},
-		{off, p(RoleAdmin), shutdown, Guard{}, true, CodePermissionDenied, "switched off"},
+		{on, p(RoleAdmin), shutdown, tool.Guard{DryRun: true}, false, "", ""},
+		{on, p(RoleAdmin), shutdown, tool.Guard{}, true, "", ""},
+		{off, p(RoleAdmin), shutdown, tool.Guard{}, true, CodePermissionDenied, "switched off"},
 	} {
-		err := Decide(&tc.cfg, tc.p, tc.r, tc.g, tc.committed)
+		err := tool.Decide(&tc.cfg, tc.p, tc.r, tc.g, tc.committed)
 		got := ""
 		if err != nil {
 			got = err.Code
@@ -86,7 +87,7 @@ func TestToolNamesAndSchemas(t *testing.T) {
 		if ann.ReadOnlyHint == tl.mutating {
 			t.Errorf("%s: readOnlyHint %v but mutating %v", tl.name, ann.ReadOnlyHint, tl.mutating)
 		}
-		if tl.mutating && tl.rule.Risk >= RiskHigh && (ann.DestructiveHint == nil || !*ann.DestructiveHint) {
+		if tl.mutating && tl.rule.Risk >= tool.RiskHigh && (ann.DestructiveHint == nil || !*ann.DestructiveHint) {
 			t.Errorf("%s: high-risk tool without destructiveHint", tl.name)
 		}
 	}
@@ -272,7 +273,7 @@ func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 	}
 	_, e = callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"missing": []any{"confirm", "reason"}, "risk": "high", "tool": "system.reboot"})
-	diff(t, "no confirm: next call", []SuggestedCall{{Tool: "system_reboot", Arguments: map[string]any{"dry_run": true},
+	diff(t, "no confirm: next call", []tool.SuggestedCall{{Tool: "system_reboot", Arguments: map[string]any{"dry_run": true},
 		Why: "see what it would do; then call again with confirm: true and a reason"}}, e.Next)
 	if r.auditCount() != n+2 {
 		t.Fatal("no confirm: refusal not audited")
@@ -335,7 +336,7 @@ func TestShutdownNeedsChangeToken(t *testing.T) {
 	r := newRig(t, nil)
 	_, e := callAs[PowerOut](t, r, admin, "system_shutdown", map[string]any{"confirm": true, "reason": "move"})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"risk": "critical", "tool": "system.shutdown"})
-	diff(t, "direct: next call", []SuggestedCall{{Tool: "change_prepare",
+	diff(t, "direct: next call", []tool.SuggestedCall{{Tool: "change_prepare",
 		Arguments: map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"confirm": true, "delay_seconds": 5.0, "force": false, "reason": "move"}},
 		Why:       "get a single-use change token for exactly this call"}}, e.Next)
 

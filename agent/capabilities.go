@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -118,14 +119,14 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 	for _, t := range a.tools.all() {
 		d := byDomain[t.rule.Domain]
 		if d == nil {
-			on, _ := domainEnabled(a.conf(), t.rule.Domain)
+			on, _ := tool.DomainEnabled(a.conf(), t.rule.Domain)
 			d = &DomainCaps{Name: t.rule.Domain, Enabled: on}
 			byDomain[t.rule.Domain] = d
 		}
 		tc := ToolCaps{Name: t.name, ID: t.id, Title: t.mcp.Title, Risk: t.rule.Risk.String(), MinRole: t.rule.MinRole.String(),
 			Stability: t.stable, ReadOnly: !t.mutating}
 		// A dry run is exactly the check the real call makes, minus guards.
-		if err := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); err != nil {
+		if err := tool.Decide(a.conf(), c.Principal, t.rule, tool.Guard{DryRun: true}, false); err != nil {
 			tc.Unavailable = err.Message
 		} else {
 			tc.Available = true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
@@ -56,9 +57,9 @@ func (a *Agent) registerChange() {
 	add(a.tools, Spec[PrepareIn, PrepareOut]{
 		ID: "change.prepare", Title: "Prepare a change",
 		Description: "Stage a call to a critical tool: checks policy, returns its dry-run plan and a single-use token for change_commit that expires soon.",
-		Rule:        Rule{MinRole: identity.RoleRead, Risk: RiskLow},
-		Props:       []Prop{prop("tool", minLen(1), maxLen(100))},
-		OutProps:    []Prop{prop("expires_at", format("date-time"))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead, Risk: tool.RiskLow},
+		Props:       []tool.Prop{tool.P("tool", tool.MinLen(1), tool.MaxLen(100))},
+		OutProps:    []tool.Prop{tool.P("expires_at", tool.Format("date-time"))},
 		Example:     &PrepareIn{Tool: "system_shutdown"},
 		Run:         a.prepare,
 		Summary: func(_ PrepareIn, o PrepareOut) string {
@@ -68,9 +69,9 @@ func (a *Agent) registerChange() {
 	add(a.tools, Spec[CommitIn, CommitOut]{
 		ID: "change.commit", Title: "Commit a change",
 		Description: "Run the call a change_prepare token stands for, after re-checking policy. The token works once.",
-		Rule:        Rule{MinRole: identity.RoleRead, Risk: RiskLow},
+		Rule:        tool.Rule{MinRole: identity.RoleRead, Risk: tool.RiskLow},
 		Destructive: true,
-		Props:       []Prop{prop("token", minLen(8), maxLen(64))},
+		Props:       []tool.Prop{tool.P("token", tool.MinLen(8), tool.MaxLen(64))},
 		Example:     &CommitIn{Token: "tok-does-not-exist"}, // passes the schema; the commit finds no such token
 		Run:         a.commit,
 		Summary:     func(_ CommitIn, o CommitOut) string { return "committed " + o.Tool },
@@ -85,18 +86,18 @@ func planHash(toolID string, args map[string]any, principal string) (string, err
 func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut, error) {
 	t, ok := a.tools.lookup(in.Tool)
 	if !ok {
-		return PrepareOut{}, errf(CodeNotFound, "no tool %q", in.Tool).with("parameter", "tool").
-			next(SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "list the tools and their risks"})
+		return PrepareOut{}, tool.Errf(CodeNotFound, "no tool %q", in.Tool).With("parameter", "tool").
+			Suggest(tool.SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "list the tools and their risks"})
 	}
 	if !t.mutating || t.id == "change.prepare" || t.id == "change.commit" {
-		return PrepareOut{}, errf(CodeInvalidArgument, "%s changes nothing; call it directly", t.name).with("parameter", "tool")
+		return PrepareOut{}, tool.Errf(CodeInvalidArgument, "%s changes nothing; call it directly", t.name).With("parameter", "tool")
 	}
 	args := in.Arguments
 	if args == nil {
 		args = map[string]any{}
 	}
 	if _, ok := args["dry_run"]; ok {
-		return PrepareOut{}, errf(CodeInvalidArgument, "leave dry_run out: change_prepare is itself the dry run").with("parameter", "arguments.dry_run")
+		return PrepareOut{}, tool.Errf(CodeInvalidArgument, "leave dry_run out: change_prepare is itself the dry run").With("parameter", "arguments.dry_run")
 	}
 	raw, _ := json.Marshal(args)
 	if _, verr := t.validate(raw); verr != nil {
@@ -104,13 +105,13 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 		if param, _ := verr.Details["parameter"].(string); param != "" {
 			if s, ok := t.correction(param, args); ok {
 				delete(s.Arguments, "dry_run") // change_prepare is the dry run
-				verr.next(SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": s.Arguments}, Why: s.Why})
+				verr.Suggest(tool.SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": s.Arguments}, Why: s.Why})
 			}
-			verr.with("parameter", "arguments."+param)
+			verr.With("parameter", "arguments."+param)
 		}
 		return PrepareOut{}, verr
 	}
-	if derr := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
+	if derr := tool.Decide(a.conf(), c.Principal, t.rule, tool.Guard{DryRun: true}, false); derr != nil {
 		return PrepareOut{}, derr
 	}
 	// The plan is the tool's own dry run, audited like any dry run.
@@ -149,7 +150,7 @@ func (a *Agent) prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut,
 func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, error) {
 	now := time.Now()
 	ask := a.askingOf(c)
-	var t *tool
+	var t *entry
 	// What refuses the commit without being the holder's own doing is
 	// decided inside the store's transaction, and leaves the token as it
 	// was: another principal presenting it cannot burn it, and a call the
@@ -162,43 +163,43 @@ func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, er
 	tok, err := a.store.ConsumeChangeTokenIf(in.Token, now, func(tok store.ChangeToken) error {
 		if tok.Principal != c.Principal.Name {
 			// Who holds it is the audit trail's to say, not the refusal's.
-			return errf(CodePermissionDenied, "this change token was prepared by another principal; only they can commit it").
-				with("parameter", "token").hint("prepare the change yourself with change_prepare")
+			return tool.Errf(CodePermissionDenied, "this change token was prepared by another principal; only they can commit it").
+				With("parameter", "token").Hint("prepare the change yourself with change_prepare")
 		}
 		if !now.Before(tok.ExpiresAt) {
 			return nil // the store deletes it and says it expired
 		}
 		tl, ok := a.tools.get(tok.Tool)
 		if !ok {
-			return errf(CodeNotFound, "the prepared tool %q is not available now", tok.Tool).with("tool", tok.Tool)
+			return tool.Errf(CodeNotFound, "the prepared tool %q is not available now", tok.Tool).With("tool", tok.Tool)
 		}
-		if derr := Decide(a.conf(), c.Principal, tl.rule, Guard{}, true); derr != nil {
+		if derr := tool.Decide(a.conf(), c.Principal, tl.rule, tool.Guard{}, true); derr != nil {
 			return derr
 		}
 		if _, gerr := a.personGate(tl, c, ask); gerr != nil {
 			return gerr
 		}
-		if ask.rounds && tl.rule.Risk >= RiskHigh {
+		if ask.rounds && tl.rule.Risk >= tool.RiskHigh {
 			// In the 2026-07-28 era the person's answer comes back in a second
 			// call, which change_commit cannot carry; the token stays usable.
 			var args map[string]any
 			_ = json.Unmarshal(tok.Arguments, &args)
-			return errf(CodeFailedPrecondition, "your client asks the person to confirm %s: call it directly, the person's answer stands in for the change token", tl.name).
-				with("tool", tl.id).next(SuggestedCall{Tool: tl.name, Arguments: args, Why: "the client puts the question to the person"})
+			return tool.Errf(CodeFailedPrecondition, "your client asks the person to confirm %s: call it directly, the person's answer stands in for the change token", tl.name).
+				With("tool", tl.id).Suggest(tool.SuggestedCall{Tool: tl.name, Arguments: args, Why: "the client puts the question to the person"})
 		}
 		t = tl
 		return nil
 	})
-	var refused *ToolError
+	var refused *tool.Error
 	switch {
 	case errors.As(err, &refused):
 		return CommitOut{}, refused
 	case errors.Is(err, store.ErrChangeTokenExpired):
-		return CommitOut{}, errf(CodeFailedPrecondition, "the change token has expired").with("parameter", "token").
-			hint("prepare the change again with change_prepare")
+		return CommitOut{}, tool.Errf(CodeFailedPrecondition, "the change token has expired").With("parameter", "token").
+			Hint("prepare the change again with change_prepare")
 	case errors.Is(err, store.ErrChangeTokenNotFound):
-		return CommitOut{}, errf(CodeNotFound, "no such change token (tokens work once)").with("parameter", "token").
-			hint("prepare the change again with change_prepare")
+		return CommitOut{}, tool.Errf(CodeNotFound, "no such change token (tokens work once)").With("parameter", "token").
+			Hint("prepare the change again with change_prepare")
 	case err != nil:
 		return CommitOut{}, err
 	}
@@ -207,7 +208,7 @@ func (a *Agent) commit(ctx context.Context, c *Call, in CommitIn) (CommitOut, er
 		return CommitOut{}, fmt.Errorf("agent: token %s arguments: %w", tok.ID, err)
 	}
 	if h, err := planHash(t.id, args, c.Principal.Name); err != nil || h != tok.PlanHash {
-		return CommitOut{}, errf(CodeFailedPrecondition, "the token's plan hash does not match its call; prepare again")
+		return CommitOut{}, tool.Errf(CodeFailedPrecondition, "the token's plan hash does not match its call; prepare again")
 	}
 	// The client's progress token goes along: a long committed call (an OS
 	// update) reports its progress to the change_commit it answers.

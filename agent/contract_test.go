@@ -281,7 +281,7 @@ var boundKeys = []string{"minimum", "maximum", "minLength", "maxLength", "minIte
 
 // compareParams checks each spec parameter against the tool's input schema
 // and feeds the validator the spec's own boundary values.
-func compareParams(t *testing.T, diffs contractDiffs, id string, tl *tool, spec map[string]any) {
+func compareParams(t *testing.T, diffs contractDiffs, id string, tl *entry, spec map[string]any) {
 	in := schemaMap(t, tl.input().tree)
 	ours := asMap(in["properties"])
 	for name, sp := range asMap(spec["properties"]) {
@@ -517,7 +517,7 @@ func openSchema(v any) any {
 
 // runExample runs one of the spec's example requests and expects it to
 // succeed (or, for the spec's invalid request, to be refused as invalid).
-func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool, ex spec002.Example) {
+func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *entry, ex spec002.Example) {
 	_, args := spec002.Call(id, ex)
 	// Only whether and how the example fails is read here: its result is
 	// any tool's, and validateLive is for the results without examples.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -31,7 +32,7 @@ type errCase struct {
 // for a tool without one (TestEveryToolHasAnExample: which then has no
 // required parameters). The error walk starts from it and breaks one thing
 // at a time. A fresh map each time.
-func argsOf(t *tool) map[string]any {
+func argsOf(t *entry) map[string]any {
 	args := map[string]any{}
 	if t.example != nil {
 		if err := json.Unmarshal(t.example, &args); err != nil {
@@ -72,7 +73,7 @@ func TestEveryToolHasAnExample(t *testing.T) {
 				t.Errorf("%s: its Example sets the guard argument %s, which the error walk breaks itself (Spec in %s)", tl.name, g, specFile(t, tl.id))
 			}
 		}
-		if derr := Decide(r.cfg, admin, tl.rule, Guard{DryRun: true}, false); derr != nil {
+		if derr := tool.Decide(r.cfg, admin, tl.rule, tool.Guard{DryRun: true}, false); derr != nil {
 			t.Errorf("%s: the laptop config refuses its Example: %s", tl.name, derr.Message)
 			continue
 		}
@@ -138,7 +139,7 @@ func wrongType(typ string, itemType string) (any, bool) {
 // its own inputSchema: unknown parameter, and per parameter a wrong type,
 // a value below the minimum and above the maximum, one too long, one
 // outside the enum, and each required one left out.
-func schemaCases(t *testing.T, tools []*tool) []errCase {
+func schemaCases(t *testing.T, tools []*entry) []errCase {
 	var cases []errCase
 	for _, tl := range tools {
 		base := argsOf(tl)
@@ -182,7 +183,7 @@ func schemaCases(t *testing.T, tools []*tool) []errCase {
 }
 
 // policyCases are the refusals of the policy, for every tool they apply to.
-func policyCases(tools []*tool) []errCase {
+func policyCases(tools []*entry) []errCase {
 	var cases []errCase
 	for _, tl := range tools {
 		base := argsOf(tl)
@@ -191,10 +192,10 @@ func policyCases(tools []*tool) []errCase {
 			cases = append(cases, errCase{kind: "role too low", tool: tl.name, p: Principal{Name: "bob", UID: 1001, Role: RoleRead}, args: base, wantNext: true})
 		}
 		switch tl.rule.Risk {
-		case RiskHigh:
+		case tool.RiskHigh:
 			cases = append(cases, errCase{kind: "missing confirm", tool: tl.name, p: admin, args: with(base, "reason", "test"), wantNext: true})
 			cases = append(cases, errCase{kind: "missing reason", tool: tl.name, p: admin, args: with(base, "confirm", true), wantNext: true})
-		case RiskCritical:
+		case tool.RiskCritical:
 			cases = append(cases, errCase{kind: "missing change token", tool: tl.name, p: admin, args: with(with(base, "confirm", true), "reason", "test"), wantNext: true})
 		}
 	}
@@ -244,7 +245,7 @@ func checkActionable(t *testing.T, r *rig, c errCase) (code string) {
 		t.Errorf("%s %s %v: succeeded, want an error", c.tool, c.kind, c.args)
 		return ""
 	}
-	var e ToolError
+	var e tool.Error
 	b, _ := json.Marshal(sc["error"])
 	if err := json.Unmarshal(b, &e); err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func checkActionable(t *testing.T, r *rig, c errCase) (code string) {
 			t.Errorf("%s %s: suggests %s, which does not exist", c.tool, c.kind, n.Tool)
 			continue
 		}
-		if derr := Decide(r.cfg, c.p, nt.rule, Guard{DryRun: true}, false); derr != nil {
+		if derr := tool.Decide(r.cfg, c.p, nt.rule, tool.Guard{DryRun: true}, false); derr != nil {
 			t.Errorf("%s %s: suggests %s, which the caller would be refused: %s", c.tool, c.kind, n.Tool, derr.Message)
 		}
 		raw, _ := json.Marshal(n.Arguments)
@@ -320,7 +321,7 @@ func TestEveryErrorIsActionable(t *testing.T) {
 	}
 	domains := map[string]bool{}
 	for _, tl := range tools {
-		if on, key := domainEnabled(r.cfg, tl.rule.Domain); on && key != "" {
+		if on, key := tool.DomainEnabled(r.cfg, tl.rule.Domain); on && key != "" {
 			domains[tl.rule.Domain] = true
 		}
 	}

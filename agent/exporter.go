@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
@@ -75,7 +76,7 @@ func codeIndex(code string) int {
 
 // count records one finished call: its decision, and its error code if it
 // failed. It runs on every call.
-func (a *Agent) count(t *tool, decision string, e *ToolError) {
+func (a *Agent) count(t *entry, decision string, e *tool.Error) {
 	switch decision {
 	case store.DecisionAllow:
 		t.allowed.Add(1)

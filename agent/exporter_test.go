@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
 
@@ -241,7 +242,7 @@ func TestMetricsPromtool(t *testing.T) {
 func TestCountNoAllocs(t *testing.T) {
 	r := newSimRig(t, nil)
 	tl, _ := r.a.tools.lookup("system_reboot")
-	e := errf(CodePermissionDenied, "no")
+	e := tool.Errf(CodePermissionDenied, "no")
 	if n := testing.AllocsPerRun(1000, func() { r.a.count(tl, "deny", e) }); n != 0 {
 		t.Fatalf("count allocates %v times per call", n)
 	}
@@ -250,7 +251,7 @@ func TestCountNoAllocs(t *testing.T) {
 func BenchmarkCountCall(b *testing.B) {
 	r := newSimRig(b, nil)
 	tl, _ := r.a.tools.lookup("system_reboot")
-	e := errf(CodePermissionDenied, "no")
+	e := tool.Errf(CodePermissionDenied, "no")
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

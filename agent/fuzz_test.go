@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -64,7 +65,7 @@ func FuzzToolCall(f *testing.F) {
 		f.Cleanup(func() { _ = r.a.sampler.Close() })
 	}
 	tools := rigs[0].a.tools.all()
-	slices.SortFunc(tools, func(a, b *tool) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(tools, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
 	f.Fuzz(func(t *testing.T, name string, who uint8, args []byte) {
 		r := rigs[who>>7&1]
 		p := fuzzRoles[int(who)%len(fuzzRoles)]
@@ -130,7 +131,7 @@ func FuzzToolCall(f *testing.F) {
 
 // checkResult checks the shape of a result and returns its error code, ""
 // for a success.
-func checkResult(t *testing.T, tl *tool, res *mcp.CallToolResult) string {
+func checkResult(t *testing.T, tl *entry, res *mcp.CallToolResult) string {
 	t.Helper()
 	if res == nil {
 		t.Fatalf("%s: nil result", tl.id)
@@ -144,7 +145,7 @@ func checkResult(t *testing.T, tl *tool, res *mcp.CallToolResult) string {
 	if res.StructuredContent != nil {
 		t.Fatalf("%s: error result carries structuredContent", tl.id)
 	}
-	te, ok := res.Meta["error"].(*ToolError)
+	te, ok := res.Meta["error"].(*tool.Error)
 	if !ok || te.Code == "" || te.Message == "" {
 		t.Fatalf("%s: error result without a structured error: %#v", tl.id, res.Meta["error"])
 	}

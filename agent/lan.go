@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -112,7 +113,7 @@ func (a *Agent) runLAN(ctx context.Context, wg *sync.WaitGroup) {
 // syncLAN replaces d's mounted tools with what the upstream lists now.
 func (a *Agent) syncLAN(d *lanDomain) {
 	prefix := d.cfg.Name + "."
-	gone := a.tools.remove(func(t *tool) bool { return strings.HasPrefix(t.id, prefix) })
+	gone := a.tools.remove(func(t *entry) bool { return strings.HasPrefix(t.id, prefix) })
 	if len(gone) > 0 {
 		names := make([]string, len(gone))
 		for i, t := range gone {
@@ -132,7 +133,7 @@ func (a *Agent) syncLAN(d *lanDomain) {
 		if err == nil {
 			err = safely(func() { a.server.AddTool(t.mcp, a.handler(t)) })
 			if err != nil {
-				a.tools.remove(func(x *tool) bool { return x == t })
+				a.tools.remove(func(x *entry) bool { return x == t })
 			}
 		}
 		if err != nil {
@@ -180,14 +181,14 @@ func lanWireName(prefix, name string) string {
 }
 
 // lanTool builds the local tool that fronts one upstream tool.
-func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
+func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*entry, error) {
 	readOnlyHint := ut.Annotations != nil && ut.Annotations.ReadOnlyHint
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
 	role, _ := identity.ParseRole(roleName) // config.Validate has vetted it; a bad name would be identity.RoleNone, refused
-	risk := parseRisk(riskName)
+	risk := tool.ParseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
-	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
-		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead, lan: true}
+	t := &entry{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
+		rule: tool.Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != tool.RiskRead, lan: true}
 	if !snakeName.MatchString(t.name) {
 		return nil, fmt.Errorf("wire name %q is not valid", t.name)
 	}
@@ -252,11 +253,11 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 
 // lanCheck is the local validation of a mounted tool's arguments: an object,
 // and well-typed guard arguments. The upstream validates its own schema.
-func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
+func lanCheck(raw json.RawMessage) ([]byte, *tool.Error) {
 	raw = rawOrEmpty(raw)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
+		return nil, tool.Errf(CodeInvalidArgument, "arguments must be a JSON object").With("actual_type", jsonType(raw))
 	}
 	var g struct {
 		DryRun  *bool   `json:"dry_run"`
@@ -265,14 +266,14 @@ func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
 		Intent  *string `json:"intent"`
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason and intent are strings").
-			with("parameter", "dry_run, confirm, reason, intent")
+		return nil, tool.Errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason and intent are strings").
+			With("parameter", "dry_run, confirm, reason, intent")
 	}
 	if g.Reason != nil && len(*g.Reason) > 200 {
-		return nil, errf(CodeInvalidArgument, "reason is longer than 200 characters").with("parameter", "reason")
+		return nil, tool.Errf(CodeInvalidArgument, "reason is longer than 200 characters").With("parameter", "reason")
 	}
 	if g.Intent != nil && len(*g.Intent) > 200 {
-		return nil, errf(CodeInvalidArgument, "intent is longer than 200 characters").with("parameter", "intent")
+		return nil, tool.Errf(CodeInvalidArgument, "intent is longer than 200 characters").With("parameter", "intent")
 	}
 	return raw, nil
 }
@@ -303,7 +304,7 @@ func (r lanResult) MarshalJSON() ([]byte, error) {
 func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *Call, raw []byte) (any, string, error) {
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return nil, "", errf(CodeInvalidArgument, "arguments must be a JSON object")
+		return nil, "", tool.Errf(CodeInvalidArgument, "arguments must be a JSON object")
 	}
 	// Guard arguments are ours unless the upstream has them too.
 	for k, has := range own {
@@ -335,23 +336,23 @@ func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly
 }
 
 // lanError maps a failed upstream call to our error shape.
-func lanError(up, tool string, err error) *ToolError {
+func lanError(up, name string, err error) *tool.Error {
 	var ue *upstream.Error
 	if !errors.As(err, &ue) {
-		return errf(CodeInternal, "upstream %s: %s failed", up, tool)
+		return tool.Errf(CodeInternal, "upstream %s: %s failed", up, name)
 	}
-	var te *ToolError
+	var te *tool.Error
 	switch ue.Kind {
 	case upstream.Unavailable:
-		te = errf(CodeUnavailable, "%s is unavailable: %s", up, ue.Error())
+		te = tool.Errf(CodeUnavailable, "%s is unavailable: %s", up, ue.Error())
 		if ue.RetryAfter > 0 {
-			te.with("retry_after_seconds", int(ue.RetryAfter.Seconds()+0.5))
+			te.With("retry_after_seconds", int(ue.RetryAfter.Seconds()+0.5))
 		}
-		te.hint("the Pi's own tools still work; `raspi-mcp status` on the Pi shows the upstream's state")
+		te.Hint("the Pi's own tools still work; `raspi-mcp status` on the Pi shows the upstream's state")
 	case upstream.Timeout:
-		te = errf(CodeUnavailable, "%s did not answer %s in time", up, tool)
+		te = tool.Errf(CodeUnavailable, "%s did not answer %s in time", up, name)
 		if ue.MayHaveRun {
-			te.hint("the call may have taken effect: check with a read before repeating it")
+			te.Hint("the call may have taken effect: check with a read before repeating it")
 		}
 	case upstream.Protocol:
 		code := CodeFailedPrecondition
@@ -361,17 +362,17 @@ func lanError(up, tool string, err error) *ToolError {
 		case -32601:
 			code = CodeNotFound
 		}
-		te = errf(code, "%s refused %s: %s", up, tool, ue.Error()).with("jsonrpc_code", ue.Code)
+		te = tool.Errf(code, "%s refused %s: %s", up, name, ue.Error()).With("jsonrpc_code", ue.Code)
 	default:
-		te = errf(CodeUnavailable, "%s: %s was cancelled", up, tool)
+		te = tool.Errf(CodeUnavailable, "%s: %s was cancelled", up, name)
 	}
 	te.Retryable = ue.Retryable
-	return te.with("upstream", up)
+	return te.With("upstream", up)
 }
 
 // lanToolError turns an upstream tool's isError result into our error shape,
 // keeping its code when it speaks ours (HS4 and Hookaido servers do).
-func lanToolError(up, tool string, res *mcp.CallToolResult) *ToolError {
+func lanToolError(up, name string, res *mcp.CallToolResult) *tool.Error {
 	var text []string
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
@@ -388,7 +389,7 @@ func lanToolError(up, tool string, res *mcp.CallToolResult) *ToolError {
 	if b, err := json.Marshal(res.StructuredContent); err == nil && json.Unmarshal(b, &shaped) == nil && slices.Contains(errorCodes(), shaped.Error.Code) {
 		code = shaped.Error.Code
 	}
-	return errf(code, "%s %s: %s", up, tool, msg).with("upstream", up).with("upstream_tool", tool)
+	return tool.Errf(code, "%s %s: %s", up, name, msg).With("upstream", up).With("upstream_tool", name)
 }
 
 // errorCodes is the whole vocabulary of error codes, the Code constants of errors.go.
@@ -511,11 +512,11 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 		p = identity.Principal{Name: "unknown", UID: -1}
 	}
 	start := time.Now()
-	rule := Rule{Tool: id, Domain: d.cfg.Name, MinRole: identity.RoleRead, Risk: RiskRead}
+	rule := tool.Rule{Tool: id, Domain: d.cfg.Name, MinRole: identity.RoleRead, Risk: tool.RiskRead}
 	decision := "allow"
 	var out any
-	var terr *ToolError
-	if derr := Decide(a.conf(), p, rule, Guard{}, false); derr != nil {
+	var terr *tool.Error
+	if derr := tool.Decide(a.conf(), p, rule, tool.Guard{}, false); derr != nil {
 		decision, terr = "deny", derr
 	} else if res, err := do(ctx); err != nil {
 		terr = lanError(d.cfg.Name, id, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -122,7 +123,7 @@ func (a *Agent) broadcast(ctx context.Context, level mcp.LoggingLevel, data map[
 // tellDenied shows the person that the client's own call was refused, with
 // the reason, next to what the model reads in the result. Calls made inside
 // the agent (change_commit's) have no request and are told by their caller.
-func (a *Agent) tellDenied(ctx context.Context, t *tool, c *Call, decision string, e *ToolError) {
+func (a *Agent) tellDenied(ctx context.Context, t *entry, c *Call, decision string, e *tool.Error) {
 	if c.req == nil || c.Session == nil || e == nil {
 		return
 	}
@@ -137,7 +138,7 @@ func (a *Agent) tellDenied(ctx context.Context, t *tool, c *Call, decision strin
 // progress reports, for a slow tool whose caller sent a progress token, a
 // heartbeat every second until the returned stop is called, which sends the
 // last one. Progress only grows, as the protocol wants; the total is unknown.
-func (a *Agent) progress(ctx context.Context, t *tool, c *Call) (stop func()) {
+func (a *Agent) progress(ctx context.Context, t *entry, c *Call) (stop func()) {
 	if !t.slow || c.ProgressToken == nil || c.Session == nil {
 		return func() {}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
@@ -25,18 +26,18 @@ type registry struct {
 	// results against it (Options.CheckOutput); otherwise only its JSON.
 	checkOutput bool
 	mu          sync.RWMutex
-	byName      map[string]*tool
-	byID        map[string]*tool
-	order       []*tool
+	byName      map[string]*entry
+	byID        map[string]*entry
+	order       []*entry
 	err         error // first registration error, reported by New
 }
 
 func newRegistry(dotted, checkOutput bool) *registry {
-	return &registry{dotted: dotted, checkOutput: checkOutput, byName: map[string]*tool{}, byID: map[string]*tool{}}
+	return &registry{dotted: dotted, checkOutput: checkOutput, byName: map[string]*entry{}, byID: map[string]*entry{}}
 }
 
 // lookup finds a tool by wire name or canonical id.
-func (r *registry) lookup(name string) (*tool, bool) {
+func (r *registry) lookup(name string) (*entry, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if t, ok := r.byName[name]; ok {
@@ -47,7 +48,7 @@ func (r *registry) lookup(name string) (*tool, bool) {
 }
 
 // get finds a tool by canonical id only.
-func (r *registry) get(id string) (*tool, bool) {
+func (r *registry) get(id string) (*entry, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	t, ok := r.byID[id]
@@ -55,14 +56,14 @@ func (r *registry) get(id string) (*tool, bool) {
 }
 
 // all is every tool now, in registration order.
-func (r *registry) all() []*tool {
+func (r *registry) all() []*entry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return slices.Clone(r.order)
 }
 
 // put adds t unless its wire name or id is taken.
-func (r *registry) put(t *tool) error {
+func (r *registry) put(t *entry) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.byName[t.name]; dup {
@@ -77,11 +78,11 @@ func (r *registry) put(t *tool) error {
 }
 
 // remove drops the tools whose ids satisfy drop and returns them.
-func (r *registry) remove(drop func(*tool) bool) []*tool {
+func (r *registry) remove(drop func(*entry) bool) []*entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var gone []*tool
-	r.order = slices.DeleteFunc(r.order, func(t *tool) bool {
+	var gone []*entry
+	r.order = slices.DeleteFunc(r.order, func(t *entry) bool {
 		if drop(t) {
 			gone = append(gone, t)
 			delete(r.byName, t.name)
@@ -100,7 +101,7 @@ func principalFrom(ctx context.Context) (identity.Principal, bool) {
 
 // handler adapts a tool to the SDK's low-level ToolHandler, which leaves
 // validation and result shape to us.
-func (a *Agent) handler(t *tool) mcp.ToolHandler {
+func (a *Agent) handler(t *entry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p, ok := principalFrom(ctx)
 		if !ok {
@@ -116,7 +117,7 @@ func (a *Agent) handler(t *tool) mcp.ToolHandler {
 // stack in the agent log. go-sdk runs handlers without a recover, so
 // otherwise one bad input to one tool would end the agent and every session
 // on it, and a model could do that at will.
-func (t *tool) call(ctx context.Context, c *Call, args []byte) (out any, summary string, err error) {
+func (t *entry) call(ctx context.Context, c *Call, args []byte) (out any, summary string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, summary, err = nil, "", fmt.Errorf("agent: tool %s panicked: %v\n%s", t.id, p, debug.Stack())
@@ -129,7 +130,7 @@ func (t *tool) call(ctx context.Context, c *Call, args []byte) (out any, summary
 type outcome struct {
 	out      any
 	summary  string
-	err      *ToolError
+	err      *tool.Error
 	auditRef string
 	dur      time.Duration
 	// input, in the 2026-07-28 era, is the question for the person the
@@ -138,8 +139,8 @@ type outcome struct {
 }
 
 // invoke runs the whole pipeline for one call: validate, decide, run, audit.
-// It never returns a Go error: every failure is a ToolError a model can act on.
-func (a *Agent) invoke(ctx context.Context, t *tool, c *Call, raw json.RawMessage) *mcp.CallToolResult {
+// It never returns a Go error: every failure is a tool.Error a model can act on.
+func (a *Agent) invoke(ctx context.Context, t *entry, c *Call, raw json.RawMessage) *mcp.CallToolResult {
 	o := a.execute(ctx, t, c, raw)
 	if o.input != nil {
 		return o.input
@@ -147,7 +148,7 @@ func (a *Agent) invoke(ctx context.Context, t *tool, c *Call, raw json.RawMessag
 	return a.result(t, c, o)
 }
 
-func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessage) outcome {
+func (a *Agent) execute(ctx context.Context, t *entry, c *Call, raw json.RawMessage) outcome {
 	start := time.Now()
 	t.calls.Add(1)
 	var o outcome
@@ -166,12 +167,12 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		var pa personAnswer
 		if gerr != nil {
 			decision, o.err = "deny", gerr
-		} else if derr := Decide(a.conf(), c.Principal, t.rule, c.Guard, c.committed || standIn); derr != nil {
+		} else if derr := tool.Decide(a.conf(), c.Principal, t.rule, c.Guard, c.committed || standIn); derr != nil {
 			decision, o.err = "deny", derr
-			if t.rule.Risk == RiskCritical && derr.Code == CodeFailedPrecondition {
+			if t.rule.Risk == tool.RiskCritical && derr.Code == CodeFailedPrecondition {
 				var m map[string]any
 				_ = json.Unmarshal(args, &m)
-				derr.next(SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": m},
+				derr.Suggest(tool.SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": m},
 					Why: "get a single-use change token for exactly this call"})
 			}
 		} else if pa = a.askPerson(ctx, t, c, ask, args); pa.input != nil {
@@ -218,8 +219,8 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		if err != nil {
 			// The action may have happened; say so rather than pretend.
 			a.log.Error("audit append failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
-			o.out, o.err = nil, errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown").
-				hint("read the state this call would change before retrying; on the device, `raspi-mcp status` shows the database's problem")
+			o.out, o.err = nil, tool.Errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown").
+				Hint("read the state this call would change before retrying; on the device, `raspi-mcp status` shows the database's problem")
 		} else {
 			o.auditRef = ref
 		}
@@ -235,7 +236,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 // image block carries), and _meta carries correlation id, duration and audit
 // ref. An error is {"error": {...}} in the text block and
 // in _meta.error.
-func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
+func (a *Agent) result(t *entry, c *Call, o outcome) *mcp.CallToolResult {
 	meta := mcp.Meta{"correlation_id": c.CorrelationID, "duration_ms": ms(o.dur)}
 	if o.auditRef != "" {
 		meta["audit_ref"] = o.auditRef
@@ -269,8 +270,8 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	}
 	if err != nil {
 		a.log.Error("tool output breaks its schema", "tool", t.id, "err", err)
-		return a.result(t, c, outcome{err: errf(CodeInternal, "the tool produced an invalid result").
-			hint("a bug in raspi-mcp, not in your call: the device owner finds it in the agent log under correlation id " + c.CorrelationID), dur: o.dur, auditRef: o.auditRef})
+		return a.result(t, c, outcome{err: tool.Errf(CodeInternal, "the tool produced an invalid result").
+			Hint("a bug in raspi-mcp, not in your call: the device owner finds it in the agent log under correlation id " + c.CorrelationID), dur: o.dur, auditRef: o.auditRef})
 	}
 	summary := o.summary
 	if c.DryRun {
@@ -313,7 +314,7 @@ func (a *Agent) wire(id string) string {
 
 // record appends the audit record of one call, with the hashes of what came
 // in and what went out (or the error), and returns its reference.
-func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (string, error) {
+func (a *Agent) record(rec store.AuditRecord, in, out any, terr *tool.Error) (string, error) {
 	rec.InHash, _ = store.HashJSON(in)
 	if terr != nil {
 		rec.ErrorCode, rec.Message = terr.Code, truncate(terr.Message, 200)
@@ -334,7 +335,7 @@ func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (str
 }
 
 // rule is the rule of a local tool, which always exists.
-func (a *Agent) rule(id string) Rule {
+func (a *Agent) rule(id string) tool.Rule {
 	t, _ := a.tools.get(id)
 	return t.rule
 }

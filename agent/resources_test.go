@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
@@ -168,15 +169,15 @@ func testResources(t *testing.T, era string) {
 }
 
 // resErr is the error object a refused read, subscription or prompt carries.
-func resErr(t *testing.T, err error) ToolError {
+func resErr(t *testing.T, err error) tool.Error {
 	t.Helper()
 	var we *jsonrpc.Error
 	if !errors.As(err, &we) {
 		t.Fatalf("want a JSON-RPC error, got %v", err)
 	}
 	var d struct {
-		ErrorCode string    `json:"error_code"`
-		Error     ToolError `json:"error"`
+		ErrorCode string     `json:"error_code"`
+		Error     tool.Error `json:"error"`
 	}
 	if err := json.Unmarshal(we.Data, &d); err != nil || d.ErrorCode != d.Error.Code {
 		t.Fatalf("error data %s: %v", we.Data, err)
@@ -194,7 +195,7 @@ func TestResourceRefusedLikeItsTool(t *testing.T) {
 		t.Fatalf("tool: %v %+v", err, res)
 	}
 	js, _ := json.Marshal(res.Meta["error"])
-	var tool ToolError
+	var tool tool.Error
 	_ = json.Unmarshal(js, &tool)
 	_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: uriPins})
 	got := resErr(t, err)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -78,7 +79,7 @@ func (a *Agent) registerSelftest() {
 		Description: "A pass/warn/fail matrix of the live device: root helper and its version, socket modes and owners, database size, " +
 			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
 			"each failure with a fix_hint. Read only.",
-		Rule: Rule{MinRole: identity.RoleRead},
+		Rule: tool.Rule{MinRole: identity.RoleRead},
 		Run:  func(ctx context.Context, _ *Call, _ NoArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
 		Summary: func(_ NoArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)

@@ -21,16 +21,17 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
 // A tool is registered once at start-up from a typed spec. Everything a call
 // goes through (validation, policy, audit, result shape) lives here, so each
 // namespace file only says what its tools do.
-type tool struct {
+type entry struct {
 	id       string // canonical dotted id: "system.reboot"
 	name     string // wire name: "system_reboot"
-	rule     Rule
+	rule     tool.Rule
 	mutating bool
 	lan      bool   // fronts a LAN upstream's tool: every call is audited
 	slow     bool   // may take more than a second: reports progress (notify.go)
@@ -43,7 +44,7 @@ type tool struct {
 	outRes   *jsonschema.Resolved // nil unless the registry checks results
 	// check validates raw arguments: t.validate against the input schema, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
-	check func(raw json.RawMessage) ([]byte, *ToolError)
+	check func(raw json.RawMessage) ([]byte, *tool.Error)
 	// spelling rewrites alternative spellings before validation; may be nil.
 	spelling func(args map[string]any)
 	// run decodes validated arguments and runs the typed handler.
@@ -59,7 +60,7 @@ type tool struct {
 type Call struct {
 	Principal     identity.Principal
 	CorrelationID string
-	Guard
+	tool.Guard
 	Session       *mcp.ServerSession
 	ProgressToken any  // the client's, to forward an upstream's progress
 	committed     bool // arrived through change_commit with a valid token
@@ -76,9 +77,9 @@ type GuardArgs struct {
 	Intent  string `json:"intent,omitempty" jsonschema:"the larger goal this call serves, e.g. 'free disk space before the update'; recorded in the audit trail"`
 }
 
-func (g GuardArgs) guard() Guard { return Guard(g) }
+func (g GuardArgs) guard() tool.Guard { return tool.Guard(g) }
 
-type guarded interface{ guard() Guard }
+type guarded interface{ guard() tool.Guard }
 
 // Spec describes one tool. In and Out are Go types whose JSON schemas, tightened
 // by Props, are the tool's inputSchema and outputSchema.
@@ -86,12 +87,12 @@ type Spec[In, Out any] struct {
 	ID          string
 	Title       string
 	Description string
-	Rule        Rule // Tool and Domain are filled from ID
+	Rule        tool.Rule // Tool and Domain are filled from ID
 	Stability   string
 	Idempotent  bool
 	Destructive bool
-	Props       []Prop // bounds, enums and defaults of the tool catalog's schemas
-	OutProps    []Prop
+	Props       []tool.Prop // bounds, enums and defaults of the tool catalog's schemas
+	OutProps    []tool.Prop
 	// Spelling, when set, rewrites accepted alternative spellings of the
 	// arguments (another name for a parameter, 1 for "high") into the ones
 	// the schema names, before validation; the schema documents only those.
@@ -111,38 +112,6 @@ type Spec[In, Out any] struct {
 	// pointer, so that a zero In can be an example too. tools/list does not
 	// show it.
 	Example *In
-}
-
-// Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
-type Prop struct {
-	Path string
-	Mods []func(*jsonschema.Schema)
-}
-
-func prop(path string, mods ...func(*jsonschema.Schema)) Prop { return Prop{path, mods} }
-
-func minimum(v float64) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Minimum = &v }
-}
-func maximum(v float64) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Maximum = &v }
-}
-func maxLen(n int) func(*jsonschema.Schema)   { return func(s *jsonschema.Schema) { s.MaxLength = &n } }
-func minLen(n int) func(*jsonschema.Schema)   { return func(s *jsonschema.Schema) { s.MinLength = &n } }
-func minItems(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MinItems = &n } }
-func maxItems(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MaxItems = &n } }
-func format(f string) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Format = f }
-}
-func enum(vals ...any) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.Enum = vals } }
-
-// itemsEnum restricts the elements of an array property, where an enum on the
-// array itself would match no value a client can send.
-func itemsEnum(vals ...any) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Items.Enum = vals }
-}
-func def(v any) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Default, _ = json.Marshal(v) }
 }
 
 // nonNullable drops the "null" that Go pointers, slices and maps get in
@@ -215,7 +184,7 @@ func add[In, Out any](r *registry, s Spec[In, Out]) {
 // (their types and decoding the arguments into an In) is generic. Each tool's
 // In and Out is a distinct struct, so every line here is compiled once per
 // tool; everything else is compiled once, in buildTool.
-func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
+func build[In, Out any](r *registry, s Spec[In, Out]) (*entry, error) {
 	run, summary, title := s.Run, s.Summary, s.Title
 	t, err := buildTool(r, specBase{
 		ID: s.ID, Title: s.Title, Description: s.Description, Rule: s.Rule, Stability: s.Stability,
@@ -248,11 +217,11 @@ func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
 // specBase is the part of a Spec that does not depend on In and Out.
 type specBase struct {
 	ID, Title, Description string
-	Rule                   Rule
+	Rule                   tool.Rule
 	Stability              string
 	Idempotent             bool
 	Destructive            bool
-	Props, OutProps        []Prop
+	Props, OutProps        []tool.Prop
 	Spelling               func(args map[string]any)
 	Slow                   bool
 }
@@ -262,22 +231,22 @@ func decodeArgs(args []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errf(CodeInvalidArgument, "arguments: %v", err)
+		return tool.Errf(CodeInvalidArgument, "arguments: %v", err)
 	}
 	return nil
 }
 
-func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(ctx context.Context, c *Call, args []byte) (any, string, error)) (*tool, error) {
+func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(ctx context.Context, c *Call, args []byte) (any, string, error)) (*entry, error) {
 	name, err := wireName(s.ID, r.dotted)
 	if err != nil {
 		return nil, err
 	}
 	isGuarded := inType.Implements(reflect.TypeFor[guarded]())
-	if isGuarded && s.Rule.Risk == RiskRead {
+	if isGuarded && s.Rule.Risk == tool.RiskRead {
 		return nil, fmt.Errorf("agent: tool %q takes guard arguments but has risk read", s.ID)
 	}
 	if isGuarded {
-		s.Props = append(s.Props, prop("reason", maxLen(200)), prop("intent", maxLen(200)))
+		s.Props = append(s.Props, tool.P("reason", tool.MaxLen(200)), tool.P("intent", tool.MaxLen(200)))
 	}
 	newInput := func() (*inputSchema, error) { return buildInput(s.ID, inType, s.Props) }
 	// Built once now so that a bad input schema fails start-up, and sent to
@@ -298,7 +267,7 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
+	t := &entry{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != tool.RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
 		newInput: sync.OnceValues(newInput)}
 	t.check = t.validate
 	if t.stable == "" {
@@ -324,7 +293,7 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
 	}
-	readOnly := t.rule.Risk == RiskRead && !t.mutating
+	readOnly := t.rule.Risk == tool.RiskRead && !t.mutating
 	ann := &mcp.ToolAnnotations{Title: s.Title, ReadOnlyHint: readOnly, IdempotentHint: s.Idempotent || readOnly}
 	if !readOnly {
 		d := s.Destructive
@@ -358,7 +327,7 @@ type inputSchema struct {
 
 // buildInput builds a tool's input schema from its In type and Props: the
 // same every time, so a build that succeeded at start-up succeeds again.
-func buildInput(id string, inType reflect.Type, props []Prop) (*inputSchema, error) {
+func buildInput(id string, inType reflect.Type, props []tool.Prop) (*inputSchema, error) {
 	tree, err := jsonschema.ForType(inType, nil)
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", id, err)
@@ -381,7 +350,7 @@ func buildInput(id string, inType reflect.Type, props []Prop) (*inputSchema, err
 
 // input is the tool's input schema; nil for a LAN upstream's tool, or if
 // it could not be built (which validate reports).
-func (t *tool) input() *inputSchema {
+func (t *entry) input() *inputSchema {
 	if t.newInput == nil {
 		return nil
 	}
@@ -390,7 +359,7 @@ func (t *tool) input() *inputSchema {
 }
 
 // tighten applies Props to the generated schema.
-func tighten(s *jsonschema.Schema, props []Prop) error {
+func tighten(s *jsonschema.Schema, props []tool.Prop) error {
 	for _, p := range props {
 		cur := s
 		for _, part := range strings.Split(p.Path, ".") {
@@ -414,17 +383,17 @@ func tighten(s *jsonschema.Schema, props []Prop) error {
 // defaults applied. Errors name the parameter, what was expected and what came,
 // as the tool catalog's invalid-request example does (parameter, expected_type,
 // actual_type; spec 002 §2.6.7), instead of the SDK's plain-text validation message.
-func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
+func (t *entry) validate(raw json.RawMessage) ([]byte, *tool.Error) {
 	in, err := t.newInput()
 	if err != nil {
-		return nil, errf(CodeInternal, "%v", err)
+		return nil, tool.Errf(CodeInternal, "%v", err)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
 	}
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
+		return nil, tool.Errf(CodeInvalidArgument, "arguments must be a JSON object").With("actual_type", jsonType(raw))
 	}
 	if t.spelling != nil {
 		t.spelling(args)
@@ -437,19 +406,19 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if _, ok := in.tree.Properties[k]; !ok {
-			return nil, errf(CodeInvalidArgument, "unknown parameter %q", k).
-				with("parameter", k).with("allowed_parameters", t.paramNames()).
-				hint("remove " + k + "; " + t.name + " takes only the listed parameters")
+			return nil, tool.Errf(CodeInvalidArgument, "unknown parameter %q", k).
+				With("parameter", k).With("allowed_parameters", t.paramNames()).
+				Hint("remove " + k + "; " + t.name + " takes only the listed parameters")
 		}
 	}
 	for _, k := range in.tree.Required {
 		if _, ok := args[k]; !ok {
 			ps := in.tree.Properties[k]
-			e := errf(CodeInvalidArgument, "missing required parameter %q", k).
-				with("parameter", k).with("expected_type", schemaType(ps)).
-				hint("add " + k + " (" + describe(ps) + ") and call " + t.name + " again")
+			e := tool.Errf(CodeInvalidArgument, "missing required parameter %q", k).
+				With("parameter", k).With("expected_type", schemaType(ps)).
+				Hint("add " + k + " (" + describe(ps) + ") and call " + t.name + " again")
 			if len(ps.Enum) > 0 {
-				e.with("allowed_values", ps.Enum)
+				e.With("allowed_values", ps.Enum)
 			}
 			return nil, e
 		}
@@ -457,53 +426,39 @@ func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
 	for _, k := range keys {
 		if err := in.props[k].Validate(args[k]); err != nil {
 			ps := in.tree.Properties[k]
-			e := errf(CodeInvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
-				with("parameter", k).with("expected_type", schemaType(ps)).with("actual_type", goJSONType(args[k])).
-				with("provided_value", args[k]).
-				hint("set " + k + " to " + describe(ps) + ", or leave it out if it is optional")
+			e := tool.Errf(CodeInvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
+				With("parameter", k).With("expected_type", schemaType(ps)).With("actual_type", goJSONType(args[k])).
+				With("provided_value", args[k]).
+				Hint("set " + k + " to " + describe(ps) + ", or leave it out if it is optional")
 			if slices.Contains(in.tree.Required, k) {
-				e.hint("set " + k + " to " + describe(ps))
+				e.Hint("set " + k + " to " + describe(ps))
 			}
 			if ps.Minimum != nil {
-				e.with("minimum", *ps.Minimum)
+				e.With("minimum", *ps.Minimum)
 			}
 			if ps.Maximum != nil {
-				e.with("maximum", *ps.Maximum)
+				e.With("maximum", *ps.Maximum)
 			}
 			if ps.MaxLength != nil {
-				e.with("max_length", *ps.MaxLength)
+				e.With("max_length", *ps.MaxLength)
 			}
 			if len(ps.Enum) > 0 {
-				e.with("allowed_values", ps.Enum)
+				e.With("allowed_values", ps.Enum)
 			}
 			return nil, e
 		}
 	}
 	if err := in.res.ApplyDefaults(&args); err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
+		return nil, tool.Errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
 	}
 	if err := in.res.Validate(args); err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
+		return nil, tool.Errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments: %v", err)
+		return nil, tool.Errf(CodeInvalidArgument, "arguments: %v", err)
 	}
 	return b, nil
-}
-
-// renames is a Spelling that accepts older parameter names for the current
-// ones. When both are given the old one is left, and refused as unknown.
-func renames(oldToNew map[string]string) func(map[string]any) {
-	return func(args map[string]any) {
-		for o, n := range oldToNew {
-			v, ok := args[o]
-			if _, taken := args[n]; ok && !taken {
-				args[n] = v
-				delete(args, o)
-			}
-		}
-	}
 }
 
 // dropNulls removes explicit nulls of optional properties, at every level of
@@ -528,7 +483,7 @@ func dropNulls(s *jsonschema.Schema, m map[string]any) {
 	}
 }
 
-func (t *tool) paramNames() []string {
+func (t *entry) paramNames() []string {
 	in := t.input()
 	if in == nil {
 		return nil
@@ -660,7 +615,7 @@ func correlationFrom(meta map[string]any) string {
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 // checkOut validates a marshalled result against the tool's output schema.
-func (t *tool) checkOut(js []byte) error {
+func (t *entry) checkOut(js []byte) error {
 	if t.outRes == nil {
 		return nil
 	}
