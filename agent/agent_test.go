@@ -73,46 +73,46 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
 func TestToolNamesAndSchemas(t *testing.T) {
 	r := newRig(t, nil)
-	if len(r.a.tools.order) < 11 {
-		t.Fatalf("only %d tools", len(r.a.tools.order))
+	if len(r.a.tools.All()) < 11 {
+		t.Fatalf("only %d tools", len(r.a.tools.All()))
 	}
-	for _, tl := range r.a.tools.order {
-		if !nameRE.MatchString(tl.name) {
-			t.Errorf("wire name %q breaks %s", tl.name, nameRE)
+	for _, tl := range r.a.tools.All() {
+		if !nameRE.MatchString(tl.Name()) {
+			t.Errorf("wire name %q breaks %s", tl.Name(), nameRE)
 		}
-		if tl.input().tree.AdditionalProperties == nil || tl.input().tree.AdditionalProperties.Not == nil {
-			t.Errorf("%s: input schema does not forbid additional properties", tl.name)
+		if tl.Input().Tree.AdditionalProperties == nil || tl.Input().Tree.AdditionalProperties.Not == nil {
+			t.Errorf("%s: input schema does not forbid additional properties", tl.Name())
 		}
-		ann := tl.mcp.Annotations
-		if ann.ReadOnlyHint == tl.mutating {
-			t.Errorf("%s: readOnlyHint %v but mutating %v", tl.name, ann.ReadOnlyHint, tl.mutating)
+		ann := tl.MCP().Annotations
+		if ann.ReadOnlyHint == tl.Mutating() {
+			t.Errorf("%s: readOnlyHint %v but mutating %v", tl.Name(), ann.ReadOnlyHint, tl.Mutating())
 		}
-		if tl.mutating && tl.rule.Risk >= tool.RiskHigh && (ann.DestructiveHint == nil || !*ann.DestructiveHint) {
-			t.Errorf("%s: high-risk tool without destructiveHint", tl.name)
+		if tl.Mutating() && tl.Rule().Risk >= tool.RiskHigh && (ann.DestructiveHint == nil || !*ann.DestructiveHint) {
+			t.Errorf("%s: high-risk tool without destructiveHint", tl.Name())
 		}
 	}
 	// Dotted mode exposes the canonical ids; a bad id fails start-up.
 	c := config.Laptop("/x", "a")
 	c.Agent.ExposeDottedNames = true
-	reg := newRegistry(true, true)
-	add(reg, Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	if reg.err != nil || reg.order[0].name != "system.get_basic_info" {
-		t.Fatalf("dotted: %v %v", reg.err, reg.order)
+	reg := tool.NewRegistry(tool.Options{Dotted: true, CheckOutput: true})
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	if reg.Err() != nil || reg.All()[0].Name() != "system.get_basic_info" {
+		t.Fatalf("dotted: %v %v", reg.Err(), reg.All())
 	}
-	add(reg, Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	if reg.err == nil {
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	if reg.Err() == nil {
 		t.Fatal("duplicate id accepted")
 	}
 	for _, bad := range []string{"System.Info", "system.get-info", "x." + strings.Repeat("a", 50)} {
-		if _, err := wireName(bad, false); err == nil {
+		if _, err := tool.WireName(bad, false); err == nil {
 			t.Errorf("wireName(%q) accepted", bad)
 		}
 	}
-	reg = newRegistry(false, true)
-	add(reg, Spec[NoArgs, NoArgs]{ID: "a.b_c", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	add(reg, Spec[NoArgs, NoArgs]{ID: "a_b.c", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	if reg.err == nil || !strings.Contains(reg.err.Error(), "collides") {
-		t.Fatalf("collision a.b_c / a_b.c not caught: %v", reg.err)
+	reg = tool.NewRegistry(tool.Options{CheckOutput: true})
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "a.b_c", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "a_b.c", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	if reg.Err() == nil || !strings.Contains(reg.Err().Error(), "collides") {
+		t.Fatalf("collision a.b_c / a_b.c not caught: %v", reg.Err())
 	}
 }
 
@@ -124,18 +124,18 @@ func TestOutputSchemaKeptAsJSON(t *testing.T) {
 	// against (built on the tool's first call) is the same schema.
 	r := newRig(t, nil)
 	local := 0
-	for _, tl := range r.a.tools.all() {
-		if tl.lan {
+	for _, tl := range r.a.tools.All() {
+		if tl.LAN() {
 			continue
 		}
 		local++
-		listed, ok := tl.mcp.InputSchema.(json.RawMessage)
+		listed, ok := tl.MCP().InputSchema.(json.RawMessage)
 		if !ok {
-			t.Fatalf("%s: InputSchema is %T, want json.RawMessage", tl.name, tl.mcp.InputSchema)
+			t.Fatalf("%s: InputSchema is %T, want json.RawMessage", tl.Name(), tl.MCP().InputSchema)
 		}
-		checked, err := json.Marshal(tl.input().tree)
+		checked, err := json.Marshal(tl.Input().Tree)
 		if err != nil || string(checked) != string(listed) {
-			t.Errorf("%s: listed input schema\n%s\ndiffers from the one calls are checked against\n%s (%v)", tl.name, listed, checked, err)
+			t.Errorf("%s: listed input schema\n%s\ndiffers from the one calls are checked against\n%s (%v)", tl.Name(), listed, checked, err)
 		}
 	}
 	if local < 50 {
@@ -147,18 +147,18 @@ func TestOutputSchemaKeptAsJSON(t *testing.T) {
 		Note  string `json:"note,omitempty"`
 	}
 	for _, check := range []bool{false, true} {
-		reg := newRegistry(false, check)
-		add(reg, Spec[NoArgs, out]{ID: "a.b", Run: func(context.Context, *Call, NoArgs) (out, error) { return out{}, nil }})
-		if reg.err != nil {
-			t.Fatal(reg.err)
+		reg := tool.NewRegistry(tool.Options{CheckOutput: check})
+		tool.Add(reg, tool.Spec[NoArgs, out]{ID: "a.b", Run: func(context.Context, *tool.Call, NoArgs) (out, error) { return out{}, nil }})
+		if reg.Err() != nil {
+			t.Fatal(reg.Err())
 		}
-		tl := reg.order[0]
-		if (tl.outRes != nil) != check {
-			t.Errorf("checkOutput %v: resolved output schema kept: %v", check, tl.outRes != nil)
+		tl := reg.All()[0]
+		if tl.ChecksOutput() != check {
+			t.Errorf("checkOutput %v: resolved output schema kept: %v", check, tl.ChecksOutput())
 		}
-		raw, ok := tl.mcp.OutputSchema.(json.RawMessage)
+		raw, ok := tl.MCP().OutputSchema.(json.RawMessage)
 		if !ok {
-			t.Fatalf("checkOutput %v: OutputSchema is %T, want json.RawMessage", check, tl.mcp.OutputSchema)
+			t.Fatalf("checkOutput %v: OutputSchema is %T, want json.RawMessage", check, tl.MCP().OutputSchema)
 		}
 		var got map[string]any
 		if err := json.Unmarshal(raw, &got); err != nil {
@@ -179,7 +179,7 @@ func badInputs(s *jsonschema.Schema) map[string]map[string]any {
 	cases := map[string]map[string]any{"unknown field": {"no_such_parameter": 1}}
 	for name, p := range s.Properties {
 		wrong := any("not-a-number")
-		switch schemaType(p) {
+		switch tool.SchemaType(p) {
 		case "string":
 			wrong = 12
 		case "object":
@@ -204,8 +204,8 @@ func badInputs(s *jsonschema.Schema) map[string]map[string]any {
 
 func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 	r := newRig(t, nil)
-	for _, tl := range r.a.tools.order {
-		cases := badInputs(tl.input().tree)
+	for _, tl := range r.a.tools.All() {
+		cases := badInputs(tl.Input().Tree)
 		names := make([]string, 0, len(cases))
 		for n := range cases {
 			names = append(names, n)
@@ -213,16 +213,16 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 		sort.Strings(names)
 		for _, n := range names {
 			before := r.auditCount()
-			_, e := callAs[any](t, r, admin, tl.name, cases[n])
+			_, e := callAs[any](t, r, admin, tl.Name(), cases[n])
 			if e == nil || e.Code != CodeInvalidArgument {
-				t.Errorf("%s %s: got %+v, want invalid_argument", tl.name, n, e)
+				t.Errorf("%s %s: got %+v, want invalid_argument", tl.Name(), n, e)
 				continue
 			}
 			if _, ok := e.Details["parameter"]; !ok {
-				t.Errorf("%s %s: error does not name the parameter: %+v", tl.name, n, e)
+				t.Errorf("%s %s: error does not name the parameter: %+v", tl.Name(), n, e)
 			}
 			if got := r.auditCount() - before; got != 1 {
-				t.Errorf("%s %s: %d audit records, want 1", tl.name, n, got)
+				t.Errorf("%s %s: %d audit records, want 1", tl.Name(), n, got)
 			}
 		}
 	}
@@ -239,9 +239,9 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 // SDK would refuse to send them), so they go to the pipeline directly.
 func TestArgumentsMustBeAnObject(t *testing.T) {
 	r := newRig(t, nil)
-	tl, _ := r.a.tools.lookup("system_reboot")
+	tl, _ := r.a.tools.Lookup("system_reboot")
 	for _, raw := range []string{`[]`, `"x"`, `12`, `{"delay_seconds":1`} {
-		res := r.a.invoke(context.Background(), tl, &Call{Principal: admin, CorrelationID: "c"}, json.RawMessage(raw))
+		res := r.a.invoke(context.Background(), tl, &tool.Call{Principal: admin, CorrelationID: "c"}, json.RawMessage(raw))
 		if e := resultError(t, res); e.Code != CodeInvalidArgument {
 			t.Errorf("%s: %+v", raw, e)
 		}
@@ -499,7 +499,7 @@ func TestOverTheSocket(t *testing.T) {
 	s := r.serve()
 	ctx := context.Background()
 	tools, err := s.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != len(r.a.tools.order) {
+	if err != nil || len(tools.Tools) != len(r.a.tools.All()) {
 		t.Fatalf("list: %v %v", err, tools)
 	}
 	_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"})

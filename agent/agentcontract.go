@@ -12,8 +12,8 @@ import (
 // cannot drift from what the server serves (LAN tools included).
 func (a *Agent) contract() string {
 	byRisk := map[tool.Risk][]string{}
-	for _, t := range a.tools.all() {
-		byRisk[t.rule.Risk] = append(byRisk[t.rule.Risk], t.name)
+	for _, t := range a.tools.All() {
+		byRisk[t.Rule().Risk] = append(byRisk[t.Rule().Risk], t.Name())
 	}
 	list := func(r tool.Risk) string {
 		if len(byRisk[r]) == 0 {

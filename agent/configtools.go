@@ -75,7 +75,7 @@ type ConfigDiffOut struct {
 type ConfigApplyIn struct {
 	ConfigCandidateIn
 	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"the diff_hash manage_config_diff reported: refused if the change would now be a different one"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // ConfigApplyOut is what an apply did.
@@ -94,23 +94,23 @@ func (o ConfigApplyOut) auditMessage() string {
 
 func (a *Agent) registerConfigTools() {
 	candidate := tool.P("toml", tool.MaxLen(config.MaxDropIn))
-	add(a.tools, Spec[NoArgs, ConfigGetOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, ConfigGetOut]{
 		ID: "manage.config_get", Title: "Configuration in force",
 		Description: "Every configuration key in force with its value and the file it comes from (main file, a config.d drop-in or default), and whether manage_config_apply may change it. Secrets appear as references only.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("loaded_at", tool.Format("date-time"))},
-		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ConfigGetOut, error) { return a.configGet() },
+		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (ConfigGetOut, error) { return a.configGet() },
 		Summary: func(_ NoArgs, o ConfigGetOut) string {
 			return fmt.Sprintf("%d keys from %s and %d drop-ins (generation %d)", len(o.Keys), o.Path, len(o.DropIns), o.Generation)
 		},
 	})
-	add(a.tools, Spec[ConfigCandidateIn, ConfigValidateOut]{
+	tool.Add(a.tools, tool.Spec[ConfigCandidateIn, ConfigValidateOut]{
 		ID: "manage.config_validate", Title: "Check a configuration drop-in",
 		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
-		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
 			next, err := a.candidate(in.TOML)
 			var ke *config.KeyError
 			switch {
@@ -128,19 +128,19 @@ func (a *Agent) registerConfigTools() {
 			return "invalid: " + o.Errors[0].Error()
 		},
 	})
-	add(a.tools, Spec[ConfigCandidateIn, ConfigDiffOut]{
+	tool.Add(a.tools, tool.Spec[ConfigCandidateIn, ConfigDiffOut]{
 		ID: "manage.config_diff", Title: "What a configuration drop-in would change",
 		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
-		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
 			d, _, err := a.configDiff(in.TOML)
 			return d, err
 		},
 		Summary: func(_ ConfigCandidateIn, o ConfigDiffOut) string { return diffLine(o) },
 	})
-	add(a.tools, Spec[ConfigApplyIn, ConfigApplyOut]{
+	tool.Add(a.tools, tool.Spec[ConfigApplyIn, ConfigApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
 		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: needs change_prepare then change_commit (or the person's confirmation). Keys that decide who may do what are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
@@ -278,16 +278,16 @@ func orEmptySwitches(s []config.SwitchChange) []config.SwitchChange {
 // config and not the other (wire names, sorted).
 func (a *Agent) toolsTurned(old, next *config.Config) (on, off []string) {
 	on, off = []string{}, []string{}
-	for _, t := range a.tools.all() {
-		if t.lan {
+	for _, t := range a.tools.All() {
+		if t.LAN() {
 			continue
 		}
-		was, is := switchedOn(old, t.rule), switchedOn(next, t.rule)
+		was, is := switchedOn(old, t.Rule()), switchedOn(next, t.Rule())
 		switch {
 		case !was && is:
-			on = append(on, t.name)
+			on = append(on, t.Name())
 		case was && !is:
-			off = append(off, t.name)
+			off = append(off, t.Name())
 		}
 	}
 	slices.Sort(on)
@@ -302,7 +302,7 @@ func switchedOn(c *config.Config, r tool.Rule) bool {
 	return on && r.Gate.Effective(c)
 }
 
-func (a *Agent) configApply(ctx context.Context, c *Call, in ConfigApplyIn) (ConfigApplyOut, error) {
+func (a *Agent) configApply(ctx context.Context, c *tool.Call, in ConfigApplyIn) (ConfigApplyOut, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	d, _, err := a.configDiff(in.TOML)

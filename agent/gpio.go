@@ -48,7 +48,7 @@ type ConfigureIn struct {
 	Pin  int    `json:"pin" jsonschema:"BCM number"`
 	Mode string `json:"mode"`
 	Pull string `json:"pull,omitempty"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // WriteIn is gpio.write_pin: the level and, optionally, how long to hold it
@@ -57,7 +57,7 @@ type WriteIn struct {
 	Pin        int    `json:"pin" jsonschema:"BCM number"`
 	Value      string `json:"value" jsonschema:"high or low (1 and 0 are accepted too)"`
 	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"hold the value this long, then revert (a lease); omit for a permanent write"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // levelSpelling takes 1 and 0 for "high" and "low", as the tool catalog's
@@ -87,7 +87,7 @@ type PWMIn struct {
 	Pin              int     `json:"pin" jsonschema:"BCM number"`
 	FrequencyHz      float64 `json:"frequency_hz"`
 	DutyCyclePercent float64 `json:"duty_cycle_percent"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PWMOut is the effective PWM state.
@@ -104,20 +104,20 @@ type PWMOut struct {
 func (a *Agent) registerGPIO() {
 	gate := config.SwitchGPIOWrites
 	pinProp := tool.P("pin", tool.Min(1), tool.Max(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
-	add(a.tools, Spec[NoArgs, PinsOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, PinsOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
 		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
 		Summary:     func(_ NoArgs, o PinsOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
 	})
-	add(a.tools, Spec[PinIn, GpioPinInfo]{
+	tool.Add(a.tools, tool.Spec[PinIn, GpioPinInfo]{
 		ID: "gpio.read_pin", Title: "Read a GPIO pin",
 		Description: "Read an allowed pin's level (high or low).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{pinProp},
 		Example:     &PinIn{Pin: 17},
-		Run: func(ctx context.Context, _ *Call, in PinIn) (GpioPinInfo, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in PinIn) (GpioPinInfo, error) {
 			if _, err := a.allowedPin(in.Pin); err != nil {
 				return GpioPinInfo{}, err
 			}
@@ -129,7 +129,7 @@ func (a *Agent) registerGPIO() {
 		},
 		Summary: func(in PinIn, o GpioPinInfo) string { return fmt.Sprintf("GPIO%d is %s (%s)", in.Pin, o.Value, o.Mode) },
 	})
-	add(a.tools, Spec[ConfigureIn, GpioPinInfo]{
+	tool.Add(a.tools, tool.Spec[ConfigureIn, GpioPinInfo]{
 		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
 		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
@@ -141,7 +141,7 @@ func (a *Agent) registerGPIO() {
 			return fmt.Sprintf("GPIO%d configured as %s, pull %s", in.Pin, in.Mode, in.Pull)
 		},
 	})
-	add(a.tools, Spec[WriteIn, WriteOut]{
+	tool.Add(a.tools, tool.Spec[WriteIn, WriteOut]{
 		ID: "gpio.write_pin", Title: "Write a GPIO pin",
 		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
@@ -160,7 +160,7 @@ func (a *Agent) registerGPIO() {
 			return s
 		},
 	})
-	add(a.tools, Spec[PWMIn, PWMOut]{
+	tool.Add(a.tools, tool.Spec[PWMIn, PWMOut]{
 		ID: "gpio.set_pwm", Title: "Hardware PWM",
 		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
@@ -230,7 +230,7 @@ func (a *Agent) listPins(ctx context.Context) (PinsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) configurePin(ctx context.Context, c *Call, in ConfigureIn) (GpioPinInfo, error) {
+func (a *Agent) configurePin(ctx context.Context, c *tool.Call, in ConfigureIn) (GpioPinInfo, error) {
 	if _, err := a.allowedPin(in.Pin); err != nil {
 		return GpioPinInfo{}, err
 	}
@@ -251,7 +251,7 @@ func (a *Agent) configurePin(ctx context.Context, c *Call, in ConfigureIn) (Gpio
 	return a.pinInfo(p), nil
 }
 
-func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, error) {
+func (a *Agent) writePin(ctx context.Context, c *tool.Call, in WriteIn) (WriteOut, error) {
 	if _, err := a.allowedPin(in.Pin); err != nil {
 		return WriteOut{}, err
 	}
@@ -322,7 +322,7 @@ func (a *Agent) notOutput(pin int, mode string) *tool.Error {
 			Why: "make it an output first"})
 }
 
-func (a *Agent) setPWM(ctx context.Context, c *Call, in PWMIn) (PWMOut, error) {
+func (a *Agent) setPWM(ctx context.Context, c *tool.Call, in PWMIn) (PWMOut, error) {
 	p, err := a.allowedPin(in.Pin)
 	if err != nil {
 		return PWMOut{}, err

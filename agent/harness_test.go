@@ -142,7 +142,7 @@ func (r *rig) killHelper() {
 // as runs one call as principal p, straight through the pipeline.
 func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[string]any) {
 	r.t.Helper()
-	t, ok := r.a.tools.lookup(name)
+	t, ok := r.a.tools.Lookup(name)
 	if !ok {
 		r.t.Fatalf("no tool %s", name)
 	}
@@ -150,7 +150,7 @@ func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[s
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	res := r.a.invoke(context.Background(), t, &Call{Principal: p, CorrelationID: newCorrelationID()}, raw)
+	res := r.a.invoke(context.Background(), t, &tool.Call{Principal: p, CorrelationID: tool.NewCorrelationID()}, raw)
 	return res, structured(r.t, res)
 }
 

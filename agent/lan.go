@@ -56,8 +56,8 @@ func guardProps() map[string]map[string]any {
 // is served, an upstream whose name is a local namespace.
 func (a *Agent) newLAN() error {
 	local := map[string]bool{}
-	for _, t := range a.tools.all() {
-		local[strings.SplitN(t.id, ".", 2)[0]] = true
+	for _, t := range a.tools.All() {
+		local[strings.SplitN(t.ID(), ".", 2)[0]] = true
 	}
 	names := make([]string, 0, len(local))
 	for n := range local {
@@ -113,11 +113,11 @@ func (a *Agent) runLAN(ctx context.Context, wg *sync.WaitGroup) {
 // syncLAN replaces d's mounted tools with what the upstream lists now.
 func (a *Agent) syncLAN(d *lanDomain) {
 	prefix := d.cfg.Name + "."
-	gone := a.tools.remove(func(t *entry) bool { return strings.HasPrefix(t.id, prefix) })
+	gone := a.tools.Unmount(func(t *tool.Tool) bool { return strings.HasPrefix(t.ID(), prefix) })
 	if len(gone) > 0 {
 		names := make([]string, len(gone))
 		for i, t := range gone {
-			names[i] = t.name
+			names[i] = t.Name()
 		}
 		a.server.RemoveTools(names...)
 	}
@@ -128,12 +128,12 @@ func (a *Agent) syncLAN(d *lanDomain) {
 		}
 		t, err := a.lanTool(d, ut)
 		if err == nil {
-			err = a.tools.put(t)
+			err = a.tools.Mount(t)
 		}
 		if err == nil {
-			err = safely(func() { a.server.AddTool(t.mcp, a.handler(t)) })
+			err = safely(func() { a.server.AddTool(t.MCP(), a.handler(t)) })
 			if err != nil {
-				a.tools.remove(func(x *entry) bool { return x == t })
+				a.tools.Unmount(func(x *tool.Tool) bool { return x == t })
 			}
 		}
 		if err != nil {
@@ -181,16 +181,16 @@ func lanWireName(prefix, name string) string {
 }
 
 // lanTool builds the local tool that fronts one upstream tool.
-func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*entry, error) {
+func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool.Tool, error) {
 	readOnlyHint := ut.Annotations != nil && ut.Annotations.ReadOnlyHint
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
 	role, _ := identity.ParseRole(roleName) // config.Validate has vetted it; a bad name would be identity.RoleNone, refused
 	risk := tool.ParseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
-	t := &entry{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
-		rule: tool.Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != tool.RiskRead, lan: true}
-	if !snakeName.MatchString(t.name) {
-		return nil, fmt.Errorf("wire name %q is not valid", t.name)
+	wire, stable := lanWireName(d.cfg.Name, ut.Name), "beta" // another server's contract: we cannot vouch for it
+	mutating := risk != tool.RiskRead
+	if !tool.SnakeName.MatchString(wire) {
+		return nil, fmt.Errorf("wire name %q is not valid", wire)
 	}
 
 	// The upstream's schema, as it sent it, plus our guard arguments.
@@ -217,7 +217,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*entry, error) {
 	for k := range guards {
 		_, own[k] = props[k]
 	}
-	if t.mutating {
+	if mutating {
 		for k, p := range guards {
 			if !own[k] {
 				props[k] = p
@@ -231,7 +231,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*entry, error) {
 		c := *ut.Annotations
 		ann = &c
 	}
-	ann.ReadOnlyHint = !t.mutating && readOnlyHint
+	ann.ReadOnlyHint = !mutating && readOnlyHint
 	title := ut.Title
 	if title == "" {
 		title = ann.Title
@@ -241,14 +241,13 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*entry, error) {
 	}
 	desc := strings.TrimSpace(ut.Description)
 	desc += fmt.Sprintf(" [%s, via raspi-mcp: risk %s, role %s]", d.cfg.Name, risk, role)
-	t.mcp = &mcp.Tool{Name: t.name, Title: title, Description: strings.TrimSpace(desc), InputSchema: schema, Annotations: ann,
-		Meta: mcp.Meta{"id": id, "risk": risk.String(), "min_role": role.String(), "stability": t.stable, "upstream": d.cfg.Name}}
-	t.check = lanCheck
-	name, readOnly := ut.Name, !t.mutating
-	t.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
+	listing := &mcp.Tool{Name: wire, Title: title, Description: strings.TrimSpace(desc), InputSchema: schema, Annotations: ann,
+		Meta: mcp.Meta{"id": id, "risk": risk.String(), "min_role": role.String(), "stability": stable, "upstream": d.cfg.Name}}
+	name, readOnly := ut.Name, !mutating
+	run := func(ctx context.Context, c *tool.Call, args []byte) (any, string, error) {
 		return a.lanCall(ctx, d, name, readOnly, own, c, args)
 	}
-	return t, nil
+	return tool.Foreign(id, wire, tool.Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, stable, listing, lanCheck, run), nil
 }
 
 // lanCheck is the local validation of a mounted tool's arguments: an object,
@@ -257,7 +256,7 @@ func lanCheck(raw json.RawMessage) ([]byte, *tool.Error) {
 	raw = rawOrEmpty(raw)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, tool.Errf(CodeInvalidArgument, "arguments must be a JSON object").With("actual_type", jsonType(raw))
+		return nil, tool.Errf(CodeInvalidArgument, "arguments must be a JSON object").With("actual_type", tool.JSONType(raw))
 	}
 	var g struct {
 		DryRun  *bool   `json:"dry_run"`
@@ -301,7 +300,7 @@ func (r lanResult) MarshalJSON() ([]byte, error) {
 	}{r.res.Content, r.res.StructuredContent})
 }
 
-func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *Call, raw []byte) (any, string, error) {
+func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *tool.Call, raw []byte) (any, string, error) {
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, "", tool.Errf(CodeInvalidArgument, "arguments must be a JSON object")
@@ -420,8 +419,8 @@ func (a *Agent) lanStatus() []UpstreamStatus {
 		st := d.client.Status()
 		prefix := d.cfg.Name + "."
 		mounted := 0
-		for _, t := range a.tools.all() {
-			if strings.HasPrefix(t.id, prefix) {
+		for _, t := range a.tools.All() {
+			if strings.HasPrefix(t.ID(), prefix) {
 				mounted++
 			}
 		}
@@ -523,7 +522,7 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 	} else {
 		out = res
 	}
-	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: decision, DurationMS: ms(time.Since(start)), Remote: p.Remote}
 	if _, err := a.record(rec, in, out, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)

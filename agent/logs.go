@@ -104,7 +104,7 @@ type AuditProblem struct {
 }
 
 func (a *Agent) registerLogs() {
-	add(a.tools, Spec[AuditLogsIn, AuditLogsOut]{
+	tool.Add(a.tools, tool.Spec[AuditLogsIn, AuditLogsOut]{
 		ID: "logs.get_recent_audit_logs", Title: "Audit trail",
 		Description: "The hash-chained audit trail of this device: every change, denial and failure, newest first, filtered and paginated.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate},
@@ -118,11 +118,11 @@ func (a *Agent) registerLogs() {
 			return fmt.Sprintf("%d of %d audit records", o.ReturnedCount, o.TotalCount)
 		},
 	})
-	add(a.tools, Spec[NoArgs, AuditVerifyOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, AuditVerifyOut]{
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
 		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(context.Context, *Call, NoArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
+		Run:         func(context.Context, *tool.Call, NoArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
 		Summary: func(_ NoArgs, o AuditVerifyOut) string {
 			if o.OK {
 				return fmt.Sprintf("audit chain intact: %d records (seq %d..%d)", o.Records, o.FirstSeq, o.LastSeq)
@@ -130,7 +130,7 @@ func (a *Agent) registerLogs() {
 			return fmt.Sprintf("AUDIT CHAIN BROKEN: %d problems in %d records", len(o.Problems), o.Records)
 		},
 	})
-	add(a.tools, Spec[AppLogsIn, AppLogsOut]{
+	tool.Add(a.tools, tool.Spec[AppLogsIn, AppLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
 		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors. Who connected (principal, uid, pid, remote address) shows only to a caller who may read the audit trail.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -142,7 +142,7 @@ func (a *Agent) registerLogs() {
 			return fmt.Sprintf("%d log lines from %s", len(o.Entries), o.From)
 		},
 	})
-	add(a.tools, Spec[JournalIn, JournalOut]{
+	tool.Add(a.tools, tool.Spec[JournalIn, JournalOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
 		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -231,7 +231,7 @@ const (
 	helperUnit = "raspi-mcp-helper.service"
 )
 
-func (a *Agent) appLogs(ctx context.Context, c *Call, in AppLogsIn) (AppLogsOut, error) {
+func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLogsOut, error) {
 	var min slog.Level
 	_ = min.UnmarshalText([]byte(in.MinLevel))
 	since, err := parseTime("since", in.Since)
@@ -355,7 +355,7 @@ func relTime(name, s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (JournalOut, error) {
+func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in JournalIn) (JournalOut, error) {
 	now := time.Now()
 	q := journal.Query{Priority: -1, Grep: in.Grep, Limit: in.Limit, MaxBytes: in.MaxBytes}
 	var err error
@@ -410,7 +410,7 @@ func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (Journa
 	return out, nil
 }
 
-func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogsOut, error) {
+func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in AuditLogsIn) (AuditLogsOut, error) {
 	q := store.AuditQuery{Principal: in.Principal, Decision: in.Decision, OnlyErrors: in.OnlyErrors, Limit: in.Limit, Offset: in.Offset, Oldest: in.Oldest}
 	var err error
 	if q.Since, err = parseTime("since", in.Since); err != nil {
@@ -424,8 +424,8 @@ func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogs
 			With("parameter", "since")
 	}
 	q.Tool = in.Tool
-	if t, ok := a.tools.lookup(strings.TrimSuffix(in.Tool, "*")); ok && !strings.HasSuffix(in.Tool, "*") {
-		q.Tool = t.id
+	if t, ok := a.tools.Lookup(strings.TrimSuffix(in.Tool, "*")); ok && !strings.HasSuffix(in.Tool, "*") {
+		q.Tool = t.ID()
 	} else if strings.HasSuffix(in.Tool, "*") {
 		q.Tool = strings.ReplaceAll(strings.TrimSuffix(in.Tool, "*"), "_", ".") + "*"
 	}

@@ -105,12 +105,14 @@ type CallStats struct {
 }
 
 func (a *Agent) registerManage() {
-	add(a.tools, Spec[NoArgs, ServerStatus]{
+	tool.Add(a.tools, tool.Spec[NoArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
 		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
-		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ServerStatus, error) { return a.Status(ctx, c.Principal) },
+		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (ServerStatus, error) {
+			return a.Status(ctx, c.Principal)
+		},
 		Summary: func(_ NoArgs, s ServerStatus) string {
 			h := "helper DOWN"
 			if s.Helper.Reachable {
@@ -172,11 +174,11 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 	if s.Database.SizeBytes, err = a.store.Size(); err != nil {
 		return s, err
 	}
-	tools := a.tools.all()
+	tools := a.tools.All()
 	s.Tools = len(tools)
 	for _, t := range tools {
-		s.Calls.Total += t.calls.Load()
-		s.Calls.Failed += t.failures.Load()
+		s.Calls.Total += t.Stats.Calls.Load()
+		s.Calls.Failed += t.Stats.Failures.Load()
 	}
 	if s.Recent, s.Problems, err = a.recentProblems(p); err != nil {
 		return s, err
@@ -288,7 +290,7 @@ type JobsOut struct {
 // CancelJobIn is manage.cancel_job.
 type CancelJobIn struct {
 	JobID string `json:"job_id" jsonschema:"from manage_list_jobs"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // CancelJobOut says what cancelling did.
@@ -304,11 +306,11 @@ type CancelJobOut struct {
 const gpioJobPrefix = "gpio-revert-"
 
 func (a *Agent) registerJobs() {
-	add(a.tools, Spec[NoArgs, JobsOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, JobsOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run: func(ctx context.Context, c *Call, _ NoArgs) (JobsOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (JobsOut, error) {
 			out, err := a.queuedJobs()
 			for i := range out.Jobs {
 				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
@@ -325,7 +327,7 @@ func (a *Agent) registerJobs() {
 			return s
 		},
 	})
-	add(a.tools, Spec[CancelJobIn, CancelJobOut]{
+	tool.Add(a.tools, tool.Spec[CancelJobIn, CancelJobOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
@@ -378,7 +380,7 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJobOut, error) {
+func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in CancelJobIn) (CancelJobOut, error) {
 	list, err := a.queuedJobs()
 	if err != nil {
 		return CancelJobOut{}, err

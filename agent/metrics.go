@@ -29,13 +29,13 @@ const (
 type StartJobIn struct {
 	IntervalSeconds int `json:"interval_seconds" jsonschema:"seconds between samples"`
 	RetentionHours  int `json:"retention_hours,omitempty" jsonschema:"how long samples are kept"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // StopJobIn is metrics.stop_sampling_job: the job to stop (tool catalog, spec 002 §4.2).
 type StopJobIn struct {
 	JobID string `json:"job_id"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // JobStatus is a sampling job's id, interval, retention and state, the result
@@ -190,10 +190,10 @@ type AnomalyOut struct {
 var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_percent", "load1", "disk_percent", "cpu_frequency_mhz", "swap_percent"}
 
 func (a *Agent) registerMetrics() {
-	add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
+	tool.Add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	jobsGate := config.SwitchMetricsJobs
-	add(a.tools, Spec[StartJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[StartJobIn, JobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
@@ -204,7 +204,7 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
 		},
 	})
-	add(a.tools, Spec[StopJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[StopJobIn, JobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
 		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
@@ -214,11 +214,11 @@ func (a *Agent) registerMetrics() {
 		Run:         a.stopJob,
 		Summary:     func(_ StopJobIn, o JobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
 	})
-	add(a.tools, Spec[NoArgs, JobList]{
+	tool.Add(a.tools, tool.Spec[NoArgs, JobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(_ context.Context, c *Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
+		Run:         func(_ context.Context, c *tool.Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
 		Summary: func(_ NoArgs, l JobList) string {
 			run := 0
 			for _, j := range l.Jobs {
@@ -229,7 +229,7 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d sampling jobs, %d running", len(l.Jobs), run)
 		},
 	})
-	add(a.tools, Spec[SamplesIn, SamplesOut]{
+	tool.Add(a.tools, tool.Spec[SamplesIn, SamplesOut]{
 		ID: "metrics.get_samples", Title: "Raw samples",
 		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -240,7 +240,7 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d samples of %s (more: %v)", o.ReturnedCount, o.JobID, o.HasMore)
 		},
 	})
-	add(a.tools, Spec[HistoryIn, HistoryOut]{
+	tool.Add(a.tools, tool.Spec[HistoryIn, HistoryOut]{
 		ID: "metrics.query_history", Title: "Metric history",
 		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -262,7 +262,7 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Metrics), n, o.Resolution, o.Aggregation, c)
 		},
 	})
-	add(a.tools, Spec[SummaryIn, SummaryOut]{
+	tool.Add(a.tools, tool.Spec[SummaryIn, SummaryOut]{
 		ID: "metrics.get_summary", Title: "Metrics summary",
 		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -272,7 +272,7 @@ func (a *Agent) registerMetrics() {
 	})
 }
 
-func (a *Agent) startJob(ctx context.Context, c *Call, in StartJobIn) (JobStatus, error) {
+func (a *Agent) startJob(ctx context.Context, c *tool.Call, in StartJobIn) (JobStatus, error) {
 	if c.DryRun {
 		return JobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
 	}
@@ -287,7 +287,7 @@ func (a *Agent) startJob(ctx context.Context, c *Call, in StartJobIn) (JobStatus
 	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) stopJob(_ context.Context, c *Call, in StopJobIn) (JobStatus, error) {
+func (a *Agent) stopJob(_ context.Context, c *tool.Call, in StopJobIn) (JobStatus, error) {
 	j, err := a.sampler.db.GetJob(in.JobID)
 	if errors.Is(err, store.ErrJobNotFound) {
 		return JobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
@@ -350,7 +350,7 @@ func window(sinceName, since, untilName, until string, span time.Duration) (time
 	return s, u, nil
 }
 
-func (a *Agent) getSamples(_ context.Context, _ *Call, in SamplesIn) (SamplesOut, error) {
+func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in SamplesIn) (SamplesOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return SamplesOut{}, err
@@ -403,7 +403,7 @@ func sampleOut(s store.Sample) SampleOut {
 
 func r2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func (a *Agent) queryHistory(_ context.Context, _ *Call, in HistoryIn) (HistoryOut, error) {
+func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in HistoryIn) (HistoryOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return HistoryOut{}, err
@@ -480,7 +480,7 @@ func (a *Agent) unknownMetric(job, name string) error {
 		Hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
 }
 
-func (a *Agent) summary(_ context.Context, _ *Call, in SummaryIn) (SummaryOut, error) {
+func (a *Agent) summary(_ context.Context, _ *tool.Call, in SummaryIn) (SummaryOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return SummaryOut{}, err

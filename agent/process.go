@@ -143,7 +143,7 @@ type ProcessDetail struct {
 type SignalIn struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // SignalOut says what was signalled.
@@ -214,7 +214,7 @@ func (a *Agent) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]f
 
 func (a *Agent) registerProcess() {
 	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
-	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
+	tool.Add(a.tools, tool.Spec[ProcessListIn, ProcessListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -234,7 +234,7 @@ func (a *Agent) registerProcess() {
 			return s
 		},
 	})
-	add(a.tools, Spec[PIDIn, ProcessDetail]{
+	tool.Add(a.tools, tool.Spec[PIDIn, ProcessDetail]{
 		ID: "process.get_process_details", Title: "Process details",
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -245,7 +245,7 @@ func (a *Agent) registerProcess() {
 			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
 		},
 	})
-	add(a.tools, Spec[SignalIn, SignalOut]{
+	tool.Add(a.tools, tool.Spec[SignalIn, SignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchProcessSignals},
@@ -323,7 +323,7 @@ func (f ProcessFilter) match(p procs.Proc, s ProcessSummary) bool {
 	return true
 }
 
-func (a *Agent) listProcesses(ctx context.Context, _ *Call, in ProcessListIn) (ProcessListOut, error) {
+func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListIn) (ProcessListOut, error) {
 	if in.Filter.NamePattern != "" {
 		if _, err := path.Match(in.Filter.NamePattern, ""); err != nil {
 			return ProcessListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
@@ -405,7 +405,7 @@ func (a *Agent) noProcess(pid int) *tool.Error {
 		Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
 }
 
-func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessDetail, error) {
+func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (ProcessDetail, error) {
 	snap, cpu, err := a.procCPU(ctx, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
 		return ProcessDetail{}, a.noProcess(in.PID)
@@ -523,7 +523,7 @@ func (a *Agent) isSelf(ctx context.Context, pid int) bool {
 	return err == nil && pid == st.PID
 }
 
-func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {
+func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in SignalIn) (SignalOut, error) {
 	in.Signal = strings.TrimPrefix(in.Signal, "SIG")
 	id, user, err := a.signalCheck(ctx, in)
 	if err != nil {

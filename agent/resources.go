@@ -137,7 +137,7 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 // callAs runs tool id for the connection's principal through the whole
 // pipeline and returns its result object or its error.
 func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSession) (any, *tool.Error) {
-	t, ok := a.tools.get(id)
+	t, ok := a.tools.Get(id)
 	if !ok {
 		return nil, tool.Errf(CodeNotFound, "tool %s is not registered", id)
 	}
@@ -145,7 +145,7 @@ func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSes
 	if err != nil {
 		return nil, tool.Errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
 	}
-	c := &Call{Principal: principalOrUnknown(ctx), CorrelationID: newCorrelationID(), Session: ss}
+	c := &tool.Call{Principal: principalOrUnknown(ctx), CorrelationID: tool.NewCorrelationID(), Session: ss}
 	o := a.execute(ctx, t, c, raw)
 	return o.out, o.err
 }
@@ -276,7 +276,7 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 // auditRead records a refused read that did not go through a tool's
 // pipeline, as a denied tool call is.
 func (a *Agent) auditRead(p identity.Principal, id string, terr *tool.Error) {
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: "deny", Remote: p.Remote}
 	if _, err := a.record(rec, map[string]any{}, nil, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)

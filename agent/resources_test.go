@@ -473,7 +473,7 @@ func TestPromptCallsValidate(t *testing.T) {
 			t.Fatalf("%s: %v", d.p.Name, err)
 		}
 		for _, m := range call.FindAllStringSubmatch(text, -1) {
-			tl, ok := r.a.tools.lookup(m[1])
+			tl, ok := r.a.tools.Lookup(m[1])
 			if !ok {
 				t.Errorf("%s names %s, which is not a tool", d.p.Name, m[1])
 				continue
@@ -481,7 +481,7 @@ func TestPromptCallsValidate(t *testing.T) {
 			if !json.Valid([]byte(m[2])) {
 				continue // a placeholder the model fills in ("high" or "low")
 			}
-			if _, terr := tl.check(json.RawMessage(m[2])); terr != nil {
+			if _, terr := tl.Check(json.RawMessage(m[2])); terr != nil {
 				t.Errorf("%s: %s %s: %s", d.p.Name, m[1], m[2], terr.Message)
 			}
 			checked++

@@ -35,7 +35,7 @@ type UpdateServerIn struct {
 	Channel        string `json:"channel,omitempty" jsonschema:"the repository suite to update from: stable (default) or beta"`
 	TargetVersion  string `json:"target_version,omitempty" jsonschema:"a version the channel offers; default: the channel's newest"`
 	AllowDowngrade bool   `json:"allow_downgrade,omitempty" jsonschema:"allow target_version to be older than the installed version; never implied"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // CommonStatus is the tool catalog's status of a long-running operation
@@ -83,7 +83,7 @@ type LastUpdateStatus struct {
 var updateCore = []string{"helper", "database", "audit_chain", "audit_witness"}
 
 func (a *Agent) registerSelfUpdate() {
-	add(a.tools, Spec[UpdateServerIn, UpdateServerOut]{
+	tool.Add(a.tools, tool.Spec[UpdateServerIn, UpdateServerOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
 		Description: "Update raspi-mcp itself from its apt repository (channel stable or beta; default the channel's newest version). " +
 			"Both services restart: reconnect afterwards. The new version must pass its own start-up check within [manage] update_health_timeout, " +
@@ -105,7 +105,7 @@ func (a *Agent) registerSelfUpdate() {
 	})
 }
 
-func (a *Agent) updateServer(ctx context.Context, c *Call, in UpdateServerIn) (UpdateServerOut, error) {
+func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerIn) (UpdateServerOut, error) {
 	if in.Channel == "" {
 		in.Channel = "stable"
 	}
@@ -201,7 +201,7 @@ func newSelfUpdateWatch(a *Agent, fault string) *selfUpdateWatch {
 	return &selfUpdateWatch{a: a, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
 }
 
-func (w *selfUpdateWatch) start(ctx context.Context, c *Call, in UpdateServerIn, out UpdateServerOut) (UpdateServerOut, error) {
+func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in UpdateServerIn, out UpdateServerOut) (UpdateServerOut, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id, err := store.NewJobID()

@@ -121,7 +121,7 @@ type ServiceControlIn struct {
 	Action                      string `json:"action"`
 	Force                       bool   `json:"force,omitempty" jsonschema:"stop even though active units depend on it (admin only)"`
 	ConfirmBreakingDependencies bool   `json:"confirm_breaking_dependencies,omitempty" jsonschema:"required with force"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // ServiceControlOut is the unit's state after the action and before it (the
@@ -146,7 +146,7 @@ type ServiceControlOut struct {
 type ServiceEnableIn struct {
 	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 	Enabled     bool   `json:"enabled" jsonschema:"true: start at boot; false: do not"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // FileChange is one symlink systemd created or removed.
@@ -209,7 +209,7 @@ func (u *unitCPU) percents(now time.Time, list []units.Unit) map[string]float64 
 func (a *Agent) registerService() {
 	gate := config.SwitchServiceControl
 	nameProp := tool.P("service_name", tool.MinLen(1), tool.MaxLen(proto.MaxUnitName))
-	add(a.tools, Spec[ServiceListIn, ServiceListOut]{
+	tool.Add(a.tools, tool.Spec[ServiceListIn, ServiceListOut]{
 		ID: "service.list_services", Title: "Services",
 		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -225,7 +225,7 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	add(a.tools, Spec[ServiceStatusIn, ServiceDetail]{
+	tool.Add(a.tools, tool.Spec[ServiceStatusIn, ServiceDetail]{
 		ID: "service.get_status", Title: "Service status",
 		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -244,7 +244,7 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	add(a.tools, Spec[ServiceControlIn, ServiceControlOut]{
+	tool.Add(a.tools, tool.Spec[ServiceControlIn, ServiceControlOut]{
 		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
 		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
@@ -261,7 +261,7 @@ func (a *Agent) registerService() {
 			return fmt.Sprintf("%s %s: %s → %s (job %s)", o.Action, o.ServiceName, o.PreviousStatus, o.Status, o.JobResult)
 		},
 	})
-	add(a.tools, Spec[ServiceEnableIn, ServiceEnableOut]{
+	tool.Add(a.tools, tool.Spec[ServiceEnableIn, ServiceEnableOut]{
 		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
 		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
@@ -278,13 +278,13 @@ func (a *Agent) registerService() {
 			return fmt.Sprintf("%s %s: %s → %s", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState, o.UnitFileState)
 		},
 	})
-	add(a.tools, Spec[ServiceNameIn, ValidationOut]{
+	tool.Add(a.tools, tool.Spec[ServiceNameIn, ValidationOut]{
 		ID: "service.validate_unit_file", Title: "Validate a unit file",
 		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp},
 		Example:     &ServiceNameIn{ServiceName: "nginx.service"},
-		Run: func(ctx context.Context, _ *Call, in ServiceNameIn) (ValidationOut, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in ServiceNameIn) (ValidationOut, error) {
 			name, err := a.unitName(in.ServiceName)
 			if err != nil {
 				return ValidationOut{}, err
@@ -371,7 +371,7 @@ func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) S
 	return s
 }
 
-func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (ServiceListOut, error) {
+func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in ServiceListIn) (ServiceListOut, error) {
 	if in.Pattern != "" {
 		if _, err := path.Match(in.Pattern, ""); err != nil {
 			return ServiceListOut{}, tool.Errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).With("parameter", "pattern")
@@ -413,7 +413,7 @@ func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (Se
 	return out, nil
 }
 
-func (a *Agent) serviceStatus(ctx context.Context, _ *Call, in ServiceStatusIn) (ServiceDetail, error) {
+func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatusIn) (ServiceDetail, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
 		return ServiceDetail{}, err
@@ -465,7 +465,7 @@ func (a *Agent) changeable(name string) error {
 	return nil
 }
 
-func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn) (ServiceControlOut, error) {
+func (a *Agent) controlService(ctx context.Context, c *tool.Call, in ServiceControlIn) (ServiceControlOut, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
 		return ServiceControlOut{}, err
@@ -527,7 +527,7 @@ func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn
 	return out, nil
 }
 
-func (a *Agent) setEnabled(ctx context.Context, c *Call, in ServiceEnableIn) (ServiceEnableOut, error) {
+func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in ServiceEnableIn) (ServiceEnableOut, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
 		return ServiceEnableOut{}, err

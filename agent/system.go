@@ -87,7 +87,7 @@ var healthProps = []tool.Prop{
 type PowerIn struct {
 	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
 	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // ShutdownIn is system.shutdown: the reboot's parameters plus the force flag
@@ -121,27 +121,27 @@ type CancelPowerOut struct {
 
 // CancelIn is the input of cancelling tools: guard arguments only.
 type CancelIn struct {
-	GuardArgs
+	tool.GuardArgs
 }
 
 func (a *Agent) registerSystem() {
-	add(a.tools, Spec[NoArgs, BasicInfo]{
+	tool.Add(a.tools, tool.Spec[NoArgs, BasicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
 		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
 		Summary: func(_ NoArgs, b BasicInfo) string {
 			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
 		},
 	})
-	add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
+	tool.Add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
 		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
-	add(a.tools, Spec[NoArgs, Capabilities]{
+	tool.Add(a.tools, tool.Spec[NoArgs, Capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, c *Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
+		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
 		Summary: func(_ NoArgs, cp Capabilities) string {
 			n := 0
 			for _, d := range cp.Domains {
@@ -155,26 +155,26 @@ func (a *Agent) registerSystem() {
 		},
 	})
 	powerProps := []tool.Prop{tool.P("delay_seconds", tool.Min(0), tool.Max(proto.MaxDelaySeconds), tool.Default(5)), tool.P("at", tool.Format("date-time"), tool.MaxLen(40))}
-	add(a.tools, Spec[PowerIn, PowerOut]{
+	tool.Add(a.tools, tool.Spec[PowerIn, PowerOut]{
 		ID: "system.reboot", Title: "Reboot",
 		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in PowerIn) (PowerOut, error) {
 			return a.power(ctx, c, proto.ActionReboot, in)
 		},
 		Summary: powerLine,
 	})
-	add(a.tools, Spec[ShutdownIn, PowerOut]{
+	tool.Add(a.tools, tool.Spec[ShutdownIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
 		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, tool.P("force", tool.Default(false))),
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ShutdownIn) (PowerOut, error) {
 			if err := a.pendingReboot(ctx, in.Force); err != nil {
 				return PowerOut{}, err
 			}
@@ -182,13 +182,15 @@ func (a *Agent) registerSystem() {
 		},
 		Summary: func(in ShutdownIn, o PowerOut) string { return powerLine(in.PowerIn, o) },
 	})
-	add(a.tools, Spec[CancelIn, CancelPowerOut]{
+	tool.Add(a.tools, tool.Spec[CancelIn, CancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
 		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Idempotent:  true,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run:         func(ctx context.Context, c *Call, _ CancelIn) (CancelPowerOut, error) { return a.cancelPower(ctx, c) },
+		Run: func(ctx context.Context, c *tool.Call, _ CancelIn) (CancelPowerOut, error) {
+			return a.cancelPower(ctx, c)
+		},
 		Summary: func(_ CancelIn, o CancelPowerOut) string {
 			switch {
 			case o.DryRun && o.Action != "":
@@ -203,12 +205,12 @@ func (a *Agent) registerSystem() {
 
 // healthSpec is the snapshot tool; system and metrics both expose it, since the
 // tool catalog gives metrics.get_realtime_metrics the same result (spec 002 §3.2, §4.1).
-func (a *Agent) healthSpec(id, title, desc string) Spec[NoArgs, HealthSnapshot] {
-	return Spec[NoArgs, HealthSnapshot]{
+func (a *Agent) healthSpec(id, title, desc string) tool.Spec[NoArgs, HealthSnapshot] {
+	return tool.Spec[NoArgs, HealthSnapshot]{
 		ID: id, Title: title, Description: desc,
 		Rule:     tool.Rule{MinRole: identity.RoleRead},
 		OutProps: healthProps,
-		Run:      func(ctx context.Context, _ *Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
+		Run:      func(ctx context.Context, _ *tool.Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
 		Summary:  func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },
 	}
 }
@@ -291,7 +293,7 @@ func healthLine(h HealthSnapshot) string {
 // keeps it in the jobs queue and enforces the minimum interval between two
 // power actions. A dry run asks the helper what is scheduled now, so a
 // passing dry run also proves the helper is reachable.
-func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (PowerOut, error) {
+func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in PowerIn) (PowerOut, error) {
 	now := time.Now()
 	req := proto.PowerScheduleReq{Action: action, DelaySeconds: in.DelaySeconds, Reason: c.Reason}
 	when := now.Add(time.Duration(in.DelaySeconds) * time.Second)
@@ -391,7 +393,7 @@ func (a *Agent) powerRateLimit(when time.Time) error {
 	return nil
 }
 
-func (a *Agent) cancelPower(ctx context.Context, c *Call) (CancelPowerOut, error) {
+func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (CancelPowerOut, error) {
 	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return CancelPowerOut{}, err

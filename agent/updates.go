@@ -156,7 +156,7 @@ type OSJobBrief struct {
 // PreviewIn is manage.preview_os_updates.
 type PreviewIn struct {
 	Refresh *bool `json:"refresh,omitempty" jsonschema:"refresh the package lists first (apt-get update); default true"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PreviewOut is the plan a full upgrade would carry out now.
@@ -181,14 +181,14 @@ type PreviewOut struct {
 // ApplyIn is manage.apply_os_updates.
 type ApplyIn struct {
 	PlanHash string `json:"plan_hash" jsonschema:"from manage_preview_os_updates"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // UpdateOSIn is manage.update_os: preview and apply in one call; a
 // plan_hash binds it to a preview as apply does.
 type UpdateOSIn struct {
 	PlanHash string `json:"plan_hash,omitempty" jsonschema:"optional: the preview's plan_hash, to install only if the plan is still that one"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PackageVersions is one package around an apply.
@@ -214,7 +214,7 @@ type ApplyOut struct {
 }
 
 func (a *Agent) registerUpdates() {
-	add(a.tools, Spec[NoArgs, CheckUpdatesOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, CheckUpdatesOut]{
 		ID: "manage.check_for_updates", Title: "Check for updates",
 		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -234,7 +234,7 @@ func (a *Agent) registerUpdates() {
 			return s
 		},
 	})
-	add(a.tools, Spec[PreviewIn, PreviewOut]{
+	tool.Add(a.tools, tool.Spec[PreviewIn, PreviewOut]{
 		ID: "manage.preview_os_updates", Title: "Preview OS updates",
 		Description: "Refresh the package lists (unless refresh is false) and show what a full upgrade would do: every package with its versions and archive, security fixes, new packages, removals, held packages, download size, disk space and whether a reboot will be needed, with a plan_hash naming exactly that plan. Installs nothing; apply it with manage_apply_os_updates. Needs [manage] updates.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: config.SwitchManageUpdates},
@@ -246,19 +246,19 @@ func (a *Agent) registerUpdates() {
 				len(o.Installs), len(o.Removals), len(o.Held), bytesText(o.DownloadBytes), o.PlanHash)
 		},
 	})
-	add(a.tools, Spec[ApplyIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[ApplyIn, ApplyOut]{
 		ID: "manage.apply_os_updates", Title: "Apply OS updates",
 		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash): refused with the difference if the packages on offer changed since. Configuration files you changed are kept. Runs as a job (manage_list_jobs) that manage_cancel_job can stop until dpkg starts. Critical: change_prepare then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
 		Example:     &ApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
-		Run: func(ctx context.Context, c *Call, in ApplyIn) (ApplyOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ApplyIn) (ApplyOut, error) {
 			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
 		},
 		Summary: applySummary,
 	})
-	add(a.tools, Spec[UpdateOSIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[UpdateOSIn, ApplyOut]{
 		ID: "manage.update_os", Title: "Update the OS",
 		Description: "Preview and apply in one step: refresh the package lists, work out the full upgrade and install it, with the plan in the audit trail. With plan_hash it installs only if the plan is still that one. Critical: change_prepare (whose plan is this tool's dry run) then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
@@ -310,7 +310,7 @@ func (a *Agent) needApt() error {
 	return nil
 }
 
-func (a *Agent) checkForUpdates(ctx context.Context, _ *Call, _ NoArgs) (CheckUpdatesOut, error) {
+func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ NoArgs) (CheckUpdatesOut, error) {
 	if err := a.needApt(); err != nil {
 		return CheckUpdatesOut{}, err
 	}
@@ -365,12 +365,12 @@ const pollEvery = time.Second
 // is their progress, and a second-counting heartbeat beside it would not
 // grow in step with it.
 type progressOut struct {
-	c        *Call
+	c        *tool.Call
 	lo, span float64
 	sent     float64
 }
 
-func newProgress(c *Call, lo, span float64) *progressOut {
+func newProgress(c *tool.Call, lo, span float64) *progressOut {
 	return &progressOut{c: c, lo: lo, span: span, sent: -1}
 }
 
@@ -437,11 +437,11 @@ func (a *Agent) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, err
 	return a.waitRun(ctx, pr, run.ID)
 }
 
-func (a *Agent) previewOSUpdates(ctx context.Context, c *Call, in PreviewIn) (PreviewOut, error) {
+func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in PreviewIn) (PreviewOut, error) {
 	return a.preview(ctx, c, in, newProgress(c, 0, 100))
 }
 
-func (a *Agent) preview(ctx context.Context, c *Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
+func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
 	if err := a.needApt(); err != nil {
 		return PreviewOut{}, err
 	}
@@ -548,7 +548,7 @@ func packagesOf(p apt.Plan) []PackageVersions {
 
 // applyOSUpdates installs the plan named by hash (any current plan when
 // hash is "" and bound is false: manage_update_os without a hash).
-func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
+func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
 	if err := a.needApt(); err != nil {
 		return ApplyOut{}, err
 	}
@@ -600,7 +600,7 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound 
 
 // follow waits for a run to end and audits how it ended, with the
 // versions before and after.
-func (a *Agent) follow(ctx context.Context, c *Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
+func (a *Agent) follow(ctx context.Context, c *tool.Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
 	run, err := a.waitRun(ctx, pr, id)
 	if err != nil {
 		a.log.Warn("lost track of an OS update run", "job", id, "err", err)
@@ -628,7 +628,7 @@ func planNames(p apt.Plan) []string {
 
 // auditRun records one step of a run under the caller's correlation id,
 // as the job it is.
-func (a *Agent) auditRun(c *Call, run proto.AptRun, what, msg string) {
+func (a *Agent) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
 		Tool: "manage.apply_os_updates", Reason: "OS update " + run.ID + " " + what, Message: truncate(msg, 4000)}
 	if err := a.auditJob(rec, map[string]any{"job_id": run.ID, "plan_hash": run.PlanHash}, map[string]any{"state": run.State, "error": run.Error}); err != nil {
@@ -671,7 +671,7 @@ func protoPackages(cs []apt.Change) []proto.AptPackage {
 // updateOS is preview and apply in one: the dry run (change_prepare's
 // plan) is the preview without a refresh; the real call refreshes,
 // previews and, if plan_hash is given, applies only that plan.
-func (a *Agent) updateOS(ctx context.Context, c *Call, in UpdateOSIn) (ApplyOut, error) {
+func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in UpdateOSIn) (ApplyOut, error) {
 	if err := a.needApt(); err != nil {
 		return ApplyOut{}, err
 	}

@@ -1,7 +1,11 @@
 // Package tool is the call pipeline every tool call of the agent passes
-// (issue 29): the error shape a model acts on, the policy decision, and
-// the helpers that tighten a tool's generated JSON schemas. It knows no
-// namespace and no device; the agent keeps the catalog.
+// (issue 29): the error shape a model acts on (Error), the policy decision
+// (Rule, Guard, Decide), the typed Spec a tool is built from with the
+// helpers that tighten its generated JSON schemas (Prop, P, Min, ...), the
+// Call a handler serves, and the Registry that builds, validates, lists,
+// mounts and unmounts tools. It knows no namespace and no device: the agent
+// keeps the catalog and hands the registry what it needs (Options), and
+// must not be linked from here (deps_test.go).
 package tool
 
 import (
