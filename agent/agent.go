@@ -23,6 +23,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/transport"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
@@ -108,7 +109,7 @@ type Agent struct {
 	log        *slog.Logger
 	started    time.Time
 	server     *mcp.Server
-	tools      *registry
+	tools      *tool.Registry
 	lan        []*lanDomain // mounted LAN MCP servers ([[upstream]])
 	sampler    *Sampler
 	io         ioMeter // the health snapshot's network and disk rates
@@ -166,7 +167,7 @@ func New(o Options) (*Agent, error) {
 	// Before any record is written: log a tampered trail, and have new
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
-	a.tools = newRegistry(o.Config.Agent.ExposeDottedNames, o.CheckOutput)
+	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
 	a.asks = newAsks()
 	a.watch = newWatch()
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
@@ -190,8 +191,8 @@ func New(o Options) (*Agent, error) {
 	a.registerUpdates()
 	a.registerSelfUpdate()
 	a.registerSelftest()
-	if a.tools.err != nil {
-		return nil, a.tools.err
+	if a.tools.Err() != nil {
+		return nil, a.tools.Err()
 	}
 	if err := a.newLAN(); err != nil {
 		return nil, err
@@ -210,8 +211,8 @@ func New(o Options) (*Agent, error) {
 		UnsubscribeHandler: a.unsubscribe,
 		CompletionHandler:  a.complete, // complete.go
 	})
-	for _, t := range a.tools.all() {
-		a.server.AddTool(t.mcp, a.handler(t))
+	for _, t := range a.tools.All() {
+		a.server.AddTool(t.MCP(), a.handler(t))
 	}
 	a.registerResources()
 	a.registerPrompts()
@@ -262,7 +263,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 // outermost middleware, so it also turns a panic anywhere in a request's
 // handling (a resource read, a prompt, the SDK itself) into that request's
 // internal error: go-sdk has no recover, and the agent serves every session.
-// A tool's own panic is caught earlier, by tool.call, to be audited.
+// A tool's own panic is caught earlier, by tool.Tool.Run, to be audited.
 func (a *Agent) protocolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := a.recovering(ctx, next, method, req)

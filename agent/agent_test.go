@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -23,41 +24,41 @@ func TestDecideTable(t *testing.T) {
 	off := config.Default()
 	disabled := config.Laptop("/x", "a")
 	disabled.System.Enabled = false
-	reboot := Rule{Tool: "system.reboot", Domain: "system", MinRole: RoleOperate, Risk: RiskHigh,
+	reboot := tool.Rule{Tool: "system.reboot", Domain: "system", MinRole: RoleOperate, Risk: tool.RiskHigh,
 		Gate: config.SwitchSystemReboot}
-	shutdown := Rule{Tool: "system.shutdown", Domain: "system", MinRole: RoleAdmin, Risk: RiskCritical,
+	shutdown := tool.Rule{Tool: "system.shutdown", Domain: "system", MinRole: RoleAdmin, Risk: tool.RiskCritical,
 		Gate: config.SwitchSystemShutdown}
-	read := Rule{Tool: "system.get_basic_info", Domain: "system", MinRole: RoleRead}
+	read := tool.Rule{Tool: "system.get_basic_info", Domain: "system", MinRole: RoleRead}
 	p := func(r Role) Principal { return Principal{Name: "u", Role: r} }
-	ok := Guard{Confirm: true, Reason: "why"}
+	ok := tool.Guard{Confirm: true, Reason: "why"}
 	for i, tc := range []struct {
 		cfg       config.Config
 		p         Principal
-		r         Rule
-		g         Guard
+		r         tool.Rule
+		g         tool.Guard
 		committed bool
 		want      string // error code, "" = allowed
 		inMsg     string
 	}{
-		{on, p(RoleNone), read, Guard{}, false, CodePermissionDenied, "no role"},
-		{on, p(RoleRead), read, Guard{}, false, "", ""},
-		{disabled, p(RoleAdmin), read, Guard{}, false, CodePermissionDenied, "namespace is disabled"},
+		{on, p(RoleNone), read, tool.Guard{}, false, CodePermissionDenied, "no role"},
+		{on, p(RoleRead), read, tool.Guard{}, false, "", ""},
+		{disabled, p(RoleAdmin), read, tool.Guard{}, false, CodePermissionDenied, "namespace is disabled"},
 		{on, p(RoleRead), reboot, ok, false, CodePermissionDenied, "needs role operate"},
-		{on, p(RoleRead), reboot, Guard{DryRun: true}, false, CodePermissionDenied, "needs role operate"},
+		{on, p(RoleRead), reboot, tool.Guard{DryRun: true}, false, CodePermissionDenied, "needs role operate"},
 		{off, p(RoleAdmin), reboot, ok, false, CodePermissionDenied, "switched off"},
-		{off, p(RoleAdmin), reboot, Guard{DryRun: true}, false, CodePermissionDenied, "switched off"},
-		{on, p(RoleOperate), reboot, Guard{}, false, CodeFailedPrecondition, "confirm: true and a reason"},
-		{on, p(RoleOperate), reboot, Guard{Confirm: true}, false, CodeFailedPrecondition, "high-risk"},
-		{on, p(RoleOperate), reboot, Guard{Reason: "x"}, false, CodeFailedPrecondition, "high-risk"},
-		{on, p(RoleOperate), reboot, Guard{DryRun: true}, false, "", ""},
+		{off, p(RoleAdmin), reboot, tool.Guard{DryRun: true}, false, CodePermissionDenied, "switched off"},
+		{on, p(RoleOperate), reboot, tool.Guard{}, false, CodeFailedPrecondition, "confirm: true and a reason"},
+		{on, p(RoleOperate), reboot, tool.Guard{Confirm: true}, false, CodeFailedPrecondition, "high-risk"},
+		{on, p(RoleOperate), reboot, tool.Guard{Reason: "x"}, false, CodeFailedPrecondition, "high-risk"},
+		{on, p(RoleOperate), reboot, tool.Guard{DryRun: true}, false, "", ""},
 		{on, p(RoleOperate), reboot, ok, false, "", ""},
 		{on, p(RoleOperate), shutdown, ok, true, CodePermissionDenied, "needs role admin"},
 		{on, p(RoleAdmin), shutdown, ok, false, CodeFailedPrecondition, "change_prepare"},
-		{on, p(RoleAdmin), shutdown, Guard{DryRun: true}, false, "", ""},
-		{on, p(RoleAdmin), shutdown, Guard{}, true, "", ""},
-		{off, p(RoleAdmin), shutdown, Guard{}, true, CodePermissionDenied, "switched off"},
+		{on, p(RoleAdmin), shutdown, tool.Guard{DryRun: true}, false, "", ""},
+		{on, p(RoleAdmin), shutdown, tool.Guard{}, true, "", ""},
+		{off, p(RoleAdmin), shutdown, tool.Guard{}, true, CodePermissionDenied, "switched off"},
 	} {
-		err := Decide(&tc.cfg, tc.p, tc.r, tc.g, tc.committed)
+		err := tool.Decide(&tc.cfg, tc.p, tc.r, tc.g, tc.committed)
 		got := ""
 		if err != nil {
 			got = err.Code
@@ -72,46 +73,46 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
 func TestToolNamesAndSchemas(t *testing.T) {
 	r := newRig(t, nil)
-	if len(r.a.tools.order) < 11 {
-		t.Fatalf("only %d tools", len(r.a.tools.order))
+	if len(r.a.tools.All()) < 11 {
+		t.Fatalf("only %d tools", len(r.a.tools.All()))
 	}
-	for _, tl := range r.a.tools.order {
-		if !nameRE.MatchString(tl.name) {
-			t.Errorf("wire name %q breaks %s", tl.name, nameRE)
+	for _, tl := range r.a.tools.All() {
+		if !nameRE.MatchString(tl.Name()) {
+			t.Errorf("wire name %q breaks %s", tl.Name(), nameRE)
 		}
-		if tl.input().tree.AdditionalProperties == nil || tl.input().tree.AdditionalProperties.Not == nil {
-			t.Errorf("%s: input schema does not forbid additional properties", tl.name)
+		if tl.Input().Tree.AdditionalProperties == nil || tl.Input().Tree.AdditionalProperties.Not == nil {
+			t.Errorf("%s: input schema does not forbid additional properties", tl.Name())
 		}
-		ann := tl.mcp.Annotations
-		if ann.ReadOnlyHint == tl.mutating {
-			t.Errorf("%s: readOnlyHint %v but mutating %v", tl.name, ann.ReadOnlyHint, tl.mutating)
+		ann := tl.MCP().Annotations
+		if ann.ReadOnlyHint == tl.Mutating() {
+			t.Errorf("%s: readOnlyHint %v but mutating %v", tl.Name(), ann.ReadOnlyHint, tl.Mutating())
 		}
-		if tl.mutating && tl.rule.Risk >= RiskHigh && (ann.DestructiveHint == nil || !*ann.DestructiveHint) {
-			t.Errorf("%s: high-risk tool without destructiveHint", tl.name)
+		if tl.Mutating() && tl.Rule().Risk >= tool.RiskHigh && (ann.DestructiveHint == nil || !*ann.DestructiveHint) {
+			t.Errorf("%s: high-risk tool without destructiveHint", tl.Name())
 		}
 	}
 	// Dotted mode exposes the canonical ids; a bad id fails start-up.
 	c := config.Laptop("/x", "a")
 	c.Agent.ExposeDottedNames = true
-	reg := newRegistry(true, true)
-	add(reg, Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	if reg.err != nil || reg.order[0].name != "system.get_basic_info" {
-		t.Fatalf("dotted: %v %v", reg.err, reg.order)
+	reg := tool.NewRegistry(tool.Options{Dotted: true, CheckOutput: true})
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	if reg.Err() != nil || reg.All()[0].Name() != "system.get_basic_info" {
+		t.Fatalf("dotted: %v %v", reg.Err(), reg.All())
 	}
-	add(reg, Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	if reg.err == nil {
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	if reg.Err() == nil {
 		t.Fatal("duplicate id accepted")
 	}
 	for _, bad := range []string{"System.Info", "system.get-info", "x." + strings.Repeat("a", 50)} {
-		if _, err := wireName(bad, false); err == nil {
+		if _, err := tool.WireName(bad, false); err == nil {
 			t.Errorf("wireName(%q) accepted", bad)
 		}
 	}
-	reg = newRegistry(false, true)
-	add(reg, Spec[NoArgs, NoArgs]{ID: "a.b_c", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	add(reg, Spec[NoArgs, NoArgs]{ID: "a_b.c", Run: func(context.Context, *Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	if reg.err == nil || !strings.Contains(reg.err.Error(), "collides") {
-		t.Fatalf("collision a.b_c / a_b.c not caught: %v", reg.err)
+	reg = tool.NewRegistry(tool.Options{CheckOutput: true})
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "a.b_c", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "a_b.c", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	if reg.Err() == nil || !strings.Contains(reg.Err().Error(), "collides") {
+		t.Fatalf("collision a.b_c / a_b.c not caught: %v", reg.Err())
 	}
 }
 
@@ -123,18 +124,18 @@ func TestOutputSchemaKeptAsJSON(t *testing.T) {
 	// against (built on the tool's first call) is the same schema.
 	r := newRig(t, nil)
 	local := 0
-	for _, tl := range r.a.tools.all() {
-		if tl.lan {
+	for _, tl := range r.a.tools.All() {
+		if tl.LAN() {
 			continue
 		}
 		local++
-		listed, ok := tl.mcp.InputSchema.(json.RawMessage)
+		listed, ok := tl.MCP().InputSchema.(json.RawMessage)
 		if !ok {
-			t.Fatalf("%s: InputSchema is %T, want json.RawMessage", tl.name, tl.mcp.InputSchema)
+			t.Fatalf("%s: InputSchema is %T, want json.RawMessage", tl.Name(), tl.MCP().InputSchema)
 		}
-		checked, err := json.Marshal(tl.input().tree)
+		checked, err := json.Marshal(tl.Input().Tree)
 		if err != nil || string(checked) != string(listed) {
-			t.Errorf("%s: listed input schema\n%s\ndiffers from the one calls are checked against\n%s (%v)", tl.name, listed, checked, err)
+			t.Errorf("%s: listed input schema\n%s\ndiffers from the one calls are checked against\n%s (%v)", tl.Name(), listed, checked, err)
 		}
 	}
 	if local < 50 {
@@ -146,18 +147,18 @@ func TestOutputSchemaKeptAsJSON(t *testing.T) {
 		Note  string `json:"note,omitempty"`
 	}
 	for _, check := range []bool{false, true} {
-		reg := newRegistry(false, check)
-		add(reg, Spec[NoArgs, out]{ID: "a.b", Run: func(context.Context, *Call, NoArgs) (out, error) { return out{}, nil }})
-		if reg.err != nil {
-			t.Fatal(reg.err)
+		reg := tool.NewRegistry(tool.Options{CheckOutput: check})
+		tool.Add(reg, tool.Spec[NoArgs, out]{ID: "a.b", Run: func(context.Context, *tool.Call, NoArgs) (out, error) { return out{}, nil }})
+		if reg.Err() != nil {
+			t.Fatal(reg.Err())
 		}
-		tl := reg.order[0]
-		if (tl.outRes != nil) != check {
-			t.Errorf("checkOutput %v: resolved output schema kept: %v", check, tl.outRes != nil)
+		tl := reg.All()[0]
+		if tl.ChecksOutput() != check {
+			t.Errorf("checkOutput %v: resolved output schema kept: %v", check, tl.ChecksOutput())
 		}
-		raw, ok := tl.mcp.OutputSchema.(json.RawMessage)
+		raw, ok := tl.MCP().OutputSchema.(json.RawMessage)
 		if !ok {
-			t.Fatalf("checkOutput %v: OutputSchema is %T, want json.RawMessage", check, tl.mcp.OutputSchema)
+			t.Fatalf("checkOutput %v: OutputSchema is %T, want json.RawMessage", check, tl.MCP().OutputSchema)
 		}
 		var got map[string]any
 		if err := json.Unmarshal(raw, &got); err != nil {
@@ -178,7 +179,7 @@ func badInputs(s *jsonschema.Schema) map[string]map[string]any {
 	cases := map[string]map[string]any{"unknown field": {"no_such_parameter": 1}}
 	for name, p := range s.Properties {
 		wrong := any("not-a-number")
-		switch schemaType(p) {
+		switch tool.SchemaType(p) {
 		case "string":
 			wrong = 12
 		case "object":
@@ -203,8 +204,8 @@ func badInputs(s *jsonschema.Schema) map[string]map[string]any {
 
 func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 	r := newRig(t, nil)
-	for _, tl := range r.a.tools.order {
-		cases := badInputs(tl.input().tree)
+	for _, tl := range r.a.tools.All() {
+		cases := badInputs(tl.Input().Tree)
 		names := make([]string, 0, len(cases))
 		for n := range cases {
 			names = append(names, n)
@@ -212,16 +213,16 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 		sort.Strings(names)
 		for _, n := range names {
 			before := r.auditCount()
-			_, e := callAs[any](t, r, admin, tl.name, cases[n])
+			_, e := callAs[any](t, r, admin, tl.Name(), cases[n])
 			if e == nil || e.Code != CodeInvalidArgument {
-				t.Errorf("%s %s: got %+v, want invalid_argument", tl.name, n, e)
+				t.Errorf("%s %s: got %+v, want invalid_argument", tl.Name(), n, e)
 				continue
 			}
 			if _, ok := e.Details["parameter"]; !ok {
-				t.Errorf("%s %s: error does not name the parameter: %+v", tl.name, n, e)
+				t.Errorf("%s %s: error does not name the parameter: %+v", tl.Name(), n, e)
 			}
 			if got := r.auditCount() - before; got != 1 {
-				t.Errorf("%s %s: %d audit records, want 1", tl.name, n, got)
+				t.Errorf("%s %s: %d audit records, want 1", tl.Name(), n, got)
 			}
 		}
 	}
@@ -238,9 +239,9 @@ func TestEveryToolRefusesBadInputAndChangesNothing(t *testing.T) {
 // SDK would refuse to send them), so they go to the pipeline directly.
 func TestArgumentsMustBeAnObject(t *testing.T) {
 	r := newRig(t, nil)
-	tl, _ := r.a.tools.lookup("system_reboot")
+	tl, _ := r.a.tools.Lookup("system_reboot")
 	for _, raw := range []string{`[]`, `"x"`, `12`, `{"delay_seconds":1`} {
-		res := r.a.invoke(context.Background(), tl, &Call{Principal: admin, CorrelationID: "c"}, json.RawMessage(raw))
+		res := r.a.invoke(context.Background(), tl, &tool.Call{Principal: admin, CorrelationID: "c"}, json.RawMessage(raw))
 		if e := resultError(t, res); e.Code != CodeInvalidArgument {
 			t.Errorf("%s: %+v", raw, e)
 		}
@@ -272,7 +273,7 @@ func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 	}
 	_, e = callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"missing": []any{"confirm", "reason"}, "risk": "high", "tool": "system.reboot"})
-	diff(t, "no confirm: next call", []SuggestedCall{{Tool: "system_reboot", Arguments: map[string]any{"dry_run": true},
+	diff(t, "no confirm: next call", []tool.SuggestedCall{{Tool: "system_reboot", Arguments: map[string]any{"dry_run": true},
 		Why: "see what it would do; then call again with confirm: true and a reason"}}, e.Next)
 	if r.auditCount() != n+2 {
 		t.Fatal("no confirm: refusal not audited")
@@ -335,7 +336,7 @@ func TestShutdownNeedsChangeToken(t *testing.T) {
 	r := newRig(t, nil)
 	_, e := callAs[PowerOut](t, r, admin, "system_shutdown", map[string]any{"confirm": true, "reason": "move"})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"risk": "critical", "tool": "system.shutdown"})
-	diff(t, "direct: next call", []SuggestedCall{{Tool: "change_prepare",
+	diff(t, "direct: next call", []tool.SuggestedCall{{Tool: "change_prepare",
 		Arguments: map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"confirm": true, "delay_seconds": 5.0, "force": false, "reason": "move"}},
 		Why:       "get a single-use change token for exactly this call"}}, e.Next)
 
@@ -498,7 +499,7 @@ func TestOverTheSocket(t *testing.T) {
 	s := r.serve()
 	ctx := context.Background()
 	tools, err := s.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != len(r.a.tools.order) {
+	if err != nil || len(tools.Tools) != len(r.a.tools.All()) {
 		t.Fatalf("list: %v %v", err, tools)
 	}
 	_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"})

@@ -3,17 +3,19 @@ package agent
 import (
 	"fmt"
 	"strings"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 )
 
 // contract is raspi://agent/contract: how a model should work with this
 // server. The tool lists come from the registry at read time, so the text
 // cannot drift from what the server serves (LAN tools included).
 func (a *Agent) contract() string {
-	byRisk := map[Risk][]string{}
-	for _, t := range a.tools.all() {
-		byRisk[t.rule.Risk] = append(byRisk[t.rule.Risk], t.name)
+	byRisk := map[tool.Risk][]string{}
+	for _, t := range a.tools.All() {
+		byRisk[t.Rule().Risk] = append(byRisk[t.Rule().Risk], t.Name())
 	}
-	list := func(r Risk) string {
+	list := func(r tool.Risk) string {
 		if len(byRisk[r]) == 0 {
 			return "(none)"
 		}
@@ -52,6 +54,6 @@ Follow fix_hint and the suggested calls; retry only when retryable is true. A re
 - Never reuse a change token for other arguments, and never schedule a reboot or shutdown the person did not ask for.
 - Never read secrets: configuration shows only env: and file: references.
 `, firstRule, uriSummary, w("system.get_capabilities"), uriHealth, uriPins, "raspi://metrics/{metric}", uriSummary, uriHealth,
-		list(RiskRead), list(RiskLow), list(RiskHigh), w("change.prepare"), w("change.commit"), list(RiskCritical))
+		list(tool.RiskRead), list(tool.RiskLow), list(tool.RiskHigh), w("change.prepare"), w("change.commit"), list(tool.RiskCritical))
 	return b.String()
 }

@@ -116,26 +116,26 @@ func TestAppLogsPages(t *testing.T) {
 func TestPaginationNamesAgree(t *testing.T) {
 	r := newRig(t, nil)
 	paged := 0
-	for _, tl := range r.a.tools.all() {
+	for _, tl := range r.a.tools.All() {
 		var outSchema jsonschema.Schema
-		if err := json.Unmarshal(tl.mcp.OutputSchema.(json.RawMessage), &outSchema); err != nil {
-			t.Fatalf("%s: output schema: %v", tl.name, err)
+		if err := json.Unmarshal(tl.MCP().OutputSchema.(json.RawMessage), &outSchema); err != nil {
+			t.Fatalf("%s: output schema: %v", tl.Name(), err)
 		}
-		in, out := tl.input().tree.Properties, outSchema.Properties
+		in, out := tl.Input().Tree.Properties, outSchema.Properties
 		if off, ok := in["offset"]; ok {
 			paged++
 			if lim := in["limit"]; lim == nil || lim.Minimum == nil || *lim.Minimum != 1 || off.Minimum == nil || *off.Minimum != 0 {
-				t.Errorf("%s: limit/offset bounds", tl.name)
+				t.Errorf("%s: limit/offset bounds", tl.Name())
 			}
 			for _, k := range []string{"returned_count", "has_more", "next_offset"} {
 				if _, ok := out[k]; !ok {
-					t.Errorf("%s pages by offset but answers no %s", tl.name, k)
+					t.Errorf("%s pages by offset but answers no %s", tl.Name(), k)
 				}
 			}
 		}
 		for _, k := range []string{"since", "until"} {
-			if p, ok := in[k]; ok && p.Format != "date-time" && tl.id != "logs.query_journal" {
-				t.Errorf("%s: %s is not a date-time", tl.name, k)
+			if p, ok := in[k]; ok && p.Format != "date-time" && tl.ID() != "logs.query_journal" {
+				t.Errorf("%s: %s is not a date-time", tl.Name(), k)
 			}
 		}
 	}

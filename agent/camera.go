@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -24,7 +25,7 @@ import (
 type TakePhotoIn struct {
 	Resolution string `json:"resolution,omitempty"`
 	Format     string `json:"format,omitempty"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PhotoOut is camera.take_photo's result: the file the server wrote and, when
@@ -47,7 +48,7 @@ type CaptureIn struct {
 	Height  int    `json:"height"`
 	Format  string `json:"format,omitempty"`
 	Quality int    `json:"quality,omitempty"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // CaptureOut describes the photo and carries it twice: base64 in image_data,
@@ -79,24 +80,24 @@ func (o CaptureOut) content() []mcp.Content {
 }
 
 func (a *Agent) registerCamera() {
-	add(a.tools, Spec[TakePhotoIn, PhotoOut]{
+	tool.Add(a.tools, tool.Spec[TakePhotoIn, PhotoOut]{
 		ID: "camera.take_photo", Title: "Take a photo",
 		Description: "Take a photo with the camera module and save it on the device under the media root.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
-		Props:       []Prop{prop("resolution", enum("640x480", "1280x720", "1920x1080"), def("1280x720")), prop("format", enum("jpeg", "png"), def("jpeg"))},
-		Run: func(ctx context.Context, c *Call, in TakePhotoIn) (PhotoOut, error) {
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
+		Props:       []tool.Prop{tool.P("resolution", tool.Enum("640x480", "1280x720", "1920x1080"), tool.Default("1280x720")), tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg"))},
+		Run: func(ctx context.Context, c *tool.Call, in TakePhotoIn) (PhotoOut, error) {
 			var w, h int
 			fmt.Sscanf(in.Resolution, "%dx%d", &w, &h)
 			return a.photo(ctx, c, proto.CameraCaptureReq{Width: w, Height: h, Format: in.Format, Quality: camera.DefaultQuality})
 		},
 		Summary: func(_ TakePhotoIn, o PhotoOut) string { return photoLine(o) },
 	})
-	add(a.tools, Spec[CaptureIn, CaptureOut]{
+	tool.Add(a.tools, tool.Spec[CaptureIn, CaptureOut]{
 		ID: "camera.capture", Title: "Capture an image",
 		Description: "Take a photo and return it as an image (size-capped by config), also saved under the media root.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
-		Props: []Prop{prop("width", enum(640, 1280, 1920)), prop("height", enum(480, 720, 1080)),
-			prop("format", enum("jpeg", "png"), def("jpeg")), prop("quality", minimum(1), maximum(100), def(85))},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
+		Props: []tool.Prop{tool.P("width", tool.Enum(640, 1280, 1920)), tool.P("height", tool.Enum(480, 720, 1080)),
+			tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg")), tool.P("quality", tool.Min(1), tool.Max(100), tool.Default(85))},
 		Slow:    true,
 		Example: &CaptureIn{Width: 640, Height: 480},
 		Run:     a.capture,
@@ -104,11 +105,11 @@ func (a *Agent) registerCamera() {
 	})
 }
 
-func (a *Agent) photo(ctx context.Context, c *Call, req proto.CameraCaptureReq) (PhotoOut, error) {
+func (a *Agent) photo(ctx context.Context, c *tool.Call, req proto.CameraCaptureReq) (PhotoOut, error) {
 	if err := req.Validate(); err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) {
-			return PhotoOut{}, errf(CodeInvalidArgument, "%s", strings.TrimPrefix(pe.Message, "proto: ")).details(pe.Details)
+			return PhotoOut{}, tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(pe.Message, "proto: ")).WithDetails(pe.Details)
 		}
 		return PhotoOut{}, err
 	}
@@ -140,7 +141,7 @@ func publicURL(base, root, path string) string {
 	return strings.TrimRight(base, "/") + "/" + strings.Join(parts, "/")
 }
 
-func (a *Agent) capture(ctx context.Context, c *Call, in CaptureIn) (CaptureOut, error) {
+func (a *Agent) capture(ctx context.Context, c *tool.Call, in CaptureIn) (CaptureOut, error) {
 	p, err := a.photo(ctx, c, proto.CameraCaptureReq{Width: in.Width, Height: in.Height, Format: in.Format, Quality: in.Quality})
 	if err != nil || p.DryRun {
 		return CaptureOut{PhotoOut: p}, err

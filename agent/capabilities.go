@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -98,7 +99,7 @@ func (a *Agent) device(ctx context.Context) (DeviceCaps, error) {
 	return DeviceCaps{Model: b.Model, IsRaspberryPi: hw.IsRaspberryPi}, nil
 }
 
-func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error) {
+func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (Capabilities, error) {
 	dev, err := a.device(ctx)
 	if err != nil {
 		return Capabilities{}, err
@@ -115,17 +116,17 @@ func (a *Agent) capabilities(ctx context.Context, c *Call) (Capabilities, error)
 		Caller:   Caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
 	}
 	byDomain := map[string]*DomainCaps{}
-	for _, t := range a.tools.all() {
-		d := byDomain[t.rule.Domain]
+	for _, t := range a.tools.All() {
+		d := byDomain[t.Rule().Domain]
 		if d == nil {
-			on, _ := domainEnabled(a.conf(), t.rule.Domain)
-			d = &DomainCaps{Name: t.rule.Domain, Enabled: on}
-			byDomain[t.rule.Domain] = d
+			on, _ := tool.DomainEnabled(a.conf(), t.Rule().Domain)
+			d = &DomainCaps{Name: t.Rule().Domain, Enabled: on}
+			byDomain[t.Rule().Domain] = d
 		}
-		tc := ToolCaps{Name: t.name, ID: t.id, Title: t.mcp.Title, Risk: t.rule.Risk.String(), MinRole: t.rule.MinRole.String(),
-			Stability: t.stable, ReadOnly: !t.mutating}
+		tc := ToolCaps{Name: t.Name(), ID: t.ID(), Title: t.MCP().Title, Risk: t.Rule().Risk.String(), MinRole: t.Rule().MinRole.String(),
+			Stability: t.Stability(), ReadOnly: !t.Mutating()}
 		// A dry run is exactly the check the real call makes, minus guards.
-		if err := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); err != nil {
+		if err := tool.Decide(a.conf(), c.Principal, t.Rule(), tool.Guard{DryRun: true}, false); err != nil {
 			tc.Unavailable = err.Message
 		} else {
 			tc.Available = true

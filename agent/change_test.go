@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 )
 
 // A change token is its holder's: another principal presenting it is
@@ -79,7 +81,7 @@ func TestHolderDoubleCommitRunsOnce(t *testing.T) {
 	p := prepare(t, r, root, "system_shutdown", map[string]any{"reason": "race", "delay_seconds": 60})
 	var (
 		wg   sync.WaitGroup
-		errs [2]*ToolError
+		errs [2]*tool.Error
 	)
 	for i, who := range []Principal{root, other} {
 		s := r.session(t, who) // opened here: the race is between the calls

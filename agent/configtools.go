@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -74,7 +75,7 @@ type ConfigDiffOut struct {
 type ConfigApplyIn struct {
 	ConfigCandidateIn
 	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"the diff_hash manage_config_diff reported: refused if the change would now be a different one"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // ConfigApplyOut is what an apply did.
@@ -92,24 +93,24 @@ func (o ConfigApplyOut) auditMessage() string {
 }
 
 func (a *Agent) registerConfigTools() {
-	candidate := prop("toml", maxLen(config.MaxDropIn))
-	add(a.tools, Spec[NoArgs, ConfigGetOut]{
+	candidate := tool.P("toml", tool.MaxLen(config.MaxDropIn))
+	tool.Add(a.tools, tool.Spec[NoArgs, ConfigGetOut]{
 		ID: "manage.config_get", Title: "Configuration in force",
 		Description: "Every configuration key in force with its value and the file it comes from (main file, a config.d drop-in or default), and whether manage_config_apply may change it. Secrets appear as references only.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		OutProps:    []Prop{prop("loaded_at", format("date-time"))},
-		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ConfigGetOut, error) { return a.configGet() },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		OutProps:    []tool.Prop{tool.P("loaded_at", tool.Format("date-time"))},
+		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (ConfigGetOut, error) { return a.configGet() },
 		Summary: func(_ NoArgs, o ConfigGetOut) string {
 			return fmt.Sprintf("%d keys from %s and %d drop-ins (generation %d)", len(o.Keys), o.Path, len(o.DropIns), o.Generation)
 		},
 	})
-	add(a.tools, Spec[ConfigCandidateIn, ConfigValidateOut]{
+	tool.Add(a.tools, tool.Spec[ConfigCandidateIn, ConfigValidateOut]{
 		ID: "manage.config_validate", Title: "Check a configuration drop-in",
 		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{candidate},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{candidate},
 		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
-		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
 			next, err := a.candidate(in.TOML)
 			var ke *config.KeyError
 			switch {
@@ -127,24 +128,24 @@ func (a *Agent) registerConfigTools() {
 			return "invalid: " + o.Errors[0].Error()
 		},
 	})
-	add(a.tools, Spec[ConfigCandidateIn, ConfigDiffOut]{
+	tool.Add(a.tools, tool.Spec[ConfigCandidateIn, ConfigDiffOut]{
 		ID: "manage.config_diff", Title: "What a configuration drop-in would change",
 		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{candidate},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{candidate},
 		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
-		Run: func(ctx context.Context, c *Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
 			d, _, err := a.configDiff(in.TOML)
 			return d, err
 		},
 		Summary: func(_ ConfigCandidateIn, o ConfigDiffOut) string { return diffLine(o) },
 	})
-	add(a.tools, Spec[ConfigApplyIn, ConfigApplyOut]{
+	tool.Add(a.tools, tool.Spec[ConfigApplyIn, ConfigApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
 		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: needs change_prepare then change_commit (or the person's confirmation). Keys that decide who may do what are refused.",
-		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical},
+		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
 		Destructive: true,
-		Props:       []Prop{candidate, prop("expect_diff_hash", maxLen(71))},
+		Props:       []tool.Prop{candidate, tool.P("expect_diff_hash", tool.MaxLen(71))},
 		Example:     &ConfigApplyIn{ConfigCandidateIn: ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"}},
 		Run:         a.configApply,
 		Summary: func(_ ConfigApplyIn, o ConfigApplyOut) string {
@@ -176,9 +177,9 @@ func orEmpty(s []string) []string {
 
 // noConfigFile is the error of the config tools on an agent started without
 // a config file to reload (a test, or an embedding).
-func (a *Agent) noConfigFile() *ToolError {
-	return errf(CodeFailedPrecondition, "this agent was started without a configuration file it can reload").
-		hint("on a device the agent runs with --config " + config.DefaultPath)
+func (a *Agent) noConfigFile() *tool.Error {
+	return tool.Errf(CodeFailedPrecondition, "this agent was started without a configuration file it can reload").
+		Hint("on a device the agent runs with --config " + config.DefaultPath)
 }
 
 func (a *Agent) configGet() (ConfigGetOut, error) {
@@ -187,7 +188,7 @@ func (a *Agent) configGet() (ConfigGetOut, error) {
 	}
 	origins, err := config.Origins(a.cfgPath)
 	if err != nil {
-		return ConfigGetOut{}, errf(CodeFailedPrecondition, "%v", err).with("path", a.cfgPath)
+		return ConfigGetOut{}, tool.Errf(CodeFailedPrecondition, "%v", err).With("path", a.cfgPath)
 	}
 	drop, err := config.DropIns(a.cfgPath)
 	if err != nil {
@@ -220,9 +221,9 @@ func (a *Agent) candidate(toml string) (config.Config, error) {
 	next, err := config.CheckCandidate(a.cfgPath, []byte(toml))
 	var ke *config.KeyError
 	if errors.As(err, &ke) && ke.Forbidden {
-		return config.Config{}, errf(CodePermissionDenied, "%s cannot be changed over MCP: it decides who may do what, and only the device's owner changes it", ke.Key).
-			with("key", ke.Key).with("mcp_drop_in", config.MCPDropInPath(a.cfgPath)).
-			hint("leave " + ke.Key + " out of the candidate; ask the owner to change it on the device (raspi-mcp config check FILE checks their edit)")
+		return config.Config{}, tool.Errf(CodePermissionDenied, "%s cannot be changed over MCP: it decides who may do what, and only the device's owner changes it", ke.Key).
+			With("key", ke.Key).With("mcp_drop_in", config.MCPDropInPath(a.cfgPath)).
+			Hint("leave " + ke.Key + " out of the candidate; ask the owner to change it on the device (raspi-mcp config check FILE checks their edit)")
 	}
 	return next, err
 }
@@ -233,14 +234,14 @@ func invalidCandidate(err error) error {
 	if !errors.As(err, &ke) {
 		return err
 	}
-	te := errf(CodeInvalidArgument, "%s", strings.TrimPrefix(ke.Error(), "config: ")).with("parameter", "toml")
+	te := tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(ke.Error(), "config: ")).With("parameter", "toml")
 	if ke.Key != "" {
-		te.with("key", ke.Key)
+		te.With("key", ke.Key)
 	}
 	if ke.Value != "" {
-		te.with("value", ke.Value)
+		te.With("value", ke.Value)
 	}
-	return te.hint("manage_config_validate shows every problem; manage_config_get lists the keys and their current values")
+	return te.Hint("manage_config_validate shows every problem; manage_config_get lists the keys and their current values")
 }
 
 // configDiff is the candidate's diff against the configuration in force,
@@ -277,16 +278,16 @@ func orEmptySwitches(s []config.SwitchChange) []config.SwitchChange {
 // config and not the other (wire names, sorted).
 func (a *Agent) toolsTurned(old, next *config.Config) (on, off []string) {
 	on, off = []string{}, []string{}
-	for _, t := range a.tools.all() {
-		if t.lan {
+	for _, t := range a.tools.All() {
+		if t.LAN() {
 			continue
 		}
-		was, is := switchedOn(old, t.rule), switchedOn(next, t.rule)
+		was, is := switchedOn(old, t.Rule()), switchedOn(next, t.Rule())
 		switch {
 		case !was && is:
-			on = append(on, t.name)
+			on = append(on, t.Name())
 		case was && !is:
-			off = append(off, t.name)
+			off = append(off, t.Name())
 		}
 	}
 	slices.Sort(on)
@@ -296,12 +297,12 @@ func (a *Agent) toolsTurned(old, next *config.Config) (on, off []string) {
 
 // switchedOn reports whether the config's switches let a tool with rule r
 // run: its namespace and its write switch.
-func switchedOn(c *config.Config, r Rule) bool {
-	on, _ := domainEnabled(c, r.Domain)
+func switchedOn(c *config.Config, r tool.Rule) bool {
+	on, _ := tool.DomainEnabled(c, r.Domain)
 	return on && r.Gate.Effective(c)
 }
 
-func (a *Agent) configApply(ctx context.Context, c *Call, in ConfigApplyIn) (ConfigApplyOut, error) {
+func (a *Agent) configApply(ctx context.Context, c *tool.Call, in ConfigApplyIn) (ConfigApplyOut, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	d, _, err := a.configDiff(in.TOML)
@@ -309,9 +310,9 @@ func (a *Agent) configApply(ctx context.Context, c *Call, in ConfigApplyIn) (Con
 		return ConfigApplyOut{}, err
 	}
 	if in.ExpectDiffHash != "" && in.ExpectDiffHash != d.DiffHash {
-		return ConfigApplyOut{}, errf(CodeFailedPrecondition, "the configuration changed since the diff: this candidate would now make a different change").
-			with("expect_diff_hash", in.ExpectDiffHash).with("diff_hash", d.DiffHash).with("changes", d.Changes).
-			hint("call manage_config_diff again, show the person the new changes, and apply with its diff_hash")
+		return ConfigApplyOut{}, tool.Errf(CodeFailedPrecondition, "the configuration changed since the diff: this candidate would now make a different change").
+			With("expect_diff_hash", in.ExpectDiffHash).With("diff_hash", d.DiffHash).With("changes", d.Changes).
+			Hint("call manage_config_diff again, show the person the new changes, and apply with its diff_hash")
 	}
 	out := ConfigApplyOut{ConfigDiffOut: d}
 	if c.DryRun {
@@ -357,16 +358,16 @@ func (a *Agent) configHealth(ctx context.Context) ([]string, error) {
 // returns the error that says why and that it happened.
 func (a *Agent) rollBack(ctx context.Context, d ConfigDiffOut, why error) error {
 	a.log.Warn("config apply failed its health check; rolling back", "diff_hash", d.DiffHash, "err", why)
-	te := errf(CodeFailedPrecondition, "the new configuration failed its health check and was rolled back: %v", why).
-		with("diff_hash", d.DiffHash).with("rolled_back", true)
+	te := tool.Errf(CodeFailedPrecondition, "the new configuration failed its health check and was rolled back: %v", why).
+		With("diff_hash", d.DiffHash).With("rolled_back", true)
 	if _, err := client.Call(ctx, a.helper, proto.ConfigRestore, proto.ConfigRestoreReq{}); err != nil {
 		a.log.Error("config roll back: the helper could not put the previous drop-in back", "err", err)
-		return errf(CodeInternal, "the new configuration failed its health check (%v) and the root helper could not put the previous drop-in back: %v", why, err).
-			with("diff_hash", d.DiffHash).with("rolled_back", false).
-			hint("on the device: check " + d.Path + " and its " + config.PrevSuffix + " copy, then `systemctl reload raspi-mcp`")
+		return tool.Errf(CodeInternal, "the new configuration failed its health check (%v) and the root helper could not put the previous drop-in back: %v", why, err).
+			With("diff_hash", d.DiffHash).With("rolled_back", false).
+			Hint("on the device: check " + d.Path + " and its " + config.PrevSuffix + " copy, then `systemctl reload raspi-mcp`")
 	}
 	if err := a.reloadLocked(); err != nil {
 		a.log.Error("config roll back: the previous configuration does not load", "err", err)
 	}
-	return te.hint("manage_config_get shows the configuration in force; fix the candidate and try again")
+	return te.Hint("manage_config_get shows the configuration in force; fix the candidate and try again")
 }

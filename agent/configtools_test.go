@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -134,7 +135,7 @@ func TestConfigDiff(t *testing.T) {
 }
 
 // apply commits manage_config_apply of toml through a change token.
-func apply(t *testing.T, r *rig, toml string) (ConfigApplyOut, *ToolError) {
+func apply(t *testing.T, r *rig, toml string) (ConfigApplyOut, *tool.Error) {
 	t.Helper()
 	tok := prepare(t, r, admin, "manage_config_apply", map[string]any{"toml": toml})
 	out, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": tok.Token})

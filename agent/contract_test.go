@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/spec002"
 )
@@ -94,7 +95,7 @@ func TestSpec002Contract(t *testing.T) {
 			ourID = m.ID
 			diffs.add(id, "", "served-as", "served as %s", ourID)
 		}
-		tl, ok := r.a.tools.get(ourID)
+		tl, ok := r.a.tools.Get(ourID)
 		if !ok {
 			diffs.add(id, "", "not-served", "not served")
 			continue
@@ -103,18 +104,18 @@ func TestSpec002Contract(t *testing.T) {
 			compareParams(t, diffs, id, tl, st.Parameters)
 		}
 		if st.Result != nil {
-			out := schemaMap(t, tl.mcp.OutputSchema)
+			out := schemaMap(t, tl.MCP().OutputSchema)
 			compareResult(diffs, id, "result", resolveRefs(st.Result, defs), out)
 		}
 		for _, add := range st.ResultAdditions {
-			compareShape(diffs, id, "result", add, schemaMap(t, tl.mcp.OutputSchema))
+			compareShape(diffs, id, "result", add, schemaMap(t, tl.MCP().OutputSchema))
 		}
 		if st.Result != nil && len(st.Examples) == 0 {
 			// The result stays a map: it is checked as JSON against the
 			// spec's schema, not against our Out type.
-			res, sc := r.as(admin, tl.name, liveArgs(ourID))
+			res, sc := r.as(admin, tl.Name(), liveArgs(ourID))
 			if res.IsError {
-				t.Errorf("%s with %v: %v", tl.name, liveArgs(ourID), resultError(t, res))
+				t.Errorf("%s with %v: %v", tl.Name(), liveArgs(ourID), resultError(t, res))
 			} else {
 				validateLive(diffs, id, resolveRefs(st.Result, defs), sc)
 			}
@@ -125,18 +126,18 @@ func TestSpec002Contract(t *testing.T) {
 	}
 	// The addendum's shared schemas, against the tools whose results they describe.
 	for name, where := range specDefinitions {
-		tl, _ := r.a.tools.get(where.tool)
+		tl, _ := r.a.tools.Get(where.tool)
 		spec := resolveRefs(defs[name], defs)
-		out := schemaMap(t, tl.mcp.OutputSchema)
-		res, sc := r.as(admin, tl.name, liveArgs(where.tool)) // a map, for validateLive as above
+		out := schemaMap(t, tl.MCP().OutputSchema)
+		res, sc := r.as(admin, tl.Name(), liveArgs(where.tool)) // a map, for validateLive as above
 		if res.IsError {
-			t.Fatalf("%s: %v", tl.name, resultError(t, res))
+			t.Fatalf("%s: %v", tl.Name(), resultError(t, res))
 		}
 		if where.list != "" {
 			out = out["properties"].(map[string]any)[where.list].(map[string]any)["items"].(map[string]any)
 			items := sc[where.list].([]any)
 			if len(items) == 0 {
-				t.Fatalf("%s lists no %s", tl.name, where.list)
+				t.Fatalf("%s lists no %s", tl.Name(), where.list)
 			}
 			sc = items[0].(map[string]any)
 		}
@@ -281,8 +282,8 @@ var boundKeys = []string{"minimum", "maximum", "minLength", "maxLength", "minIte
 
 // compareParams checks each spec parameter against the tool's input schema
 // and feeds the validator the spec's own boundary values.
-func compareParams(t *testing.T, diffs contractDiffs, id string, tl *tool, spec map[string]any) {
-	in := schemaMap(t, tl.input().tree)
+func compareParams(t *testing.T, diffs contractDiffs, id string, tl *tool.Tool, spec map[string]any) {
+	in := schemaMap(t, tl.Input().Tree)
 	ours := asMap(in["properties"])
 	for name, sp := range asMap(spec["properties"]) {
 		s := asMap(sp)
@@ -298,13 +299,13 @@ func compareParams(t *testing.T, diffs contractDiffs, id string, tl *tool, spec 
 		if nullable(s) {
 			diffs.add(id, name, "nullable", "nullable type %v advertised as %v", s["type"], o["type"])
 			// null must still mean "not given".
-			if _, err := tl.check(specJSON(map[string]any{name: nil})); err != nil && err.Details["parameter"] == name {
+			if _, err := tl.Check(specJSON(map[string]any{name: nil})); err != nil && err.Details["parameter"] == name {
 				t.Errorf("%s: null for %s refused: %v", id, name, err)
 			}
 		}
 		// The spec's boundary and enum values pass the parameter's own check.
 		for _, v := range specValues(s) {
-			if err := tl.input().props[name].Validate(v); err != nil {
+			if err := tl.Input().Props[name].Validate(v); err != nil {
 				t.Errorf("%s: %s = %v (a value the spec allows) refused: %v", id, name, v, err)
 			}
 		}
@@ -517,11 +518,11 @@ func openSchema(v any) any {
 
 // runExample runs one of the spec's example requests and expects it to
 // succeed (or, for the spec's invalid request, to be refused as invalid).
-func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool, ex spec002.Example) {
+func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool.Tool, ex spec002.Example) {
 	_, args := spec002.Call(id, ex)
 	// Only whether and how the example fails is read here: its result is
 	// any tool's, and validateLive is for the results without examples.
-	res, _ := r.as(admin, tl.name, args)
+	res, _ := r.as(admin, tl.Name(), args)
 	_, e := decodeResult[any](t, res)
 	switch {
 	case ex.ExpectError && (e == nil || e.Code != CodeInvalidArgument):
@@ -537,7 +538,7 @@ func runExample(t *testing.T, r *rig, diffs contractDiffs, id string, tl *tool, 
 		for k, v := range d.Retry {
 			args[k] = v
 		}
-		res, _ := r.as(admin, tl.name, args)
+		res, _ := r.as(admin, tl.Name(), args)
 		if _, e := decodeResult[any](t, res); e != nil {
 			t.Errorf("%s example %q with %v: %+v", id, ex.Label, d.Retry, *e)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/transport"
 )
 
@@ -31,7 +32,7 @@ type SocketLoad = transport.Load
 
 // auditDoor records a refusal or cut the doors decided, as a deny.
 func (a *Agent) auditDoor(r transport.Refusal) {
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: r.Principal, Role: r.Role,
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: r.Principal, Role: r.Role,
 		Tool: r.Tool, Decision: store.DecisionDeny, ErrorCode: r.Code, Message: r.Message, Remote: r.Remote}
 	rec.InHash, _ = store.HashJSON(r.In)
 	if _, err := a.appendAudit(rec); err != nil {

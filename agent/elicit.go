@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -69,15 +70,15 @@ type asking struct {
 
 // askingOf reads the client's capabilities and protocol version: per request
 // in the 2026-07-28 era, from the session's initialize before.
-func (a *Agent) askingOf(c *Call) asking {
+func (a *Agent) askingOf(c *tool.Call) asking {
 	if a.conf().Guard.Elicitation == config.ElicitOff {
 		return asking{}
 	}
 	var caps *mcp.ClientCapabilities
 	version := ""
 	switch {
-	case c.req != nil:
-		caps, version = c.req.ClientCapabilities(), c.req.ProtocolVersion()
+	case c.Request != nil:
+		caps, version = c.Request.ClientCapabilities(), c.Request.ProtocolVersion()
 	case c.Session != nil:
 		if ip := c.Session.InitializeParams(); ip != nil {
 			caps, version = ip.Capabilities, ip.ProtocolVersion
@@ -91,7 +92,7 @@ func (a *Agent) askingOf(c *Call) asking {
 		return asking{}
 	}
 	rounds := version >= "2026-07-28"
-	if rounds && c.req == nil {
+	if rounds && c.Request == nil {
 		return asking{} // a nested call has no request to answer with input
 	}
 	if !rounds && c.Session == nil {
@@ -102,49 +103,49 @@ func (a *Agent) askingOf(c *Call) asking {
 
 // needsPerson is whether a call is one the person confirms: high or critical,
 // and not a dry run (a dry run changes nothing and never asks).
-func needsPerson(t *tool, c *Call) bool {
-	return t.rule.Risk >= RiskHigh && !c.DryRun
+func needsPerson(t *tool.Tool, c *tool.Call) bool {
+	return t.Rule().Risk >= tool.RiskHigh && !c.DryRun
 }
 
 // personGate runs before the policy decision. Under "required" it refuses a
 // high or critical call from a client that cannot ask; otherwise it reports
 // whether an accepted elicitation will stand in for a critical call's token.
-func (a *Agent) personGate(t *tool, c *Call, ask asking) (standsInForToken bool, refuse *ToolError) {
+func (a *Agent) personGate(t *tool.Tool, c *tool.Call, ask asking) (standsInForToken bool, refuse *tool.Error) {
 	if !needsPerson(t, c) {
 		return false, nil
 	}
 	if !ask.can {
 		if a.conf().Guard.Elicitation == config.ElicitRequired {
 			// Role and switches first: a call that is not allowed at all says so.
-			if derr := Decide(a.conf(), c.Principal, t.rule, Guard{DryRun: true}, false); derr != nil {
+			if derr := tool.Decide(a.conf(), c.Principal, t.Rule(), tool.Guard{DryRun: true}, false); derr != nil {
 				return false, derr
 			}
-			return false, errf(CodePermissionDenied, "%s is %s-risk and this device requires the person's confirmation, which your client cannot ask for", t.name, t.rule.Risk).
-				with("tool", t.id).with("risk", t.rule.Risk.String()).with("config_key", "guard.elicitation").
-				hint("use a client that supports MCP elicitation (Claude Code 2.1.76+, VS Code 1.102+), or the owner sets [guard] elicitation = \"preferred\" in " + config.DefaultPath)
+			return false, tool.Errf(CodePermissionDenied, "%s is %s-risk and this device requires the person's confirmation, which your client cannot ask for", t.Name(), t.Rule().Risk).
+				With("tool", t.ID()).With("risk", t.Rule().Risk.String()).With("config_key", "guard.elicitation").
+				Hint("use a client that supports MCP elicitation (Claude Code 2.1.76+, VS Code 1.102+), or the owner sets [guard] elicitation = \"preferred\" in " + config.DefaultPath)
 		}
 		return false, nil
 	}
-	return t.rule.Risk == RiskCritical, nil
+	return t.Rule().Risk == tool.RiskCritical, nil
 }
 
 // personAnswer is what came of asking the person.
 type personAnswer struct {
 	answer   string              // the accepted answer, for the audit record
 	decision string              // when refused: store.DecisionDeclined or "deny"
-	err      *ToolError          // refused
+	err      *tool.Error         // refused
 	input    *mcp.CallToolResult // 2026-07-28 era: the input request to answer the call with now
 }
 
 // askPerson puts the call to the person when the gate said so. A zero
 // personAnswer means go ahead without having asked.
-func (a *Agent) askPerson(ctx context.Context, t *tool, c *Call, ask asking, args []byte) personAnswer {
+func (a *Agent) askPerson(ctx context.Context, t *tool.Tool, c *tool.Call, ask asking, args []byte) personAnswer {
 	if !ask.can || !needsPerson(t, c) {
 		return personAnswer{}
 	}
-	bind, err := store.HashJSON(map[string]any{"tool": t.id, "arguments": json.RawMessage(args), "principal": c.Principal.Name})
+	bind, err := store.HashJSON(map[string]any{"tool": t.ID(), "arguments": json.RawMessage(args), "principal": c.Principal.Name})
 	if err != nil {
-		return personAnswer{decision: store.DecisionDeny, err: errf(CodeInternal, "hashing the call to confirm: %v", err)}
+		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodeInternal, "hashing the call to confirm: %v", err)}
 	}
 	if ask.rounds {
 		return a.askInRounds(ctx, t, c, args, bind)
@@ -161,8 +162,8 @@ func (a *Agent) askPerson(ctx context.Context, t *tool, c *Call, ask asking, arg
 	case err != nil && ectx.Err() != nil && ctx.Err() == nil:
 		return a.unanswered(t)
 	case err != nil:
-		return personAnswer{decision: store.DecisionDeny, err: errf(CodePermissionDenied, "%s needs the person's confirmation, and asking failed: %v", t.name, err).
-			with("tool", t.id).hint("call again; if it keeps failing, the client's elicitation support is broken")}
+		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodePermissionDenied, "%s needs the person's confirmation, and asking failed: %v", t.Name(), err).
+			With("tool", t.ID()).Hint("call again; if it keeps failing, the client's elicitation support is broken")}
 	}
 	return a.judge(t, res)
 }
@@ -170,7 +171,7 @@ func (a *Agent) askPerson(ctx context.Context, t *tool, c *Call, ask asking, arg
 // refusedPlan is a call whose own dry run is refused: it fails as the real
 // call would, without troubling the person. A refusal by policy or an
 // allowlist is a denial; anything else an allowed call that failed.
-func refusedPlan(te *ToolError) personAnswer {
+func refusedPlan(te *tool.Error) personAnswer {
 	decision := store.DecisionAllow
 	if te.Code == CodePermissionDenied {
 		decision = store.DecisionDeny
@@ -180,16 +181,16 @@ func refusedPlan(te *ToolError) personAnswer {
 
 // askInRounds is the 2026-07-28 era: the first round returns the question as
 // an input request; the second carries the answer and our request state.
-func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, bind string) personAnswer {
-	p := c.req.Params
+func (a *Agent) askInRounds(ctx context.Context, t *tool.Tool, c *tool.Call, args []byte, bind string) personAnswer {
+	p := c.Request.Params
 	if p.InputResponses == nil && p.RequestState == "" {
 		plan, refused := a.plan(ctx, t, c, args)
 		if refused != nil {
 			return refusedPlan(refused)
 		}
-		state := "ask-" + strings.TrimPrefix(newCorrelationID(), "c-")
+		state := "ask-" + strings.TrimPrefix(tool.NewCorrelationID(), "c-")
 		rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
-			Role: c.Principal.Role.String(), Tool: t.id, Decision: store.DecisionDeclined, Reason: c.Reason, Intent: c.Intent, Remote: c.Principal.Remote}
+			Role: c.Principal.Role.String(), Tool: t.ID(), Decision: store.DecisionDeclined, Reason: c.Reason, Intent: c.Intent, Remote: c.Principal.Remote}
 		pa := &pendingAsk{bind: bind}
 		a.asks.mu.Lock()
 		a.asks.pending[state] = pa
@@ -202,7 +203,7 @@ func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, 
 			te := a.unanswered(t).err
 			rec.DurationMS = ms(time.Since(rec.Time))
 			if _, err := a.record(rec, rawOrEmpty(args), nil, te); err != nil {
-				a.log.Error("audit append failed", "tool", t.id, "correlation_id", rec.CorrelationID, "err", err)
+				a.log.Error("audit append failed", "tool", t.ID(), "correlation_id", rec.CorrelationID, "err", err)
 			}
 		})
 		a.asks.mu.Unlock()
@@ -213,13 +214,13 @@ func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, 
 	}
 	pa, ok := a.asks.take(p.RequestState)
 	if !ok || pa.bind != bind {
-		return personAnswer{decision: store.DecisionDeny, err: errf(CodeFailedPrecondition, "%s: this confirmation is unknown, already used, expired, or for another call", t.name).
-			with("tool", t.id).hint("call the tool again without inputResponses; the person is asked afresh")}
+		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodeFailedPrecondition, "%s: this confirmation is unknown, already used, expired, or for another call", t.Name()).
+			With("tool", t.ID()).Hint("call the tool again without inputResponses; the person is asked afresh")}
 	}
 	res, _ := p.InputResponses[elicitKey].(*mcp.ElicitResult)
 	if res == nil {
-		return personAnswer{decision: store.DecisionDeny, err: errf(CodeInvalidArgument, "%s: inputResponses has no elicitation answer under %q", t.name, elicitKey).
-			with("tool", t.id)}
+		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodeInvalidArgument, "%s: inputResponses has no elicitation answer under %q", t.Name(), elicitKey).
+			With("tool", t.ID())}
 	}
 	return a.judge(t, res)
 }
@@ -227,7 +228,7 @@ func (a *Agent) askInRounds(ctx context.Context, t *tool, c *Call, args []byte, 
 // judge turns the person's answer into go or refuse. Only "accept" with the
 // box ticked goes ahead; in the 2026-07-28 era the SDK does not check the
 // answer against our form, so the tick is checked here.
-func (a *Agent) judge(t *tool, res *mcp.ElicitResult) personAnswer {
+func (a *Agent) judge(t *tool.Tool, res *mcp.ElicitResult) personAnswer {
 	ans, _ := json.Marshal(map[string]any{"action": res.Action, "content": res.Content})
 	if res.Action == "accept" {
 		if ok, _ := res.Content["confirm"].(bool); ok {
@@ -239,33 +240,33 @@ func (a *Agent) judge(t *tool, res *mcp.ElicitResult) personAnswer {
 		action = "accept without ticking confirm"
 	}
 	return personAnswer{decision: store.DecisionDeclined, answer: truncate(string(ans), 500),
-		err: errf(CodePermissionDenied, "the person declined %s (%s); it did not run", t.name, action).
-			with("tool", t.id).with("elicitation_action", res.Action).
-			hint("do not call it again unless the person asks you to; ask them what they want instead")}
+		err: tool.Errf(CodePermissionDenied, "the person declined %s (%s); it did not run", t.Name(), action).
+			With("tool", t.ID()).With("elicitation_action", res.Action).
+			Hint("do not call it again unless the person asks you to; ask them what they want instead")}
 }
 
-func (a *Agent) unanswered(t *tool) personAnswer {
+func (a *Agent) unanswered(t *tool.Tool) personAnswer {
 	d := a.conf().Guard.ElicitationTimeout.D()
 	return personAnswer{decision: store.DecisionDeclined,
-		err: errf(CodePermissionDenied, "the person did not confirm %s within %s; counted as a decline, it did not run", t.name, d).
-			with("tool", t.id).with("elicitation_action", "timeout").
-			hint("ask the person whether they want it, then call it again")}
+		err: tool.Errf(CodePermissionDenied, "the person did not confirm %s within %s; counted as a decline, it did not run", t.Name(), d).
+			With("tool", t.ID()).With("elicitation_action", "timeout").
+			Hint("ask the person whether they want it, then call it again")}
 }
 
 // question is the form put to the person: what will happen, on which device,
 // with the tool's own dry-run plan where it has one.
-func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte, plan string) *mcp.ElicitParams {
+func (a *Agent) question(ctx context.Context, t *tool.Tool, c *tool.Call, args []byte, plan string) *mcp.ElicitParams {
 	var b strings.Builder
 	device := "this Raspberry Pi"
 	if a.sys == nil {
 	} else if info, err := a.sys.Basic(ctx); err == nil {
 		device = fmt.Sprintf("%s (%s)", info.Hostname, info.Model)
 	}
-	title := t.id
-	if t.mcp != nil && t.mcp.Title != "" {
-		title = t.mcp.Title
+	title := t.ID()
+	if t.MCP() != nil && t.MCP().Title != "" {
+		title = t.MCP().Title
 	}
-	fmt.Fprintf(&b, "%s wants to run %s (%s, %s risk) on %s.\n", c.Principal.Name, title, t.name, t.rule.Risk, device)
+	fmt.Fprintf(&b, "%s wants to run %s (%s, %s risk) on %s.\n", c.Principal.Name, title, t.Name(), t.Rule().Risk, device)
 	var shown map[string]any
 	_ = json.Unmarshal(args, &shown)
 	for _, k := range []string{"confirm", "reason", "intent", "dry_run"} {
@@ -296,11 +297,11 @@ func (a *Agent) question(ctx context.Context, t *tool, c *Call, args []byte, pla
 // is refused (a protected process, a pending reboot a shutdown would
 // replace) comes back as the refusal: the real call would fail the same
 // way, so the person is not asked about it.
-func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) (string, *ToolError) {
+func (a *Agent) plan(ctx context.Context, t *tool.Tool, c *tool.Call, args []byte) (string, *tool.Error) {
 	// A LAN tool plans with the upstream's own dry run, or says what would
 	// be sent; a local one has dry_run when it changes anything.
-	if !t.lan {
-		if in := t.input(); in == nil || in.tree.Properties["dry_run"] == nil {
+	if !t.LAN() {
+		if in := t.Input(); in == nil || in.Tree.Properties["dry_run"] == nil {
 			return "", nil
 		}
 	}
@@ -312,9 +313,9 @@ func (a *Agent) plan(ctx context.Context, t *tool, c *Call, args []byte) (string
 	dry, _ := json.Marshal(m)
 	g := c.Guard
 	g.DryRun = true
-	out, sum, err := t.call(ctx, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Guard: g}, dry)
+	out, sum, err := t.Run(ctx, &tool.Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Guard: g}, dry)
 	if err != nil {
-		var te *ToolError
+		var te *tool.Error
 		if errors.As(err, &te) {
 			return "", te
 		}

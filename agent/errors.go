@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -36,60 +37,16 @@ const (
 	CodeInternal           = errcode.Internal
 )
 
-// ToolError is an error a model can act on. A failed call is a result with
-// isError set whose text block is a summary line ("error CODE: message")
-// followed by {"error": ToolError} as JSON, and whose _meta.error holds the
-// same object for programs. It is never in structuredContent: clients built
-// on the TypeScript SDK validate structuredContent against the tool's
-// outputSchema even when isError is set, so an error object there would turn
-// a clear refusal into a schema-validation failure on the client.
-//
-// Every error leaves here with a FixHint and, wherever a next call exists,
-// a SuggestedCall (see actionable): a model should never have to guess.
-type ToolError struct {
-	Code      string          `json:"code"`
-	Message   string          `json:"message"`
-	Details   map[string]any  `json:"details"`
-	Retryable bool            `json:"retryable"`
-	FixHint   string          `json:"fix_hint"`
-	Next      []SuggestedCall `json:"suggested_next_tool_calls"`
-}
-
-// SuggestedCall is a tool call that would make progress after an error.
-type SuggestedCall struct {
-	Tool      string         `json:"tool"`
-	Arguments map[string]any `json:"arguments,omitempty"`
-	Why       string         `json:"why,omitempty"`
-}
-
-func (e *ToolError) Error() string { return e.Code + ": " + e.Message }
-
-// errf builds a ToolError; details, hints and suggestions are added with the With methods.
-func errf(code, format string, args ...any) *ToolError {
-	return &ToolError{Code: code, Message: fmt.Sprintf(format, args...), Details: map[string]any{}, Next: []SuggestedCall{}}
-}
-
-func (e *ToolError) with(k string, v any) *ToolError { e.Details[k] = v; return e }
-func (e *ToolError) hint(h string) *ToolError        { e.FixHint = h; return e }
-func (e *ToolError) retry() *ToolError               { e.Retryable = true; return e }
-func (e *ToolError) next(c SuggestedCall) *ToolError { e.Next = append(e.Next, c); return e }
-func (e *ToolError) details(d map[string]any) *ToolError {
-	for k, v := range d {
-		e.Details[k] = v
-	}
-	return e
-}
-
 // toToolError turns any error from a handler into the public shape. Helper
 // errors keep their code; anything unexpected becomes "internal" with a
 // generic message, so no internals or stack traces reach a client.
-func toToolError(err error) (te *ToolError, internal bool) {
+func toToolError(err error) (te *tool.Error, internal bool) {
 	if errors.As(err, &te) {
 		return te, false
 	}
 	var pe *proto.Error
 	if errors.As(err, &pe) {
-		te = errf(pe.Code, "%s", pe.Message).details(pe.Details)
+		te = tool.Errf(pe.Code, "%s", pe.Message).WithDetails(pe.Details)
 		te.Retryable = pe.Retryable
 		if h, ok := te.Details["fix_hint"].(string); ok {
 			te.FixHint = h
@@ -102,12 +59,12 @@ func toToolError(err error) (te *ToolError, internal bool) {
 		return te, false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return errf(CodeUnavailable, "the operation timed out").retry(), false
+		return tool.Errf(CodeUnavailable, "the operation timed out").Retry(), false
 	}
 	if errors.Is(err, context.Canceled) {
-		return errf(CodeUnavailable, "the call was cancelled").retry(), false
+		return tool.Errf(CodeUnavailable, "the call was cancelled").Retry(), false
 	}
-	return errf(CodeInternal, "internal error; the agent log has the details"), true
+	return tool.Errf(CodeInternal, "internal error; the agent log has the details"), true
 }
 
 // actionable completes e, an error of a call to t with arguments raw, so a
@@ -116,7 +73,7 @@ func toToolError(err error) (te *ToolError, internal bool) {
 // exists (the corrected call for a bad argument, the list tool for an
 // unknown name, a dry run for a missing confirm). Doing it here, once, is
 // what makes it true for every tool, the ones added later included.
-func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) {
+func (a *Agent) actionable(t *tool.Tool, c *tool.Call, raw json.RawMessage, e *tool.Error) {
 	var args map[string]any
 	_ = json.Unmarshal(rawOrEmpty(raw), &args)
 	if args == nil {
@@ -130,40 +87,40 @@ func (a *Agent) actionable(t *tool, c *Call, raw json.RawMessage, e *ToolError) 
 			// pid) is looked up, never guessed: the nearest valid pid is
 			// some other process.
 			if s, ok := a.lookupFor(t, param, args); ok && identifies(param) {
-				e.next(s)
-			} else if s, ok := t.correction(param, args); ok {
-				e.next(s)
+				e.Suggest(s)
+			} else if s, ok := correction(t, param, args); ok {
+				e.Suggest(s)
 			} else if ok {
-				e.next(s)
+				e.Suggest(s)
 			}
 		case CodeNotFound:
 			if s, ok := a.lookupFor(t, param, args); ok {
-				e.next(s)
+				e.Suggest(s)
 			} else if s, ok := a.lookupFor(t, "", args); ok {
-				e.next(s)
+				e.Suggest(s)
 			}
 		case CodePermissionDenied:
 			// Someone with no role at all can call nothing, capabilities included.
-			if t.id != "system.get_capabilities" && c.Principal.Role != identity.RoleNone {
-				e.next(SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "see your role, the namespaces that are on and the tools you may use now"})
+			if t.ID() != "system.get_capabilities" && c.Principal.Role != identity.RoleNone {
+				e.Suggest(tool.SuggestedCall{Tool: a.wire("system.get_capabilities"), Why: "see your role, the namespaces that are on and the tools you may use now"})
 			}
 		case CodeFailedPrecondition:
-			if _, missing := e.Details["missing"]; missing && t.mutating {
+			if _, missing := e.Details["missing"]; missing && t.Mutating() {
 				dry := maps.Clone(args)
 				dry["dry_run"] = true
 				delete(dry, "confirm")
-				e.next(SuggestedCall{Tool: t.name, Arguments: dry, Why: "see what it would do; then call again with confirm: true and a reason"})
+				e.Suggest(tool.SuggestedCall{Tool: t.Name(), Arguments: dry, Why: "see what it would do; then call again with confirm: true and a reason"})
 			}
 		case CodeUnavailable:
-			if t.id != "manage.get_server_status" {
-				e.next(SuggestedCall{Tool: a.wire("manage.get_server_status"), Why: "see whether the root helper and the agent's other parts are up"})
+			if t.ID() != "manage.get_server_status" {
+				e.Suggest(tool.SuggestedCall{Tool: a.wire("manage.get_server_status"), Why: "see whether the root helper and the agent's other parts are up"})
 			}
 		}
 	}
 	// A suggestion the caller would be refused is no suggestion.
-	e.Next = slices.DeleteFunc(e.Next, func(s SuggestedCall) bool {
-		nt, ok := a.tools.lookup(s.Tool)
-		return !ok || Decide(a.conf(), c.Principal, nt.rule, Guard{DryRun: true}, false) != nil
+	e.Next = slices.DeleteFunc(e.Next, func(s tool.SuggestedCall) bool {
+		nt, ok := a.tools.Lookup(s.Tool)
+		return !ok || tool.Decide(a.conf(), c.Principal, nt.Rule(), tool.Guard{DryRun: true}, false) != nil
 	})
 	if e.FixHint == "" {
 		e.FixHint = defaultHint(t, e, param, c.CorrelationID)
@@ -181,13 +138,13 @@ func identifies(param string) bool {
 }
 
 // defaultHint is the fix hint of an error whose handler wrote none.
-func defaultHint(t *tool, e *ToolError, param, correlation string) string {
+func defaultHint(t *tool.Tool, e *tool.Error, param, correlation string) string {
 	switch e.Code {
 	case CodeInvalidArgument:
 		if param != "" {
-			return "correct " + param + " and call " + t.name + " again; its inputSchema lists every parameter with its type and bounds"
+			return "correct " + param + " and call " + t.Name() + " again; its inputSchema lists every parameter with its type and bounds"
 		}
-		return "call " + t.name + " again with arguments that match its inputSchema"
+		return "call " + t.Name() + " again with arguments that match its inputSchema"
 	case CodeNotFound:
 		return "nothing of that name or id exists now; list what does (see suggested_next_tool_calls) and use an exact name"
 	case CodePermissionDenied:
@@ -206,8 +163,8 @@ func defaultHint(t *tool, e *ToolError, param, correlation string) string {
 
 // lookupFor is the read tool that lists the valid values of t's parameter
 // param ("" for the objects t works on), with what it needs from args.
-func (a *Agent) lookupFor(t *tool, param string, args map[string]any) (SuggestedCall, bool) {
-	domain, _, _ := strings.Cut(t.id, ".")
+func (a *Agent) lookupFor(t *tool.Tool, param string, args map[string]any) (tool.SuggestedCall, bool) {
+	domain, _, _ := strings.Cut(t.ID(), ".")
 	id, why := "", ""
 	var with map[string]any
 	switch {
@@ -243,11 +200,11 @@ func (a *Agent) lookupFor(t *tool, param string, args map[string]any) (Suggested
 	case domain == "metrics":
 		id, why = "metrics.list_sampling_jobs", "see the sampling jobs and their ids"
 	}
-	lt, ok := a.tools.get(id)
+	lt, ok := a.tools.Get(id)
 	if !ok || lt == t {
-		return SuggestedCall{}, false
+		return tool.SuggestedCall{}, false
 	}
-	return SuggestedCall{Tool: lt.name, Arguments: with, Why: why}, true
+	return tool.SuggestedCall{Tool: lt.Name(), Arguments: with, Why: why}, true
 }
 
 // correction is the call t would accept instead, for a schema error on one
@@ -256,17 +213,17 @@ func (a *Agent) lookupFor(t *tool, param string, args map[string]any) (Suggested
 // by the nearest allowed one, a missing one given its default. A changed
 // call of a tool that changes something is suggested as a dry run: the
 // model sees the plan before it commits to a value it did not choose.
-func (t *tool) correction(param string, args map[string]any) (SuggestedCall, bool) {
+func correction(t *tool.Tool, param string, args map[string]any) (tool.SuggestedCall, bool) {
 	if param == "" || strings.Contains(param, ".") {
-		return SuggestedCall{}, false
+		return tool.SuggestedCall{}, false
 	}
-	in := t.input()
+	in := t.Input()
 	if in == nil {
-		return SuggestedCall{}, false
+		return tool.SuggestedCall{}, false
 	}
 	fixed := maps.Clone(args)
 	why := ""
-	ps, known := in.tree.Properties[param]
+	ps, known := in.Tree.Properties[param]
 	switch v, given := args[param]; {
 	case !known:
 		delete(fixed, param)
@@ -274,29 +231,29 @@ func (t *tool) correction(param string, args map[string]any) (SuggestedCall, boo
 	case !given:
 		d, ok := defaultValue(ps)
 		if !ok {
-			return SuggestedCall{}, false
+			return tool.SuggestedCall{}, false
 		}
 		fixed[param] = d
-		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(d), describe(ps))
-	case in.props[param].Validate(v) == nil:
-		return SuggestedCall{}, false // the schema takes it: the handler refused it for another reason
+		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(d), tool.Describe(ps))
+	case in.Props[param].Validate(v) == nil:
+		return tool.SuggestedCall{}, false // the schema takes it: the handler refused it for another reason
 	default:
 		nv, ok := nearest(ps, v)
-		if !ok || in.props[param].Validate(nv) != nil {
-			if !slices.Contains(in.tree.Required, param) {
+		if !ok || in.Props[param].Validate(nv) != nil {
+			if !slices.Contains(in.Tree.Required, param) {
 				delete(fixed, param)
-				return SuggestedCall{Tool: t.name, Arguments: fixed, Why: "the same call without " + param + ", which then takes its default"}, true
+				return tool.SuggestedCall{Tool: t.Name(), Arguments: fixed, Why: "the same call without " + param + ", which then takes its default"}, true
 			}
-			return SuggestedCall{}, false
+			return tool.SuggestedCall{}, false
 		}
 		fixed[param] = nv
-		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(nv), describe(ps))
+		why = fmt.Sprintf("%s = %s (%s)", param, jsonText(nv), tool.Describe(ps))
 	}
-	if _, guarded := in.tree.Properties["dry_run"]; guarded {
+	if _, guarded := in.Tree.Properties["dry_run"]; guarded {
 		fixed["dry_run"] = true
 		why += ", as a dry run first"
 	}
-	return SuggestedCall{Tool: t.name, Arguments: fixed, Why: why}, true
+	return tool.SuggestedCall{Tool: t.Name(), Arguments: fixed, Why: why}, true
 }
 
 // defaultValue is what a missing required parameter could be: its default,
@@ -319,7 +276,7 @@ func defaultValue(s *jsonschema.Schema) (any, bool) {
 // the minimum or maximum, cut to the maximum length, or the allowed value
 // closest to it.
 func nearest(s *jsonschema.Schema, v any) (any, bool) {
-	switch schemaType(s) {
+	switch tool.SchemaType(s) {
 	case "integer", "number":
 		var f float64
 		switch x := v.(type) {
@@ -334,7 +291,7 @@ func nearest(s *jsonschema.Schema, v any) (any, bool) {
 		default:
 			return nil, false
 		}
-		if schemaType(s) == "integer" {
+		if tool.SchemaType(s) == "integer" {
 			f = math.Round(f)
 		}
 		if s.Minimum != nil && f < *s.Minimum {
@@ -437,34 +394,6 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(rb)]
-}
-
-// describe says in words what s accepts: "an integer from 1 to 53", "one of high, low".
-func describe(s *jsonschema.Schema) string {
-	if len(s.Enum) > 0 {
-		vals := make([]string, len(s.Enum))
-		for i, v := range s.Enum {
-			vals[i] = fmt.Sprint(v)
-		}
-		return "one of " + strings.Join(vals, ", ")
-	}
-	d := article(schemaType(s))
-	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
-	switch {
-	case s.Minimum != nil && s.Maximum != nil:
-		d += " from " + num(s.Minimum) + " to " + num(s.Maximum)
-	case s.Minimum != nil:
-		d += " of at least " + num(s.Minimum)
-	case s.Maximum != nil:
-		d += " of at most " + num(s.Maximum)
-	}
-	if s.MaxLength != nil {
-		d += fmt.Sprintf(" of at most %d characters", *s.MaxLength)
-	}
-	if s.Format != "" {
-		d += " (" + s.Format + ")"
-	}
-	return d
 }
 
 func jsonText(v any) string {

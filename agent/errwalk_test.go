@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -31,11 +32,11 @@ type errCase struct {
 // for a tool without one (TestEveryToolHasAnExample: which then has no
 // required parameters). The error walk starts from it and breaks one thing
 // at a time. A fresh map each time.
-func argsOf(t *tool) map[string]any {
+func argsOf(t *tool.Tool) map[string]any {
 	args := map[string]any{}
-	if t.example != nil {
-		if err := json.Unmarshal(t.example, &args); err != nil {
-			panic(fmt.Sprintf("%s: example %s: %v", t.name, t.example, err))
+	if t.Example() != nil {
+		if err := json.Unmarshal(t.Example(), &args); err != nil {
+			panic(fmt.Sprintf("%s: example %s: %v", t.Name(), t.Example(), err))
 		}
 	}
 	return args
@@ -50,38 +51,38 @@ func argsOf(t *tool) map[string]any {
 func TestEveryToolHasAnExample(t *testing.T) {
 	r := newSimRig(t, func(c *config.Config) { c.Process.AllowedSignals = []string{"TERM", "HUP"} })
 	examples := 0
-	for _, tl := range r.a.tools.all() {
-		if tl.lan {
+	for _, tl := range r.a.tools.All() {
+		if tl.LAN() {
 			continue
 		}
-		req := tl.input().tree.Required
-		if tl.example == nil {
+		req := tl.Input().Tree.Required
+		if tl.Example() == nil {
 			if len(req) > 0 {
-				t.Errorf("%s has required parameters %v but no example: add Example to its Spec (ID %q) in %s", tl.name, req, tl.id, specFile(t, tl.id))
+				t.Errorf("%s has required parameters %v but no example: add Example to its Spec (ID %q) in %s", tl.Name(), req, tl.ID(), specFile(t, tl.ID()))
 			}
 			continue
 		}
 		examples++
-		if _, err := tl.check(tl.example); err != nil {
-			t.Errorf("%s: its Example %s is refused by its own schema: %s (Spec in %s)", tl.name, tl.example, err.Message, specFile(t, tl.id))
+		if _, err := tl.Check(tl.Example()); err != nil {
+			t.Errorf("%s: its Example %s is refused by its own schema: %s (Spec in %s)", tl.Name(), tl.Example(), err.Message, specFile(t, tl.ID()))
 			continue
 		}
 		args := argsOf(tl)
 		for _, g := range []string{"dry_run", "confirm", "reason", "intent"} {
 			if _, ok := args[g]; ok {
-				t.Errorf("%s: its Example sets the guard argument %s, which the error walk breaks itself (Spec in %s)", tl.name, g, specFile(t, tl.id))
+				t.Errorf("%s: its Example sets the guard argument %s, which the error walk breaks itself (Spec in %s)", tl.Name(), g, specFile(t, tl.ID()))
 			}
 		}
-		if derr := Decide(r.cfg, admin, tl.rule, Guard{DryRun: true}, false); derr != nil {
-			t.Errorf("%s: the laptop config refuses its Example: %s", tl.name, derr.Message)
+		if derr := tool.Decide(r.cfg, admin, tl.Rule(), tool.Guard{DryRun: true}, false); derr != nil {
+			t.Errorf("%s: the laptop config refuses its Example: %s", tl.Name(), derr.Message)
 			continue
 		}
-		if _, ok := tl.input().tree.Properties["dry_run"]; ok {
+		if _, ok := tl.Input().Tree.Properties["dry_run"]; ok {
 			args["dry_run"] = true
 		}
-		res, sc := r.as(admin, tl.name, args)
+		res, sc := r.as(admin, tl.Name(), args)
 		if code := errCode(res, sc); code == CodeInvalidArgument || code == CodePermissionDenied || code == CodeInternal {
-			t.Errorf("%s: its Example %v fails with %s: %v (Spec in %s)", tl.name, args, code, sc["error"], specFile(t, tl.id))
+			t.Errorf("%s: its Example %v fails with %s: %v (Spec in %s)", tl.Name(), args, code, sc["error"], specFile(t, tl.ID()))
 		}
 	}
 	if examples < 20 {
@@ -138,43 +139,43 @@ func wrongType(typ string, itemType string) (any, bool) {
 // its own inputSchema: unknown parameter, and per parameter a wrong type,
 // a value below the minimum and above the maximum, one too long, one
 // outside the enum, and each required one left out.
-func schemaCases(t *testing.T, tools []*tool) []errCase {
+func schemaCases(t *testing.T, tools []*tool.Tool) []errCase {
 	var cases []errCase
 	for _, tl := range tools {
 		base := argsOf(tl)
-		cases = append(cases, errCase{kind: "unknown parameter", tool: tl.name, p: admin, args: with(base, "no_such_parameter", 1), wantNext: true})
-		names := slices.Sorted(maps.Keys(tl.input().tree.Properties))
+		cases = append(cases, errCase{kind: "unknown parameter", tool: tl.Name(), p: admin, args: with(base, "no_such_parameter", 1), wantNext: true})
+		names := slices.Sorted(maps.Keys(tl.Input().Tree.Properties))
 		for _, k := range names {
-			ps := tl.input().tree.Properties[k]
-			required := slices.Contains(tl.input().tree.Required, k)
+			ps := tl.Input().Tree.Properties[k]
+			required := slices.Contains(tl.Input().Tree.Required, k)
 			item := ""
 			if ps.Items != nil {
-				item = schemaType(ps.Items)
+				item = tool.SchemaType(ps.Items)
 			}
-			if v, plain := wrongType(schemaType(ps), item); v != nil {
-				cases = append(cases, errCase{kind: "bad type", tool: tl.name, p: admin, args: with(base, k, v), wantNext: plain || !required})
+			if v, plain := wrongType(tool.SchemaType(ps), item); v != nil {
+				cases = append(cases, errCase{kind: "bad type", tool: tl.Name(), p: admin, args: with(base, k, v), wantNext: plain || !required})
 			}
 			if ps.Minimum != nil {
-				cases = append(cases, errCase{kind: "below minimum", tool: tl.name, p: admin, args: with(base, k, *ps.Minimum-1), wantNext: true})
+				cases = append(cases, errCase{kind: "below minimum", tool: tl.Name(), p: admin, args: with(base, k, *ps.Minimum-1), wantNext: true})
 			}
 			if ps.Maximum != nil {
-				cases = append(cases, errCase{kind: "above maximum", tool: tl.name, p: admin, args: with(base, k, *ps.Maximum+1), wantNext: true})
+				cases = append(cases, errCase{kind: "above maximum", tool: tl.Name(), p: admin, args: with(base, k, *ps.Maximum+1), wantNext: true})
 			}
 			if ps.MaxLength != nil {
-				cases = append(cases, errCase{kind: "too long", tool: tl.name, p: admin, args: with(base, k, strings.Repeat("x", *ps.MaxLength+1)), wantNext: true})
+				cases = append(cases, errCase{kind: "too long", tool: tl.Name(), p: admin, args: with(base, k, strings.Repeat("x", *ps.MaxLength+1)), wantNext: true})
 			}
 			if len(ps.Enum) > 0 {
 				var bad any = "no-such-value"
-				if schemaType(ps) == "integer" || schemaType(ps) == "number" {
+				if tool.SchemaType(ps) == "integer" || tool.SchemaType(ps) == "number" {
 					bad = 12345
 				}
-				cases = append(cases, errCase{kind: "bad enum", tool: tl.name, p: admin, args: with(base, k, bad), wantNext: true})
+				cases = append(cases, errCase{kind: "bad enum", tool: tl.Name(), p: admin, args: with(base, k, bad), wantNext: true})
 			}
 			if required {
 				a := maps.Clone(base)
 				delete(a, k)
 				_, hasDefault := defaultValue(ps)
-				cases = append(cases, errCase{kind: "missing required", tool: tl.name, p: admin, args: a, wantNext: hasDefault})
+				cases = append(cases, errCase{kind: "missing required", tool: tl.Name(), p: admin, args: a, wantNext: hasDefault})
 			}
 		}
 	}
@@ -182,20 +183,20 @@ func schemaCases(t *testing.T, tools []*tool) []errCase {
 }
 
 // policyCases are the refusals of the policy, for every tool they apply to.
-func policyCases(tools []*tool) []errCase {
+func policyCases(tools []*tool.Tool) []errCase {
 	var cases []errCase
 	for _, tl := range tools {
 		base := argsOf(tl)
-		cases = append(cases, errCase{kind: "no role", tool: tl.name, p: Principal{Name: "nobody", UID: 65534, Role: RoleNone}, args: base})
-		if tl.rule.MinRole > RoleRead {
-			cases = append(cases, errCase{kind: "role too low", tool: tl.name, p: Principal{Name: "bob", UID: 1001, Role: RoleRead}, args: base, wantNext: true})
+		cases = append(cases, errCase{kind: "no role", tool: tl.Name(), p: Principal{Name: "nobody", UID: 65534, Role: RoleNone}, args: base})
+		if tl.Rule().MinRole > RoleRead {
+			cases = append(cases, errCase{kind: "role too low", tool: tl.Name(), p: Principal{Name: "bob", UID: 1001, Role: RoleRead}, args: base, wantNext: true})
 		}
-		switch tl.rule.Risk {
-		case RiskHigh:
-			cases = append(cases, errCase{kind: "missing confirm", tool: tl.name, p: admin, args: with(base, "reason", "test"), wantNext: true})
-			cases = append(cases, errCase{kind: "missing reason", tool: tl.name, p: admin, args: with(base, "confirm", true), wantNext: true})
-		case RiskCritical:
-			cases = append(cases, errCase{kind: "missing change token", tool: tl.name, p: admin, args: with(with(base, "confirm", true), "reason", "test"), wantNext: true})
+		switch tl.Rule().Risk {
+		case tool.RiskHigh:
+			cases = append(cases, errCase{kind: "missing confirm", tool: tl.Name(), p: admin, args: with(base, "reason", "test"), wantNext: true})
+			cases = append(cases, errCase{kind: "missing reason", tool: tl.Name(), p: admin, args: with(base, "confirm", true), wantNext: true})
+		case tool.RiskCritical:
+			cases = append(cases, errCase{kind: "missing change token", tool: tl.Name(), p: admin, args: with(with(base, "confirm", true), "reason", "test"), wantNext: true})
 		}
 	}
 	return cases
@@ -244,7 +245,7 @@ func checkActionable(t *testing.T, r *rig, c errCase) (code string) {
 		t.Errorf("%s %s %v: succeeded, want an error", c.tool, c.kind, c.args)
 		return ""
 	}
-	var e ToolError
+	var e tool.Error
 	b, _ := json.Marshal(sc["error"])
 	if err := json.Unmarshal(b, &e); err != nil {
 		t.Fatal(err)
@@ -256,16 +257,16 @@ func checkActionable(t *testing.T, r *rig, c errCase) (code string) {
 		t.Errorf("%s %s %v: %s %q has no suggested_next_tool_calls", c.tool, c.kind, c.args, e.Code, e.Message)
 	}
 	for _, n := range e.Next {
-		nt, ok := r.a.tools.lookup(n.Tool)
+		nt, ok := r.a.tools.Lookup(n.Tool)
 		if !ok {
 			t.Errorf("%s %s: suggests %s, which does not exist", c.tool, c.kind, n.Tool)
 			continue
 		}
-		if derr := Decide(r.cfg, c.p, nt.rule, Guard{DryRun: true}, false); derr != nil {
+		if derr := tool.Decide(r.cfg, c.p, nt.Rule(), tool.Guard{DryRun: true}, false); derr != nil {
 			t.Errorf("%s %s: suggests %s, which the caller would be refused: %s", c.tool, c.kind, n.Tool, derr.Message)
 		}
 		raw, _ := json.Marshal(n.Arguments)
-		if _, verr := nt.check(raw); verr != nil && nt.name == c.tool {
+		if _, verr := nt.Check(raw); verr != nil && nt.Name() == c.tool {
 			t.Errorf("%s %s %v: the suggested %v is refused too: %s", c.tool, c.kind, c.args, n.Arguments, verr.Message)
 		}
 	}
@@ -281,10 +282,10 @@ func TestEveryErrorIsActionable(t *testing.T) {
 		c.Logs.JournalUnits = []string{"nginx.service"}
 		c.Process.AllowedSignals = []string{"TERM", "HUP"}
 	})
-	tools := r.a.tools.all()
+	tools := r.a.tools.All()
 	for _, tl := range tools {
-		if len(tl.input().tree.Required) > 0 && tl.example == nil {
-			t.Errorf("%s has required parameters %v but no Example in its Spec (%s): the walk cannot start from an accepted call", tl.name, tl.input().tree.Required, specFile(t, tl.id))
+		if len(tl.Input().Tree.Required) > 0 && tl.Example() == nil {
+			t.Errorf("%s has required parameters %v but no Example in its Spec (%s): the walk cannot start from an accepted call", tl.Name(), tl.Input().Tree.Required, specFile(t, tl.ID()))
 		}
 	}
 	kinds := map[string]int{}
@@ -312,24 +313,24 @@ func TestEveryErrorIsActionable(t *testing.T) {
 			}
 		}
 	})
-	for _, tl := range off.a.tools.all() {
-		if tl.rule.Gate != config.NoSwitch {
-			c := errCase{kind: "writes off", tool: tl.name, p: admin, args: with(with(argsOf(tl), "confirm", true), "reason", "walk"), wantNext: true}
+	for _, tl := range off.a.tools.All() {
+		if tl.Rule().Gate != config.NoSwitch {
+			c := errCase{kind: "writes off", tool: tl.Name(), p: admin, args: with(with(argsOf(tl), "confirm", true), "reason", "walk"), wantNext: true}
 			count(c, checkActionable(t, off, c))
 		}
 	}
 	domains := map[string]bool{}
 	for _, tl := range tools {
-		if on, key := domainEnabled(r.cfg, tl.rule.Domain); on && key != "" {
-			domains[tl.rule.Domain] = true
+		if on, key := tool.DomainEnabled(r.cfg, tl.Rule().Domain); on && key != "" {
+			domains[tl.Rule().Domain] = true
 		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(domains)) {
 		dr := newRig(t, func(c *config.Config) { disableDomain(c, d) })
-		for _, tl := range dr.a.tools.all() {
-			if tl.rule.Domain == d {
+		for _, tl := range dr.a.tools.All() {
+			if tl.Rule().Domain == d {
 				// With system off, system_get_capabilities is off too: nothing to suggest.
-				c := errCase{kind: "namespace off", tool: tl.name, p: admin, args: argsOf(tl), wantNext: d != "system"}
+				c := errCase{kind: "namespace off", tool: tl.Name(), p: admin, args: argsOf(tl), wantNext: d != "system"}
 				count(c, checkActionable(t, dr, c))
 			}
 		}
@@ -341,15 +342,15 @@ func TestEveryErrorIsActionable(t *testing.T) {
 	unavailable := 0
 	for _, tl := range tools {
 		args := argsOf(tl)
-		if tl.mutating {
+		if tl.Mutating() {
 			args["dry_run"] = true
 		}
-		res, sc := r.as(admin, tl.name, args)
+		res, sc := r.as(admin, tl.Name(), args)
 		if errCode(res, sc) != CodeUnavailable {
 			continue
 		}
 		unavailable++
-		count(errCase{kind: "helper unavailable"}, checkActionable(t, r, errCase{kind: "helper unavailable", tool: tl.name, p: admin, args: args, wantNext: true}))
+		count(errCase{kind: "helper unavailable"}, checkActionable(t, r, errCase{kind: "helper unavailable", tool: tl.Name(), p: admin, args: args, wantNext: true}))
 	}
 	if unavailable < 5 {
 		t.Errorf("only %d tools answered unavailable with the helper gone", unavailable)

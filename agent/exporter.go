@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
@@ -75,14 +76,14 @@ func codeIndex(code string) int {
 
 // count records one finished call: its decision, and its error code if it
 // failed. It runs on every call.
-func (a *Agent) count(t *tool, decision string, e *ToolError) {
+func (a *Agent) count(t *tool.Tool, decision string, e *tool.Error) {
 	switch decision {
 	case store.DecisionAllow:
-		t.allowed.Add(1)
+		t.Stats.Allowed.Add(1)
 	case store.DecisionDeclined:
-		t.declined.Add(1)
+		t.Stats.Declined.Add(1)
 	default:
-		t.denied.Add(1)
+		t.Stats.Denied.Add(1)
 	}
 	if e != nil {
 		a.exp.errors[codeIndex(e.Code)].Add(1)
@@ -489,15 +490,15 @@ func (a *Agent) collectOwn(e *emitter) {
 	e.uint(famStartTime, uint64(a.started.Unix()))
 
 	var denials uint64
-	for _, t := range a.tools.all() {
-		al, de, dc := t.allowed.Load(), t.denied.Load(), t.declined.Load()
+	for _, t := range a.tools.All() {
+		al, de, dc := t.Stats.Allowed.Load(), t.Stats.Denied.Load(), t.Stats.Declined.Load()
 		denials += de + dc
 		if al+de+dc == 0 {
 			continue // a tool never called adds nothing but lines
 		}
-		e.uint(famToolCalls, al, t.id, "allow")
-		e.uint(famToolCalls, de, t.id, "deny")
-		e.uint(famToolCalls, dc, t.id, "declined")
+		e.uint(famToolCalls, al, t.ID(), "allow")
+		e.uint(famToolCalls, de, t.ID(), "deny")
+		e.uint(famToolCalls, dc, t.ID(), "declined")
 	}
 	e.uint(famDenials, denials)
 	e.uint(famRefused, a.doors.RefusedConns())

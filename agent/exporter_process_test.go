@@ -186,7 +186,7 @@ func TestAcceptsGzip(t *testing.T) {
 // counters into points, without rendering.
 func BenchmarkScrapeCollect(b *testing.B) {
 	r := newSimRig(b, nil)
-	for _, tl := range r.a.tools.all() {
+	for _, tl := range r.a.tools.All() {
 		r.a.count(tl, "allow", nil)
 	}
 	b.ReportAllocs()
@@ -204,7 +204,7 @@ func BenchmarkScrapeCollect(b *testing.B) {
 func BenchmarkScrapeExporterProcess(b *testing.B) {
 	bin := buildExporterB(b)
 	r := newSimRig(b, nil)
-	for _, tl := range r.a.tools.all() {
+	for _, tl := range r.a.tools.All() {
 		r.a.count(tl, "allow", nil)
 	}
 	p := scrape.NewProcess(bin, os.Stderr)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
 
@@ -240,8 +241,8 @@ func TestMetricsPromtool(t *testing.T) {
 // Counting a call is on every call's path: it must not allocate.
 func TestCountNoAllocs(t *testing.T) {
 	r := newSimRig(t, nil)
-	tl, _ := r.a.tools.lookup("system_reboot")
-	e := errf(CodePermissionDenied, "no")
+	tl, _ := r.a.tools.Lookup("system_reboot")
+	e := tool.Errf(CodePermissionDenied, "no")
 	if n := testing.AllocsPerRun(1000, func() { r.a.count(tl, "deny", e) }); n != 0 {
 		t.Fatalf("count allocates %v times per call", n)
 	}
@@ -249,8 +250,8 @@ func TestCountNoAllocs(t *testing.T) {
 
 func BenchmarkCountCall(b *testing.B) {
 	r := newSimRig(b, nil)
-	tl, _ := r.a.tools.lookup("system_reboot")
-	e := errf(CodePermissionDenied, "no")
+	tl, _ := r.a.tools.Lookup("system_reboot")
+	e := tool.Errf(CodePermissionDenied, "no")
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -264,7 +265,7 @@ func BenchmarkCountCall(b *testing.B) {
 // database size, and writing the text.
 func BenchmarkScrape(b *testing.B) {
 	r := newSimRig(b, nil)
-	for _, tl := range r.a.tools.all() {
+	for _, tl := range r.a.tools.All() {
 		r.a.count(tl, "allow", nil)
 	}
 	h := r.a.MetricsHandler()
@@ -286,7 +287,7 @@ func BenchmarkScrapeLinux(b *testing.B) {
 	r := newRig(b, nil)
 	r.a.sys = sysinfo.NewLinux(sysinfo.LinuxOptions{Sleep: func(context.Context, time.Duration) error { return nil }})
 	r.a.mode = "device"
-	for _, tl := range r.a.tools.all() {
+	for _, tl := range r.a.tools.All() {
 		r.a.count(tl, "allow", nil)
 	}
 	h := r.a.MetricsHandler()
@@ -425,8 +426,8 @@ func TestMetricsUpstreamAndHelper(t *testing.T) {
 	if l := m[`raspi_mcp_upstream_latency_seconds{upstream="hs4"}`]; l <= 0 {
 		t.Fatalf("upstream latency %v (or absent)", l)
 	}
-	tl, _ := r.a.tools.lookup("hs4_devices_get_level")
-	want(t, m, `raspi_mcp_tool_calls_total{decision="allow",tool="`+tl.id+`"}`, 1)
+	tl, _ := r.a.tools.Lookup("hs4_devices_get_level")
+	want(t, m, `raspi_mcp_tool_calls_total{decision="allow",tool="`+tl.ID()+`"}`, 1)
 }
 
 // failingBoard is a board whose readings all fail.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -63,16 +64,16 @@ func FuzzToolCall(f *testing.F) {
 		}
 		f.Cleanup(func() { _ = r.a.sampler.Close() })
 	}
-	tools := rigs[0].a.tools.all()
-	slices.SortFunc(tools, func(a, b *tool) int { return strings.Compare(a.id, b.id) })
+	tools := rigs[0].a.tools.All()
+	slices.SortFunc(tools, func(a, b *tool.Tool) int { return strings.Compare(a.ID(), b.ID()) })
 	f.Fuzz(func(t *testing.T, name string, who uint8, args []byte) {
 		r := rigs[who>>7&1]
 		p := fuzzRoles[int(who)%len(fuzzRoles)]
 		// A name that is not a tool still picks one, so mutated names
 		// keep exercising tools rather than the lookup.
-		tl, ok := r.a.tools.lookup(name)
+		tl, ok := r.a.tools.Lookup(name)
 		if !ok {
-			tl, _ = r.a.tools.lookup(tools[int(crc32.ChecksumIEEE([]byte(name)))%len(tools)].id)
+			tl, _ = r.a.tools.Lookup(tools[int(crc32.ChecksumIEEE([]byte(name)))%len(tools)].ID())
 		}
 		if r == rigs[1] && bytes.Contains(args, []byte("duration")) {
 			// A timed write reverts on its own later, which would look
@@ -86,7 +87,7 @@ func FuzzToolCall(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &Call{Principal: p, CorrelationID: newCorrelationID()}
+		c := &tool.Call{Principal: p, CorrelationID: tool.NewCorrelationID()}
 		res := r.a.invoke(ctx, tl, c, json.RawMessage(args))
 		after := r.board(ctx)
 		total1, _, _, last, err := r.db.AuditCounts()
@@ -96,63 +97,63 @@ func FuzzToolCall(f *testing.F) {
 
 		code := checkResult(t, tl, res)
 		if code == CodeInternal {
-			t.Fatalf("%s as %s with %q: internal error: %v", tl.id, p.Role, args, res.Meta["error"])
+			t.Fatalf("%s as %s with %q: internal error: %v", tl.ID(), p.Role, args, res.Meta["error"])
 		}
-		if (tl.mutating || code != "") && total1 != total0+1 {
-			t.Fatalf("%s as %s with %q: %d audit records for one call", tl.id, p.Role, args, total1-total0)
+		if (tl.Mutating() || code != "") && total1 != total0+1 {
+			t.Fatalf("%s as %s with %q: %d audit records for one call", tl.ID(), p.Role, args, total1-total0)
 		}
 		// A tool whose write switch is off is refused, dry run or not,
 		// whatever the board shows (an I2C write leaves no trace on it).
-		if !tl.rule.Gate.On(r.cfg) && code != CodePermissionDenied && code != CodeInvalidArgument {
-			t.Fatalf("%s as %s with %q: switched off, yet answered %q", tl.id, p.Role, args, code)
+		if !tl.Rule().Gate.On(r.cfg) && code != CodePermissionDenied && code != CodeInvalidArgument {
+			t.Fatalf("%s as %s with %q: switched off, yet answered %q", tl.ID(), p.Role, args, code)
 		}
 		if before == after {
 			return
 		}
 		// The board changed: only an allowed, real, audited call may do that.
 		if r == rigs[0] {
-			t.Fatalf("%s as %s with %q changed the board with every write switch off:\n%s\n->\n%s", tl.id, p.Role, args, before, after)
+			t.Fatalf("%s as %s with %q changed the board with every write switch off:\n%s\n->\n%s", tl.ID(), p.Role, args, before, after)
 		}
 		switch {
-		case !tl.mutating:
-			t.Fatalf("read tool %s changed the board:\n%s\n->\n%s", tl.id, before, after)
+		case !tl.Mutating():
+			t.Fatalf("read tool %s changed the board:\n%s\n->\n%s", tl.ID(), before, after)
 		case code != "":
-			t.Fatalf("%s as %s with %q failed (%s) yet changed the board", tl.id, p.Role, args, code)
+			t.Fatalf("%s as %s with %q failed (%s) yet changed the board", tl.ID(), p.Role, args, code)
 		case c.DryRun:
-			t.Fatalf("dry run of %s with %q changed the board", tl.id, args)
-		case p.Role < tl.rule.MinRole:
-			t.Fatalf("%s as %s changed the board below its role %s", tl.id, p.Role, tl.rule.MinRole)
-		case total1 != total0+1 || last.Decision != "allow" || last.Tool != tl.id:
-			t.Fatalf("%s changed the board without its own audit record (last %+v)", tl.id, last)
+			t.Fatalf("dry run of %s with %q changed the board", tl.ID(), args)
+		case p.Role < tl.Rule().MinRole:
+			t.Fatalf("%s as %s changed the board below its role %s", tl.ID(), p.Role, tl.Rule().MinRole)
+		case total1 != total0+1 || last.Decision != "allow" || last.Tool != tl.ID():
+			t.Fatalf("%s changed the board without its own audit record (last %+v)", tl.ID(), last)
 		}
 	})
 }
 
 // checkResult checks the shape of a result and returns its error code, ""
 // for a success.
-func checkResult(t *testing.T, tl *tool, res *mcp.CallToolResult) string {
+func checkResult(t *testing.T, tl *tool.Tool, res *mcp.CallToolResult) string {
 	t.Helper()
 	if res == nil {
-		t.Fatalf("%s: nil result", tl.id)
+		t.Fatalf("%s: nil result", tl.ID())
 	}
 	if !res.IsError {
 		if res.StructuredContent == nil {
-			t.Fatalf("%s: success without structured content", tl.id)
+			t.Fatalf("%s: success without structured content", tl.ID())
 		}
 		return ""
 	}
 	if res.StructuredContent != nil {
-		t.Fatalf("%s: error result carries structuredContent", tl.id)
+		t.Fatalf("%s: error result carries structuredContent", tl.ID())
 	}
-	te, ok := res.Meta["error"].(*ToolError)
+	te, ok := res.Meta["error"].(*tool.Error)
 	if !ok || te.Code == "" || te.Message == "" {
-		t.Fatalf("%s: error result without a structured error: %#v", tl.id, res.Meta["error"])
+		t.Fatalf("%s: error result without a structured error: %#v", tl.ID(), res.Meta["error"])
 	}
 	switch te.Code {
 	case CodeInvalidArgument, CodePermissionDenied, CodeNotFound, CodeFailedPrecondition,
 		CodeResourceExhausted, CodeUnavailable, CodeInternal:
 	default:
-		t.Fatalf("%s: error code %q is not in the vocabulary", tl.id, te.Code)
+		t.Fatalf("%s: error code %q is not in the vocabulary", tl.ID(), te.Code)
 	}
 	return te.Code
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -47,7 +48,7 @@ type ConfigureIn struct {
 	Pin  int    `json:"pin" jsonschema:"BCM number"`
 	Mode string `json:"mode"`
 	Pull string `json:"pull,omitempty"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // WriteIn is gpio.write_pin: the level and, optionally, how long to hold it
@@ -56,7 +57,7 @@ type WriteIn struct {
 	Pin        int    `json:"pin" jsonschema:"BCM number"`
 	Value      string `json:"value" jsonschema:"high or low (1 and 0 are accepted too)"`
 	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"hold the value this long, then revert (a lease); omit for a permanent write"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // levelSpelling takes 1 and 0 for "high" and "low", as the tool catalog's
@@ -86,7 +87,7 @@ type PWMIn struct {
 	Pin              int     `json:"pin" jsonschema:"BCM number"`
 	FrequencyHz      float64 `json:"frequency_hz"`
 	DutyCyclePercent float64 `json:"duty_cycle_percent"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PWMOut is the effective PWM state.
@@ -102,21 +103,21 @@ type PWMOut struct {
 
 func (a *Agent) registerGPIO() {
 	gate := config.SwitchGPIOWrites
-	pinProp := prop("pin", minimum(1), maximum(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
-	add(a.tools, Spec[NoArgs, PinsOut]{
+	pinProp := tool.P("pin", tool.Min(1), tool.Max(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
+	tool.Add(a.tools, tool.Spec[NoArgs, PinsOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
 		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
 		Summary:     func(_ NoArgs, o PinsOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
 	})
-	add(a.tools, Spec[PinIn, GpioPinInfo]{
+	tool.Add(a.tools, tool.Spec[PinIn, GpioPinInfo]{
 		ID: "gpio.read_pin", Title: "Read a GPIO pin",
 		Description: "Read an allowed pin's level (high or low).",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{pinProp},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{pinProp},
 		Example:     &PinIn{Pin: 17},
-		Run: func(ctx context.Context, _ *Call, in PinIn) (GpioPinInfo, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in PinIn) (GpioPinInfo, error) {
 			if _, err := a.allowedPin(in.Pin); err != nil {
 				return GpioPinInfo{}, err
 			}
@@ -128,23 +129,23 @@ func (a *Agent) registerGPIO() {
 		},
 		Summary: func(in PinIn, o GpioPinInfo) string { return fmt.Sprintf("GPIO%d is %s (%s)", in.Pin, o.Value, o.Mode) },
 	})
-	add(a.tools, Spec[ConfigureIn, GpioPinInfo]{
+	tool.Add(a.tools, tool.Spec[ConfigureIn, GpioPinInfo]{
 		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
 		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
-		Props:       []Prop{pinProp, prop("mode", enum("input", "output")), prop("pull", enum("none", "up", "down"), def("none"))},
+		Props:       []tool.Prop{pinProp, tool.P("mode", tool.Enum("input", "output")), tool.P("pull", tool.Enum("none", "up", "down"), tool.Default("none"))},
 		Example:     &ConfigureIn{Pin: 17, Mode: "output"},
 		Run:         a.configurePin,
 		Summary: func(in ConfigureIn, o GpioPinInfo) string {
 			return fmt.Sprintf("GPIO%d configured as %s, pull %s", in.Pin, in.Mode, in.Pull)
 		},
 	})
-	add(a.tools, Spec[WriteIn, WriteOut]{
+	tool.Add(a.tools, tool.Spec[WriteIn, WriteOut]{
 		ID: "gpio.write_pin", Title: "Write a GPIO pin",
 		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
-		Props:       []Prop{pinProp, prop("value", enum("high", "low")), prop("duration_ms", minimum(1), maximum(600000))},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
+		Props:       []tool.Prop{pinProp, tool.P("value", tool.Enum("high", "low")), tool.P("duration_ms", tool.Min(1), tool.Max(600000))},
 		Spelling:    levelSpelling,
 		Example:     &WriteIn{Pin: 17, Value: "high"},
 		Run:         a.writePin,
@@ -159,12 +160,12 @@ func (a *Agent) registerGPIO() {
 			return s
 		},
 	})
-	add(a.tools, Spec[PWMIn, PWMOut]{
+	tool.Add(a.tools, tool.Spec[PWMIn, PWMOut]{
 		ID: "gpio.set_pwm", Title: "Hardware PWM",
 		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: gate},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
-		Props:       []Prop{pinProp, prop("frequency_hz", minimum(1), maximum(proto.MaxPWMHz)), prop("duty_cycle_percent", minimum(0), maximum(100))},
+		Props:       []tool.Prop{pinProp, tool.P("frequency_hz", tool.Min(1), tool.Max(proto.MaxPWMHz)), tool.P("duty_cycle_percent", tool.Min(0), tool.Max(100))},
 		Example:     &PWMIn{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50},
 		Run:         a.setPWM,
 		Summary: func(in PWMIn, o PWMOut) string {
@@ -182,10 +183,10 @@ func (a *Agent) allowedPin(pin int) (config.Pin, error) {
 			allowed = append(allowed, q.Pin)
 		}
 		sort.Ints(allowed)
-		return config.Pin{}, errf(CodePermissionDenied, "GPIO%d is not in this device's allowlist", pin).
-			with("parameter", "pin").with("allowed_pins", allowed).
-			hint("the owner lists allowed pins in [gpio] pins of " + config.DefaultPath).
-			next(SuggestedCall{Tool: a.wire("gpio.list_pins"), Why: "see the allowed pins and what they drive"})
+		return config.Pin{}, tool.Errf(CodePermissionDenied, "GPIO%d is not in this device's allowlist", pin).
+			With("parameter", "pin").With("allowed_pins", allowed).
+			Hint("the owner lists allowed pins in [gpio] pins of " + config.DefaultPath).
+			Suggest(tool.SuggestedCall{Tool: a.wire("gpio.list_pins"), Why: "see the allowed pins and what they drive"})
 	}
 	return p, nil
 }
@@ -229,7 +230,7 @@ func (a *Agent) listPins(ctx context.Context) (PinsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) configurePin(ctx context.Context, c *Call, in ConfigureIn) (GpioPinInfo, error) {
+func (a *Agent) configurePin(ctx context.Context, c *tool.Call, in ConfigureIn) (GpioPinInfo, error) {
 	if _, err := a.allowedPin(in.Pin); err != nil {
 		return GpioPinInfo{}, err
 	}
@@ -250,7 +251,7 @@ func (a *Agent) configurePin(ctx context.Context, c *Call, in ConfigureIn) (Gpio
 	return a.pinInfo(p), nil
 }
 
-func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, error) {
+func (a *Agent) writePin(ctx context.Context, c *tool.Call, in WriteIn) (WriteOut, error) {
 	if _, err := a.allowedPin(in.Pin); err != nil {
 		return WriteOut{}, err
 	}
@@ -311,24 +312,24 @@ func (a *Agent) writePin(ctx context.Context, c *Call, in WriteIn) (WriteOut, er
 
 // notOutput is a write to a pin that is not an output, with the call that makes it one.
 // mode is the pin's mode when known, "" when the helper refused the write.
-func (a *Agent) notOutput(pin int, mode string) *ToolError {
-	e := errf(CodeFailedPrecondition, "GPIO%d is not an output", pin).with("pin", pin)
+func (a *Agent) notOutput(pin int, mode string) *tool.Error {
+	e := tool.Errf(CodeFailedPrecondition, "GPIO%d is not an output", pin).With("pin", pin)
 	if mode != "" {
-		e = errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", pin, mode).with("pin", pin).with("mode", mode)
+		e = tool.Errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", pin, mode).With("pin", pin).With("mode", mode)
 	}
-	return e.hint("configure the pin as an output with gpio_configure_pin, then write again").
-		next(SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": pin, "mode": "output"},
+	return e.Hint("configure the pin as an output with gpio_configure_pin, then write again").
+		Suggest(tool.SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": pin, "mode": "output"},
 			Why: "make it an output first"})
 }
 
-func (a *Agent) setPWM(ctx context.Context, c *Call, in PWMIn) (PWMOut, error) {
+func (a *Agent) setPWM(ctx context.Context, c *tool.Call, in PWMIn) (PWMOut, error) {
 	p, err := a.allowedPin(in.Pin)
 	if err != nil {
 		return PWMOut{}, err
 	}
 	if !p.PWM {
-		return PWMOut{}, errf(CodePermissionDenied, "PWM is not allowed on GPIO%d", in.Pin).with("parameter", "pin").
-			hint("the owner sets pwm = true on the pin in [gpio] pins")
+		return PWMOut{}, tool.Errf(CodePermissionDenied, "PWM is not allowed on GPIO%d", in.Pin).With("parameter", "pin").
+			Hint("the owner sets pwm = true on the pin in [gpio] pins")
 	}
 	if c.DryRun {
 		return PWMOut{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent, DryRun: true}, nil

@@ -14,13 +14,13 @@ import (
 // guard arguments of the call they prepare.)
 func TestIntentIsAudited(t *testing.T) {
 	r := newRig(t, nil)
-	for _, tl := range r.a.tools.all() {
-		_, guarded := tl.input().tree.Properties["confirm"]
-		if _, ok := tl.input().tree.Properties["intent"]; ok != guarded || (guarded && !tl.mutating) {
-			t.Errorf("%s: intent parameter %v, guarded %v, mutating %v", tl.name, ok, guarded, tl.mutating)
+	for _, tl := range r.a.tools.All() {
+		_, guarded := tl.Input().Tree.Properties["confirm"]
+		if _, ok := tl.Input().Tree.Properties["intent"]; ok != guarded || (guarded && !tl.Mutating()) {
+			t.Errorf("%s: intent parameter %v, guarded %v, mutating %v", tl.Name(), ok, guarded, tl.Mutating())
 		}
-		if tl.mutating && !guarded && tl.id != "change.prepare" && tl.id != "change.commit" {
-			t.Errorf("%s: mutating without guard arguments", tl.name)
+		if tl.Mutating() && !guarded && tl.ID() != "change.prepare" && tl.ID() != "change.commit" {
+			t.Errorf("%s: mutating without guard arguments", tl.Name())
 		}
 	}
 	if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "test", "intent": "water the plants"}); e != nil {

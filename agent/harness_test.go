@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 	"io"
 	"io/fs"
@@ -141,7 +142,7 @@ func (r *rig) killHelper() {
 // as runs one call as principal p, straight through the pipeline.
 func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[string]any) {
 	r.t.Helper()
-	t, ok := r.a.tools.lookup(name)
+	t, ok := r.a.tools.Lookup(name)
 	if !ok {
 		r.t.Fatalf("no tool %s", name)
 	}
@@ -149,7 +150,7 @@ func (r *rig) as(p Principal, name string, args any) (*mcp.CallToolResult, map[s
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	res := r.a.invoke(context.Background(), t, &Call{Principal: p, CorrelationID: newCorrelationID()}, raw)
+	res := r.a.invoke(context.Background(), t, &tool.Call{Principal: p, CorrelationID: tool.NewCorrelationID()}, raw)
 	return res, structured(r.t, res)
 }
 
@@ -236,16 +237,16 @@ func (r *rig) call(t testing.TB, p Principal, name string, args any) *mcp.CallTo
 
 // callAs calls tool as p through a real MCP client session and reads the
 // result as the contract says a client finds it: structuredContent decoded
-// into the tool's own Out, or _meta.error into a ToolError. Exactly one of
+// into the tool's own Out, or _meta.error into a tool.Error. Exactly one of
 // the two is set. A field the result has and Out lacks fails t, so a
 // result cannot carry what its outputSchema does not promise.
-func callAs[Out any](t testing.TB, r *rig, p Principal, tool string, args any) (Out, *ToolError) {
+func callAs[Out any](t testing.TB, r *rig, p Principal, tool string, args any) (Out, *tool.Error) {
 	t.Helper()
 	return decodeResult[Out](t, r.call(t, p, tool, args))
 }
 
 // decodeResult is callAs's reading of a result the test already holds.
-func decodeResult[Out any](t testing.TB, res *mcp.CallToolResult) (Out, *ToolError) {
+func decodeResult[Out any](t testing.TB, res *mcp.CallToolResult) (Out, *tool.Error) {
 	t.Helper()
 	var out Out
 	if res.IsError {
@@ -258,17 +259,17 @@ func decodeResult[Out any](t testing.TB, res *mcp.CallToolResult) (Out, *ToolErr
 	return out, nil
 }
 
-// resultError is the ToolError of an error result, from _meta.error, after
+// resultError is the tool.Error of an error result, from _meta.error, after
 // checking the text block carries the same object and structuredContent
 // none (clients validate that against outputSchema).
-func resultError(t testing.TB, res *mcp.CallToolResult) *ToolError {
+func resultError(t testing.TB, res *mcp.CallToolResult) *tool.Error {
 	t.Helper()
 	if res.StructuredContent != nil {
 		t.Fatalf("error result carries structuredContent, which clients validate against outputSchema")
 	}
-	var te ToolError
+	var te tool.Error
 	strictDecode(t, "_meta.error", res.Meta["error"], &te)
-	var fromText struct{ Error ToolError }
+	var fromText struct{ Error tool.Error }
 	text := res.Content[0].(*mcp.TextContent).Text
 	first, js, _ := strings.Cut(text, "\n")
 	strictDecode(t, "the text block", json.RawMessage(js), &fromText)
@@ -292,7 +293,7 @@ func diff(t testing.TB, what string, want, got any, opts ...cmp.Option) {
 // wantErr stops t unless e is an error with code, and fails it unless,
 // when details is not nil, e has exactly those details (numbers as JSON
 // decodes them: float64).
-func wantErr(t testing.TB, e *ToolError, code string, details map[string]any) {
+func wantErr(t testing.TB, e *tool.Error, code string, details map[string]any) {
 	t.Helper()
 	switch {
 	case e == nil:

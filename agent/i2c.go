@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -61,7 +62,7 @@ type I2CWriteIn struct {
 	Address  int   `json:"address"`
 	Register *int  `json:"register,omitempty"`
 	Data     []int `json:"data"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // I2CWriteOut confirms the write with bus, address and bytes written, the
@@ -103,12 +104,12 @@ type SensorOut struct {
 }
 
 func (a *Agent) registerI2C() {
-	addr := []Prop{prop("bus", minimum(0), maximum(255)), prop("address", minimum(0), maximum(127)), prop("register", minimum(0), maximum(255))}
-	add(a.tools, Spec[NoArgs, BusesOut]{
+	addr := []tool.Prop{tool.P("bus", tool.Min(0), tool.Max(255)), tool.P("address", tool.Min(0), tool.Max(127)), tool.P("register", tool.Min(0), tool.Max(255))}
+	tool.Add(a.tools, tool.Spec[NoArgs, BusesOut]{
 		ID: "i2c.list_buses", Title: "I2C buses",
 		Description: "The I2C buses (adapters) of this device.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run: func(ctx context.Context, _ *Call, _ NoArgs) (BusesOut, error) {
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run: func(ctx context.Context, _ *tool.Call, _ NoArgs) (BusesOut, error) {
 			r, err := client.Call(ctx, a.helper, proto.I2CBuses, proto.I2CBusesReq{})
 			if err != nil {
 				return BusesOut{}, err
@@ -121,13 +122,13 @@ func (a *Agent) registerI2C() {
 		},
 		Summary: func(_ NoArgs, o BusesOut) string { return fmt.Sprintf("%d I2C buses", len(o.Buses)) },
 	})
-	add(a.tools, Spec[ScanIn, ScanOut]{
+	tool.Add(a.tools, tool.Spec[ScanIn, ScanOut]{
 		ID: "i2c.scan_bus", Title: "Scan an I2C bus",
 		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
-		Rule:        Rule{MinRole: identity.RoleRead},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
 		Example:     &ScanIn{Bus: 1},
-		Run: func(ctx context.Context, _ *Call, in ScanIn) (ScanOut, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in ScanIn) (ScanOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, -1); err != nil {
 				return ScanOut{}, err
 			}
@@ -141,13 +142,13 @@ func (a *Agent) registerI2C() {
 			return fmt.Sprintf("bus %d: %s answered, %d held by drivers", in.Bus, hexList(o.Addresses), len(o.InUse))
 		},
 	})
-	add(a.tools, Spec[I2CReadIn, I2CReadOut]{
+	tool.Add(a.tools, tool.Spec[I2CReadIn, I2CReadOut]{
 		ID: "i2c.read", Title: "Read I2C",
 		Description: "Read 1..32 bytes from a device, from a register when given.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       append(addr, prop("length", minimum(1), maximum(proto.MaxI2CBytes))),
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       append(addr, tool.P("length", tool.Min(1), tool.Max(proto.MaxI2CBytes))),
 		Example:     &I2CReadIn{Bus: 1, Address: 0x76, Length: 1},
-		Run: func(ctx context.Context, _ *Call, in I2CReadIn) (I2CReadOut, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in I2CReadIn) (I2CReadOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, in.Address); err != nil {
 				return I2CReadOut{}, err
 			}
@@ -161,17 +162,17 @@ func (a *Agent) registerI2C() {
 			return fmt.Sprintf("read %d bytes from bus %d 0x%02x: %s", len(o.Data), in.Bus, in.Address, hexList(o.Data))
 		},
 	})
-	add(a.tools, Spec[I2CWriteIn, I2CWriteOut]{
+	tool.Add(a.tools, tool.Spec[I2CWriteIn, I2CWriteOut]{
 		ID: "i2c.write", Title: "Write I2C",
 		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchI2CWrites},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchI2CWrites},
 		Destructive: true,
-		Props: append(addr, prop("data", minItems(1), maxItems(proto.MaxI2CBytes)), prop("data", func(s *jsonschema.Schema) {
+		Props: append(addr, tool.P("data", tool.MinItems(1), tool.MaxItems(proto.MaxI2CBytes)), tool.P("data", func(s *jsonschema.Schema) {
 			lo, hi := 0.0, 255.0
 			s.Items.Minimum, s.Items.Maximum = &lo, &hi
 		})),
 		Example: &I2CWriteIn{Bus: 1, Address: 0x48, Data: []int{1}},
-		Run: func(ctx context.Context, c *Call, in I2CWriteIn) (I2CWriteOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in I2CWriteIn) (I2CWriteOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Write, "write", in.Bus, in.Address); err != nil {
 				return I2CWriteOut{}, err
 			}
@@ -191,11 +192,11 @@ func (a *Agent) registerI2C() {
 			return fmt.Sprintf("wrote %d bytes to bus %d 0x%02x", o.BytesWritten, in.Bus, in.Address)
 		},
 	})
-	add(a.tools, Spec[NoArgs, SensorsOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, SensorsOut]{
 		ID: "sensors.list", Title: "Sensors",
 		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run: func(context.Context, *Call, NoArgs) (SensorsOut, error) {
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run: func(context.Context, *tool.Call, NoArgs) (SensorsOut, error) {
 			out := SensorsOut{Sensors: []SensorInfo{}}
 			for _, s := range a.conf().I2C.Sensors {
 				out.Sensors = append(out.Sensors, SensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
@@ -204,20 +205,20 @@ func (a *Agent) registerI2C() {
 		},
 		Summary: func(_ NoArgs, o SensorsOut) string { return fmt.Sprintf("%d sensors", len(o.Sensors)) },
 	})
-	add(a.tools, Spec[SensorIn, SensorOut]{
+	tool.Add(a.tools, tool.Spec[SensorIn, SensorOut]{
 		ID: "sensors.read", Title: "Read a sensor",
 		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{prop("name", minLen(1), maxLen(64))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{tool.P("name", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &SensorIn{Name: "case"},
-		Run: func(ctx context.Context, _ *Call, in SensorIn) (SensorOut, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in SensorIn) (SensorOut, error) {
 			found := false
 			for _, s := range a.conf().I2C.Sensors {
 				found = found || s.Name == in.Name
 			}
 			if !found {
-				return SensorOut{}, errf(CodeNotFound, "no sensor named %q", in.Name).with("parameter", "name").
-					next(SuggestedCall{Tool: a.wire("sensors.list"), Why: "see the declared sensors"})
+				return SensorOut{}, tool.Errf(CodeNotFound, "no sensor named %q", in.Name).With("parameter", "name").
+					Suggest(tool.SuggestedCall{Tool: a.wire("sensors.list"), Why: "see the declared sensors"})
 			}
 			r, err := client.Call(ctx, a.helper, proto.SensorRead, proto.SensorReadReq{Name: in.Name})
 			if err != nil {
@@ -261,9 +262,9 @@ func (a *Agent) allowedI2C(list []string, what string, bus, addr int) error {
 	if addr >= 0 {
 		target = fmt.Sprintf("bus %d address 0x%02x", bus, addr)
 	}
-	return errf(CodePermissionDenied, "I2C %s of %s is not allowed on this device", what, target).
-		with("bus", bus).with("address", addr).with("allowed", list).
-		hint(fmt.Sprintf("the owner allows it in [i2c] %s of %s, e.g. \"%d:0x%02x\"", what, config.DefaultPath, bus, max(addr, 0)))
+	return tool.Errf(CodePermissionDenied, "I2C %s of %s is not allowed on this device", what, target).
+		With("bus", bus).With("address", addr).With("allowed", list).
+		Hint(fmt.Sprintf("the owner allows it in [i2c] %s of %s, e.g. \"%d:0x%02x\"", what, config.DefaultPath, bus, max(addr, 0)))
 }
 
 func hexList(v []int) string {

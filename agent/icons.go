@@ -73,3 +73,12 @@ func toolLook(id string) (look, bool) {
 	ns, _, _ := strings.Cut(id, ".")
 	return namespaceLook(ns)
 }
+
+// decorate gives a local tool's listing its namespace's look: icons and
+// the namespace's title (tool.Options.Decorate).
+func decorate(id string, t *mcp.Tool) {
+	if l, ok := toolLook(id); ok {
+		t.Icons = l.icons()
+		t.Meta["namespace_title"] = l.title
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -55,8 +56,8 @@ func guardProps() map[string]map[string]any {
 // is served, an upstream whose name is a local namespace.
 func (a *Agent) newLAN() error {
 	local := map[string]bool{}
-	for _, t := range a.tools.all() {
-		local[strings.SplitN(t.id, ".", 2)[0]] = true
+	for _, t := range a.tools.All() {
+		local[strings.SplitN(t.ID(), ".", 2)[0]] = true
 	}
 	names := make([]string, 0, len(local))
 	for n := range local {
@@ -112,11 +113,11 @@ func (a *Agent) runLAN(ctx context.Context, wg *sync.WaitGroup) {
 // syncLAN replaces d's mounted tools with what the upstream lists now.
 func (a *Agent) syncLAN(d *lanDomain) {
 	prefix := d.cfg.Name + "."
-	gone := a.tools.remove(func(t *tool) bool { return strings.HasPrefix(t.id, prefix) })
+	gone := a.tools.Unmount(func(t *tool.Tool) bool { return strings.HasPrefix(t.ID(), prefix) })
 	if len(gone) > 0 {
 		names := make([]string, len(gone))
 		for i, t := range gone {
-			names[i] = t.name
+			names[i] = t.Name()
 		}
 		a.server.RemoveTools(names...)
 	}
@@ -127,12 +128,12 @@ func (a *Agent) syncLAN(d *lanDomain) {
 		}
 		t, err := a.lanTool(d, ut)
 		if err == nil {
-			err = a.tools.put(t)
+			err = a.tools.Mount(t)
 		}
 		if err == nil {
-			err = safely(func() { a.server.AddTool(t.mcp, a.handler(t)) })
+			err = safely(func() { a.server.AddTool(t.MCP(), a.handler(t)) })
 			if err != nil {
-				a.tools.remove(func(x *tool) bool { return x == t })
+				a.tools.Unmount(func(x *tool.Tool) bool { return x == t })
 			}
 		}
 		if err != nil {
@@ -180,16 +181,16 @@ func lanWireName(prefix, name string) string {
 }
 
 // lanTool builds the local tool that fronts one upstream tool.
-func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
+func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool.Tool, error) {
 	readOnlyHint := ut.Annotations != nil && ut.Annotations.ReadOnlyHint
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
 	role, _ := identity.ParseRole(roleName) // config.Validate has vetted it; a bad name would be identity.RoleNone, refused
-	risk := parseRisk(riskName)
+	risk := tool.ParseRisk(riskName)
 	id := d.cfg.Name + "." + ut.Name
-	t := &tool{id: id, name: lanWireName(d.cfg.Name, ut.Name), stable: "beta", // another server's contract: we cannot vouch for it
-		rule: Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, mutating: risk != RiskRead, lan: true}
-	if !snakeName.MatchString(t.name) {
-		return nil, fmt.Errorf("wire name %q is not valid", t.name)
+	wire, stable := lanWireName(d.cfg.Name, ut.Name), "beta" // another server's contract: we cannot vouch for it
+	mutating := risk != tool.RiskRead
+	if !tool.SnakeName.MatchString(wire) {
+		return nil, fmt.Errorf("wire name %q is not valid", wire)
 	}
 
 	// The upstream's schema, as it sent it, plus our guard arguments.
@@ -216,7 +217,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 	for k := range guards {
 		_, own[k] = props[k]
 	}
-	if t.mutating {
+	if mutating {
 		for k, p := range guards {
 			if !own[k] {
 				props[k] = p
@@ -230,7 +231,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 		c := *ut.Annotations
 		ann = &c
 	}
-	ann.ReadOnlyHint = !t.mutating && readOnlyHint
+	ann.ReadOnlyHint = !mutating && readOnlyHint
 	title := ut.Title
 	if title == "" {
 		title = ann.Title
@@ -240,23 +241,22 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool, error) {
 	}
 	desc := strings.TrimSpace(ut.Description)
 	desc += fmt.Sprintf(" [%s, via raspi-mcp: risk %s, role %s]", d.cfg.Name, risk, role)
-	t.mcp = &mcp.Tool{Name: t.name, Title: title, Description: strings.TrimSpace(desc), InputSchema: schema, Annotations: ann,
-		Meta: mcp.Meta{"id": id, "risk": risk.String(), "min_role": role.String(), "stability": t.stable, "upstream": d.cfg.Name}}
-	t.check = lanCheck
-	name, readOnly := ut.Name, !t.mutating
-	t.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
+	listing := &mcp.Tool{Name: wire, Title: title, Description: strings.TrimSpace(desc), InputSchema: schema, Annotations: ann,
+		Meta: mcp.Meta{"id": id, "risk": risk.String(), "min_role": role.String(), "stability": stable, "upstream": d.cfg.Name}}
+	name, readOnly := ut.Name, !mutating
+	run := func(ctx context.Context, c *tool.Call, args []byte) (any, string, error) {
 		return a.lanCall(ctx, d, name, readOnly, own, c, args)
 	}
-	return t, nil
+	return tool.Foreign(id, wire, tool.Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, stable, listing, lanCheck, run), nil
 }
 
 // lanCheck is the local validation of a mounted tool's arguments: an object,
 // and well-typed guard arguments. The upstream validates its own schema.
-func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
+func lanCheck(raw json.RawMessage) ([]byte, *tool.Error) {
 	raw = rawOrEmpty(raw)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
+		return nil, tool.Errf(CodeInvalidArgument, "arguments must be a JSON object").With("actual_type", tool.JSONType(raw))
 	}
 	var g struct {
 		DryRun  *bool   `json:"dry_run"`
@@ -265,14 +265,14 @@ func lanCheck(raw json.RawMessage) ([]byte, *ToolError) {
 		Intent  *string `json:"intent"`
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason and intent are strings").
-			with("parameter", "dry_run, confirm, reason, intent")
+		return nil, tool.Errf(CodeInvalidArgument, "guard arguments: dry_run and confirm are booleans, reason and intent are strings").
+			With("parameter", "dry_run, confirm, reason, intent")
 	}
 	if g.Reason != nil && len(*g.Reason) > 200 {
-		return nil, errf(CodeInvalidArgument, "reason is longer than 200 characters").with("parameter", "reason")
+		return nil, tool.Errf(CodeInvalidArgument, "reason is longer than 200 characters").With("parameter", "reason")
 	}
 	if g.Intent != nil && len(*g.Intent) > 200 {
-		return nil, errf(CodeInvalidArgument, "intent is longer than 200 characters").with("parameter", "intent")
+		return nil, tool.Errf(CodeInvalidArgument, "intent is longer than 200 characters").With("parameter", "intent")
 	}
 	return raw, nil
 }
@@ -300,10 +300,10 @@ func (r lanResult) MarshalJSON() ([]byte, error) {
 	}{r.res.Content, r.res.StructuredContent})
 }
 
-func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *Call, raw []byte) (any, string, error) {
+func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *tool.Call, raw []byte) (any, string, error) {
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return nil, "", errf(CodeInvalidArgument, "arguments must be a JSON object")
+		return nil, "", tool.Errf(CodeInvalidArgument, "arguments must be a JSON object")
 	}
 	// Guard arguments are ours unless the upstream has them too.
 	for k, has := range own {
@@ -335,23 +335,23 @@ func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly
 }
 
 // lanError maps a failed upstream call to our error shape.
-func lanError(up, tool string, err error) *ToolError {
+func lanError(up, name string, err error) *tool.Error {
 	var ue *upstream.Error
 	if !errors.As(err, &ue) {
-		return errf(CodeInternal, "upstream %s: %s failed", up, tool)
+		return tool.Errf(CodeInternal, "upstream %s: %s failed", up, name)
 	}
-	var te *ToolError
+	var te *tool.Error
 	switch ue.Kind {
 	case upstream.Unavailable:
-		te = errf(CodeUnavailable, "%s is unavailable: %s", up, ue.Error())
+		te = tool.Errf(CodeUnavailable, "%s is unavailable: %s", up, ue.Error())
 		if ue.RetryAfter > 0 {
-			te.with("retry_after_seconds", int(ue.RetryAfter.Seconds()+0.5))
+			te.With("retry_after_seconds", int(ue.RetryAfter.Seconds()+0.5))
 		}
-		te.hint("the Pi's own tools still work; `raspi-mcp status` on the Pi shows the upstream's state")
+		te.Hint("the Pi's own tools still work; `raspi-mcp status` on the Pi shows the upstream's state")
 	case upstream.Timeout:
-		te = errf(CodeUnavailable, "%s did not answer %s in time", up, tool)
+		te = tool.Errf(CodeUnavailable, "%s did not answer %s in time", up, name)
 		if ue.MayHaveRun {
-			te.hint("the call may have taken effect: check with a read before repeating it")
+			te.Hint("the call may have taken effect: check with a read before repeating it")
 		}
 	case upstream.Protocol:
 		code := CodeFailedPrecondition
@@ -361,17 +361,17 @@ func lanError(up, tool string, err error) *ToolError {
 		case -32601:
 			code = CodeNotFound
 		}
-		te = errf(code, "%s refused %s: %s", up, tool, ue.Error()).with("jsonrpc_code", ue.Code)
+		te = tool.Errf(code, "%s refused %s: %s", up, name, ue.Error()).With("jsonrpc_code", ue.Code)
 	default:
-		te = errf(CodeUnavailable, "%s: %s was cancelled", up, tool)
+		te = tool.Errf(CodeUnavailable, "%s: %s was cancelled", up, name)
 	}
 	te.Retryable = ue.Retryable
-	return te.with("upstream", up)
+	return te.With("upstream", up)
 }
 
 // lanToolError turns an upstream tool's isError result into our error shape,
 // keeping its code when it speaks ours (HS4 and Hookaido servers do).
-func lanToolError(up, tool string, res *mcp.CallToolResult) *ToolError {
+func lanToolError(up, name string, res *mcp.CallToolResult) *tool.Error {
 	var text []string
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
@@ -388,7 +388,7 @@ func lanToolError(up, tool string, res *mcp.CallToolResult) *ToolError {
 	if b, err := json.Marshal(res.StructuredContent); err == nil && json.Unmarshal(b, &shaped) == nil && slices.Contains(errorCodes(), shaped.Error.Code) {
 		code = shaped.Error.Code
 	}
-	return errf(code, "%s %s: %s", up, tool, msg).with("upstream", up).with("upstream_tool", tool)
+	return tool.Errf(code, "%s %s: %s", up, name, msg).With("upstream", up).With("upstream_tool", name)
 }
 
 // errorCodes is the whole vocabulary of error codes, the Code constants of errors.go.
@@ -419,8 +419,8 @@ func (a *Agent) lanStatus() []UpstreamStatus {
 		st := d.client.Status()
 		prefix := d.cfg.Name + "."
 		mounted := 0
-		for _, t := range a.tools.all() {
-			if strings.HasPrefix(t.id, prefix) {
+		for _, t := range a.tools.All() {
+			if strings.HasPrefix(t.ID(), prefix) {
 				mounted++
 			}
 		}
@@ -511,18 +511,18 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 		p = identity.Principal{Name: "unknown", UID: -1}
 	}
 	start := time.Now()
-	rule := Rule{Tool: id, Domain: d.cfg.Name, MinRole: identity.RoleRead, Risk: RiskRead}
+	rule := tool.Rule{Tool: id, Domain: d.cfg.Name, MinRole: identity.RoleRead, Risk: tool.RiskRead}
 	decision := "allow"
 	var out any
-	var terr *ToolError
-	if derr := Decide(a.conf(), p, rule, Guard{}, false); derr != nil {
+	var terr *tool.Error
+	if derr := tool.Decide(a.conf(), p, rule, tool.Guard{}, false); derr != nil {
 		decision, terr = "deny", derr
 	} else if res, err := do(ctx); err != nil {
 		terr = lanError(d.cfg.Name, id, err)
 	} else {
 		out = res
 	}
-	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: decision, DurationMS: ms(time.Since(start)), Remote: p.Remote}
 	if _, err := a.record(rec, in, out, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)

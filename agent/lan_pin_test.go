@@ -48,7 +48,7 @@ func TestLANPinnedTLS(t *testing.T) {
 			}
 			// Tools are mounted one at a time: wait for the one called.
 			waitFor(t, "the upstream's tool", 5*time.Second, func() bool {
-				_, ok := r.a.tools.lookup("garage_devices_get_level")
+				_, ok := r.a.tools.Lookup("garage_devices_get_level")
 				return ok
 			})
 			f.level.Store(7)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -341,7 +342,7 @@ func TestLANWireNames(t *testing.T) {
 		strings.Repeat("x", 60): "hs4_" + strings.Repeat("x", 35) + "_",
 	} {
 		got := lanWireName("hs4", in)
-		if !strings.HasPrefix(got, want) || len(got) > 48 || !snakeName.MatchString(got) {
+		if !strings.HasPrefix(got, want) || len(got) > 48 || !tool.SnakeName.MatchString(got) {
 			t.Errorf("lanWireName(%q) = %q, want %q...", in, got, want)
 		}
 	}

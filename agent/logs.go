@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -103,25 +104,25 @@ type AuditProblem struct {
 }
 
 func (a *Agent) registerLogs() {
-	add(a.tools, Spec[AuditLogsIn, AuditLogsOut]{
+	tool.Add(a.tools, tool.Spec[AuditLogsIn, AuditLogsOut]{
 		ID: "logs.get_recent_audit_logs", Title: "Audit trail",
 		Description: "The hash-chained audit trail of this device: every change, denial and failure, newest first, filtered and paginated.",
-		Rule:        Rule{MinRole: identity.RoleOperate},
-		Props: []Prop{
-			prop("limit", minimum(1), maximum(1000), def(50)), prop("offset", minimum(0)),
-			prop("since", format("date-time")), prop("until", format("date-time")),
-			prop("decision", enum("allow", "deny", store.DecisionDeclined)), prop("tool", maxLen(100)), prop("principal", maxLen(100)),
+		Rule:        tool.Rule{MinRole: identity.RoleOperate},
+		Props: []tool.Prop{
+			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(50)), tool.P("offset", tool.Min(0)),
+			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
+			tool.P("decision", tool.Enum("allow", "deny", store.DecisionDeclined)), tool.P("tool", tool.MaxLen(100)), tool.P("principal", tool.MaxLen(100)),
 		},
 		Run: a.auditLogs,
 		Summary: func(_ AuditLogsIn, o AuditLogsOut) string {
 			return fmt.Sprintf("%d of %d audit records", o.ReturnedCount, o.TotalCount)
 		},
 	})
-	add(a.tools, Spec[NoArgs, AuditVerifyOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, AuditVerifyOut]{
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
 		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(context.Context, *Call, NoArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run:         func(context.Context, *tool.Call, NoArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
 		Summary: func(_ NoArgs, o AuditVerifyOut) string {
 			if o.OK {
 				return fmt.Sprintf("audit chain intact: %d records (seq %d..%d)", o.Records, o.FirstSeq, o.LastSeq)
@@ -129,26 +130,26 @@ func (a *Agent) registerLogs() {
 			return fmt.Sprintf("AUDIT CHAIN BROKEN: %d problems in %d records", len(o.Problems), o.Records)
 		},
 	})
-	add(a.tools, Spec[AppLogsIn, AppLogsOut]{
+	tool.Add(a.tools, tool.Spec[AppLogsIn, AppLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
 		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors. Who connected (principal, uid, pid, remote address) shows only to a caller who may read the audit trail.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props: []Prop{prop("limit", minimum(1), maximum(500), def(50)), prop("offset", minimum(0), maximum(100000), def(0)),
-			prop("since", format("date-time")), prop("until", format("date-time")),
-			prop("min_level", enum("debug", "info", "warn", "error"), def("info")), prop("source", enum("all", "agent", "helper"), def("all"))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(500), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0)),
+			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
+			tool.P("min_level", tool.Enum("debug", "info", "warn", "error"), tool.Default("info")), tool.P("source", tool.Enum("all", "agent", "helper"), tool.Default("all"))},
 		Run: a.appLogs,
 		Summary: func(_ AppLogsIn, o AppLogsOut) string {
 			return fmt.Sprintf("%d log lines from %s", len(o.Entries), o.From)
 		},
 	})
-	add(a.tools, Spec[JournalIn, JournalOut]{
+	tool.Add(a.tools, tool.Spec[JournalIn, JournalOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
 		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props: []Prop{prop("units", maxItems(16)), prop("unit", maxLen(proto.MaxUnitName)),
-			prop("priority", enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
-			prop("since", maxLen(40)), prop("until", maxLen(40)), prop("grep", maxLen(200)),
-			prop("limit", minimum(1), maximum(1000), def(100)), prop("max_bytes", minimum(1024), maximum(65536), def(32768))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props: []tool.Prop{tool.P("units", tool.MaxItems(16)), tool.P("unit", tool.MaxLen(proto.MaxUnitName)),
+			tool.P("priority", tool.Enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
+			tool.P("since", tool.MaxLen(40)), tool.P("until", tool.MaxLen(40)), tool.P("grep", tool.MaxLen(200)),
+			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("max_bytes", tool.Min(1024), tool.Max(65536), tool.Default(32768))},
 		Slow: true,
 		Run:  a.queryJournal,
 		Summary: func(in JournalIn, o JournalOut) string {
@@ -230,7 +231,7 @@ const (
 	helperUnit = "raspi-mcp-helper.service"
 )
 
-func (a *Agent) appLogs(ctx context.Context, c *Call, in AppLogsIn) (AppLogsOut, error) {
+func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLogsOut, error) {
 	var min slog.Level
 	_ = min.UnmarshalText([]byte(in.MinLevel))
 	since, err := parseTime("since", in.Since)
@@ -242,7 +243,7 @@ func (a *Agent) appLogs(ctx context.Context, c *Call, in AppLogsIn) (AppLogsOut,
 		return AppLogsOut{}, err
 	}
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return AppLogsOut{}, errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).with("parameter", "since")
+		return AppLogsOut{}, tool.Errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).With("parameter", "since")
 	}
 	// Both sources give the newest offset+limit+1 matching lines, oldest
 	// first; the page is the limit lines before the newest offset ones.
@@ -348,13 +349,13 @@ func relTime(name, s string, now time.Time) (time.Time, error) {
 		}
 	}
 	if err != nil || d < 0 {
-		return time.Time{}, errf(CodeInvalidArgument, "%s: want an RFC 3339 time or a duration back from now such as 15m, 2h or 1d, got %q", name, s).
-			with("parameter", name)
+		return time.Time{}, tool.Errf(CodeInvalidArgument, "%s: want an RFC 3339 time or a duration back from now such as 15m, 2h or 1d, got %q", name, s).
+			With("parameter", name)
 	}
 	return now.Add(-d), nil
 }
 
-func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (JournalOut, error) {
+func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in JournalIn) (JournalOut, error) {
 	now := time.Now()
 	q := journal.Query{Priority: -1, Grep: in.Grep, Limit: in.Limit, MaxBytes: in.MaxBytes}
 	var err error
@@ -365,7 +366,7 @@ func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (Journa
 		return JournalOut{}, err
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return JournalOut{}, errf(CodeInvalidArgument, "since must be before until").with("parameter", "since")
+		return JournalOut{}, tool.Errf(CodeInvalidArgument, "since must be before until").With("parameter", "since")
 	}
 	if in.Priority != "" {
 		q.Priority = slices.Index(priorities, in.Priority)
@@ -380,12 +381,12 @@ func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (Journa
 			n = u + ".service"
 		}
 		if err := (journal.Query{Units: []string{n}}).Validate(); err != nil {
-			return JournalOut{}, errf(CodeInvalidArgument, "unit %q is not a unit name or glob: %v", u, err).with("parameter", "units")
+			return JournalOut{}, tool.Errf(CodeInvalidArgument, "unit %q is not a unit name or glob: %v", u, err).With("parameter", "units")
 		}
 		if !config.UnitMatches(a.conf().Logs.JournalUnits, n) {
-			return JournalOut{}, errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
-				with("unit", n).with("journal_units", a.conf().Logs.JournalUnits).
-				hint("the owner lists readable units in [logs] journal_units of " + config.DefaultPath)
+			return JournalOut{}, tool.Errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
+				With("unit", n).With("journal_units", a.conf().Logs.JournalUnits).
+				Hint("the owner lists readable units in [logs] journal_units of " + config.DefaultPath)
 		}
 		q.Units = append(q.Units, n)
 	}
@@ -393,12 +394,12 @@ func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (Journa
 		q.Units = slices.Clone(a.conf().Logs.JournalUnits) // journalctl -u takes globs
 	}
 	if err := q.Validate(); err != nil {
-		return JournalOut{}, errf(CodeInvalidArgument, "%v", err)
+		return JournalOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
 	}
 	res, err := a.journal.Query(ctx, q)
 	if err != nil {
-		return JournalOut{}, errf(CodeUnavailable, "%v", err).
-			hint("on a device the agent's user must be in group systemd-journal (the package does this)")
+		return JournalOut{}, tool.Errf(CodeUnavailable, "%v", err).
+			Hint("on a device the agent's user must be in group systemd-journal (the package does this)")
 	}
 	out := JournalOut{Entries: []JournalEntry{}, Truncated: res.Truncated, Scanned: res.Scanned, Units: nonNil(q.Units)}
 	for _, e := range res.Entries {
@@ -409,7 +410,7 @@ func (a *Agent) queryJournal(ctx context.Context, _ *Call, in JournalIn) (Journa
 	return out, nil
 }
 
-func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogsOut, error) {
+func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in AuditLogsIn) (AuditLogsOut, error) {
 	q := store.AuditQuery{Principal: in.Principal, Decision: in.Decision, OnlyErrors: in.OnlyErrors, Limit: in.Limit, Offset: in.Offset, Oldest: in.Oldest}
 	var err error
 	if q.Since, err = parseTime("since", in.Since); err != nil {
@@ -419,12 +420,12 @@ func (a *Agent) auditLogs(_ context.Context, _ *Call, in AuditLogsIn) (AuditLogs
 		return AuditLogsOut{}, err
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return AuditLogsOut{}, errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).
-			with("parameter", "since")
+		return AuditLogsOut{}, tool.Errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).
+			With("parameter", "since")
 	}
 	q.Tool = in.Tool
-	if t, ok := a.tools.lookup(strings.TrimSuffix(in.Tool, "*")); ok && !strings.HasSuffix(in.Tool, "*") {
-		q.Tool = t.id
+	if t, ok := a.tools.Lookup(strings.TrimSuffix(in.Tool, "*")); ok && !strings.HasSuffix(in.Tool, "*") {
+		q.Tool = t.ID()
 	} else if strings.HasSuffix(in.Tool, "*") {
 		q.Tool = strings.ReplaceAll(strings.TrimSuffix(in.Tool, "*"), "_", ".") + "*"
 	}
@@ -476,8 +477,8 @@ func parseTime(name, s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, errf(CodeInvalidArgument, "%s: want an RFC 3339 time such as 2026-11-22T03:00:00Z, got %q", name, s).
-			with("parameter", name)
+		return time.Time{}, tool.Errf(CodeInvalidArgument, "%s: want an RFC 3339 time such as 2026-11-22T03:00:00Z, got %q", name, s).
+			With("parameter", name)
 	}
 	return t, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -104,12 +105,14 @@ type CallStats struct {
 }
 
 func (a *Agent) registerManage() {
-	add(a.tools, Spec[NoArgs, ServerStatus]{
+	tool.Add(a.tools, tool.Spec[NoArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
 		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		OutProps:    []Prop{prop("started_at", format("date-time"))},
-		Run:         func(ctx context.Context, c *Call, _ NoArgs) (ServerStatus, error) { return a.Status(ctx, c.Principal) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
+		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (ServerStatus, error) {
+			return a.Status(ctx, c.Principal)
+		},
 		Summary: func(_ NoArgs, s ServerStatus) string {
 			h := "helper DOWN"
 			if s.Helper.Reachable {
@@ -171,11 +174,11 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 	if s.Database.SizeBytes, err = a.store.Size(); err != nil {
 		return s, err
 	}
-	tools := a.tools.all()
+	tools := a.tools.All()
 	s.Tools = len(tools)
 	for _, t := range tools {
-		s.Calls.Total += t.calls.Load()
-		s.Calls.Failed += t.failures.Load()
+		s.Calls.Total += t.Stats.Calls.Load()
+		s.Calls.Failed += t.Stats.Failures.Load()
 	}
 	if s.Recent, s.Problems, err = a.recentProblems(p); err != nil {
 		return s, err
@@ -210,8 +213,8 @@ const auditTool = "logs.get_recent_audit_logs"
 
 // mayReadAudit is nil when p may read the audit trail's records, else the
 // refusal logs_get_recent_audit_logs would give p now.
-func (a *Agent) mayReadAudit(p identity.Principal) *ToolError {
-	return Decide(a.conf(), p, a.rule(auditTool), Guard{}, false)
+func (a *Agent) mayReadAudit(p identity.Principal) *tool.Error {
+	return tool.Decide(a.conf(), p, a.rule(auditTool), tool.Guard{}, false)
 }
 
 // withheldName stands in for another principal's name a caller may not read.
@@ -287,7 +290,7 @@ type JobsOut struct {
 // CancelJobIn is manage.cancel_job.
 type CancelJobIn struct {
 	JobID string `json:"job_id" jsonschema:"from manage_list_jobs"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // CancelJobOut says what cancelling did.
@@ -303,11 +306,11 @@ type CancelJobOut struct {
 const gpioJobPrefix = "gpio-revert-"
 
 func (a *Agent) registerJobs() {
-	add(a.tools, Spec[NoArgs, JobsOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, JobsOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run: func(ctx context.Context, c *Call, _ NoArgs) (JobsOut, error) {
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (JobsOut, error) {
 			out, err := a.queuedJobs()
 			for i := range out.Jobs {
 				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
@@ -324,11 +327,11 @@ func (a *Agent) registerJobs() {
 			return s
 		},
 	})
-	add(a.tools, Spec[CancelJobIn, CancelJobOut]{
+	tool.Add(a.tools, tool.Spec[CancelJobIn, CancelJobOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
-		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
+		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &CancelJobIn{JobID: "job-nope"}, // no such job: cancels nothing
 		Run:         a.cancelJob,
 		Summary: func(_ CancelJobIn, o CancelJobOut) string {
@@ -377,31 +380,31 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) cancelJob(ctx context.Context, c *Call, in CancelJobIn) (CancelJobOut, error) {
+func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in CancelJobIn) (CancelJobOut, error) {
 	list, err := a.queuedJobs()
 	if err != nil {
 		return CancelJobOut{}, err
 	}
 	i := slices.IndexFunc(list.Jobs, func(j QueuedJob) bool { return j.JobID == in.JobID })
 	if i < 0 {
-		return CancelJobOut{}, errf(CodeNotFound, "no queued job %q", in.JobID).with("parameter", "job_id").
-			next(SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
+		return CancelJobOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
+			Suggest(tool.SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
 	}
 	j := list.Jobs[i]
 	out := CancelJobOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
 	if j.Kind == "self_update" {
 		// Stopping apt half-way would leave neither version whole; the
 		// updater's own deadline and rollback are the way out.
-		return out, errf(CodeFailedPrecondition, "self-update %s %s", j.JobID, j.Cancel).with("job_id", j.JobID)
+		return out, tool.Errf(CodeFailedPrecondition, "self-update %s %s", j.JobID, j.Cancel).With("job_id", j.JobID)
 	}
 	// The job's own namespace switch applies, as if its own tool were called.
-	gates := map[string]Rule{
+	gates := map[string]tool.Rule{
 		"sampling":    a.rule("metrics.stop_sampling_job"),
 		"gpio_revert": a.rule("gpio.write_pin"),
 		"power":       a.rule("system.cancel_scheduled_power_action"),
 		osJobKind:     a.rule("manage.preview_os_updates"),
 	}
-	if err := Decide(a.conf(), c.Principal, gates[j.Kind], Guard{DryRun: true}, false); err != nil {
+	if err := tool.Decide(a.conf(), c.Principal, gates[j.Kind], tool.Guard{DryRun: true}, false); err != nil {
 		return out, err
 	}
 	if c.DryRun {

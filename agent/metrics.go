@@ -11,6 +11,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/series"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
@@ -28,13 +29,13 @@ const (
 type StartJobIn struct {
 	IntervalSeconds int `json:"interval_seconds" jsonschema:"seconds between samples"`
 	RetentionHours  int `json:"retention_hours,omitempty" jsonschema:"how long samples are kept"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // StopJobIn is metrics.stop_sampling_job: the job to stop (tool catalog, spec 002 §4.2).
 type StopJobIn struct {
 	JobID string `json:"job_id"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // JobStatus is a sampling job's id, interval, retention and state, the result
@@ -117,7 +118,7 @@ type HistoryIn struct {
 
 // historySpelling maps the first release's parameter names to the tool
 // catalog's (metric_names, start_time, end_time).
-var historySpelling = renames(map[string]string{"metrics": "metric_names", "start": "start_time", "end": "end_time"})
+var historySpelling = tool.Renames(map[string]string{"metrics": "metric_names", "start": "start_time", "end": "end_time"})
 
 // HistoryOut is metrics.query_history's answer, each metric's points by time
 // and the range and resolution (the tool catalog's example, spec 002 §2.6.3),
@@ -189,35 +190,35 @@ type AnomalyOut struct {
 var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_percent", "load1", "disk_percent", "cpu_frequency_mhz", "swap_percent"}
 
 func (a *Agent) registerMetrics() {
-	add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
+	tool.Add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	jobsGate := config.SwitchMetricsJobs
-	add(a.tools, Spec[StartJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[StartJobIn, JobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: jobsGate},
-		Props:       []Prop{prop("interval_seconds", minimum(5), maximum(3600)), prop("retention_hours", minimum(1), maximum(168), def(24))},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
+		Props:       []tool.Prop{tool.P("interval_seconds", tool.Min(5), tool.Max(3600)), tool.P("retention_hours", tool.Min(1), tool.Max(168), tool.Default(24))},
 		Example:     &StartJobIn{IntervalSeconds: 10},
 		Run:         a.startJob,
 		Summary: func(_ StartJobIn, o JobStatus) string {
 			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
 		},
 	})
-	add(a.tools, Spec[StopJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[StopJobIn, JobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
 		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: jobsGate},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Idempotent:  true,
-		Props:       []Prop{prop("job_id", minLen(1), maxLen(64))},
+		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &StopJobIn{JobID: "job-nope"}, // no such job: stops nothing
 		Run:         a.stopJob,
 		Summary:     func(_ StopJobIn, o JobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
 	})
-	add(a.tools, Spec[NoArgs, JobList]{
+	tool.Add(a.tools, tool.Spec[NoArgs, JobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(_ context.Context, c *Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run:         func(_ context.Context, c *tool.Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
 		Summary: func(_ NoArgs, l JobList) string {
 			run := 0
 			for _, j := range l.Jobs {
@@ -228,24 +229,24 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d sampling jobs, %d running", len(l.Jobs), run)
 		},
 	})
-	add(a.tools, Spec[SamplesIn, SamplesOut]{
+	tool.Add(a.tools, tool.Spec[SamplesIn, SamplesOut]{
 		ID: "metrics.get_samples", Title: "Raw samples",
 		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props: []Prop{prop("limit", minimum(1), maximum(1000), def(100)), prop("since", format("date-time")), prop("until", format("date-time")),
-			prop("job_id", maxLen(64)), prop("cursor", maxLen(64))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
+			tool.P("job_id", tool.MaxLen(64)), tool.P("cursor", tool.MaxLen(64))},
 		Run: a.getSamples,
 		Summary: func(_ SamplesIn, o SamplesOut) string {
 			return fmt.Sprintf("%d samples of %s (more: %v)", o.ReturnedCount, o.JobID, o.HasMore)
 		},
 	})
-	add(a.tools, Spec[HistoryIn, HistoryOut]{
+	tool.Add(a.tools, tool.Spec[HistoryIn, HistoryOut]{
 		ID: "metrics.query_history", Title: "Metric history",
 		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time")), prop("resolution", def("1m"), maxLen(8)),
-			prop("aggregation", enum("avg", "min", "max", "last"), def("avg")), prop("job_id", maxLen(64)), prop("metric_names", minItems(1), maxItems(maxQueryMetrics))},
-		OutProps: []Prop{prop("start_time", format("date-time")), prop("end_time", format("date-time"))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props: []tool.Prop{tool.P("start_time", tool.Format("date-time")), tool.P("end_time", tool.Format("date-time")), tool.P("resolution", tool.Default("1m"), tool.MaxLen(8)),
+			tool.P("aggregation", tool.Enum("avg", "min", "max", "last"), tool.Default("avg")), tool.P("job_id", tool.MaxLen(64)), tool.P("metric_names", tool.MinItems(1), tool.MaxItems(maxQueryMetrics))},
+		OutProps: []tool.Prop{tool.P("start_time", tool.Format("date-time")), tool.P("end_time", tool.Format("date-time"))},
 		Spelling: historySpelling,
 		Example:  &HistoryIn{MetricNames: []string{"cpu_percent"}},
 		Run:      a.queryHistory,
@@ -261,24 +262,24 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Metrics), n, o.Resolution, o.Aggregation, c)
 		},
 	})
-	add(a.tools, Spec[SummaryIn, SummaryOut]{
+	tool.Add(a.tools, tool.Spec[SummaryIn, SummaryOut]{
 		ID: "metrics.get_summary", Title: "Metrics summary",
 		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{prop("window", def("1h"), maxLen(8)), prop("job_id", maxLen(64))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{tool.P("window", tool.Default("1h"), tool.MaxLen(8)), tool.P("job_id", tool.MaxLen(64))},
 		Run:         a.summary,
 		Summary:     summaryLine,
 	})
 }
 
-func (a *Agent) startJob(ctx context.Context, c *Call, in StartJobIn) (JobStatus, error) {
+func (a *Agent) startJob(ctx context.Context, c *tool.Call, in StartJobIn) (JobStatus, error) {
 	if c.DryRun {
 		return JobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
 	}
 	j, err := a.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
 	if errors.Is(err, errTooManyJobs) {
-		return JobStatus{}, errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
-			next(SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
+		return JobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
+			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
 	}
 	if err != nil {
 		return JobStatus{}, err
@@ -286,11 +287,11 @@ func (a *Agent) startJob(ctx context.Context, c *Call, in StartJobIn) (JobStatus
 	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) stopJob(_ context.Context, c *Call, in StopJobIn) (JobStatus, error) {
+func (a *Agent) stopJob(_ context.Context, c *tool.Call, in StopJobIn) (JobStatus, error) {
 	j, err := a.sampler.db.GetJob(in.JobID)
 	if errors.Is(err, store.ErrJobNotFound) {
-		return JobStatus{}, errf(CodeNotFound, "no sampling job %q", in.JobID).with("parameter", "job_id").
-			next(SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
+		return JobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
+			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
 	}
 	if err != nil {
 		return JobStatus{}, err
@@ -343,13 +344,13 @@ func window(sinceName, since, untilName, until string, span time.Duration) (time
 		s = u.Add(-span)
 	}
 	if !s.Before(u) {
-		return time.Time{}, time.Time{}, errf(CodeInvalidArgument, "%s (%s) must be before %s (%s)", sinceName, s.Format(time.RFC3339), untilName, u.Format(time.RFC3339)).
-			with("parameter", sinceName)
+		return time.Time{}, time.Time{}, tool.Errf(CodeInvalidArgument, "%s (%s) must be before %s (%s)", sinceName, s.Format(time.RFC3339), untilName, u.Format(time.RFC3339)).
+			With("parameter", sinceName)
 	}
 	return s, u, nil
 }
 
-func (a *Agent) getSamples(_ context.Context, _ *Call, in SamplesIn) (SamplesOut, error) {
+func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in SamplesIn) (SamplesOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return SamplesOut{}, err
@@ -361,7 +362,7 @@ func (a *Agent) getSamples(_ context.Context, _ *Call, in SamplesIn) (SamplesOut
 	if in.Cursor != "" {
 		c, err := time.Parse(time.RFC3339Nano, in.Cursor)
 		if err != nil || c.Before(from) || !c.Before(until) {
-			return SamplesOut{}, errf(CodeInvalidArgument, "cursor %q is not a next_cursor of this range", in.Cursor).with("parameter", "cursor")
+			return SamplesOut{}, tool.Errf(CodeInvalidArgument, "cursor %q is not a next_cursor of this range", in.Cursor).With("parameter", "cursor")
 		}
 		from = c
 	}
@@ -402,7 +403,7 @@ func sampleOut(s store.Sample) SampleOut {
 
 func r2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func (a *Agent) queryHistory(_ context.Context, _ *Call, in HistoryIn) (HistoryOut, error) {
+func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in HistoryIn) (HistoryOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return HistoryOut{}, err
@@ -412,17 +413,17 @@ func (a *Agent) queryHistory(_ context.Context, _ *Call, in HistoryIn) (HistoryO
 		return HistoryOut{}, err
 	}
 	if end.Sub(start) > maxQuerySpan {
-		return HistoryOut{}, errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).with("parameter", "start_time")
+		return HistoryOut{}, tool.Errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).With("parameter", "start_time")
 	}
 	res, err := series.ParseResolution(in.Resolution)
 	if err != nil {
-		return HistoryOut{}, errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).with("parameter", "resolution")
+		return HistoryOut{}, tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).With("parameter", "resolution")
 	}
 	getters := make([]series.Getter, len(in.MetricNames))
 	seen := map[string]bool{}
 	for i, m := range in.MetricNames {
 		if seen[m] {
-			return HistoryOut{}, errf(CodeInvalidArgument, "metric %q is listed twice", m).with("parameter", "metric_names")
+			return HistoryOut{}, tool.Errf(CodeInvalidArgument, "metric %q is listed twice", m).With("parameter", "metric_names")
 		}
 		seen[m] = true
 		if getters[i], err = series.Lookup(m); err != nil {
@@ -475,18 +476,18 @@ func sig(v float64) float64 {
 // unknownMetric lists the names the job's newest stored samples offer.
 func (a *Agent) unknownMetric(job, name string) error {
 	recent := a.sampler.recent(job, 5)
-	return errf(CodeInvalidArgument, "unknown metric %q", name).with("parameter", "metric_names").with("known_metrics", series.Names(recent)).
-		hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
+	return tool.Errf(CodeInvalidArgument, "unknown metric %q", name).With("parameter", "metric_names").With("known_metrics", series.Names(recent)).
+		Hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
 }
 
-func (a *Agent) summary(_ context.Context, _ *Call, in SummaryIn) (SummaryOut, error) {
+func (a *Agent) summary(_ context.Context, _ *tool.Call, in SummaryIn) (SummaryOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return SummaryOut{}, err
 	}
 	span, err := series.ParseResolution(in.Window)
 	if err != nil {
-		return SummaryOut{}, errf(CodeInvalidArgument, "window %q: want a duration from 1s to 7d such as 1h or 24h", in.Window).with("parameter", "window")
+		return SummaryOut{}, tool.Errf(CodeInvalidArgument, "window %q: want a duration from 1s to 7d such as 1h or 24h", in.Window).With("parameter", "window")
 	}
 	end := time.Now().Add(time.Second)
 	start := end.Add(-span)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
@@ -70,10 +71,10 @@ func week(b *testing.B) (*rig, string, time.Time) {
 // benchTool calls one tool b.N times and reports the result's size.
 func benchTool(b *testing.B, r *rig, name string, args map[string]any) {
 	raw, _ := json.Marshal(args)
-	t, _ := r.a.tools.lookup(name)
+	t, _ := r.a.tools.Lookup(name)
 	b.ResetTimer()
 	for range b.N {
-		out := r.a.invoke(context.Background(), t, &Call{Principal: admin, CorrelationID: "b"}, raw)
+		out := r.a.invoke(context.Background(), t, &tool.Call{Principal: admin, CorrelationID: "b"}, raw)
 		if out.IsError {
 			b.Fatal(out.Content)
 		}

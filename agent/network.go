@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -161,11 +162,11 @@ type NetStatus struct {
 }
 
 func (a *Agent) registerNetwork() {
-	add(a.tools, Spec[NoArgs, NetStatus]{
+	tool.Add(a.tools, tool.Spec[NoArgs, NetStatus]{
 		ID: "network.get_status", Title: "Network status",
 		Description: "Interfaces with their addresses and Wi-Fi signal, default gateway, DNS servers and whether the device looks online (route, gateway in the ARP table, DNS), with problems spelled out.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (NetStatus, error) { return a.netStatus(ctx) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (NetStatus, error) { return a.netStatus(ctx) },
 		Summary: func(_ NoArgs, s NetStatus) string {
 			var parts []string
 			for _, i := range s.Interfaces {
@@ -180,22 +181,22 @@ func (a *Agent) registerNetwork() {
 			return fmt.Sprintf("%s; %s", state, strings.Join(parts, ", "))
 		},
 	})
-	add(a.tools, Spec[NoArgs, NetworkInfo]{
+	tool.Add(a.tools, tool.Spec[NoArgs, NetworkInfo]{
 		ID: "system.get_network_info", Title: "Network interfaces",
 		Description: "Every interface with MAC, MTU, state, IPv4 and IPv6 addresses, traffic counters and Wi-Fi details; the default gateways and DNS servers.",
-		Rule:        Rule{MinRole: identity.RoleRead, Domain: "network"},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (NetworkInfo, error) { return a.networkInfo(ctx) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (NetworkInfo, error) { return a.networkInfo(ctx) },
 		Summary: func(_ NoArgs, n NetworkInfo) string {
 			return fmt.Sprintf("%d interfaces, gateway %s, DNS %s", len(n.Interfaces), orNone(n.DefaultGateway.IPv4), orNone(strings.Join(n.DNSServers, " ")))
 		},
 	})
-	add(a.tools, Spec[DetailedNetworkIn, DetailedNetworkInfo]{
+	tool.Add(a.tools, tool.Spec[DetailedNetworkIn, DetailedNetworkInfo]{
 		ID: "system.get_detailed_network_info", Title: "Network in detail",
 		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
-		Rule:        Rule{MinRole: identity.RoleRead, Domain: "network"},
-		Props: []Prop{prop("include_routing_table", def(false)), prop("include_connections", def(false)), prop("connection_state_filter", maxItems(4)),
-			prop("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
-			prop("max_connections", minimum(1), maximum(1000), def(200))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
+		Props: []tool.Prop{tool.P("include_routing_table", tool.Default(false)), tool.P("include_connections", tool.Default(false)), tool.P("connection_state_filter", tool.MaxItems(4)),
+			tool.P("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
+			tool.P("max_connections", tool.Min(1), tool.Max(1000), tool.Default(200))},
 		Run: a.detailedNetwork,
 		Summary: func(in DetailedNetworkIn, d DetailedNetworkInfo) string {
 			s := fmt.Sprintf("%d interfaces", len(d.Interfaces))
@@ -306,7 +307,7 @@ func (a *Agent) netStatus(ctx context.Context) (NetStatus, error) {
 	return out, nil
 }
 
-func (a *Agent) detailedNetwork(ctx context.Context, _ *Call, in DetailedNetworkIn) (DetailedNetworkInfo, error) {
+func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in DetailedNetworkIn) (DetailedNetworkInfo, error) {
 	info, err := a.networkInfo(ctx)
 	if err != nil {
 		return DetailedNetworkInfo{}, err

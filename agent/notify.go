@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -122,14 +123,14 @@ func (a *Agent) broadcast(ctx context.Context, level mcp.LoggingLevel, data map[
 // tellDenied shows the person that the client's own call was refused, with
 // the reason, next to what the model reads in the result. Calls made inside
 // the agent (change_commit's) have no request and are told by their caller.
-func (a *Agent) tellDenied(ctx context.Context, t *tool, c *Call, decision string, e *ToolError) {
-	if c.req == nil || c.Session == nil || e == nil {
+func (a *Agent) tellDenied(ctx context.Context, t *tool.Tool, c *tool.Call, decision string, e *tool.Error) {
+	if c.Request == nil || c.Session == nil || e == nil {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_ = c.Session.Log(sctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel("warning"), Logger: loggerName, Data: map[string]any{
-		"event": "call_denied", "tool": t.name, "decision": decision, "code": e.Code, "message": e.Message,
+		"event": "call_denied", "tool": t.Name(), "decision": decision, "code": e.Code, "message": e.Message,
 		"correlation_id": c.CorrelationID,
 	}})
 }
@@ -137,8 +138,8 @@ func (a *Agent) tellDenied(ctx context.Context, t *tool, c *Call, decision strin
 // progress reports, for a slow tool whose caller sent a progress token, a
 // heartbeat every second until the returned stop is called, which sends the
 // last one. Progress only grows, as the protocol wants; the total is unknown.
-func (a *Agent) progress(ctx context.Context, t *tool, c *Call) (stop func()) {
-	if !t.slow || c.ProgressToken == nil || c.Session == nil {
+func (a *Agent) progress(ctx context.Context, t *tool.Tool, c *tool.Call) (stop func()) {
+	if !t.Slow() || c.ProgressToken == nil || c.Session == nil {
 		return func() {}
 	}
 	ss, tok := c.Session, c.ProgressToken
@@ -153,18 +154,18 @@ func (a *Agent) progress(ctx context.Context, t *tool, c *Call) (stop func()) {
 		defer close(finished)
 		start := time.Now()
 		n := 0
-		send(n, t.name+" started")
+		send(n, t.Name()+" started")
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				n++
-				send(n, fmt.Sprintf("%s finished after %s", t.name, time.Since(start).Round(100*time.Millisecond)))
+				send(n, fmt.Sprintf("%s finished after %s", t.Name(), time.Since(start).Round(100*time.Millisecond)))
 				return
 			case <-tick.C:
 				n++
-				send(n, fmt.Sprintf("%s running for %s", t.name, time.Since(start).Round(time.Second)))
+				send(n, fmt.Sprintf("%s running for %s", t.Name(), time.Since(start).Round(time.Second)))
 			}
 		}
 	}()

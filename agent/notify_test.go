@@ -142,7 +142,7 @@ func TestLANToolsAskThePersonAndUpstreamStateIsShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the upstream's tools", 60*time.Second, func() bool {
-		_, ok := r.a.tools.lookup("hs4_delete_all")
+		_, ok := r.a.tools.Lookup("hs4_delete_all")
 		return ok
 	})
 	// Critical upstream tool: the person's answer stands in for the token.

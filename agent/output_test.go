@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -17,16 +18,16 @@ import (
 func TestEveryToolOutputMatchesItsSchema(t *testing.T) {
 	r := newSimRig(t, func(c *config.Config) { c.Logs.JournalUnits = []string{"nginx.service"} })
 	checked := 0
-	for _, tl := range r.a.tools.all() {
-		if tl.mutating || tl.lan {
+	for _, tl := range r.a.tools.All() {
+		if tl.Mutating() || tl.LAN() {
 			continue
 		}
-		res, sc := r.as(admin, tl.name, argsOf(tl))
+		res, sc := r.as(admin, tl.Name(), argsOf(tl))
 		if res.IsError {
 			// Some reads need hardware the board may lack (a camera
 			// still); they must say so, not break their schema.
 			if code := errCode(res, sc); code == CodeInternal {
-				t.Errorf("%s: internal error %v", tl.name, sc)
+				t.Errorf("%s: internal error %v", tl.Name(), sc)
 			}
 			continue
 		}
@@ -34,8 +35,8 @@ func TestEveryToolOutputMatchesItsSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.checkOut(js); err != nil {
-			t.Errorf("%s: result breaks its output schema: %v\n%s", tl.name, err, js)
+		if err := tl.CheckOut(js); err != nil {
+			t.Errorf("%s: result breaks its output schema: %v\n%s", tl.Name(), err, js)
 		}
 		checked++
 	}
@@ -49,10 +50,17 @@ func TestEveryToolOutputMatchesItsSchema(t *testing.T) {
 // agent) the result goes out as the tool made it.
 func TestCheckOutputCatchesABrokenResult(t *testing.T) {
 	r := newRig(t, nil)
-	tl, _ := r.a.tools.lookup("system_get_basic_info")
-	tl.run = func(ctx context.Context, c *Call, args []byte) (any, string, error) {
-		return map[string]any{"hostname": 42}, "broken", nil
+	// The same tool, with a result that says it is what its schema
+	// describes and is not.
+	old, _ := r.a.tools.Get("system.get_basic_info")
+	r.a.tools.Unmount(func(x *tool.Tool) bool { return x == old })
+	tool.Add(r.a.tools, tool.Spec[NoArgs, brokenInfo]{ID: old.ID(), Title: old.MCP().Title, Rule: old.Rule(),
+		Run: func(context.Context, *tool.Call, NoArgs) (brokenInfo, error) { return brokenInfo{}, nil }})
+	tl, ok := r.a.tools.Get("system.get_basic_info")
+	if r.a.tools.Err() != nil || !ok {
+		t.Fatal(r.a.tools.Err())
 	}
+	r.a.server.AddTool(tl.MCP(), r.a.handler(tl))
 	res, sc := r.as(admin, "system_get_basic_info", nil)
 	if errCode(res, sc) != CodeInternal || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "invalid result") {
 		t.Fatalf("checked: %v", sc)
@@ -63,3 +71,10 @@ func TestCheckOutputCatchesABrokenResult(t *testing.T) {
 		t.Fatalf("unchecked: %v", sc)
 	}
 }
+
+// brokenInfo's schema says hostname is a string; it marshals a number.
+type brokenInfo struct {
+	Hostname string `json:"hostname"`
+}
+
+func (brokenInfo) MarshalJSON() ([]byte, error) { return []byte(`{"hostname":42}`), nil }

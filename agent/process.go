@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -142,7 +143,7 @@ type ProcessDetail struct {
 type SignalIn struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // SignalOut says what was signalled.
@@ -213,16 +214,16 @@ func (a *Agent) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]f
 
 func (a *Agent) registerProcess() {
 	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
-	add(a.tools, Spec[ProcessListIn, ProcessListOut]{
+	tool.Add(a.tools, tool.Spec[ProcessListIn, ProcessListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props: []Prop{prop("filter.status", itemsEnum(processStatuses...)), prop("filter.name_pattern", maxLen(256)), prop("filter.username", maxLen(64)),
-			prop("filter.min_cpu_percent", minimum(0)), prop("filter.min_memory_mb", minimum(0)),
-			prop("sort_by", enum("cpu_percent", "memory_percent", "memory_rss", "pid", "name", "create_time", "num_threads"), def("cpu_percent")),
-			prop("sort_order", enum("asc", "desc"), def("desc")),
-			prop("limit", minimum(1), maximum(1000), def(50)), prop("offset", minimum(0), maximum(1000000), def(0))},
-		OutProps: []Prop{prop("processes.status", enum(processStatuses...))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props: []tool.Prop{tool.P("filter.status", tool.ItemsEnum(processStatuses...)), tool.P("filter.name_pattern", tool.MaxLen(256)), tool.P("filter.username", tool.MaxLen(64)),
+			tool.P("filter.min_cpu_percent", tool.Min(0)), tool.P("filter.min_memory_mb", tool.Min(0)),
+			tool.P("sort_by", tool.Enum("cpu_percent", "memory_percent", "memory_rss", "pid", "name", "create_time", "num_threads"), tool.Default("cpu_percent")),
+			tool.P("sort_order", tool.Enum("asc", "desc"), tool.Default("desc")),
+			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(1000000), tool.Default(0))},
+		OutProps: []tool.Prop{tool.P("processes.status", tool.Enum(processStatuses...))},
 		Run:      a.listProcesses,
 		Summary: func(in ProcessListIn, o ProcessListOut) string {
 			s := fmt.Sprintf("%d of %d processes", o.ReturnedCount, o.TotalCount)
@@ -233,23 +234,23 @@ func (a *Agent) registerProcess() {
 			return s
 		},
 	})
-	add(a.tools, Spec[PIDIn, ProcessDetail]{
+	tool.Add(a.tools, tool.Spec[PIDIn, ProcessDetail]{
 		ID: "process.get_process_details", Title: "Process details",
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{prop("pid", minimum(1), maximum(1<<22))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{tool.P("pid", tool.Min(1), tool.Max(1<<22))},
 		Example:     &PIDIn{PID: 2},
 		Run:         a.processDetails,
 		Summary: func(_ PIDIn, d ProcessDetail) string {
 			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
 		},
 	})
-	add(a.tools, Spec[SignalIn, SignalOut]{
+	tool.Add(a.tools, tool.Spec[SignalIn, SignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchProcessSignals},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
-		Props:       []Prop{prop("pid", minimum(2), maximum(1<<22)), prop("signal", enum(signalNames()...))},
+		Props:       []tool.Prop{tool.P("pid", tool.Min(2), tool.Max(1<<22)), tool.P("signal", tool.Enum(signalNames()...))},
 		Example:     &SignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
 		Run:         a.sendSignal,
 		Summary: func(in SignalIn, o SignalOut) string {
@@ -322,10 +323,10 @@ func (f ProcessFilter) match(p procs.Proc, s ProcessSummary) bool {
 	return true
 }
 
-func (a *Agent) listProcesses(ctx context.Context, _ *Call, in ProcessListIn) (ProcessListOut, error) {
+func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListIn) (ProcessListOut, error) {
 	if in.Filter.NamePattern != "" {
 		if _, err := path.Match(in.Filter.NamePattern, ""); err != nil {
-			return ProcessListOut{}, errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).with("parameter", "filter.name_pattern")
+			return ProcessListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
 		}
 	}
 	pair, err := a.cpu.sample(ctx)
@@ -399,12 +400,12 @@ func sortProcesses(ps []ProcessSummary, by string, desc bool) {
 	sort.SliceStable(ps, func(i, j int) bool { return cmpElem(ps[i], ps[j]) < 0 })
 }
 
-func (a *Agent) noProcess(pid int) *ToolError {
-	return errf(CodeNotFound, "no process %d", pid).with("pid", pid).
-		next(SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
+func (a *Agent) noProcess(pid int) *tool.Error {
+	return tool.Errf(CodeNotFound, "no process %d", pid).With("pid", pid).
+		Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
 }
 
-func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessDetail, error) {
+func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (ProcessDetail, error) {
 	snap, cpu, err := a.procCPU(ctx, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
 		return ProcessDetail{}, a.noProcess(in.PID)
@@ -463,9 +464,9 @@ func (a *Agent) processDetails(ctx context.Context, _ *Call, in PIDIn) (ProcessD
 // them from its own reading of /proc and the config.
 func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, string, error) {
 	if !slices.Contains(a.conf().Process.AllowedSignals, in.Signal) {
-		return procs.Identity{}, "", errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
-			with("parameter", "signal").with("allowed_signals", a.conf().Process.AllowedSignals).
-			hint("the owner lists allowed signals in [process] allowed_signals of " + config.DefaultPath)
+		return procs.Identity{}, "", tool.Errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
+			With("parameter", "signal").With("allowed_signals", a.conf().Process.AllowedSignals).
+			Hint("the owner lists allowed signals in [process] allowed_signals of " + config.DefaultPath)
 	}
 	id, err := procs.ReadIdentity(a.root, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -475,10 +476,10 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 		return id, "", fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
 	user := procs.Username(a.root, id.UID)
-	never := func(why string) *ToolError {
-		return errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).with("pid", id.PID).with("name", id.Name).
-			hint("a fixed rule, not a setting: choose another process").
-			next(SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process you meant by name or user"})
+	never := func(why string) *tool.Error {
+		return tool.Errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).With("pid", id.PID).With("name", id.Name).
+			Hint("a fixed rule, not a setting: choose another process").
+			Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process you meant by name or user"})
 	}
 	switch {
 	case id.PID == 1 || id.Kernel:
@@ -487,8 +488,8 @@ func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, s
 		return id, user, never("is raspi-mcp itself and is never signalled")
 	case slices.Contains(a.conf().Process.ProtectedUsers, user):
 		return id, user, never(fmt.Sprintf("belongs to %s, a protected user on this device", user)).
-			with("protected_users", a.conf().Process.ProtectedUsers).
-			hint("[process] protected_users in " + config.DefaultPath + " lists users whose processes are never signalled")
+			With("protected_users", a.conf().Process.ProtectedUsers).
+			Hint("[process] protected_users in " + config.DefaultPath + " lists users whose processes are never signalled")
 	}
 	return id, user, nil
 }
@@ -522,7 +523,7 @@ func (a *Agent) isSelf(ctx context.Context, pid int) bool {
 	return err == nil && pid == st.PID
 }
 
-func (a *Agent) sendSignal(ctx context.Context, c *Call, in SignalIn) (SignalOut, error) {
+func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in SignalIn) (SignalOut, error) {
 	in.Signal = strings.TrimPrefix(in.Signal, "SIG")
 	id, user, err := a.signalCheck(ctx, in)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 )
 
@@ -20,7 +21,7 @@ import (
 // MCP session's would.
 func listConcurrently(b *testing.B, r *rig, callers, calls int) []time.Duration {
 	b.Helper()
-	t, _ := r.a.tools.lookup("process_list_processes")
+	t, _ := r.a.tools.Lookup("process_list_processes")
 	raw, _ := json.Marshal(map[string]any{"limit": 20})
 	lat := make([]time.Duration, callers*calls)
 	var wg sync.WaitGroup
@@ -29,7 +30,7 @@ func listConcurrently(b *testing.B, r *rig, callers, calls int) []time.Duration 
 		wg.Go(func() {
 			for k := range calls {
 				start := time.Now()
-				out := r.a.invoke(context.Background(), t, &Call{Principal: admin, CorrelationID: "b"}, raw)
+				out := r.a.invoke(context.Background(), t, &tool.Call{Principal: admin, CorrelationID: "b"}, raw)
 				lat[c*calls+k] = time.Since(start)
 				if out.IsError {
 					failed.Do(func() { b.Error(out.Content[0].(*mcp.TextContent).Text) })

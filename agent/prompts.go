@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -77,8 +78,8 @@ func (a *Agent) prompts() []promptDef {
 			func(args map[string]string) (string, error) {
 				pin, ok := a.pinByLabel(args["pin"])
 				if !ok {
-					return "", errf(CodeInvalidArgument, "pin %q is not on this device's allowlist ([[gpio.pins]])", args["pin"]).
-						with("pin", args["pin"]).hint("complete the pin argument for the allowed pins, or read " + uriPins)
+					return "", tool.Errf(CodeInvalidArgument, "pin %q is not on this device's allowlist ([[gpio.pins]])", args["pin"]).
+						With("pin", args["pin"]).Hint("complete the pin argument for the allowed pins, or read " + uriPins)
 				}
 				return fmt.Sprintf(`Change GPIO%[1]d (%[2]s) safely.
 1. Read %[3]s (or call %[4]s with {"pin": %[1]d}) for its mode, value and safe state.
@@ -113,7 +114,7 @@ func (a *Agent) promptHandler(d promptDef) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		for _, arg := range d.p.Arguments {
 			if arg.Required && strings.TrimSpace(req.Params.Arguments[arg.Name]) == "" {
-				return nil, resourceError(errf(CodeInvalidArgument, "prompt %s needs the argument %s", d.p.Name, arg.Name).with("argument", arg.Name))
+				return nil, resourceError(tool.Errf(CodeInvalidArgument, "prompt %s needs the argument %s", d.p.Name, arg.Name).With("argument", arg.Name))
 			}
 		}
 		text, err := d.text(req.Params.Arguments)

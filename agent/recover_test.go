@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 )
 
 // loggedError finds the agent's error-level record with message msg whose
@@ -32,19 +34,17 @@ func loggedError(r *rig, msg string, want ...string) bool {
 // the agent and the same session go on serving.
 func TestAToolPanicCostsOnlyItsCall(t *testing.T) {
 	r := newRig(t, nil)
-	tl, err := build(r.a.tools, Spec[NoArgs, NoArgs]{ID: "system.explode", Title: "Explode", Description: "Writes to a nil map.",
-		Run: func(context.Context, *Call, NoArgs) (NoArgs, error) {
+	tool.Add(r.a.tools, tool.Spec[NoArgs, NoArgs]{ID: "system.explode", Title: "Explode", Description: "Writes to a nil map.",
+		Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) {
 			var m map[string]int
 			m["pin"] = 1 // the kind of bug a recover is for
 			return NoArgs{}, nil
 		}})
-	if err != nil {
+	tl, ok := r.a.tools.Get("system.explode")
+	if err := r.a.tools.Err(); err != nil || !ok {
 		t.Fatal(err)
 	}
-	if err := r.a.tools.put(tl); err != nil {
-		t.Fatal(err)
-	}
-	r.a.server.AddTool(tl.mcp, r.a.handler(tl))
+	r.a.server.AddTool(tl.MCP(), r.a.handler(tl))
 
 	for range 2 { // a second panic is handled like the first
 		_, e := callAs[NoArgs](t, r, admin, "system_explode", nil)

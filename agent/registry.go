@@ -4,94 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime/debug"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
-
-// registry holds the tools in registration order, by wire name and by id.
-// The local tools are added once at start; the LAN domains' tools come and
-// go while the agent serves, hence the lock.
-type registry struct {
-	dotted bool
-	// checkOutput keeps each tool's resolved output schema, to validate
-	// results against it (Options.CheckOutput); otherwise only its JSON.
-	checkOutput bool
-	mu          sync.RWMutex
-	byName      map[string]*tool
-	byID        map[string]*tool
-	order       []*tool
-	err         error // first registration error, reported by New
-}
-
-func newRegistry(dotted, checkOutput bool) *registry {
-	return &registry{dotted: dotted, checkOutput: checkOutput, byName: map[string]*tool{}, byID: map[string]*tool{}}
-}
-
-// lookup finds a tool by wire name or canonical id.
-func (r *registry) lookup(name string) (*tool, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if t, ok := r.byName[name]; ok {
-		return t, true
-	}
-	t, ok := r.byID[name]
-	return t, ok
-}
-
-// get finds a tool by canonical id only.
-func (r *registry) get(id string) (*tool, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.byID[id]
-	return t, ok
-}
-
-// all is every tool now, in registration order.
-func (r *registry) all() []*tool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return slices.Clone(r.order)
-}
-
-// put adds t unless its wire name or id is taken.
-func (r *registry) put(t *tool) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, dup := r.byName[t.name]; dup {
-		return fmt.Errorf("agent: tool name %q collides", t.name)
-	}
-	if _, dup := r.byID[t.id]; dup {
-		return fmt.Errorf("agent: tool id %q registered twice", t.id)
-	}
-	r.byName[t.name], r.byID[t.id] = t, t
-	r.order = append(r.order, t)
-	return nil
-}
-
-// remove drops the tools whose ids satisfy drop and returns them.
-func (r *registry) remove(drop func(*tool) bool) []*tool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var gone []*tool
-	r.order = slices.DeleteFunc(r.order, func(t *tool) bool {
-		if drop(t) {
-			gone = append(gone, t)
-			delete(r.byName, t.name)
-			delete(r.byID, t.id)
-			return true
-		}
-		return false
-	})
-	return gone
-}
 
 // principalFrom is the principal the doors (agent/transport) put in ctx.
 func principalFrom(ctx context.Context) (identity.Principal, bool) {
@@ -100,36 +21,22 @@ func principalFrom(ctx context.Context) (identity.Principal, bool) {
 
 // handler adapts a tool to the SDK's low-level ToolHandler, which leaves
 // validation and result shape to us.
-func (a *Agent) handler(t *tool) mcp.ToolHandler {
+func (a *Agent) handler(t *tool.Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p, ok := principalFrom(ctx)
 		if !ok {
 			p = identity.Principal{Name: "unknown", UID: -1}
 		}
-		c := &Call{Principal: p, CorrelationID: correlationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken(), req: req}
+		c := &tool.Call{Principal: p, CorrelationID: tool.CorrelationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken(), Request: req}
 		return a.invoke(ctx, t, c, req.Params.Arguments), nil
 	}
-}
-
-// call runs t's handler. A panic in it is a bug of that one tool: it becomes
-// the call's internal error, answered and audited like any other, with the
-// stack in the agent log. go-sdk runs handlers without a recover, so
-// otherwise one bad input to one tool would end the agent and every session
-// on it, and a model could do that at will.
-func (t *tool) call(ctx context.Context, c *Call, args []byte) (out any, summary string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			out, summary, err = nil, "", fmt.Errorf("agent: tool %s panicked: %v\n%s", t.id, p, debug.Stack())
-		}
-	}()
-	return t.run(ctx, c, args)
 }
 
 // outcome is one finished call, before it becomes an MCP result.
 type outcome struct {
 	out      any
 	summary  string
-	err      *ToolError
+	err      *tool.Error
 	auditRef string
 	dur      time.Duration
 	// input, in the 2026-07-28 era, is the question for the person the
@@ -138,8 +45,8 @@ type outcome struct {
 }
 
 // invoke runs the whole pipeline for one call: validate, decide, run, audit.
-// It never returns a Go error: every failure is a ToolError a model can act on.
-func (a *Agent) invoke(ctx context.Context, t *tool, c *Call, raw json.RawMessage) *mcp.CallToolResult {
+// It never returns a Go error: every failure is a tool.Error a model can act on.
+func (a *Agent) invoke(ctx context.Context, t *tool.Tool, c *tool.Call, raw json.RawMessage) *mcp.CallToolResult {
 	o := a.execute(ctx, t, c, raw)
 	if o.input != nil {
 		return o.input
@@ -147,31 +54,31 @@ func (a *Agent) invoke(ctx context.Context, t *tool, c *Call, raw json.RawMessag
 	return a.result(t, c, o)
 }
 
-func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessage) outcome {
+func (a *Agent) execute(ctx context.Context, t *tool.Tool, c *tool.Call, raw json.RawMessage) outcome {
 	start := time.Now()
-	t.calls.Add(1)
+	t.Stats.Calls.Add(1)
 	var o outcome
 	decision, elicited := "allow", ""
-	args, verr := t.check(raw)
+	args, verr := t.Check(raw)
 	if verr != nil {
 		decision, o.err = "deny", verr
 	} else {
 		// Guard arguments are needed for the decision before the handler
 		// runs; tools without them decode to the zero guard.
-		var g GuardArgs
+		var g tool.GuardArgs
 		_ = json.Unmarshal(args, &g)
-		c.Guard = g.guard()
+		c.Guard = tool.Guard(g)
 		ask := a.askingOf(c)
 		standIn, gerr := a.personGate(t, c, ask)
 		var pa personAnswer
 		if gerr != nil {
 			decision, o.err = "deny", gerr
-		} else if derr := Decide(a.conf(), c.Principal, t.rule, c.Guard, c.committed || standIn); derr != nil {
+		} else if derr := tool.Decide(a.conf(), c.Principal, t.Rule(), c.Guard, c.Committed || standIn); derr != nil {
 			decision, o.err = "deny", derr
-			if t.rule.Risk == RiskCritical && derr.Code == CodeFailedPrecondition {
+			if t.Rule().Risk == tool.RiskCritical && derr.Code == CodeFailedPrecondition {
 				var m map[string]any
 				_ = json.Unmarshal(args, &m)
-				derr.next(SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.name, "arguments": m},
+				derr.Suggest(tool.SuggestedCall{Tool: a.wire("change.prepare"), Arguments: map[string]any{"tool": t.Name(), "arguments": m},
 					Why: "get a single-use change token for exactly this call"})
 			}
 		} else if pa = a.askPerson(ctx, t, c, ask, args); pa.input != nil {
@@ -181,12 +88,12 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		} else {
 			elicited = pa.answer
 			stop := a.progress(ctx, t, c)
-			out, sum, err := t.call(ctx, c, args)
+			out, sum, err := t.Run(ctx, c, args)
 			stop()
 			if err != nil {
 				te, internal := toToolError(err)
 				if internal {
-					a.log.Error("tool failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
+					a.log.Error("tool failed", "tool", t.ID(), "correlation_id", c.CorrelationID, "err", err)
 				}
 				o.err = te
 				// An allowlist (the agent's or the helper's) refused it:
@@ -200,7 +107,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 		}
 	}
 	if o.err != nil {
-		t.failures.Add(1)
+		t.Stats.Failures.Add(1)
 		a.actionable(t, c, raw, o.err)
 		if decision != "allow" {
 			a.tellDenied(ctx, t, c, decision, o.err)
@@ -208,18 +115,18 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 	}
 	o.dur = time.Since(start)
 	// A call to a LAN upstream leaves the Pi: it is recorded even as a read.
-	if t.mutating || t.lan || o.err != nil || a.conf().Audit.RecordReads {
+	if t.Mutating() || t.LAN() || o.err != nil || a.conf().Audit.RecordReads {
 		rec := store.AuditRecord{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
-			Tool: t.id, Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
+			Tool: t.ID(), Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
 			Elicitation: elicited, Remote: c.Principal.Remote,
 		}
 		ref, err := a.record(rec, rawOrEmpty(raw), o.out, o.err)
 		if err != nil {
 			// The action may have happened; say so rather than pretend.
-			a.log.Error("audit append failed", "tool", t.id, "correlation_id", c.CorrelationID, "err", err)
-			o.out, o.err = nil, errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown").
-				hint("read the state this call would change before retrying; on the device, `raspi-mcp status` shows the database's problem")
+			a.log.Error("audit append failed", "tool", t.ID(), "correlation_id", c.CorrelationID, "err", err)
+			o.out, o.err = nil, tool.Errf(CodeInternal, "the audit trail could not be written; the call's effect is unknown").
+				Hint("read the state this call would change before retrying; on the device, `raspi-mcp status` shows the database's problem")
 		} else {
 			o.auditRef = ref
 		}
@@ -235,7 +142,7 @@ func (a *Agent) execute(ctx context.Context, t *tool, c *Call, raw json.RawMessa
 // image block carries), and _meta carries correlation id, duration and audit
 // ref. An error is {"error": {...}} in the text block and
 // in _meta.error.
-func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
+func (a *Agent) result(t *tool.Tool, c *tool.Call, o outcome) *mcp.CallToolResult {
 	meta := mcp.Meta{"correlation_id": c.CorrelationID, "duration_ms": ms(o.dur)}
 	if o.auditRef != "" {
 		meta["audit_ref"] = o.auditRef
@@ -265,12 +172,12 @@ func (a *Agent) result(t *tool, c *Call, o outcome) *mcp.CallToolResult {
 	}
 	js, err := json.Marshal(o.out)
 	if err == nil && a.checkOutput {
-		err = t.checkOut(js)
+		err = t.CheckOut(js)
 	}
 	if err != nil {
-		a.log.Error("tool output breaks its schema", "tool", t.id, "err", err)
-		return a.result(t, c, outcome{err: errf(CodeInternal, "the tool produced an invalid result").
-			hint("a bug in raspi-mcp, not in your call: the device owner finds it in the agent log under correlation id " + c.CorrelationID), dur: o.dur, auditRef: o.auditRef})
+		a.log.Error("tool output breaks its schema", "tool", t.ID(), "err", err)
+		return a.result(t, c, outcome{err: tool.Errf(CodeInternal, "the tool produced an invalid result").
+			Hint("a bug in raspi-mcp, not in your call: the device owner finds it in the agent log under correlation id " + c.CorrelationID), dur: o.dur, auditRef: o.auditRef})
 	}
 	summary := o.summary
 	if c.DryRun {
@@ -305,15 +212,15 @@ func truncate(s string, n int) string {
 
 // wire is the wire name of a canonical id under the current naming mode.
 func (a *Agent) wire(id string) string {
-	if t, ok := a.tools.get(id); ok {
-		return t.name
+	if t, ok := a.tools.Get(id); ok {
+		return t.Name()
 	}
 	return id
 }
 
 // record appends the audit record of one call, with the hashes of what came
 // in and what went out (or the error), and returns its reference.
-func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (string, error) {
+func (a *Agent) record(rec store.AuditRecord, in, out any, terr *tool.Error) (string, error) {
 	rec.InHash, _ = store.HashJSON(in)
 	if terr != nil {
 		rec.ErrorCode, rec.Message = terr.Code, truncate(terr.Message, 200)
@@ -334,7 +241,9 @@ func (a *Agent) record(rec store.AuditRecord, in, out any, terr *ToolError) (str
 }
 
 // rule is the rule of a local tool, which always exists.
-func (a *Agent) rule(id string) Rule {
-	t, _ := a.tools.get(id)
-	return t.rule
+func (a *Agent) rule(id string) tool.Rule {
+	t, _ := a.tools.Get(id)
+	return t.Rule()
 }
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -112,7 +113,7 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 		u, err := url.Parse(req.Params.URI)
 		if err != nil {
-			return "", resourceError(errf(CodeInvalidArgument, "resource URI %q does not parse: %v", req.Params.URI, err))
+			return "", resourceError(tool.Errf(CodeInvalidArgument, "resource URI %q does not parse: %v", req.Params.URI, err))
 		}
 		var in any = map[string]any{}
 		if args != nil {
@@ -127,7 +128,7 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 		}
 		js, err := json.Marshal(out)
 		if err != nil {
-			return "", resourceError(errf(CodeInternal, "resource %s: %v", req.Params.URI, err))
+			return "", resourceError(tool.Errf(CodeInternal, "resource %s: %v", req.Params.URI, err))
 		}
 		return string(js), nil
 	}
@@ -135,16 +136,16 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 
 // callAs runs tool id for the connection's principal through the whole
 // pipeline and returns its result object or its error.
-func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSession) (any, *ToolError) {
-	t, ok := a.tools.get(id)
+func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSession) (any, *tool.Error) {
+	t, ok := a.tools.Get(id)
 	if !ok {
-		return nil, errf(CodeNotFound, "tool %s is not registered", id)
+		return nil, tool.Errf(CodeNotFound, "tool %s is not registered", id)
 	}
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
+		return nil, tool.Errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
 	}
-	c := &Call{Principal: principalOrUnknown(ctx), CorrelationID: newCorrelationID(), Session: ss}
+	c := &tool.Call{Principal: principalOrUnknown(ctx), CorrelationID: tool.NewCorrelationID(), Session: ss}
 	o := a.execute(ctx, t, c, raw)
 	return o.out, o.err
 }
@@ -156,11 +157,11 @@ func principalOrUnknown(ctx context.Context) identity.Principal {
 	return identity.Principal{Name: "unknown", UID: -1}
 }
 
-// resourceError is a ToolError as a JSON-RPC error: resources and prompts
+// resourceError is a tool.Error as a JSON-RPC error: resources and prompts
 // have no error result, so the message says code and cause and data carries
 // the whole error object (fix_hint, suggested_next_tool_calls) beside the
 // error_code every protocol error of this server has.
-func resourceError(te *ToolError) error {
+func resourceError(te *tool.Error) error {
 	code := int64(-32603)
 	switch te.Code {
 	case CodeInvalidArgument:
@@ -181,7 +182,7 @@ func resourceError(te *ToolError) error {
 func metricArgs(u *url.URL) (any, error) {
 	name := strings.TrimPrefix(u.Path, "/")
 	if name == "" {
-		return nil, errf(CodeInvalidArgument, "raspi://metrics/ needs a metric name, e.g. raspi://metrics/cpu_percent")
+		return nil, tool.Errf(CodeInvalidArgument, "raspi://metrics/ needs a metric name, e.g. raspi://metrics/cpu_percent")
 	}
 	window := defaultWindow
 	if w := u.Query().Get("window"); w != "" {
@@ -203,10 +204,10 @@ func metricArgs(u *url.URL) (any, error) {
 const defaultWindow = time.Hour
 
 // parseWindow reads a metric resource's window: a duration back from now.
-func parseWindow(w string) (time.Duration, *ToolError) {
+func parseWindow(w string) (time.Duration, *tool.Error) {
 	d, err := time.ParseDuration(w)
 	if err != nil || d <= 0 || d > 7*24*time.Hour {
-		return 0, errf(CodeInvalidArgument, "window %q: want a duration from 1s to 168h, e.g. 15m or 24h", clip(w)).with("window", clip(w))
+		return 0, tool.Errf(CodeInvalidArgument, "window %q: want a duration from 1s to 168h, e.g. 15m or 24h", clip(w)).With("window", clip(w))
 	}
 	return d, nil
 }
@@ -220,9 +221,9 @@ func (a *Agent) serviceArgs(u *url.URL) (any, error) {
 		return nil, err
 	}
 	if !a.allowedUnit(name) {
-		return nil, errf(CodePermissionDenied, "%s is not in [service] allow, so raspi://service/ does not show it", name).
-			with("unit", name).with("config_key", "[service] allow").
-			hint("call service_get_status for other units, or complete raspi://service/{unit} to see the allowed ones")
+		return nil, tool.Errf(CodePermissionDenied, "%s is not in [service] allow, so raspi://service/ does not show it", name).
+			With("unit", name).With("config_key", "[service] allow").
+			Hint("call service_get_status for other units, or complete raspi://service/{unit} to see the allowed ones")
 	}
 	return map[string]any{"service_name": name}, nil
 }
@@ -236,13 +237,13 @@ func (a *Agent) allowedUnit(name string) bool {
 func journalArgs(u *url.URL) (any, error) {
 	unit := strings.TrimPrefix(u.Path, "/")
 	if unit == "" {
-		return nil, errf(CodeInvalidArgument, "raspi://journal/ needs a unit, e.g. raspi://journal/nginx.service")
+		return nil, tool.Errf(CodeInvalidArgument, "raspi://journal/ needs a unit, e.g. raspi://journal/nginx.service")
 	}
 	lines := 50
 	if l := u.Query().Get("lines"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 500 {
-			return nil, errf(CodeInvalidArgument, "lines %q: want 1..500", l).with("lines", l)
+			return nil, tool.Errf(CodeInvalidArgument, "lines %q: want 1..500", l).With("lines", l)
 		}
 		lines = n
 	}
@@ -255,7 +256,7 @@ func journalArgs(u *url.URL) (any, error) {
 // refuses inline secrets), so the TOML holds no secret.
 func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 	p := principalOrUnknown(ctx)
-	if derr := Decide(a.conf(), p, a.rule("manage.get_server_status"), Guard{}, false); derr != nil {
+	if derr := tool.Decide(a.conf(), p, a.rule("manage.get_server_status"), tool.Guard{}, false); derr != nil {
 		a.auditRead(p, "resources.config_effective", derr)
 		return "", resourceError(derr)
 	}
@@ -266,7 +267,7 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 	}
 	var b strings.Builder
 	if err := toml.NewEncoder(&b).Encode(c); err != nil {
-		return "", resourceError(errf(CodeInternal, "config: %v", err))
+		return "", resourceError(tool.Errf(CodeInternal, "config: %v", err))
 	}
 	js, _ := json.Marshal(map[string]any{"path": config.DefaultPath, "mode": a.mode, "toml": b.String()})
 	return string(js), nil
@@ -274,8 +275,8 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 
 // auditRead records a refused read that did not go through a tool's
 // pipeline, as a denied tool call is.
-func (a *Agent) auditRead(p identity.Principal, id string, terr *ToolError) {
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: newCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+func (a *Agent) auditRead(p identity.Principal, id string, terr *tool.Error) {
+	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: "deny", Remote: p.Remote}
 	if _, err := a.record(rec, map[string]any{}, nil, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
@@ -317,7 +318,7 @@ func (a *Agent) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (
 	s := a.stateSummary(ctx, principalOrUnknown(ctx))
 	js, err := json.Marshal(s)
 	if err != nil {
-		return "", resourceError(errf(CodeInternal, "summary: %v", err))
+		return "", resourceError(tool.Errf(CodeInternal, "summary: %v", err))
 	}
 	return string(js), nil
 }
@@ -327,7 +328,7 @@ func ptr1(v float64) *float64 { r := round1(v); return &r }
 func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSummary {
 	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
 	allowed := func(id string) bool {
-		if Decide(a.conf(), p, a.rule(id), Guard{}, false) != nil {
+		if tool.Decide(a.conf(), p, a.rule(id), tool.Guard{}, false) != nil {
 			s.Hidden = append(s.Hidden, id)
 			return false
 		}

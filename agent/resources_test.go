@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
@@ -168,15 +169,15 @@ func testResources(t *testing.T, era string) {
 }
 
 // resErr is the error object a refused read, subscription or prompt carries.
-func resErr(t *testing.T, err error) ToolError {
+func resErr(t *testing.T, err error) tool.Error {
 	t.Helper()
 	var we *jsonrpc.Error
 	if !errors.As(err, &we) {
 		t.Fatalf("want a JSON-RPC error, got %v", err)
 	}
 	var d struct {
-		ErrorCode string    `json:"error_code"`
-		Error     ToolError `json:"error"`
+		ErrorCode string     `json:"error_code"`
+		Error     tool.Error `json:"error"`
 	}
 	if err := json.Unmarshal(we.Data, &d); err != nil || d.ErrorCode != d.Error.Code {
 		t.Fatalf("error data %s: %v", we.Data, err)
@@ -194,7 +195,7 @@ func TestResourceRefusedLikeItsTool(t *testing.T) {
 		t.Fatalf("tool: %v %+v", err, res)
 	}
 	js, _ := json.Marshal(res.Meta["error"])
-	var tool ToolError
+	var tool tool.Error
 	_ = json.Unmarshal(js, &tool)
 	_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: uriPins})
 	got := resErr(t, err)
@@ -472,7 +473,7 @@ func TestPromptCallsValidate(t *testing.T) {
 			t.Fatalf("%s: %v", d.p.Name, err)
 		}
 		for _, m := range call.FindAllStringSubmatch(text, -1) {
-			tl, ok := r.a.tools.lookup(m[1])
+			tl, ok := r.a.tools.Lookup(m[1])
 			if !ok {
 				t.Errorf("%s names %s, which is not a tool", d.p.Name, m[1])
 				continue
@@ -480,7 +481,7 @@ func TestPromptCallsValidate(t *testing.T) {
 			if !json.Valid([]byte(m[2])) {
 				continue // a placeholder the model fills in ("high" or "low")
 			}
-			if _, terr := tl.check(json.RawMessage(m[2])); terr != nil {
+			if _, terr := tl.Check(json.RawMessage(m[2])); terr != nil {
 				t.Errorf("%s: %s %s: %s", d.p.Name, m[1], m[2], terr.Message)
 			}
 			checked++

@@ -3,6 +3,8 @@ package agent
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 )
 
 // Small helpers for reading typed tool results (callAs, decodeResult) in
@@ -19,7 +21,7 @@ func pluck[T, V any](xs []T, f func(T) V) []V {
 
 // isCode reports whether e is an error with code; for checks that go on
 // after a mismatch, where wantErr would stop the test.
-func isCode(e *ToolError, code string) bool { return e != nil && e.Code == code }
+func isCode(e *tool.Error, code string) bool { return e != nil && e.Code == code }
 
 // asJSON is v as JSON, for a search through everything a result says:
 // unlike fmt's %v it shows what pointer fields point to.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
@@ -464,8 +465,8 @@ func (s *Sampler) resolveJob(id string) (store.Job, error) {
 	if id != "" {
 		j, err := s.db.GetJob(id)
 		if errors.Is(err, store.ErrJobNotFound) {
-			return store.Job{}, errf(CodeNotFound, "no sampling job %q", id).with("parameter", "job_id").
-				next(SuggestedCall{Tool: "metrics_list_sampling_jobs", Why: "see the jobs and their ids"})
+			return store.Job{}, tool.Errf(CodeNotFound, "no sampling job %q", id).With("parameter", "job_id").
+				Suggest(tool.SuggestedCall{Tool: "metrics_list_sampling_jobs", Why: "see the jobs and their ids"})
 		}
 		return j, err
 	}
@@ -484,8 +485,8 @@ func (s *Sampler) resolveJob(id string) (store.Job, error) {
 		}
 	}
 	if pick == nil {
-		return store.Job{}, errf(CodeFailedPrecondition, "no sampling job has run on this device, so there is no history").
-			next(SuggestedCall{Tool: "metrics_start_sampling_job", Arguments: map[string]any{"interval_seconds": 10, "retention_hours": 48}, Why: "start collecting history"})
+		return store.Job{}, tool.Errf(CodeFailedPrecondition, "no sampling job has run on this device, so there is no history").
+			Suggest(tool.SuggestedCall{Tool: "metrics_start_sampling_job", Arguments: map[string]any{"interval_seconds": 10, "retention_hours": 48}, Why: "start collecting history"})
 	}
 	return *pick, nil
 }

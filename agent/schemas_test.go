@@ -261,12 +261,12 @@ func (r *rig) listToolsRaw(t *testing.T, version string) map[string]any {
 		}
 		for _, e := range msg.Result.Tools {
 			name, _ := e["name"].(string)
-			tl, ok := r.a.tools.lookup(name)
+			tl, ok := r.a.tools.Lookup(name)
 			if !ok {
 				t.Errorf("era %s: listed tool %q is not registered", version, name)
 				continue
 			}
-			if tl.lan {
+			if tl.LAN() {
 				continue
 			}
 			if _, dup := entries[name]; dup {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -73,13 +74,13 @@ func dbLimit() int64 {
 }
 
 func (a *Agent) registerSelftest() {
-	add(a.tools, Spec[NoArgs, SelftestOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, SelftestOut]{
 		ID: "selftest.run", Title: "Self-test of this device",
 		Description: "A pass/warn/fail matrix of the live device: root helper and its version, socket modes and owners, database size, " +
 			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
 			"each failure with a fix_hint. Read only.",
-		Rule: Rule{MinRole: identity.RoleRead},
-		Run:  func(ctx context.Context, _ *Call, _ NoArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
+		Rule: tool.Rule{MinRole: identity.RoleRead},
+		Run:  func(ctx context.Context, _ *tool.Call, _ NoArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
 		Summary: func(_ NoArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)
 			for _, c := range o.Checks {

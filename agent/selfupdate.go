@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -34,7 +35,7 @@ type UpdateServerIn struct {
 	Channel        string `json:"channel,omitempty" jsonschema:"the repository suite to update from: stable (default) or beta"`
 	TargetVersion  string `json:"target_version,omitempty" jsonschema:"a version the channel offers; default: the channel's newest"`
 	AllowDowngrade bool   `json:"allow_downgrade,omitempty" jsonschema:"allow target_version to be older than the installed version; never implied"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // CommonStatus is the tool catalog's status of a long-running operation
@@ -82,16 +83,16 @@ type LastUpdateStatus struct {
 var updateCore = []string{"helper", "database", "audit_chain", "audit_witness"}
 
 func (a *Agent) registerSelfUpdate() {
-	add(a.tools, Spec[UpdateServerIn, UpdateServerOut]{
+	tool.Add(a.tools, tool.Spec[UpdateServerIn, UpdateServerOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
 		Description: "Update raspi-mcp itself from its apt repository (channel stable or beta; default the channel's newest version). " +
 			"Both services restart: reconnect afterwards. The new version must pass its own start-up check within [manage] update_health_timeout, " +
 			"or the previous version is reinstalled by itself; manage_get_server_status shows the outcome as last_update. " +
 			"A downgrade needs target_version and allow_downgrade. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
-		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchManageUpdates},
+		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
-		Props: []Prop{prop("channel", enum("stable", "beta"), def("stable")), prop("target_version", minLen(1), maxLen(selfupdate.MaxVersion)),
-			prop("allow_downgrade", def(false))},
+		Props: []tool.Prop{tool.P("channel", tool.Enum("stable", "beta"), tool.Default("stable")), tool.P("target_version", tool.MinLen(1), tool.MaxLen(selfupdate.MaxVersion)),
+			tool.P("allow_downgrade", tool.Default(false))},
 		Slow: true, // the helper's update.plan reads apt's cache (proto.Systemd)
 		Run:  a.updateServer,
 		Summary: func(in UpdateServerIn, o UpdateServerOut) string {
@@ -104,20 +105,20 @@ func (a *Agent) registerSelfUpdate() {
 	})
 }
 
-func (a *Agent) updateServer(ctx context.Context, c *Call, in UpdateServerIn) (UpdateServerOut, error) {
+func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerIn) (UpdateServerOut, error) {
 	if in.Channel == "" {
 		in.Channel = "stable"
 	}
 	if !slices.Contains(proto.UpdateChannels, in.Channel) {
-		return UpdateServerOut{}, errf(CodeInvalidArgument, "unknown channel %q: want stable or beta", in.Channel).with("parameter", "channel")
+		return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "unknown channel %q: want stable or beta", in.Channel).With("parameter", "channel")
 	}
 	if in.TargetVersion != "" {
 		if err := selfupdate.ValidVersion(in.TargetVersion); err != nil {
-			return UpdateServerOut{}, errf(CodeInvalidArgument, "target_version: %v", strings.TrimPrefix(err.Error(), "selfupdate: ")).with("parameter", "target_version")
+			return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "target_version: %v", strings.TrimPrefix(err.Error(), "selfupdate: ")).With("parameter", "target_version")
 		}
 	} else if in.AllowDowngrade {
-		return UpdateServerOut{}, errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
-			with("parameter", "allow_downgrade")
+		return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
+			With("parameter", "allow_downgrade")
 	}
 	plan, err := client.Call(ctx, a.helper, proto.UpdatePlan, proto.UpdatePlanReq{})
 	if err != nil {
@@ -139,37 +140,37 @@ func (a *Agent) updateServer(ctx context.Context, c *Call, in UpdateServerIn) (U
 	var target proto.PackageCandidate
 	switch {
 	case len(offered) == 0:
-		return out, errf(CodeFailedPrecondition, "channel %s offers no raspi-mcp package", in.Channel).with("channel", in.Channel).
-			hint("check the raspi-mcp apt source (/etc/apt/sources.list.d/raspi-mcp.sources) and run apt-get update on the device")
+		return out, tool.Errf(CodeFailedPrecondition, "channel %s offers no raspi-mcp package", in.Channel).With("channel", in.Channel).
+			Hint("check the raspi-mcp apt source (/etc/apt/sources.list.d/raspi-mcp.sources) and run apt-get update on the device")
 	case in.TargetVersion == "":
 		target = offered[len(offered)-1]
 	default:
 		i := slices.IndexFunc(offered, func(o proto.PackageCandidate) bool { return o.Version == in.TargetVersion })
 		if i < 0 {
-			return out, errf(CodeNotFound, "channel %s does not offer raspi-mcp %s", in.Channel, in.TargetVersion).
-				with("parameter", "target_version").with("offered", versions)
+			return out, tool.Errf(CodeNotFound, "channel %s does not offer raspi-mcp %s", in.Channel, in.TargetVersion).
+				With("parameter", "target_version").With("offered", versions)
 		}
 		target = offered[i]
 	}
 	out.NewVersion, out.DownloadBytes = target.Version, target.Size
 	switch cmp := apt.CompareVersions(target.Version, plan.Installed); {
 	case cmp == 0:
-		return out, errf(CodeFailedPrecondition, "raspi-mcp %s is installed already (channel %s offers %s)", plan.Installed, in.Channel, strings.Join(versions, ", ")).
-			with("installed", plan.Installed).with("offered", versions)
+		return out, tool.Errf(CodeFailedPrecondition, "raspi-mcp %s is installed already (channel %s offers %s)", plan.Installed, in.Channel, strings.Join(versions, ", ")).
+			With("installed", plan.Installed).With("offered", versions)
 	case cmp < 0 && in.TargetVersion == "":
-		return out, errf(CodeFailedPrecondition, "raspi-mcp %s is installed, newer than anything channel %s offers", plan.Installed, in.Channel).
-			with("installed", plan.Installed).with("offered", versions)
+		return out, tool.Errf(CodeFailedPrecondition, "raspi-mcp %s is installed, newer than anything channel %s offers", plan.Installed, in.Channel).
+			With("installed", plan.Installed).With("offered", versions)
 	case cmp < 0 && !in.AllowDowngrade:
-		return out, errf(CodeFailedPrecondition, "%s is older than the installed %s: a downgrade needs allow_downgrade: true", target.Version, plan.Installed).
-			with("parameter", "allow_downgrade").with("installed", plan.Installed)
+		return out, tool.Errf(CodeFailedPrecondition, "%s is older than the installed %s: a downgrade needs allow_downgrade: true", target.Version, plan.Installed).
+			With("parameter", "allow_downgrade").With("installed", plan.Installed)
 	case cmp < 0:
 		out.Downgrade = true
 	}
 	if j, ok, err := a.store.PendingUpdate(); err != nil {
 		return out, err
 	} else if ok {
-		return out, errf(CodeFailedPrecondition, "update %s (%s to %s) is still under way", j.ID, j.From, j.To).with("job_id", j.ID).
-			next(SuggestedCall{Tool: a.wire("manage.get_server_status"), Why: "see last_update once it ends"})
+		return out, tool.Errf(CodeFailedPrecondition, "update %s (%s to %s) is still under way", j.ID, j.From, j.To).With("job_id", j.ID).
+			Suggest(tool.SuggestedCall{Tool: a.wire("manage.get_server_status"), Why: "see last_update once it ends"})
 	}
 	if c.DryRun {
 		out.DryRun = true
@@ -200,7 +201,7 @@ func newSelfUpdateWatch(a *Agent, fault string) *selfUpdateWatch {
 	return &selfUpdateWatch{a: a, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
 }
 
-func (w *selfUpdateWatch) start(ctx context.Context, c *Call, in UpdateServerIn, out UpdateServerOut) (UpdateServerOut, error) {
+func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in UpdateServerIn, out UpdateServerOut) (UpdateServerOut, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id, err := store.NewJobID()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
@@ -120,7 +121,7 @@ type ServiceControlIn struct {
 	Action                      string `json:"action"`
 	Force                       bool   `json:"force,omitempty" jsonschema:"stop even though active units depend on it (admin only)"`
 	ConfirmBreakingDependencies bool   `json:"confirm_breaking_dependencies,omitempty" jsonschema:"required with force"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // ServiceControlOut is the unit's state after the action and before it (the
@@ -145,7 +146,7 @@ type ServiceControlOut struct {
 type ServiceEnableIn struct {
 	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 	Enabled     bool   `json:"enabled" jsonschema:"true: start at boot; false: do not"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // FileChange is one symlink systemd created or removed.
@@ -207,14 +208,14 @@ func (u *unitCPU) percents(now time.Time, list []units.Unit) map[string]float64 
 
 func (a *Agent) registerService() {
 	gate := config.SwitchServiceControl
-	nameProp := prop("service_name", minLen(1), maxLen(proto.MaxUnitName))
-	add(a.tools, Spec[ServiceListIn, ServiceListOut]{
+	nameProp := tool.P("service_name", tool.MinLen(1), tool.MaxLen(proto.MaxUnitName))
+	tool.Add(a.tools, tool.Spec[ServiceListIn, ServiceListOut]{
 		ID: "service.list_services", Title: "Services",
 		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props: []Prop{prop("state", enum(serviceStatuses...)), prop("pattern", maxLen(256)),
-			prop("limit", minimum(1), maximum(1000), def(100)), prop("offset", minimum(0), maximum(100000), def(0))},
-		OutProps: []Prop{prop("services.status", enum(serviceStatuses...))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props: []tool.Prop{tool.P("state", tool.Enum(serviceStatuses...)), tool.P("pattern", tool.MaxLen(256)),
+			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0))},
+		OutProps: []tool.Prop{tool.P("services.status", tool.Enum(serviceStatuses...))},
 		Run:      a.listServices,
 		Summary: func(in ServiceListIn, o ServiceListOut) string {
 			s := fmt.Sprintf("%d of %d services", o.ReturnedCount, o.TotalCount)
@@ -224,12 +225,12 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	add(a.tools, Spec[ServiceStatusIn, ServiceDetail]{
+	tool.Add(a.tools, tool.Spec[ServiceStatusIn, ServiceDetail]{
 		ID: "service.get_status", Title: "Service status",
 		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{nameProp, prop("log_lines", minimum(0), maximum(50), def(10))},
-		OutProps:    []Prop{prop("status", enum(serviceStatuses...))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{nameProp, tool.P("log_lines", tool.Min(0), tool.Max(50), tool.Default(10))},
+		OutProps:    []tool.Prop{tool.P("status", tool.Enum(serviceStatuses...))},
 		Example:     &ServiceStatusIn{ServiceName: "nginx.service"},
 		Run:         a.serviceStatus,
 		Summary: func(_ ServiceStatusIn, d ServiceDetail) string {
@@ -243,13 +244,13 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	add(a.tools, Spec[ServiceControlIn, ServiceControlOut]{
+	tool.Add(a.tools, tool.Spec[ServiceControlIn, ServiceControlOut]{
 		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
 		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: gate},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
 		Destructive: true,
-		Props:       []Prop{nameProp, prop("action", enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
-		OutProps:    []Prop{prop("timestamp", format("date-time"))},
+		Props:       []tool.Prop{nameProp, tool.P("action", tool.Enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
+		OutProps:    []tool.Prop{tool.P("timestamp", tool.Format("date-time"))},
 		Slow:        true, // waits for systemd's job
 		Example:     &ServiceControlIn{ServiceName: "nginx.service", Action: "restart"},
 		Run:         a.controlService,
@@ -260,13 +261,13 @@ func (a *Agent) registerService() {
 			return fmt.Sprintf("%s %s: %s → %s (job %s)", o.Action, o.ServiceName, o.PreviousStatus, o.Status, o.JobResult)
 		},
 	})
-	add(a.tools, Spec[ServiceEnableIn, ServiceEnableOut]{
+	tool.Add(a.tools, tool.Spec[ServiceEnableIn, ServiceEnableOut]{
 		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
 		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: gate},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
 		Idempotent:  true,
 		Destructive: true, // disabling stops a service from coming back after a reboot
-		Props:       []Prop{nameProp},
+		Props:       []tool.Prop{nameProp},
 		Slow:        true, // validates the unit file and reloads systemd
 		Example:     &ServiceEnableIn{ServiceName: "nginx.service", Enabled: true},
 		Run:         a.setEnabled,
@@ -277,13 +278,13 @@ func (a *Agent) registerService() {
 			return fmt.Sprintf("%s %s: %s → %s", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState, o.UnitFileState)
 		},
 	})
-	add(a.tools, Spec[ServiceNameIn, ValidationOut]{
+	tool.Add(a.tools, tool.Spec[ServiceNameIn, ValidationOut]{
 		ID: "service.validate_unit_file", Title: "Validate a unit file",
 		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Props:       []Prop{nameProp},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Props:       []tool.Prop{nameProp},
 		Example:     &ServiceNameIn{ServiceName: "nginx.service"},
-		Run: func(ctx context.Context, _ *Call, in ServiceNameIn) (ValidationOut, error) {
+		Run: func(ctx context.Context, _ *tool.Call, in ServiceNameIn) (ValidationOut, error) {
 			name, err := a.unitName(in.ServiceName)
 			if err != nil {
 				return ValidationOut{}, err
@@ -315,21 +316,21 @@ func enableVerb(on bool) string {
 func (a *Agent) unitName(s string) (string, error) {
 	n, err := units.Normalize(s)
 	if err != nil {
-		return "", errf(CodeInvalidArgument, "%v", err).with("parameter", "service_name").with("provided_value", s)
+		return "", tool.Errf(CodeInvalidArgument, "%v", err).With("parameter", "service_name").With("provided_value", s)
 	}
 	return n, nil
 }
 
 func (a *Agent) unitErr(name string, err error) error {
 	if errors.Is(err, units.ErrNotFound) {
-		return errf(CodeNotFound, "service %q not found on this system", name).with("service_name", name).
-			next(SuggestedCall{Tool: a.wire("service.list_services"), Arguments: map[string]any{"pattern": "*" + strings.TrimSuffix(name, ".service") + "*"}, Why: "find the unit's exact name"})
+		return tool.Errf(CodeNotFound, "service %q not found on this system", name).With("service_name", name).
+			Suggest(tool.SuggestedCall{Tool: a.wire("service.list_services"), Arguments: map[string]any{"pattern": "*" + strings.TrimSuffix(name, ".service") + "*"}, Why: "find the unit's exact name"})
 	}
-	var te *ToolError
+	var te *tool.Error
 	if errors.As(err, &te) {
 		return te
 	}
-	return errf(CodeUnavailable, "systemd: %v", err).retry()
+	return tool.Errf(CodeUnavailable, "systemd: %v", err).Retry()
 }
 
 // status maps systemd's ActiveState onto the tool catalog's five values:
@@ -370,10 +371,10 @@ func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) S
 	return s
 }
 
-func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (ServiceListOut, error) {
+func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in ServiceListIn) (ServiceListOut, error) {
 	if in.Pattern != "" {
 		if _, err := path.Match(in.Pattern, ""); err != nil {
-			return ServiceListOut{}, errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).with("parameter", "pattern")
+			return ServiceListOut{}, tool.Errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).With("parameter", "pattern")
 		}
 	}
 	list, err := a.units.List(ctx)
@@ -412,7 +413,7 @@ func (a *Agent) listServices(ctx context.Context, _ *Call, in ServiceListIn) (Se
 	return out, nil
 }
 
-func (a *Agent) serviceStatus(ctx context.Context, _ *Call, in ServiceStatusIn) (ServiceDetail, error) {
+func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatusIn) (ServiceDetail, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
 		return ServiceDetail{}, err
@@ -457,14 +458,14 @@ func (a *Agent) changeable(name string) error {
 		if allow == nil {
 			allow = []string{}
 		}
-		return errf(CodePermissionDenied, "%s is not in this device's [service] allow list", name).
-			with("service_name", name).with("allowed_units", allow).
-			hint("the owner lists units that may be changed in [service] allow of " + config.DefaultPath)
+		return tool.Errf(CodePermissionDenied, "%s is not in this device's [service] allow list", name).
+			With("service_name", name).With("allowed_units", allow).
+			Hint("the owner lists units that may be changed in [service] allow of " + config.DefaultPath)
 	}
 	return nil
 }
 
-func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn) (ServiceControlOut, error) {
+func (a *Agent) controlService(ctx context.Context, c *tool.Call, in ServiceControlIn) (ServiceControlOut, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
 		return ServiceControlOut{}, err
@@ -479,8 +480,8 @@ func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn
 	out := ServiceControlOut{ServiceName: name, Action: in.Action, PreviousStatus: status(d.ActiveState), PreviousSubStatus: d.SubState,
 		Status: status(d.ActiveState), SubStatus: d.SubState, MainPID: d.MainPID, Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	if in.Action == proto.ServiceReload && !d.CanReload {
-		return out, errf(CodeFailedPrecondition, "%s cannot reload (it has no ExecReload)", name).with("service_name", name).
-			hint("use action restart instead")
+		return out, tool.Errf(CodeFailedPrecondition, "%s cannot reload (it has no ExecReload)", name).With("service_name", name).
+			Hint("use action restart instead")
 	}
 	var deps []string
 	if in.Action == proto.ServiceStop {
@@ -491,15 +492,15 @@ func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn
 	if len(deps) > 0 {
 		switch {
 		case !in.Force:
-			return out, errf(CodeFailedPrecondition, "cannot stop %s because %d active services depend on it", name, len(deps)).
-				with("dependent_services", deps).with("suggestion", "Stop dependent services first, or use force=true to override").
-				hint("stop the dependent services first; an admin may pass force: true and confirm_breaking_dependencies: true")
+			return out, tool.Errf(CodeFailedPrecondition, "cannot stop %s because %d active services depend on it", name, len(deps)).
+				With("dependent_services", deps).With("suggestion", "Stop dependent services first, or use force=true to override").
+				Hint("stop the dependent services first; an admin may pass force: true and confirm_breaking_dependencies: true")
 		case c.Principal.Role < identity.RoleAdmin:
-			return out, errf(CodePermissionDenied, "stopping %s while %d active services depend on it needs role admin; %s has role %s",
-				name, len(deps), c.Principal.Name, c.Principal.Role).with("dependent_services", deps).with("required_role", "admin")
+			return out, tool.Errf(CodePermissionDenied, "stopping %s while %d active services depend on it needs role admin; %s has role %s",
+				name, len(deps), c.Principal.Name, c.Principal.Role).With("dependent_services", deps).With("required_role", "admin")
 		case !in.ConfirmBreakingDependencies:
-			return out, errf(CodeFailedPrecondition, "force needs confirm_breaking_dependencies: true; it will break %s", strings.Join(deps, ", ")).
-				with("dependent_services", deps).with("missing", []string{"confirm_breaking_dependencies"})
+			return out, tool.Errf(CodeFailedPrecondition, "force needs confirm_breaking_dependencies: true; it will break %s", strings.Join(deps, ", ")).
+				With("dependent_services", deps).With("missing", []string{"confirm_breaking_dependencies"})
 		}
 		out.DependentsStopped = deps
 	}
@@ -519,14 +520,14 @@ func (a *Agent) controlService(ctx context.Context, c *Call, in ServiceControlIn
 	out.PreviousStatus, out.PreviousSubStatus = status(resp.Before.ActiveState), resp.Before.SubState
 	out.Timestamp = time.Now().UTC().Format(time.RFC3339)
 	if resp.Job != "done" {
-		return out, errf(CodeFailedPrecondition, "systemd's %s job for %s ended with %q; %s is now %s (%s)", in.Action, name, resp.Job, name, resp.After.ActiveState, resp.After.SubState).
-			with("service_name", name).with("job_result", resp.Job).with("previous_status", out.PreviousStatus).with("status", out.Status).
-			next(SuggestedCall{Tool: a.wire("service.get_status"), Arguments: map[string]any{"service_name": name, "log_lines": 20}, Why: "read the unit's journal lines to see why"})
+		return out, tool.Errf(CodeFailedPrecondition, "systemd's %s job for %s ended with %q; %s is now %s (%s)", in.Action, name, resp.Job, name, resp.After.ActiveState, resp.After.SubState).
+			With("service_name", name).With("job_result", resp.Job).With("previous_status", out.PreviousStatus).With("status", out.Status).
+			Suggest(tool.SuggestedCall{Tool: a.wire("service.get_status"), Arguments: map[string]any{"service_name": name, "log_lines": 20}, Why: "read the unit's journal lines to see why"})
 	}
 	return out, nil
 }
 
-func (a *Agent) setEnabled(ctx context.Context, c *Call, in ServiceEnableIn) (ServiceEnableOut, error) {
+func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in ServiceEnableIn) (ServiceEnableOut, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
 		return ServiceEnableOut{}, err
@@ -547,8 +548,8 @@ func (a *Agent) setEnabled(ctx context.Context, c *Call, in ServiceEnableIn) (Se
 		}
 		out.Warnings = nonNil(v.Warnings)
 		if !v.CanEnable || !v.Valid {
-			return out, errf(CodeFailedPrecondition, "%s cannot be enabled: %s", name, strings.Join(slices.Concat(v.Errors, v.Warnings), "; ")).
-				with("service_name", name).with("errors", nonNil(v.Errors)).with("warnings", nonNil(v.Warnings))
+			return out, tool.Errf(CodeFailedPrecondition, "%s cannot be enabled: %s", name, strings.Join(slices.Concat(v.Errors, v.Warnings), "; ")).
+				With("service_name", name).With("errors", nonNil(v.Errors)).With("warnings", nonNil(v.Warnings))
 		}
 	}
 	if c.DryRun {

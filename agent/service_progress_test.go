@@ -20,11 +20,11 @@ func TestSystemdToolsAreSlowAndReportProgress(t *testing.T) {
 	r := newRig(t, nil)
 	for _, name := range []string{"service_control_service", "service_set_enabled", "system_reboot", "system_shutdown",
 		"system_cancel_scheduled_power_action", "manage_update_server"} {
-		tl, ok := r.a.tools.lookup(name)
+		tl, ok := r.a.tools.Lookup(name)
 		if !ok {
 			t.Fatalf("no tool %s", name)
 		}
-		if !tl.slow {
+		if !tl.Slow() {
 			t.Errorf("%s waits on systemd through the helper but is not Slow", name)
 		}
 	}

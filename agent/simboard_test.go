@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
@@ -168,7 +169,7 @@ func TestSimBoardSignals(t *testing.T) {
 		return snap.Procs[i]
 	}
 	sshd, self, ffmpeg := by("sshd"), by("raspi-mcp"), by("ffmpeg")
-	send := func(pid int, sig string) (SignalOut, *ToolError) {
+	send := func(pid int, sig string) (SignalOut, *tool.Error) {
 		return callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
 	}
 	if _, e := send(sshd.PID, "TERM"); !isCode(e, CodePermissionDenied) || !strings.Contains(fmt.Sprint(*e), "protected") {

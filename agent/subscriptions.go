@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/series"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
@@ -209,7 +210,7 @@ func (a *Agent) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		return resourceError(terr)
 	}
 	p := principalOrUnknown(ctx)
-	if derr := Decide(a.conf(), p, a.rule(id), Guard{}, false); derr != nil {
+	if derr := tool.Decide(a.conf(), p, a.rule(id), tool.Guard{}, false); derr != nil {
 		a.auditRead(p, "resources.subscribe", derr)
 		return resourceError(derr)
 	}
@@ -231,7 +232,7 @@ func (a *Agent) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) er
 	req.Params.URI = key
 	listen := listening(ctx)
 	if a.updates.drop(req.Session, key, listen) && listen {
-		return errf(CodeFailedPrecondition, "another subscriptions/listen of this session still names %s", key)
+		return tool.Errf(CodeFailedPrecondition, "another subscriptions/listen of this session still names %s", key)
 	}
 	return nil
 }
@@ -257,9 +258,9 @@ func (a *Agent) subscriptionMiddleware(next mcp.MethodHandler) mcp.MethodHandler
 // hold records that ss holds key, within the bounds; a key the session
 // already holds is no new subscription. The first subscription of a session
 // starts the wait for its end.
-func (w *watcher) hold(ss *mcp.ServerSession, key string, listen bool, lim config.Subscriptions) *ToolError {
+func (w *watcher) hold(ss *mcp.ServerSession, key string, listen bool, lim config.Subscriptions) *tool.Error {
 	if ss == nil {
-		return errf(CodeInternal, "a subscription without a session")
+		return tool.Errf(CodeInternal, "a subscription without a session")
 	}
 	w.mu.Lock()
 	keys, known := w.held[ss]
@@ -268,14 +269,14 @@ func (w *watcher) hold(ss *mcp.ServerSession, key string, listen bool, lim confi
 	case h != nil:
 	case len(keys) >= lim.PerSession:
 		w.mu.Unlock()
-		return errf(CodeResourceExhausted, "this session holds %d subscriptions, the most [subscriptions] per_session allows", len(keys)).
-			with("bound", "subscriptions.per_session").with("limit", lim.PerSession).
-			hint("unsubscribe from a resource you no longer need, then subscribe again")
+		return tool.Errf(CodeResourceExhausted, "this session holds %d subscriptions, the most [subscriptions] per_session allows", len(keys)).
+			With("bound", "subscriptions.per_session").With("limit", lim.PerSession).
+			Hint("unsubscribe from a resource you no longer need, then subscribe again")
 	case w.total >= lim.Total:
 		w.mu.Unlock()
-		return errf(CodeResourceExhausted, "the agent holds %d subscriptions over all sessions, the most [subscriptions] total allows", w.total).
-			with("bound", "subscriptions.total").with("limit", lim.Total).retry().
-			hint("retry when other clients have unsubscribed or left; the device owner can raise [subscriptions] total")
+		return tool.Errf(CodeResourceExhausted, "the agent holds %d subscriptions over all sessions, the most [subscriptions] total allows", w.total).
+			With("bound", "subscriptions.total").With("limit", lim.Total).Retry().
+			Hint("retry when other clients have unsubscribed or left; the device owner can raise [subscriptions] total")
 	default:
 		if !known {
 			keys = map[string]*holding{}
@@ -372,16 +373,16 @@ func (w *watcher) subscriptionCounts() (keys, subs, sessions int) {
 // subscribable. The query parameters a resource does not read are dropped,
 // those it reads are normalised (a window of 60m is 1h, and the default
 // one is no parameter) and sorted. maxLen > 0 refuses longer URIs unread.
-func subscriptionKey(uri string, maxLen int) (key, id string, _ *ToolError) {
+func subscriptionKey(uri string, maxLen int) (key, id string, _ *tool.Error) {
 	if maxLen > 0 && len(uri) > maxLen {
-		return "", "", errf(CodeInvalidArgument, "a resource URI of %d bytes: a subscription names at most %d ([subscriptions] max_uri_bytes)", len(uri), maxLen).
-			with("bound", "subscriptions.max_uri_bytes").with("limit", maxLen).
-			hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}{?window,resolution}", uriSummary, uriHealth))
+		return "", "", tool.Errf(CodeInvalidArgument, "a resource URI of %d bytes: a subscription names at most %d ([subscriptions] max_uri_bytes)", len(uri), maxLen).
+			With("bound", "subscriptions.max_uri_bytes").With("limit", maxLen).
+			Hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}{?window,resolution}", uriSummary, uriHealth))
 	}
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme != "raspi" || u.Opaque != "" || u.User != nil {
-		return "", "", errf(CodeInvalidArgument, "%s cannot be subscribed to", clip(uri)).with("uri", clip(uri)).
-			hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}", uriSummary, uriHealth))
+		return "", "", tool.Errf(CodeInvalidArgument, "%s cannot be subscribed to", clip(uri)).With("uri", clip(uri)).
+			Hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}", uriSummary, uriHealth))
 	}
 	switch base := "raspi://" + u.Host + u.Path; {
 	case base == uriSummary:
@@ -391,8 +392,8 @@ func subscriptionKey(uri string, maxLen int) (key, id string, _ *ToolError) {
 	case u.Host == "metrics":
 		name := strings.TrimPrefix(u.Path, "/")
 		if _, err := series.Lookup(name); err != nil {
-			return "", "", errf(CodeInvalidArgument, "no metric %q to subscribe to", clip(name)).with("uri", clip(uri)).
-				hint("complete raspi://metrics/{metric} for the names")
+			return "", "", tool.Errf(CodeInvalidArgument, "no metric %q to subscribe to", clip(name)).With("uri", clip(uri)).
+				Hint("complete raspi://metrics/{metric} for the names")
 		}
 		q, canon := u.Query(), url.Values{}
 		if w := q.Get("window"); w != "" {
@@ -407,7 +408,7 @@ func subscriptionKey(uri string, maxLen int) (key, id string, _ *ToolError) {
 		if r := q.Get("resolution"); r != "" {
 			d, err := series.ParseResolution(r)
 			if err != nil {
-				return "", "", errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).with("parameter", "resolution")
+				return "", "", tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).With("parameter", "resolution")
 			}
 			if d != time.Minute { // metrics.query_history's default
 				canon.Set("resolution", series.FormatResolution(d))
@@ -416,11 +417,11 @@ func subscriptionKey(uri string, maxLen int) (key, id string, _ *ToolError) {
 		k := url.URL{Scheme: "raspi", Host: "metrics", Path: "/" + name, RawQuery: canon.Encode()}
 		return k.String(), "metrics.query_history", nil
 	case base == uriContract || base == uriPins || base == uriConfig || base == uriAudit || u.Host == "service" || u.Host == "journal":
-		return "", "", errf(CodeInvalidArgument, "%s cannot be subscribed to", clip(uri)).with("uri", clip(uri)).
-			hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}", uriSummary, uriHealth))
+		return "", "", tool.Errf(CodeInvalidArgument, "%s cannot be subscribed to", clip(uri)).With("uri", clip(uri)).
+			Hint(fmt.Sprintf("subscribe to %s, %s or raspi://metrics/{metric}", uriSummary, uriHealth))
 	default:
-		return "", "", errf(CodeNotFound, "%s names no resource of this server", clip(uri)).with("uri", clip(uri)).
-			hint("resources/list and resources/templates/list show what there is")
+		return "", "", tool.Errf(CodeNotFound, "%s names no resource of this server", clip(uri)).With("uri", clip(uri)).
+			Hint("resources/list and resources/templates/list show what there is")
 	}
 }
 

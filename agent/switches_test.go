@@ -14,24 +14,24 @@ func TestToolsUseSwitchTable(t *testing.T) {
 	r := newRig(t, nil)
 	usedNS := map[string]bool{}
 	usedSwitch := map[config.Switch]bool{}
-	for _, tl := range r.a.tools.all() {
-		if tl.lan {
+	for _, tl := range r.a.tools.All() {
+		if tl.LAN() {
 			continue
 		}
-		ns, ok := config.NamespaceSwitch(tl.rule.Domain)
+		ns, ok := config.NamespaceSwitch(tl.Rule().Domain)
 		if !ok {
-			t.Errorf("%s: namespace %q is not in config's switches table", tl.id, tl.rule.Domain)
+			t.Errorf("%s: namespace %q is not in config's switches table", tl.ID(), tl.Rule().Domain)
 			continue
 		}
-		usedNS[tl.rule.Domain] = true
+		usedNS[tl.Rule().Domain] = true
 		usedSwitch[ns] = true
-		g := tl.rule.Gate
+		g := tl.Rule().Gate
 		switch {
 		case g == config.NoSwitch:
 		case !g.Valid():
-			t.Errorf("%s: gate %d is not a switch of the table", tl.id, g)
+			t.Errorf("%s: gate %d is not a switch of the table", tl.ID(), g)
 		case g.Within() != ns || !g.Write():
-			t.Errorf("%s: gate %s is not a write switch of [%s] (namespace switch %s)", tl.id, g, tl.rule.Domain, ns)
+			t.Errorf("%s: gate %s is not a write switch of [%s] (namespace switch %s)", tl.ID(), g, tl.Rule().Domain, ns)
 		default:
 			usedSwitch[g] = true
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -76,9 +77,9 @@ type HealthSnapshot struct {
 	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
 }
 
-var healthProps = []Prop{
-	prop("timestamp", format("date-time")),
-	prop("cpu_usage_percent", minimum(0), maximum(100)),
+var healthProps = []tool.Prop{
+	tool.P("timestamp", tool.Format("date-time")),
+	tool.P("cpu_usage_percent", tool.Min(0), tool.Max(100)),
 }
 
 // PowerIn is the input of system.reboot and system.shutdown: a delay (the tool
@@ -86,7 +87,7 @@ var healthProps = []Prop{
 type PowerIn struct {
 	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
 	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // ShutdownIn is system.shutdown: the reboot's parameters plus the force flag
@@ -120,27 +121,27 @@ type CancelPowerOut struct {
 
 // CancelIn is the input of cancelling tools: guard arguments only.
 type CancelIn struct {
-	GuardArgs
+	tool.GuardArgs
 }
 
 func (a *Agent) registerSystem() {
-	add(a.tools, Spec[NoArgs, BasicInfo]{
+	tool.Add(a.tools, tool.Spec[NoArgs, BasicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
 		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		OutProps:    []Prop{prop("cpu_cores", minimum(1))},
-		Run:         func(ctx context.Context, _ *Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
 		Summary: func(_ NoArgs, b BasicInfo) string {
 			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
 		},
 	})
-	add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
+	tool.Add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
 		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
-	add(a.tools, Spec[NoArgs, Capabilities]{
+	tool.Add(a.tools, tool.Spec[NoArgs, Capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, c *Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
 		Summary: func(_ NoArgs, cp Capabilities) string {
 			n := 0
 			for _, d := range cp.Domains {
@@ -153,27 +154,27 @@ func (a *Agent) registerSystem() {
 			return fmt.Sprintf("%s (%s mode): %d tools available to %s (%s)", cp.Device.Model, cp.Mode, n, cp.Caller.Principal, cp.Caller.Role)
 		},
 	})
-	powerProps := []Prop{prop("delay_seconds", minimum(0), maximum(proto.MaxDelaySeconds), def(5)), prop("at", format("date-time"), maxLen(40))}
-	add(a.tools, Spec[PowerIn, PowerOut]{
+	powerProps := []tool.Prop{tool.P("delay_seconds", tool.Min(0), tool.Max(proto.MaxDelaySeconds), tool.Default(5)), tool.P("at", tool.Format("date-time"), tool.MaxLen(40))}
+	tool.Add(a.tools, tool.Spec[PowerIn, PowerOut]{
 		ID: "system.reboot", Title: "Reboot",
 		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskHigh, Gate: config.SwitchSystemReboot},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *Call, in PowerIn) (PowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in PowerIn) (PowerOut, error) {
 			return a.power(ctx, c, proto.ActionReboot, in)
 		},
 		Summary: powerLine,
 	})
-	add(a.tools, Spec[ShutdownIn, PowerOut]{
+	tool.Add(a.tools, tool.Spec[ShutdownIn, PowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
 		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
-		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchSystemShutdown},
+		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
-		Props:       append(powerProps, prop("force", def(false))),
+		Props:       append(powerProps, tool.P("force", tool.Default(false))),
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *Call, in ShutdownIn) (PowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ShutdownIn) (PowerOut, error) {
 			if err := a.pendingReboot(ctx, in.Force); err != nil {
 				return PowerOut{}, err
 			}
@@ -181,13 +182,15 @@ func (a *Agent) registerSystem() {
 		},
 		Summary: func(in ShutdownIn, o PowerOut) string { return powerLine(in.PowerIn, o) },
 	})
-	add(a.tools, Spec[CancelIn, CancelPowerOut]{
+	tool.Add(a.tools, tool.Spec[CancelIn, CancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
 		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Idempotent:  true,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run:         func(ctx context.Context, c *Call, _ CancelIn) (CancelPowerOut, error) { return a.cancelPower(ctx, c) },
+		Run: func(ctx context.Context, c *tool.Call, _ CancelIn) (CancelPowerOut, error) {
+			return a.cancelPower(ctx, c)
+		},
 		Summary: func(_ CancelIn, o CancelPowerOut) string {
 			switch {
 			case o.DryRun && o.Action != "":
@@ -202,12 +205,12 @@ func (a *Agent) registerSystem() {
 
 // healthSpec is the snapshot tool; system and metrics both expose it, since the
 // tool catalog gives metrics.get_realtime_metrics the same result (spec 002 §3.2, §4.1).
-func (a *Agent) healthSpec(id, title, desc string) Spec[NoArgs, HealthSnapshot] {
-	return Spec[NoArgs, HealthSnapshot]{
+func (a *Agent) healthSpec(id, title, desc string) tool.Spec[NoArgs, HealthSnapshot] {
+	return tool.Spec[NoArgs, HealthSnapshot]{
 		ID: id, Title: title, Description: desc,
-		Rule:     Rule{MinRole: identity.RoleRead},
+		Rule:     tool.Rule{MinRole: identity.RoleRead},
 		OutProps: healthProps,
-		Run:      func(ctx context.Context, _ *Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
+		Run:      func(ctx context.Context, _ *tool.Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
 		Summary:  func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },
 	}
 }
@@ -290,7 +293,7 @@ func healthLine(h HealthSnapshot) string {
 // keeps it in the jobs queue and enforces the minimum interval between two
 // power actions. A dry run asks the helper what is scheduled now, so a
 // passing dry run also proves the helper is reachable.
-func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (PowerOut, error) {
+func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in PowerIn) (PowerOut, error) {
 	now := time.Now()
 	req := proto.PowerScheduleReq{Action: action, DelaySeconds: in.DelaySeconds, Reason: c.Reason}
 	when := now.Add(time.Duration(in.DelaySeconds) * time.Second)
@@ -300,12 +303,12 @@ func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (
 			return PowerOut{}, err
 		}
 		if at.Before(now) || at.After(now.Add(proto.MaxAhead)) {
-			return PowerOut{}, errf(CodeInvalidArgument, "at %s is not between now and 7 days ahead", in.At).with("parameter", "at")
+			return PowerOut{}, tool.Errf(CodeInvalidArgument, "at %s is not between now and 7 days ahead", in.At).With("parameter", "at")
 		}
 		req.DelaySeconds, req.At, when = 0, at, at
 	}
 	if err := req.Validate(); err != nil {
-		return PowerOut{}, errf(CodeInvalidArgument, "%v", err)
+		return PowerOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
 	}
 	if err := a.powerRateLimit(when); err != nil {
 		return PowerOut{}, err
@@ -336,7 +339,7 @@ func (a *Agent) power(ctx context.Context, c *Call, action string, in PowerIn) (
 	}
 	job := store.PowerJob{ID: id, Action: action, At: resp.At, Created: now, Principal: c.Principal.Name, CorrelationID: c.CorrelationID, Reason: c.Reason}
 	if err := a.store.PutPowerJob(job); err != nil {
-		return PowerOut{}, errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
+		return PowerOut{}, tool.Errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
 	}
 	a.powerJobs.wake()
 	// The buffered samples are at risk from here on: write them now (the
@@ -361,10 +364,10 @@ func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
 		return err
 	}
 	if state.Scheduled && state.Action == proto.ActionReboot {
-		return errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
-			with("pending_action", state.Action).with("pending_at", state.At.UTC().Format(time.RFC3339)).with("parameter", "force").
-			hint("set force to true to replace the reboot with the power-off, or cancel the reboot first").
-			next(SuggestedCall{Tool: a.wire("system.cancel_scheduled_power_action"), Why: "cancel the pending reboot"})
+		return tool.Errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
+			With("pending_action", state.Action).With("pending_at", state.At.UTC().Format(time.RFC3339)).With("parameter", "force").
+			Hint("set force to true to replace the reboot with the power-off, or cancel the reboot first").
+			Suggest(tool.SuggestedCall{Tool: a.wire("system.cancel_scheduled_power_action"), Why: "cancel the pending reboot"})
 	}
 	return nil
 }
@@ -381,16 +384,16 @@ func (a *Agent) powerRateLimit(when time.Time) error {
 	}
 	if earliest := last.Add(iv); when.Before(earliest) {
 		wait := int(math.Ceil(time.Until(earliest).Seconds()))
-		return errf(CodeResourceExhausted, "one power action per %s: the last took effect at %s; the next may take effect from %s",
+		return tool.Errf(CodeResourceExhausted, "one power action per %s: the last took effect at %s; the next may take effect from %s",
 			iv, last.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339)).
-			with("last_power_action", last.UTC().Format(time.RFC3339)).with("earliest", earliest.UTC().Format(time.RFC3339)).
-			with("retry_after_seconds", max(wait, 1)).with("config_key", "[system] min_power_interval").retry().
-			hint(fmt.Sprintf("schedule it for %s or later with at, or wait", earliest.UTC().Format(time.RFC3339)))
+			With("last_power_action", last.UTC().Format(time.RFC3339)).With("earliest", earliest.UTC().Format(time.RFC3339)).
+			With("retry_after_seconds", max(wait, 1)).With("config_key", "[system] min_power_interval").Retry().
+			Hint(fmt.Sprintf("schedule it for %s or later with at, or wait", earliest.UTC().Format(time.RFC3339)))
 	}
 	return nil
 }
 
-func (a *Agent) cancelPower(ctx context.Context, c *Call) (CancelPowerOut, error) {
+func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (CancelPowerOut, error) {
 	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return CancelPowerOut{}, err

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
@@ -93,7 +94,7 @@ type ServerUpdate struct {
 // package (a build from source), the running version stands in.
 func (a *Agent) serverUpdate(ctx context.Context) (ServerUpdate, error) {
 	if a.apt == nil {
-		return ServerUpdate{}, errf(CodeUnavailable, "this agent has no package manager to ask")
+		return ServerUpdate{}, tool.Errf(CodeUnavailable, "this agent has no package manager to ask")
 	}
 	pol, err := a.apt.Policy(ctx, ServerPackage)
 	if err != nil {
@@ -155,7 +156,7 @@ type OSJobBrief struct {
 // PreviewIn is manage.preview_os_updates.
 type PreviewIn struct {
 	Refresh *bool `json:"refresh,omitempty" jsonschema:"refresh the package lists first (apt-get update); default true"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PreviewOut is the plan a full upgrade would carry out now.
@@ -180,14 +181,14 @@ type PreviewOut struct {
 // ApplyIn is manage.apply_os_updates.
 type ApplyIn struct {
 	PlanHash string `json:"plan_hash" jsonschema:"from manage_preview_os_updates"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // UpdateOSIn is manage.update_os: preview and apply in one call; a
 // plan_hash binds it to a preview as apply does.
 type UpdateOSIn struct {
 	PlanHash string `json:"plan_hash,omitempty" jsonschema:"optional: the preview's plan_hash, to install only if the plan is still that one"`
-	GuardArgs
+	tool.GuardArgs
 }
 
 // PackageVersions is one package around an apply.
@@ -213,12 +214,12 @@ type ApplyOut struct {
 }
 
 func (a *Agent) registerUpdates() {
-	add(a.tools, Spec[NoArgs, CheckUpdatesOut]{
+	tool.Add(a.tools, tool.Spec[NoArgs, CheckUpdatesOut]{
 		ID: "manage.check_for_updates", Title: "Check for updates",
 		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
-		Rule:        Rule{MinRole: identity.RoleRead},
-		OutProps: []Prop{prop("last_checked", format("date-time")), prop("release_date", format("date-time")), prop("release_notes_url", format("uri")),
-			prop("os.lists_updated_at", format("date-time"))},
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		OutProps: []tool.Prop{tool.P("last_checked", tool.Format("date-time")), tool.P("release_date", tool.Format("date-time")), tool.P("release_notes_url", tool.Format("uri")),
+			tool.P("os.lists_updated_at", tool.Format("date-time"))},
 		Slow: true,
 		Run:  a.checkForUpdates,
 		Summary: func(_ NoArgs, o CheckUpdatesOut) string {
@@ -233,36 +234,36 @@ func (a *Agent) registerUpdates() {
 			return s
 		},
 	})
-	add(a.tools, Spec[PreviewIn, PreviewOut]{
+	tool.Add(a.tools, tool.Spec[PreviewIn, PreviewOut]{
 		ID: "manage.preview_os_updates", Title: "Preview OS updates",
 		Description: "Refresh the package lists (unless refresh is false) and show what a full upgrade would do: every package with its versions and archive, security fixes, new packages, removals, held packages, download size, disk space and whether a reboot will be needed, with a plan_hash naming exactly that plan. Installs nothing; apply it with manage_apply_os_updates. Needs [manage] updates.",
-		Rule:        Rule{MinRole: identity.RoleOperate, Risk: RiskLow, Gate: config.SwitchManageUpdates},
-		Props:       []Prop{prop("refresh", def(true))},
-		OutProps:    []Prop{prop("lists_updated_at", format("date-time"))},
+		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: config.SwitchManageUpdates},
+		Props:       []tool.Prop{tool.P("refresh", tool.Default(true))},
+		OutProps:    []tool.Prop{tool.P("lists_updated_at", tool.Format("date-time"))},
 		Run:         a.previewOSUpdates,
 		Summary: func(_ PreviewIn, o PreviewOut) string {
 			return fmt.Sprintf("%d upgrades (%d security), %d new, %d removed, %d held; %s to download; plan %s", len(o.Upgrades), o.SecurityCount,
 				len(o.Installs), len(o.Removals), len(o.Held), bytesText(o.DownloadBytes), o.PlanHash)
 		},
 	})
-	add(a.tools, Spec[ApplyIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[ApplyIn, ApplyOut]{
 		ID: "manage.apply_os_updates", Title: "Apply OS updates",
 		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash): refused with the difference if the packages on offer changed since. Configuration files you changed are kept. Runs as a job (manage_list_jobs) that manage_cancel_job can stop until dpkg starts. Critical: change_prepare then change_commit; needs [manage] updates and an admin.",
-		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchManageUpdates},
+		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
-		Props:       []Prop{prop("plan_hash", minLen(71), maxLen(71))},
+		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
 		Example:     &ApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
-		Run: func(ctx context.Context, c *Call, in ApplyIn) (ApplyOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in ApplyIn) (ApplyOut, error) {
 			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
 		},
 		Summary: applySummary,
 	})
-	add(a.tools, Spec[UpdateOSIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[UpdateOSIn, ApplyOut]{
 		ID: "manage.update_os", Title: "Update the OS",
 		Description: "Preview and apply in one step: refresh the package lists, work out the full upgrade and install it, with the plan in the audit trail. With plan_hash it installs only if the plan is still that one. Critical: change_prepare (whose plan is this tool's dry run) then change_commit; needs [manage] updates and an admin.",
-		Rule:        Rule{MinRole: identity.RoleAdmin, Risk: RiskCritical, Gate: config.SwitchManageUpdates},
+		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
-		Props:       []Prop{prop("plan_hash", minLen(71), maxLen(71))},
+		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
 		Run:         a.updateOS,
 		Summary:     func(_ UpdateOSIn, o ApplyOut) string { return applySummary(ApplyIn{}, o) },
 	})
@@ -304,12 +305,12 @@ func timeText(t time.Time) string {
 
 func (a *Agent) needApt() error {
 	if a.apt == nil {
-		return errf(CodeUnavailable, "this agent has no package manager (not a Debian system)")
+		return tool.Errf(CodeUnavailable, "this agent has no package manager (not a Debian system)")
 	}
 	return nil
 }
 
-func (a *Agent) checkForUpdates(ctx context.Context, _ *Call, _ NoArgs) (CheckUpdatesOut, error) {
+func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ NoArgs) (CheckUpdatesOut, error) {
 	if err := a.needApt(); err != nil {
 		return CheckUpdatesOut{}, err
 	}
@@ -364,12 +365,12 @@ const pollEvery = time.Second
 // is their progress, and a second-counting heartbeat beside it would not
 // grow in step with it.
 type progressOut struct {
-	c        *Call
+	c        *tool.Call
 	lo, span float64
 	sent     float64
 }
 
-func newProgress(c *Call, lo, span float64) *progressOut {
+func newProgress(c *tool.Call, lo, span float64) *progressOut {
 	return &progressOut{c: c, lo: lo, span: span, sent: -1}
 }
 
@@ -436,11 +437,11 @@ func (a *Agent) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, err
 	return a.waitRun(ctx, pr, run.ID)
 }
 
-func (a *Agent) previewOSUpdates(ctx context.Context, c *Call, in PreviewIn) (PreviewOut, error) {
+func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in PreviewIn) (PreviewOut, error) {
 	return a.preview(ctx, c, in, newProgress(c, 0, 100))
 }
 
-func (a *Agent) preview(ctx context.Context, c *Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
+func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
 	if err := a.needApt(); err != nil {
 		return PreviewOut{}, err
 	}
@@ -456,8 +457,8 @@ func (a *Agent) preview(ctx context.Context, c *Call, in PreviewIn, pr *progress
 		}
 		out.Status = runStatus(run)
 		if run.State != apt.StateSucceeded {
-			return out, errf(CodeUnavailable, "refreshing the package lists failed: %s", out.Status.Message).with("job_id", run.ID).
-				hint("check the network and the apt sources, or preview with refresh: false to use the lists as they are").retry()
+			return out, tool.Errf(CodeUnavailable, "refreshing the package lists failed: %s", out.Status.Message).With("job_id", run.ID).
+				Hint("check the network and the apt sources, or preview with refresh: false to use the lists as they are").Retry()
 		}
 		out.Refreshed = true
 		out.Status.Message = "package lists refreshed"
@@ -505,14 +506,14 @@ func (a *Agent) currentPlan(ctx context.Context, want string) (apt.Plan, error) 
 	if want == "" || plan.Hash() == want {
 		return plan, nil
 	}
-	e := errf(CodeFailedPrecondition, "the packages on offer changed since the preview: plan %s is now %s", want, plan.Hash()).
-		with("plan_hash", want).with("current_plan_hash", plan.Hash()).
-		hint("preview again, show the person the new plan, and apply its plan_hash").
-		next(SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Arguments: map[string]any{"refresh": false}, Why: "see the plan as it is now"})
+	e := tool.Errf(CodeFailedPrecondition, "the packages on offer changed since the preview: plan %s is now %s", want, plan.Hash()).
+		With("plan_hash", want).With("current_plan_hash", plan.Hash()).
+		Hint("preview again, show the person the new plan, and apply its plan_hash").
+		Suggest(tool.SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Arguments: map[string]any{"refresh": false}, Why: "see the plan as it is now"})
 	if old, ok := a.prevs.get(want); ok {
-		e.with("difference", plan.Diff(old))
+		e.With("difference", plan.Diff(old))
 	} else {
-		e.with("difference", "unknown: this agent does not remember plan "+want)
+		e.With("difference", "unknown: this agent does not remember plan "+want)
 	}
 	return plan, e
 }
@@ -547,12 +548,12 @@ func packagesOf(p apt.Plan) []PackageVersions {
 
 // applyOSUpdates installs the plan named by hash (any current plan when
 // hash is "" and bound is false: manage_update_os without a hash).
-func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
+func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
 	if err := a.needApt(); err != nil {
 		return ApplyOut{}, err
 	}
 	if bound && !strings.HasPrefix(hash, "sha256:") {
-		return ApplyOut{}, errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).with("parameter", "plan_hash")
+		return ApplyOut{}, tool.Errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).With("parameter", "plan_hash")
 	}
 	plan, err := a.currentPlan(ctx, hash)
 	if err != nil {
@@ -560,8 +561,8 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound 
 	}
 	out := ApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
 	if plan.Empty() {
-		return out, errf(CodeFailedPrecondition, "there is nothing to install: the plan is empty").with("plan_hash", out.PlanHash).
-			next(SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
+		return out, tool.Errf(CodeFailedPrecondition, "there is nothing to install: the plan is empty").With("plan_hash", out.PlanHash).
+			Suggest(tool.SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
 	}
 	if c.DryRun {
 		st, err := a.apt.State(ctx)
@@ -569,8 +570,8 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound 
 			return out, err
 		}
 		if st.Lock != nil {
-			return out, errf(CodeResourceExhausted, "the dpkg lock is held by pid %d (%s)", st.Lock.PID, st.Lock.Command).
-				with("holder_pid", st.Lock.PID).with("holder_command", st.Lock.Command).retry()
+			return out, tool.Errf(CodeResourceExhausted, "the dpkg lock is held by pid %d (%s)", st.Lock.PID, st.Lock.Command).
+				With("holder_pid", st.Lock.PID).With("holder_command", st.Lock.Command).Retry()
 		}
 		out.DryRun, out.Status = true, RunStatus{Status: "pending"}
 		out.Plan = append(planLines(plan), "download every package first (cancellable), then install with dpkg keeping changed configuration files")
@@ -599,7 +600,7 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *Call, hash string, bound 
 
 // follow waits for a run to end and audits how it ended, with the
 // versions before and after.
-func (a *Agent) follow(ctx context.Context, c *Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
+func (a *Agent) follow(ctx context.Context, c *tool.Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
 	run, err := a.waitRun(ctx, pr, id)
 	if err != nil {
 		a.log.Warn("lost track of an OS update run", "job", id, "err", err)
@@ -627,7 +628,7 @@ func planNames(p apt.Plan) []string {
 
 // auditRun records one step of a run under the caller's correlation id,
 // as the job it is.
-func (a *Agent) auditRun(c *Call, run proto.AptRun, what, msg string) {
+func (a *Agent) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
 	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
 		Tool: "manage.apply_os_updates", Reason: "OS update " + run.ID + " " + what, Message: truncate(msg, 4000)}
 	if err := a.auditJob(rec, map[string]any{"job_id": run.ID, "plan_hash": run.PlanHash}, map[string]any{"state": run.State, "error": run.Error}); err != nil {
@@ -653,10 +654,10 @@ func (a *Agent) applyResult(ctx context.Context, out ApplyOut, run proto.AptRun,
 	case apt.StateSucceeded:
 		return out, nil
 	case apt.StateCancelled:
-		return out, errf(CodeFailedPrecondition, "OS update %s was cancelled before dpkg started; nothing was installed", run.ID).with("job_id", run.ID)
+		return out, tool.Errf(CodeFailedPrecondition, "OS update %s was cancelled before dpkg started; nothing was installed", run.ID).With("job_id", run.ID)
 	}
-	return out, errf(CodeInternal, "OS update %s failed: %s", run.ID, run.Error).with("job_id", run.ID).with("phase", run.Phase).
-		hint("if it failed while downloading nothing was installed; read the unit's journal (" + run.Unit + ") for the details")
+	return out, tool.Errf(CodeInternal, "OS update %s failed: %s", run.ID, run.Error).With("job_id", run.ID).With("phase", run.Phase).
+		Hint("if it failed while downloading nothing was installed; read the unit's journal (" + run.Unit + ") for the details")
 }
 
 func protoPackages(cs []apt.Change) []proto.AptPackage {
@@ -670,7 +671,7 @@ func protoPackages(cs []apt.Change) []proto.AptPackage {
 // updateOS is preview and apply in one: the dry run (change_prepare's
 // plan) is the preview without a refresh; the real call refreshes,
 // previews and, if plan_hash is given, applies only that plan.
-func (a *Agent) updateOS(ctx context.Context, c *Call, in UpdateOSIn) (ApplyOut, error) {
+func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in UpdateOSIn) (ApplyOut, error) {
 	if err := a.needApt(); err != nil {
 		return ApplyOut{}, err
 	}
@@ -722,8 +723,8 @@ func (a *Agent) cancelOSJob(ctx context.Context, id string) error {
 	_, err := client.Call(ctx, a.helper, proto.AptCancel, proto.AptCancelReq{ID: id})
 	var pe *proto.Error
 	if errors.As(err, &pe) && pe.Code == proto.CodeFailedPrecondition {
-		return errf(CodeFailedPrecondition, "%s cannot be cancelled: %s", id, pe.Message).details(pe.Details).with("job_id", id).
-			hint("wait for it to finish; manage_list_jobs shows its progress")
+		return tool.Errf(CodeFailedPrecondition, "%s cannot be cancelled: %s", id, pe.Message).WithDetails(pe.Details).With("job_id", id).
+			Hint("wait for it to finish; manage_list_jobs shows its progress")
 	}
 	return err
 }

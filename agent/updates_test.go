@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
 )
@@ -131,7 +132,7 @@ func TestPreviewOSUpdatesDenied(t *testing.T) {
 }
 
 // commit runs change_commit and returns the applied call's result.
-func commitApply(t *testing.T, r *rig, token string) (ApplyOut, *ToolError) {
+func commitApply(t *testing.T, r *rig, token string) (ApplyOut, *tool.Error) {
 	t.Helper()
 	out, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": token})
 	if e != nil {

@@ -1,4 +1,4 @@
-package agent
+package tool
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,38 +22,91 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
-// A tool is registered once at start-up from a typed spec. Everything a call
-// goes through (validation, policy, audit, result shape) lives here, so each
-// namespace file only says what its tools do.
-type tool struct {
+// Tool is one tool of the registry, built once from a typed Spec (or, for
+// a LAN upstream's tool, by Foreign). Everything a call goes through
+// (validation, policy, audit, result shape) is the pipeline's, so each
+// namespace file of the agent only says what its tools do.
+type Tool struct {
 	id       string // canonical dotted id: "system.reboot"
 	name     string // wire name: "system_reboot"
 	rule     Rule
 	mutating bool
 	lan      bool   // fronts a LAN upstream's tool: every call is audited
-	slow     bool   // may take more than a second: reports progress (notify.go)
-	stable   string // alpha, beta or stable: how settled its contract is (stability.go)
+	slow     bool   // may take more than a second: reports progress
+	stable   string // alpha, beta or stable: how settled its contract is
 	mcp      *mcp.Tool
 	example  json.RawMessage // Spec.Example as JSON arguments; nil if it has none
-	// newInput builds the input schema on the tool's first call (input);
+	// newInput builds the input schema on the tool's first call (Input);
 	// nil for a tool whose schema is someone else's (a LAN upstream's).
-	newInput func() (*inputSchema, error)
-	outRes   *jsonschema.Resolved // nil unless the registry checks results
-	// check validates raw arguments: t.validate against the input schema, or, for a tool
+	newInput func() (*InputSchema, error)
+	outRes   *jsonschema.Resolved // nil unless the Registry checks results
+	// check validates raw arguments: t.Validate against the input schema, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
-	check func(raw json.RawMessage) ([]byte, *ToolError)
+	check func(raw json.RawMessage) ([]byte, *Error)
 	// spelling rewrites alternative spellings before validation; may be nil.
 	spelling func(args map[string]any)
 	// run decodes validated arguments and runs the typed handler.
-	run func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
+	run RunFunc
 
-	calls, failures atomic.Int64
-	// allowed, denied and declined count finished calls by decision for
-	// /metrics (exporter.go): atomics on the tool, so counting needs no map.
-	allowed, denied, declined atomic.Uint64
+	// Stats counts the tool's calls for status and /metrics.
+	Stats Stats
+}
+
+// Stats are a tool's call counters: atomics on the tool, so counting needs
+// no map.
+type Stats struct {
+	Calls, Failures atomic.Int64
+	// Allowed, Denied and Declined count finished calls by decision.
+	Allowed, Denied, Declined atomic.Uint64
+}
+
+// RunFunc runs a tool on validated arguments: its result and one-line summary.
+type RunFunc func(ctx context.Context, c *Call, args []byte) (out any, summary string, err error)
+
+// ID is the canonical dotted id: "system.reboot".
+func (t *Tool) ID() string { return t.id }
+
+// Name is the wire name clients call: "system_reboot".
+func (t *Tool) Name() string { return t.name }
+
+// Rule is what the policy knows of the tool.
+func (t *Tool) Rule() Rule { return t.rule }
+
+// Mutating is whether the tool changes something (it takes guard arguments
+// or its risk is above read).
+func (t *Tool) Mutating() bool { return t.mutating }
+
+// LAN is whether the tool fronts a LAN upstream's tool.
+func (t *Tool) LAN() bool { return t.lan }
+
+// Slow is whether the tool may take more than a second and reports progress.
+func (t *Tool) Slow() bool { return t.slow }
+
+// Stability is alpha, beta or stable: how settled its contract is.
+func (t *Tool) Stability() string { return t.stable }
+
+// MCP is the tool as tools/list shows it.
+func (t *Tool) MCP() *mcp.Tool { return t.mcp }
+
+// Example is Spec.Example as JSON arguments; nil if it has none.
+func (t *Tool) Example() json.RawMessage { return t.example }
+
+// ChecksOutput is whether results are checked against the output schema.
+func (t *Tool) ChecksOutput() bool { return t.outRes != nil }
+
+// Check validates raw arguments (Validate, or a foreign tool's own check)
+// and returns them with defaults applied.
+func (t *Tool) Check(raw json.RawMessage) ([]byte, *Error) { return t.check(raw) }
+
+// Foreign is a tool whose schema is someone else's (a LAN upstream's): the
+// caller builds its listing; check validates arguments, run runs it. Every
+// call of it is audited.
+func Foreign(id, name string, rule Rule, stability string, listing *mcp.Tool, check func(json.RawMessage) ([]byte, *Error), run RunFunc) *Tool {
+	return &Tool{id: id, name: name, rule: rule, stable: stability, mutating: rule.Risk != RiskRead, lan: true, mcp: listing, check: check, run: run}
 }
 
 // Call is what a handler knows about the call it serves.
@@ -62,10 +116,10 @@ type Call struct {
 	Guard
 	Session       *mcp.ServerSession
 	ProgressToken any  // the client's, to forward an upstream's progress
-	committed     bool // arrived through change_commit with a valid token
-	// req is the client's request, for its capabilities, protocol era and
+	Committed     bool // arrived through change_commit with a valid token
+	// Request is the client's request, for its capabilities, protocol era and
 	// answers to our input requests; nil for calls made inside the agent.
-	req *mcp.CallToolRequest
+	Request *mcp.CallToolRequest
 }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
@@ -80,8 +134,8 @@ func (g GuardArgs) guard() Guard { return Guard(g) }
 
 type guarded interface{ guard() Guard }
 
-// Spec describes one tool. In and Out are Go types whose JSON schemas, tightened
-// by Props, are the tool's inputSchema and outputSchema.
+// Spec describes one  In and Out are Go types whose JSON schemas, tightened
+// by Props, are the tool's InputSchema and outputSchema.
 type Spec[In, Out any] struct {
 	ID          string
 	Title       string
@@ -111,38 +165,6 @@ type Spec[In, Out any] struct {
 	// pointer, so that a zero In can be an example too. tools/list does not
 	// show it.
 	Example *In
-}
-
-// Prop tightens one property of a generated schema; Path is "name" or "outer.inner".
-type Prop struct {
-	Path string
-	Mods []func(*jsonschema.Schema)
-}
-
-func prop(path string, mods ...func(*jsonschema.Schema)) Prop { return Prop{path, mods} }
-
-func minimum(v float64) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Minimum = &v }
-}
-func maximum(v float64) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Maximum = &v }
-}
-func maxLen(n int) func(*jsonschema.Schema)   { return func(s *jsonschema.Schema) { s.MaxLength = &n } }
-func minLen(n int) func(*jsonschema.Schema)   { return func(s *jsonschema.Schema) { s.MinLength = &n } }
-func minItems(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MinItems = &n } }
-func maxItems(n int) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.MaxItems = &n } }
-func format(f string) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Format = f }
-}
-func enum(vals ...any) func(*jsonschema.Schema) { return func(s *jsonschema.Schema) { s.Enum = vals } }
-
-// itemsEnum restricts the elements of an array property, where an enum on the
-// array itself would match no value a client can send.
-func itemsEnum(vals ...any) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Items.Enum = vals }
-}
-func def(v any) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Default, _ = json.Marshal(v) }
 }
 
 // nonNullable drops the "null" that Go pointers, slices and maps get in
@@ -178,13 +200,13 @@ func notNull(s *jsonschema.Schema) {
 }
 
 var (
-	snakeName  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+	SnakeName  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 	dottedName = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,47}$`)
 )
 
-// wireName maps a canonical id to what clients see. Claude Desktop, Claude
+// WireName maps a canonical id to what clients see. Claude Desktop, Claude
 // Code, Cursor, Copilot and OpenAI reject dots, so snake_case is the default.
-func wireName(id string, dotted bool) (string, error) {
+func WireName(id string, dotted bool) (string, error) {
 	if dotted {
 		if !dottedName.MatchString(id) {
 			return "", fmt.Errorf("agent: tool id %q does not match %s", id, dottedName)
@@ -192,21 +214,21 @@ func wireName(id string, dotted bool) (string, error) {
 		return id, nil
 	}
 	n := strings.ReplaceAll(id, ".", "_")
-	if !snakeName.MatchString(n) {
-		return "", fmt.Errorf("agent: tool name %q does not match %s", n, snakeName)
+	if !SnakeName.MatchString(n) {
+		return "", fmt.Errorf("agent: tool name %q does not match %s", n, SnakeName)
 	}
 	return n, nil
 }
 
-// add builds a tool from its spec. It fails start-up on any schema problem,
+// Add builds a tool from its spec. It fails start-up on any schema problem,
 // bad name or collision rather than serving a broken contract.
-func add[In, Out any](r *registry, s Spec[In, Out]) {
+func Add[In, Out any](r *Registry, s Spec[In, Out]) {
 	if r.err != nil {
 		return
 	}
 	t, err := build(r, s)
 	if err == nil {
-		err = r.put(t)
+		err = r.Mount(t)
 	}
 	r.err = err
 }
@@ -215,7 +237,7 @@ func add[In, Out any](r *registry, s Spec[In, Out]) {
 // (their types and decoding the arguments into an In) is generic. Each tool's
 // In and Out is a distinct struct, so every line here is compiled once per
 // tool; everything else is compiled once, in buildTool.
-func build[In, Out any](r *registry, s Spec[In, Out]) (*tool, error) {
+func build[In, Out any](r *Registry, s Spec[In, Out]) (*Tool, error) {
 	run, summary, title := s.Run, s.Summary, s.Title
 	t, err := buildTool(r, specBase{
 		ID: s.ID, Title: s.Title, Description: s.Description, Rule: s.Rule, Stability: s.Stability,
@@ -262,13 +284,13 @@ func decodeArgs(args []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errf(CodeInvalidArgument, "arguments: %v", err)
+		return Errf(errcode.InvalidArgument, "arguments: %v", err)
 	}
 	return nil
 }
 
-func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(ctx context.Context, c *Call, args []byte) (any, string, error)) (*tool, error) {
-	name, err := wireName(s.ID, r.dotted)
+func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(ctx context.Context, c *Call, args []byte) (any, string, error)) (*Tool, error) {
+	name, err := WireName(s.ID, r.opt.Dotted)
 	if err != nil {
 		return nil, err
 	}
@@ -277,16 +299,16 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 		return nil, fmt.Errorf("agent: tool %q takes guard arguments but has risk read", s.ID)
 	}
 	if isGuarded {
-		s.Props = append(s.Props, prop("reason", maxLen(200)), prop("intent", maxLen(200)))
+		s.Props = append(s.Props, P("reason", MaxLen(200)), P("intent", MaxLen(200)))
 	}
-	newInput := func() (*inputSchema, error) { return buildInput(s.ID, inType, s.Props) }
+	newInput := func() (*InputSchema, error) { return buildInput(s.ID, inType, s.Props) }
 	// Built once now so that a bad input schema fails start-up, and sent to
 	// the SDK as the JSON tools/list shows; built again on the first call.
 	in, err := newInput()
 	if err != nil {
 		return nil, err
 	}
-	inJSON, err := json.Marshal(in.tree)
+	inJSON, err := json.Marshal(in.Tree)
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", s.ID, err)
 	}
@@ -298,11 +320,11 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
-	t := &tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
+	t := &Tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
 		newInput: sync.OnceValues(newInput)}
-	t.check = t.validate
-	if t.stable == "" {
-		t.stable = stabilityOf(s.ID)
+	t.check = t.Validate
+	if t.stable == "" && r.opt.Stability != nil {
+		t.stable = r.opt.Stability(s.ID)
 	}
 	t.rule.Tool = s.ID
 	if t.rule.Domain == "" { // a tool may sit in another namespace's switch (system.get_network_info: network)
@@ -314,7 +336,7 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
 	}
-	if r.checkOutput {
+	if r.opt.CheckOutput {
 		t.outRes = outRes
 	}
 	// The SDK gets the output schema as JSON, which tools/list sends as it
@@ -338,27 +360,26 @@ func buildTool(r *registry, s specBase, inType, outType reflect.Type, run func(c
 	}
 	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
-	if l, ok := toolLook(s.ID); ok {
-		t.mcp.Icons = l.icons()
-		t.mcp.Meta["namespace_title"] = l.title
+	if r.opt.Decorate != nil {
+		r.opt.Decorate(s.ID, t.mcp)
 	}
 	return t, nil
 }
 
-// inputSchema is what checking a tool's arguments needs: the schema tree,
+// InputSchema is what checking a tool's arguments needs: the schema tree,
 // its resolved form, and each property's alone for errors that name it.
 // A tool builds it on its first call, not at start-up: most tools are never
 // called in a session, and all tools' input schemas were most of what an
 // idle agent kept in its heap once their output schemas went (see build).
-type inputSchema struct {
-	tree  *jsonschema.Schema
-	res   *jsonschema.Resolved
-	props map[string]*jsonschema.Resolved
+type InputSchema struct {
+	Tree     *jsonschema.Schema
+	Resolved *jsonschema.Resolved
+	Props    map[string]*jsonschema.Resolved // each top-level property's schema alone
 }
 
 // buildInput builds a tool's input schema from its In type and Props: the
 // same every time, so a build that succeeded at start-up succeeds again.
-func buildInput(id string, inType reflect.Type, props []Prop) (*inputSchema, error) {
+func buildInput(id string, inType reflect.Type, props []Prop) (*InputSchema, error) {
 	tree, err := jsonschema.ForType(inType, nil)
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", id, err)
@@ -367,21 +388,21 @@ func buildInput(id string, inType reflect.Type, props []Prop) (*inputSchema, err
 	if err := tighten(tree, props); err != nil {
 		return nil, fmt.Errorf("agent: tool %q: %w", id, err)
 	}
-	in := &inputSchema{tree: tree, props: map[string]*jsonschema.Resolved{}}
-	if in.res, err = tree.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
+	in := &InputSchema{Tree: tree, Props: map[string]*jsonschema.Resolved{}}
+	if in.Resolved, err = tree.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
 		return nil, fmt.Errorf("agent: tool %q input schema: %w", id, err)
 	}
 	for k, ps := range tree.Properties {
-		if in.props[k], err = ps.Resolve(nil); err != nil {
+		if in.Props[k], err = ps.Resolve(nil); err != nil {
 			return nil, fmt.Errorf("agent: tool %q property %q: %w", id, k, err)
 		}
 	}
 	return in, nil
 }
 
-// input is the tool's input schema; nil for a LAN upstream's tool, or if
+// Input is the tool's input schema; nil for a LAN upstream's tool, or if
 // it could not be built (which validate reports).
-func (t *tool) input() *inputSchema {
+func (t *Tool) Input() *InputSchema {
 	if t.newInput == nil {
 		return nil
 	}
@@ -410,100 +431,86 @@ func tighten(s *jsonschema.Schema, props []Prop) error {
 	return nil
 }
 
-// validate checks raw arguments against the tool's schema and returns them with
+// Validate checks raw arguments against the tool's schema and returns them with
 // defaults applied. Errors name the parameter, what was expected and what came,
 // as the tool catalog's invalid-request example does (parameter, expected_type,
 // actual_type; spec 002 §2.6.7), instead of the SDK's plain-text validation message.
-func (t *tool) validate(raw json.RawMessage) ([]byte, *ToolError) {
+func (t *Tool) Validate(raw json.RawMessage) ([]byte, *Error) {
 	in, err := t.newInput()
 	if err != nil {
-		return nil, errf(CodeInternal, "%v", err)
+		return nil, Errf(errcode.Internal, "%v", err)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
 	}
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments must be a JSON object").with("actual_type", jsonType(raw))
+		return nil, Errf(errcode.InvalidArgument, "arguments must be a JSON object").With("actual_type", JSONType(raw))
 	}
 	if t.spelling != nil {
 		t.spelling(args)
 	}
-	dropNulls(in.tree, args)
+	dropNulls(in.Tree, args)
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if _, ok := in.tree.Properties[k]; !ok {
-			return nil, errf(CodeInvalidArgument, "unknown parameter %q", k).
-				with("parameter", k).with("allowed_parameters", t.paramNames()).
-				hint("remove " + k + "; " + t.name + " takes only the listed parameters")
+		if _, ok := in.Tree.Properties[k]; !ok {
+			return nil, Errf(errcode.InvalidArgument, "unknown parameter %q", k).
+				With("parameter", k).With("allowed_parameters", t.paramNames()).
+				Hint("remove " + k + "; " + t.name + " takes only the listed parameters")
 		}
 	}
-	for _, k := range in.tree.Required {
+	for _, k := range in.Tree.Required {
 		if _, ok := args[k]; !ok {
-			ps := in.tree.Properties[k]
-			e := errf(CodeInvalidArgument, "missing required parameter %q", k).
-				with("parameter", k).with("expected_type", schemaType(ps)).
-				hint("add " + k + " (" + describe(ps) + ") and call " + t.name + " again")
+			ps := in.Tree.Properties[k]
+			e := Errf(errcode.InvalidArgument, "missing required parameter %q", k).
+				With("parameter", k).With("expected_type", SchemaType(ps)).
+				Hint("add " + k + " (" + Describe(ps) + ") and call " + t.name + " again")
 			if len(ps.Enum) > 0 {
-				e.with("allowed_values", ps.Enum)
+				e.With("allowed_values", ps.Enum)
 			}
 			return nil, e
 		}
 	}
 	for _, k := range keys {
-		if err := in.props[k].Validate(args[k]); err != nil {
-			ps := in.tree.Properties[k]
-			e := errf(CodeInvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
-				with("parameter", k).with("expected_type", schemaType(ps)).with("actual_type", goJSONType(args[k])).
-				with("provided_value", args[k]).
-				hint("set " + k + " to " + describe(ps) + ", or leave it out if it is optional")
-			if slices.Contains(in.tree.Required, k) {
-				e.hint("set " + k + " to " + describe(ps))
+		if err := in.Props[k].Validate(args[k]); err != nil {
+			ps := in.Tree.Properties[k]
+			e := Errf(errcode.InvalidArgument, "parameter %q %s", k, problem(ps, args[k], err)).
+				With("parameter", k).With("expected_type", SchemaType(ps)).With("actual_type", GoJSONType(args[k])).
+				With("provided_value", args[k]).
+				Hint("set " + k + " to " + Describe(ps) + ", or leave it out if it is optional")
+			if slices.Contains(in.Tree.Required, k) {
+				e.Hint("set " + k + " to " + Describe(ps))
 			}
 			if ps.Minimum != nil {
-				e.with("minimum", *ps.Minimum)
+				e.With("minimum", *ps.Minimum)
 			}
 			if ps.Maximum != nil {
-				e.with("maximum", *ps.Maximum)
+				e.With("maximum", *ps.Maximum)
 			}
 			if ps.MaxLength != nil {
-				e.with("max_length", *ps.MaxLength)
+				e.With("max_length", *ps.MaxLength)
 			}
 			if len(ps.Enum) > 0 {
-				e.with("allowed_values", ps.Enum)
+				e.With("allowed_values", ps.Enum)
 			}
 			return nil, e
 		}
 	}
-	if err := in.res.ApplyDefaults(&args); err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
+	if err := in.Resolved.ApplyDefaults(&args); err != nil {
+		return nil, Errf(errcode.InvalidArgument, "arguments: %s", cleanValidation(err))
 	}
-	if err := in.res.Validate(args); err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments: %s", cleanValidation(err))
+	if err := in.Resolved.Validate(args); err != nil {
+		return nil, Errf(errcode.InvalidArgument, "arguments: %s", cleanValidation(err))
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
-		return nil, errf(CodeInvalidArgument, "arguments: %v", err)
+		return nil, Errf(errcode.InvalidArgument, "arguments: %v", err)
 	}
 	return b, nil
-}
-
-// renames is a Spelling that accepts older parameter names for the current
-// ones. When both are given the old one is left, and refused as unknown.
-func renames(oldToNew map[string]string) func(map[string]any) {
-	return func(args map[string]any) {
-		for o, n := range oldToNew {
-			v, ok := args[o]
-			if _, taken := args[n]; ok && !taken {
-				args[n] = v
-				delete(args, o)
-			}
-		}
-	}
 }
 
 // dropNulls removes explicit nulls of optional properties, at every level of
@@ -528,13 +535,13 @@ func dropNulls(s *jsonschema.Schema, m map[string]any) {
 	}
 }
 
-func (t *tool) paramNames() []string {
-	in := t.input()
+func (t *Tool) paramNames() []string {
+	in := t.Input()
 	if in == nil {
 		return nil
 	}
-	n := make([]string, 0, len(in.tree.Properties))
-	for k := range in.tree.Properties {
+	n := make([]string, 0, len(in.Tree.Properties))
+	for k := range in.Tree.Properties {
 		n = append(n, k)
 	}
 	sort.Strings(n)
@@ -545,7 +552,7 @@ func (t *tool) paramNames() []string {
 // catalog's invalid-request example ("must be an integer, got string", spec 002
 // §2.6.7); the library's message is the fallback.
 func problem(s *jsonschema.Schema, v any, err error) string {
-	want, got := schemaType(s), goJSONType(v)
+	want, got := SchemaType(s), GoJSONType(v)
 	switch {
 	case v == nil && !slices.Contains(s.Types, "null"):
 		return fmt.Sprintf("must be %s, got null", article(want))
@@ -598,7 +605,7 @@ func cleanValidation(err error) string {
 	return msg
 }
 
-func schemaType(s *jsonschema.Schema) string {
+func SchemaType(s *jsonschema.Schema) string {
 	if s == nil {
 		return ""
 	}
@@ -614,7 +621,7 @@ func schemaType(s *jsonschema.Schema) string {
 	return strings.Join(ts, "|")
 }
 
-func goJSONType(v any) string {
+func GoJSONType(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -632,16 +639,16 @@ func goJSONType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-func jsonType(raw []byte) string {
+func JSONType(raw []byte) string {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return "invalid JSON"
 	}
-	return goJSONType(v)
+	return GoJSONType(v)
 }
 
-// newCorrelationID is short, random and safe to log.
-func newCorrelationID() string {
+// NewCorrelationID is short, random and safe to log.
+func NewCorrelationID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "c-" + hex.EncodeToString(b[:])
@@ -649,18 +656,18 @@ func newCorrelationID() string {
 
 var clientCorrelation = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
-// correlationFrom takes the client's _meta.correlation_id when it is sane.
-func correlationFrom(meta map[string]any) string {
+// CorrelationFrom takes the client's _meta.correlation_id when it is sane.
+func CorrelationFrom(meta map[string]any) string {
 	if s, ok := meta["correlation_id"].(string); ok && clientCorrelation.MatchString(s) {
 		return s
 	}
-	return newCorrelationID()
+	return NewCorrelationID()
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// checkOut validates a marshalled result against the tool's output schema.
-func (t *tool) checkOut(js []byte) error {
+// CheckOut validates a marshalled result against the tool's output schema.
+func (t *Tool) CheckOut(js []byte) error {
 	if t.outRes == nil {
 		return nil
 	}
@@ -669,4 +676,32 @@ func (t *tool) checkOut(js []byte) error {
 		return err
 	}
 	return t.outRes.Validate(v)
+}
+
+// Describe says in words what s accepts: "an integer from 1 to 53", "one of high, low".
+func Describe(s *jsonschema.Schema) string {
+	if len(s.Enum) > 0 {
+		vals := make([]string, len(s.Enum))
+		for i, v := range s.Enum {
+			vals[i] = fmt.Sprint(v)
+		}
+		return "one of " + strings.Join(vals, ", ")
+	}
+	d := article(SchemaType(s))
+	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
+	switch {
+	case s.Minimum != nil && s.Maximum != nil:
+		d += " from " + num(s.Minimum) + " to " + num(s.Maximum)
+	case s.Minimum != nil:
+		d += " of at least " + num(s.Minimum)
+	case s.Maximum != nil:
+		d += " of at most " + num(s.Maximum)
+	}
+	if s.MaxLength != nil {
+		d += fmt.Sprintf(" of at most %d characters", *s.MaxLength)
+	}
+	if s.Format != "" {
+		d += " (" + s.Format + ")"
+	}
+	return d
 }

@@ -1,14 +1,15 @@
-package agent
+package tool
 
 import (
 	"fmt"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
-// parseRisk reads a risk name from config; config.Validate has vetted it.
-func parseRisk(s string) Risk {
+// ParseRisk reads a risk name from config; config.Validate has vetted it.
+func ParseRisk(s string) Risk {
 	switch s {
 	case "low":
 		return RiskLow
@@ -54,11 +55,11 @@ type Guard struct {
 	Intent  string // the caller's larger goal: audited, never decides anything
 }
 
-// domainEnabled reports a namespace's enable switch and its config key,
+// DomainEnabled reports a namespace's enable switch and its config key,
 // from config's switches table. change.* and the LAN domains have no switch
 // of their own: change follows the tool it acts on, an upstream has enabled
 // in its [[upstream]] entry.
-func domainEnabled(c *config.Config, domain string) (bool, string) {
+func DomainEnabled(c *config.Config, domain string) (bool, string) {
 	s, _ := config.NamespaceSwitch(domain)
 	return s.On(c), s.Key()
 }
@@ -68,27 +69,27 @@ func domainEnabled(c *config.Config, domain string) (bool, string) {
 // committed is true when the call comes through change_commit with a valid
 // token. A dry run passes the same role and switch checks as the real call (so
 // a passing dry run means the real one would pass) but needs no confirm or token.
-func Decide(c *config.Config, p identity.Principal, r Rule, g Guard, committed bool) *ToolError {
+func Decide(c *config.Config, p identity.Principal, r Rule, g Guard, committed bool) *Error {
 	if p.Role == identity.RoleNone {
-		return errf(CodePermissionDenied, "%s has no role on this device", p.Name).
-			with("principal", p.Name).
-			hint(fmt.Sprintf("an admin maps the user in %s: [roles] users = { %s = \"read\" }", config.DefaultPath, p.Name))
+		return Errf(errcode.PermissionDenied, "%s has no role on this device", p.Name).
+			With("principal", p.Name).
+			Hint(fmt.Sprintf("an admin maps the user in %s: [roles] users = { %s = \"read\" }", config.DefaultPath, p.Name))
 	}
 	if p.Role < r.MinRole {
-		return errf(CodePermissionDenied, "%s needs role %s; %s has role %s", r.Tool, r.MinRole, p.Name, p.Role).
-			with("tool", r.Tool).with("required_role", r.MinRole.String()).with("role", p.Role.String()).
-			hint("ask the device owner for a higher role in [roles] of " + config.DefaultPath)
+		return Errf(errcode.PermissionDenied, "%s needs role %s; %s has role %s", r.Tool, r.MinRole, p.Name, p.Role).
+			With("tool", r.Tool).With("required_role", r.MinRole.String()).With("role", p.Role.String()).
+			Hint("ask the device owner for a higher role in [roles] of " + config.DefaultPath)
 	}
-	if on, key := domainEnabled(c, r.Domain); !on {
-		return errf(CodePermissionDenied, "the %s namespace is disabled on this device", r.Domain).
-			with("domain", r.Domain).with("config_key", key).
-			hint("the owner enables it with " + key + " = true in " + config.DefaultPath)
+	if on, key := DomainEnabled(c, r.Domain); !on {
+		return Errf(errcode.PermissionDenied, "the %s namespace is disabled on this device", r.Domain).
+			With("domain", r.Domain).With("config_key", key).
+			Hint("the owner enables it with " + key + " = true in " + config.DefaultPath)
 	}
 	if !r.Gate.On(c) { // NoSwitch is always on
 		key := r.Gate.Key()
-		return errf(CodePermissionDenied, "%s is switched off on this device (writes are off by default)", r.Tool).
-			with("tool", r.Tool).with("config_key", key).
-			hint("the owner allows it with " + key + " = true in " + config.DefaultPath + " and restarts raspi-mcp")
+		return Errf(errcode.PermissionDenied, "%s is switched off on this device (writes are off by default)", r.Tool).
+			With("tool", r.Tool).With("config_key", key).
+			Hint("the owner allows it with " + key + " = true in " + config.DefaultPath + " and restarts raspi-mcp")
 	}
 	if g.DryRun || committed {
 		return nil
@@ -96,14 +97,14 @@ func Decide(c *config.Config, p identity.Principal, r Rule, g Guard, committed b
 	switch r.Risk {
 	case RiskHigh:
 		if !g.Confirm || g.Reason == "" {
-			return errf(CodeFailedPrecondition, "%s is a high-risk action: call it again with confirm: true and a reason", r.Tool).
-				with("tool", r.Tool).with("risk", r.Risk.String()).with("missing", missingGuards(g)).
-				hint("a dry run (dry_run: true) shows what would happen without doing it")
+			return Errf(errcode.FailedPrecondition, "%s is a high-risk action: call it again with confirm: true and a reason", r.Tool).
+				With("tool", r.Tool).With("risk", r.Risk.String()).With("missing", missingGuards(g)).
+				Hint("a dry run (dry_run: true) shows what would happen without doing it")
 		}
 	case RiskCritical:
-		return errf(CodeFailedPrecondition, "%s is critical: prepare it with change_prepare, then run it with change_commit and the token", r.Tool).
-			with("tool", r.Tool).with("risk", r.Risk.String()).
-			hint("change_prepare returns a single-use token bound to the exact arguments")
+		return Errf(errcode.FailedPrecondition, "%s is critical: prepare it with change_prepare, then run it with change_commit and the token", r.Tool).
+			With("tool", r.Tool).With("risk", r.Risk.String()).
+			Hint("change_prepare returns a single-use token bound to the exact arguments")
 	}
 	return nil
 }
