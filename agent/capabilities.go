@@ -180,7 +180,7 @@ func (a *Agent) features(hw HardwareCaps) map[string]bool {
 func (a *Agent) helperBrief(ctx context.Context) HelperBrief {
 	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
 	if err != nil {
-		return HelperBrief{Error: truncate(err.Error(), 160)}
+		return HelperBrief{Error: tool.Truncate(err.Error(), 160)}
 	}
 	return HelperBrief{Reachable: true, Backend: st.Backend}
 }

@@ -146,8 +146,7 @@ func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSes
 		return nil, tool.Errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
 	}
 	c := &tool.Call{Principal: principalOrUnknown(ctx), CorrelationID: tool.NewCorrelationID(), Session: ss}
-	o := a.execute(ctx, t, c, raw)
-	return o.out, o.err
+	return a.pipe.Execute(ctx, t, c, raw)
 }
 
 func principalOrUnknown(ctx context.Context) identity.Principal {
@@ -276,9 +275,9 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 // auditRead records a refused read that did not go through a tool's
 // pipeline, as a denied tool call is.
 func (a *Agent) auditRead(p identity.Principal, id string, terr *tool.Error) {
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: "deny", Remote: p.Remote}
-	if _, err := a.record(rec, map[string]any{}, nil, terr); err != nil {
+	if _, err := a.pipe.Record(rec, map[string]any{}, nil, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
 	}
 }
