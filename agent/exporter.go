@@ -482,7 +482,8 @@ func (a *Agent) collectOwn(e *emitter) {
 
 	var denials uint64
 	for _, t := range a.tools.All() {
-		al, de, dc := t.Stats.Allowed.Load(), t.Stats.Denied.Load(), t.Stats.Declined.Load()
+		st := t.Stats()
+		al, de, dc := st.Allowed, st.Denied, st.Declined
 		denials += de + dc
 		if al+de+dc == 0 {
 			continue // a tool never called adds nothing but lines

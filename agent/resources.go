@@ -122,7 +122,7 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 				return "", resourceError(te)
 			}
 		}
-		out, terr := a.callAs(ctx, id, in, req.Session)
+		out, terr := a.pipe.Call(ctx, principalOrUnknown(ctx), id, in, req.Session)
 		if terr != nil {
 			return "", resourceError(terr)
 		}
@@ -132,21 +132,6 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 		}
 		return string(js), nil
 	}
-}
-
-// callAs runs tool id for the connection's principal through the whole
-// pipeline and returns its result object or its error.
-func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSession) (any, *tool.Error) {
-	t, ok := a.tools.Get(id)
-	if !ok {
-		return nil, tool.Errf(CodeNotFound, "tool %s is not registered", id)
-	}
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return nil, tool.Errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
-	}
-	c := &tool.Call{Principal: principalOrUnknown(ctx), CorrelationID: tool.NewCorrelationID(), Session: ss}
-	return a.pipe.Execute(ctx, t, c, raw)
 }
 
 func principalOrUnknown(ctx context.Context) identity.Principal {
@@ -255,7 +240,7 @@ func journalArgs(u *url.URL) (any, error) {
 // refuses inline secrets), so the TOML holds no secret.
 func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 	p := principalOrUnknown(ctx)
-	if derr := tool.Decide(a.conf(), p, a.rule("manage.get_server_status"), tool.Guard{}, false); derr != nil {
+	if derr := a.pipe.May(p, "manage.get_server_status"); derr != nil {
 		a.auditRead(p, "resources.config_effective", derr)
 		return "", resourceError(derr)
 	}
@@ -327,7 +312,7 @@ func ptr1(v float64) *float64 { r := round1(v); return &r }
 func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSummary {
 	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
 	allowed := func(id string) bool {
-		if tool.Decide(a.conf(), p, a.rule(id), tool.Guard{}, false) != nil {
+		if a.pipe.May(p, id) != nil {
 			s.Hidden = append(s.Hidden, id)
 			return false
 		}

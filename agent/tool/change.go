@@ -232,7 +232,7 @@ func (p *Pipeline) Commit(ctx context.Context, c *Call, in CommitIn) (CommitOut,
 	}
 	// The client's progress token goes along: a long committed call (an OS
 	// update) reports its progress to the change_commit it answers.
-	o := p.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session, ProgressToken: c.ProgressToken, Committed: true}, tok.Arguments)
+	o := p.execute(ctx, t, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Session: c.Session, ProgressToken: c.ProgressToken, committed: true}, tok.Arguments)
 	if o.err != nil {
 		return CommitOut{}, o.err
 	}

@@ -76,8 +76,8 @@ func (p *Pipeline) askingOf(c *Call) asking {
 	var caps *mcp.ClientCapabilities
 	version := ""
 	switch {
-	case c.Request != nil:
-		caps, version = c.Request.ClientCapabilities(), c.Request.ProtocolVersion()
+	case c.request != nil:
+		caps, version = c.request.ClientCapabilities(), c.request.ProtocolVersion()
 	case c.Session != nil:
 		if ip := c.Session.InitializeParams(); ip != nil {
 			caps, version = ip.Capabilities, ip.ProtocolVersion
@@ -91,7 +91,7 @@ func (p *Pipeline) askingOf(c *Call) asking {
 		return asking{}
 	}
 	rounds := version >= "2026-07-28"
-	if rounds && c.Request == nil {
+	if rounds && c.request == nil {
 		return asking{} // a nested call has no request to answer with input
 	}
 	if !rounds && c.Session == nil {
@@ -181,7 +181,7 @@ func refusedPlan(te *Error) personAnswer {
 // askInRounds is the 2026-07-28 era: the first round returns the question as
 // an input request; the second carries the answer and our request state.
 func (p *Pipeline) askInRounds(ctx context.Context, t *Tool, c *Call, args []byte, bind string) personAnswer {
-	rp := c.Request.Params
+	rp := c.request.Params
 	if rp.InputResponses == nil && rp.RequestState == "" {
 		plan, refused := p.plan(ctx, t, c, args)
 		if refused != nil {

@@ -149,7 +149,7 @@ func (p *Pipeline) Handler(t *Tool) mcp.ToolHandler {
 		if !ok {
 			pr = identity.Principal{Name: "unknown", UID: -1}
 		}
-		c := &Call{Principal: pr, CorrelationID: CorrelationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken(), Request: req}
+		c := &Call{Principal: pr, CorrelationID: CorrelationFrom(req.Params.Meta), Session: req.Session, ProgressToken: req.Params.GetProgressToken(), request: req}
 		return p.Invoke(ctx, t, c, req.Params.Arguments), nil
 	}
 }
@@ -176,16 +176,36 @@ func (p *Pipeline) Invoke(ctx context.Context, t *Tool, c *Call, raw json.RawMes
 	return p.result(t, c, o)
 }
 
-// Execute runs one call through the pipeline, audited as a client's call
-// is, and returns its result object or its error.
-func (p *Pipeline) Execute(ctx context.Context, t *Tool, c *Call, raw json.RawMessage) (any, *Error) {
-	o := p.execute(ctx, t, c, raw)
+// Call runs tool id for principal pr with args (any value that marshals to
+// the tool's arguments) through the whole pipeline, audited exactly as a
+// client's call is, and returns its result object or its error. ss is the
+// session it serves, for asking the person; may be nil.
+func (p *Pipeline) Call(ctx context.Context, pr identity.Principal, id string, args any, ss *mcp.ServerSession) (any, *Error) {
+	t, ok := p.tools.Get(id)
+	if !ok {
+		return nil, Errf(errcode.NotFound, "tool %s is not registered", id)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, Errf(errcode.InvalidArgument, "arguments of %s: %v", id, err)
+	}
+	o := p.execute(ctx, t, &Call{Principal: pr, CorrelationID: NewCorrelationID(), Session: ss}, raw)
 	return o.out, o.err
+}
+
+// May is nil when principal pr may call tool id now (role and switches, as
+// its dry run is checked), else the refusal the call would get.
+func (p *Pipeline) May(pr identity.Principal, id string) *Error {
+	t, ok := p.tools.Get(id)
+	if !ok {
+		return Errf(errcode.NotFound, "tool %s is not registered", id)
+	}
+	return Decide(p.conf(), pr, t.Rule(), Guard{DryRun: true}, false)
 }
 
 func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMessage) outcome {
 	start := time.Now()
-	t.Stats.Calls.Add(1)
+	t.stats.calls.Add(1)
 	var o outcome
 	decision, elicited := DecisionAllow, ""
 	args, verr := t.Check(raw)
@@ -202,7 +222,7 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 		var pa personAnswer
 		if gerr != nil {
 			decision, o.err = DecisionDeny, gerr
-		} else if derr := Decide(p.conf(), c.Principal, t.Rule(), c.Guard, c.Committed || standIn); derr != nil {
+		} else if derr := Decide(p.conf(), c.Principal, t.Rule(), c.Guard, c.committed || standIn); derr != nil {
 			decision, o.err = DecisionDeny, derr
 			if t.Rule().Risk == RiskCritical && derr.Code == errcode.FailedPrecondition {
 				var m map[string]any
@@ -239,7 +259,7 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 		}
 	}
 	if o.err != nil {
-		t.Stats.Failures.Add(1)
+		t.stats.failures.Add(1)
 		p.actionable(t, c, raw, o.err)
 		if decision != DecisionAllow && p.o.Denied != nil {
 			p.o.Denied(ctx, t, c, decision, o.err)
@@ -271,11 +291,11 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 func (p *Pipeline) count(t *Tool, decision string, e *Error) {
 	switch decision {
 	case DecisionAllow:
-		t.Stats.Allowed.Add(1)
+		t.stats.allowed.Add(1)
 	case DecisionDeclined:
-		t.Stats.Declined.Add(1)
+		t.stats.declined.Add(1)
 	default:
-		t.Stats.Denied.Add(1)
+		t.stats.denied.Add(1)
 	}
 	if p.o.Count != nil {
 		p.o.Count(t, decision, e)
