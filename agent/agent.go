@@ -127,8 +127,8 @@ type Agent struct {
 	unitCPU    unitCPU
 	cpu        *cpuSampler // process readings shared by the process tools
 	witness    *witnesser
-	asks       *asks  // confirmations awaiting the client's second round (elicit.go)
-	watch      *watch // helper and upstream state, for notifications (notify.go)
+	pipe       *tool.Pipeline // the call pipeline of a.tools (registry.go)
+	watch      *watch         // helper and upstream state, for notifications (notify.go)
 
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
@@ -168,7 +168,7 @@ func New(o Options) (*Agent, error) {
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
 	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
-	a.asks = newAsks()
+	a.pipe = a.newPipeline()
 	a.watch = newWatch()
 	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)

@@ -64,15 +64,15 @@ type CaptureOut struct {
 	mime      string
 }
 
-// textView is the result as the text block shows it: without image_data,
+// TextView is the result as the text block shows it: without image_data,
 // which the image block already gives the model.
-func (o CaptureOut) textView() any {
+func (o CaptureOut) TextView() any {
 	o.ImageData = ""
 	return o
 }
 
-// content attaches the image where clients show pictures.
-func (o CaptureOut) content() []mcp.Content {
+// Content attaches the image where clients show pictures.
+func (o CaptureOut) Content() []mcp.Content {
 	if len(o.image) == 0 {
 		return nil
 	}

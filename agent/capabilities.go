@@ -126,7 +126,7 @@ func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (Capabilities, e
 		tc := ToolCaps{Name: t.Name(), ID: t.ID(), Title: t.MCP().Title, Risk: t.Rule().Risk.String(), MinRole: t.Rule().MinRole.String(),
 			Stability: t.Stability(), ReadOnly: !t.Mutating()}
 		// A dry run is exactly the check the real call makes, minus guards.
-		if err := tool.Decide(a.conf(), c.Principal, t.Rule(), tool.Guard{DryRun: true}, false); err != nil {
+		if err := a.pipe.May(c.Principal, t.ID()); err != nil {
 			tc.Unavailable = err.Message
 		} else {
 			tc.Available = true
@@ -180,7 +180,7 @@ func (a *Agent) features(hw HardwareCaps) map[string]bool {
 func (a *Agent) helperBrief(ctx context.Context) HelperBrief {
 	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
 	if err != nil {
-		return HelperBrief{Error: truncate(err.Error(), 160)}
+		return HelperBrief{Error: tool.Truncate(err.Error(), 160)}
 	}
 	return HelperBrief{Reachable: true, Backend: st.Backend}
 }

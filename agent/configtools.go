@@ -87,8 +87,8 @@ type ConfigApplyOut struct {
 	Health     []string `json:"health,omitempty" jsonschema:"the checks that passed after the reload"`
 }
 
-// auditMessage puts the diff's hash in the apply's audit record.
-func (o ConfigApplyOut) auditMessage() string {
+// AuditMessage puts the diff's hash in the apply's audit record.
+func (o ConfigApplyOut) AuditMessage() string {
 	return "config diff " + o.DiffHash
 }
 

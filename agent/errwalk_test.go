@@ -174,7 +174,7 @@ func schemaCases(t *testing.T, tools []*tool.Tool) []errCase {
 			if required {
 				a := maps.Clone(base)
 				delete(a, k)
-				_, hasDefault := defaultValue(ps)
+				_, hasDefault := tool.DefaultValue(ps)
 				cases = append(cases, errCase{kind: "missing required", tool: tl.Name(), p: admin, args: a, wantNext: hasDefault})
 			}
 		}

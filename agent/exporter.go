@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
@@ -74,17 +73,9 @@ func codeIndex(code string) int {
 	return len(exportedCodes)
 }
 
-// count records one finished call: its decision, and its error code if it
-// failed. It runs on every call.
-func (a *Agent) count(t *tool.Tool, decision string, e *tool.Error) {
-	switch decision {
-	case store.DecisionAllow:
-		t.Stats.Allowed.Add(1)
-	case store.DecisionDeclined:
-		t.Stats.Declined.Add(1)
-	default:
-		t.Stats.Denied.Add(1)
-	}
+// count records the error code of one finished call that failed (the
+// pipeline counts the tool's calls by decision). It runs on every call.
+func (a *Agent) count(_ *tool.Tool, _ string, e *tool.Error) {
 	if e != nil {
 		a.exp.errors[codeIndex(e.Code)].Add(1)
 	}
@@ -491,7 +482,8 @@ func (a *Agent) collectOwn(e *emitter) {
 
 	var denials uint64
 	for _, t := range a.tools.All() {
-		al, de, dc := t.Stats.Allowed.Load(), t.Stats.Denied.Load(), t.Stats.Declined.Load()
+		st := t.Stats()
+		al, de, dc := st.Allowed, st.Denied, st.Declined
 		denials += de + dc
 		if al+de+dc == 0 {
 			continue // a tool never called adds nothing but lines

@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/upstream"
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -253,7 +252,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool.Tool, error) {
 // lanCheck is the local validation of a mounted tool's arguments: an object,
 // and well-typed guard arguments. The upstream validates its own schema.
 func lanCheck(raw json.RawMessage) ([]byte, *tool.Error) {
-	raw = rawOrEmpty(raw)
+	raw = tool.RawOrEmpty(raw)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, tool.Errf(CodeInvalidArgument, "arguments must be a JSON object").With("actual_type", tool.JSONType(raw))
@@ -292,6 +291,9 @@ type lanResult struct {
 	upstream string
 	res      *mcp.CallToolResult
 }
+
+// PassThrough is the answer as it came, and from where.
+func (r lanResult) PassThrough() (string, *mcp.CallToolResult) { return r.upstream, r.res }
 
 func (r lanResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
@@ -378,7 +380,7 @@ func lanToolError(up, name string, res *mcp.CallToolResult) *tool.Error {
 			text = append(text, tc.Text)
 		}
 	}
-	msg := truncate(strings.TrimSpace(strings.Join(text, "\n")), 500)
+	msg := tool.Truncate(strings.TrimSpace(strings.Join(text, "\n")), 500)
 	code := CodeFailedPrecondition
 	var shaped struct {
 		Error struct {
@@ -522,9 +524,9 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 	} else {
 		out = res
 	}
-	rec := store.AuditRecord{Time: start.UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+	rec := tool.Record{Time: start.UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: decision, DurationMS: ms(time.Since(start)), Remote: p.Remote}
-	if _, err := a.record(rec, in, out, terr); err != nil {
+	if _, err := a.pipe.Record(rec, in, out, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
 		return nil, errors.New("the audit trail could not be written")
 	}

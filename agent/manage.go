@@ -177,8 +177,9 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 	tools := a.tools.All()
 	s.Tools = len(tools)
 	for _, t := range tools {
-		s.Calls.Total += t.Stats.Calls.Load()
-		s.Calls.Failed += t.Stats.Failures.Load()
+		st := t.Stats()
+		s.Calls.Total += st.Calls
+		s.Calls.Failed += st.Failures
 	}
 	if s.Recent, s.Problems, err = a.recentProblems(p); err != nil {
 		return s, err
@@ -214,7 +215,7 @@ const auditTool = "logs.get_recent_audit_logs"
 // mayReadAudit is nil when p may read the audit trail's records, else the
 // refusal logs_get_recent_audit_logs would give p now.
 func (a *Agent) mayReadAudit(p identity.Principal) *tool.Error {
-	return tool.Decide(a.conf(), p, a.rule(auditTool), tool.Guard{}, false)
+	return a.pipe.May(p, auditTool)
 }
 
 // withheldName stands in for another principal's name a caller may not read.
@@ -398,13 +399,13 @@ func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in CancelJobIn) (Ca
 		return out, tool.Errf(CodeFailedPrecondition, "self-update %s %s", j.JobID, j.Cancel).With("job_id", j.JobID)
 	}
 	// The job's own namespace switch applies, as if its own tool were called.
-	gates := map[string]tool.Rule{
-		"sampling":    a.rule("metrics.stop_sampling_job"),
-		"gpio_revert": a.rule("gpio.write_pin"),
-		"power":       a.rule("system.cancel_scheduled_power_action"),
-		osJobKind:     a.rule("manage.preview_os_updates"),
+	gates := map[string]string{
+		"sampling":    "metrics.stop_sampling_job",
+		"gpio_revert": "gpio.write_pin",
+		"power":       "system.cancel_scheduled_power_action",
+		osJobKind:     "manage.preview_os_updates",
 	}
-	if err := tool.Decide(a.conf(), c.Principal, gates[j.Kind], tool.Guard{DryRun: true}, false); err != nil {
+	if err := a.pipe.May(c.Principal, gates[j.Kind]); err != nil {
 		return out, err
 	}
 	if c.DryRun {

@@ -124,7 +124,7 @@ func (a *Agent) broadcast(ctx context.Context, level mcp.LoggingLevel, data map[
 // the reason, next to what the model reads in the result. Calls made inside
 // the agent (change_commit's) have no request and are told by their caller.
 func (a *Agent) tellDenied(ctx context.Context, t *tool.Tool, c *tool.Call, decision string, e *tool.Error) {
-	if c.Request == nil || c.Session == nil || e == nil {
+	if c.Request() == nil || c.Session == nil || e == nil {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)

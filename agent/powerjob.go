@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -98,12 +99,12 @@ func (w *powerWatch) finish(j store.PowerJob, done bool, what string) error {
 
 // audit records what became of the job, as its own principal.
 func (w *powerWatch) audit(j store.PowerJob, what string) {
-	tool := "system.reboot"
+	id := "system.reboot"
 	if j.Action == proto.ActionPoweroff {
-		tool = "system.shutdown"
+		id = "system.shutdown"
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal,
-		Tool: tool, Reason: "scheduled " + j.Action + " " + what, Message: "due " + j.At.UTC().Format(time.RFC3339)}
+	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal,
+		Tool: id, Reason: "scheduled " + j.Action + " " + what, Message: "due " + j.At.UTC().Format(time.RFC3339)}
 	if err := w.a.auditJob(rec, j, map[string]any{"job_id": j.ID, "result": what}); err != nil {
 		w.a.log.Error("audit append failed", "job", j.ID, "err", err)
 	}

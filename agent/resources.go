@@ -122,7 +122,7 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 				return "", resourceError(te)
 			}
 		}
-		out, terr := a.callAs(ctx, id, in, req.Session)
+		out, terr := a.pipe.Call(ctx, principalOrUnknown(ctx), id, in, req.Session)
 		if terr != nil {
 			return "", resourceError(terr)
 		}
@@ -132,22 +132,6 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 		}
 		return string(js), nil
 	}
-}
-
-// callAs runs tool id for the connection's principal through the whole
-// pipeline and returns its result object or its error.
-func (a *Agent) callAs(ctx context.Context, id string, in any, ss *mcp.ServerSession) (any, *tool.Error) {
-	t, ok := a.tools.Get(id)
-	if !ok {
-		return nil, tool.Errf(CodeNotFound, "tool %s is not registered", id)
-	}
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return nil, tool.Errf(CodeInvalidArgument, "arguments of %s: %v", id, err)
-	}
-	c := &tool.Call{Principal: principalOrUnknown(ctx), CorrelationID: tool.NewCorrelationID(), Session: ss}
-	o := a.execute(ctx, t, c, raw)
-	return o.out, o.err
 }
 
 func principalOrUnknown(ctx context.Context) identity.Principal {
@@ -256,7 +240,7 @@ func journalArgs(u *url.URL) (any, error) {
 // refuses inline secrets), so the TOML holds no secret.
 func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 	p := principalOrUnknown(ctx)
-	if derr := tool.Decide(a.conf(), p, a.rule("manage.get_server_status"), tool.Guard{}, false); derr != nil {
+	if derr := a.pipe.May(p, "manage.get_server_status"); derr != nil {
 		a.auditRead(p, "resources.config_effective", derr)
 		return "", resourceError(derr)
 	}
@@ -276,9 +260,9 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 // auditRead records a refused read that did not go through a tool's
 // pipeline, as a denied tool call is.
 func (a *Agent) auditRead(p identity.Principal, id string, terr *tool.Error) {
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
+	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: "deny", Remote: p.Remote}
-	if _, err := a.record(rec, map[string]any{}, nil, terr); err != nil {
+	if _, err := a.pipe.Record(rec, map[string]any{}, nil, terr); err != nil {
 		a.log.Error("audit append failed", "tool", id, "err", err)
 	}
 }
@@ -328,7 +312,7 @@ func ptr1(v float64) *float64 { r := round1(v); return &r }
 func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSummary {
 	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
 	allowed := func(id string) bool {
-		if tool.Decide(a.conf(), p, a.rule(id), tool.Guard{}, false) != nil {
+		if a.pipe.May(p, id) != nil {
 			s.Hidden = append(s.Hidden, id)
 			return false
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -77,15 +78,15 @@ func (r *reverter) revert(ctx context.Context, rv store.GPIORevert) error {
 	if err := r.a.store.DeleteGPIORevert(rv.Pin); err != nil {
 		return err
 	}
-	return r.a.auditJob(store.AuditRecord{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal,
+	return r.a.auditJob(tool.Record{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal,
 		Tool: "gpio.write_pin", Reason: "lease ended: revert", DurationMS: ms(time.Since(start)),
 		Message: "late by " + time.Since(rv.Due).Round(time.Millisecond).String()}, rv, map[string]any{"pin": rv.Pin, "value": rv.Value})
 }
 
 // auditJob records what a queued job did on its own, after the call that
 // queued it: as that call's principal, with role "system", always allowed.
-func (a *Agent) auditJob(rec store.AuditRecord, in, out any) error {
+func (a *Agent) auditJob(rec tool.Record, in, out any) error {
 	rec.Role, rec.Decision = "system", "allow"
-	_, err := a.record(rec, in, out, nil)
+	_, err := a.pipe.Record(rec, in, out, nil)
 	return err
 }

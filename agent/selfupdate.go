@@ -302,7 +302,7 @@ func (w *selfUpdateWatch) finish(j store.UpdateJob, run proto.UpdateRun) error {
 	if err := w.a.store.FinishUpdate(last); err != nil {
 		return err
 	}
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal, Tool: "manage.update_server",
+	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal, Tool: "manage.update_server",
 		Reason: fmt.Sprintf("self-update %s to %s %s", j.From, j.To, run.Phase), Message: run.Reason}
 	if run.Phase != selfupdate.PhaseSucceeded {
 		rec.ErrorCode = CodeFailedPrecondition

@@ -210,7 +210,7 @@ func (a *Agent) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		return resourceError(terr)
 	}
 	p := principalOrUnknown(ctx)
-	if derr := tool.Decide(a.conf(), p, a.rule(id), tool.Guard{}, false); derr != nil {
+	if derr := a.pipe.May(p, id); derr != nil {
 		a.auditRead(p, "resources.subscribe", derr)
 		return resourceError(derr)
 	}

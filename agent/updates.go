@@ -11,7 +11,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/apt"
@@ -629,8 +628,8 @@ func planNames(p apt.Plan) []string {
 // auditRun records one step of a run under the caller's correlation id,
 // as the job it is.
 func (a *Agent) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
-	rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
-		Tool: "manage.apply_os_updates", Reason: "OS update " + run.ID + " " + what, Message: truncate(msg, 4000)}
+	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
+		Tool: "manage.apply_os_updates", Reason: "OS update " + run.ID + " " + what, Message: tool.Truncate(msg, 4000)}
 	if err := a.auditJob(rec, map[string]any{"job_id": run.ID, "plan_hash": run.PlanHash}, map[string]any{"state": run.State, "error": run.Error}); err != nil {
 		a.log.Error("audit append failed", "job", run.ID, "err", err)
 	}

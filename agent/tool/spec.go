@@ -52,16 +52,29 @@ type Tool struct {
 	// run decodes validated arguments and runs the typed handler.
 	run RunFunc
 
-	// Stats counts the tool's calls for status and /metrics.
-	Stats Stats
+	// stats counts the tool's calls for status and /metrics; only the
+	// pipeline counts.
+	stats stats
 }
 
-// Stats are a tool's call counters: atomics on the tool, so counting needs
+// stats are a tool's call counters: atomics on the tool, so counting needs
 // no map.
+type stats struct {
+	calls, failures           atomic.Int64
+	allowed, denied, declined atomic.Uint64
+}
+
+// Stats are a tool's call counts so far.
 type Stats struct {
-	Calls, Failures atomic.Int64
+	Calls, Failures int64
 	// Allowed, Denied and Declined count finished calls by decision.
-	Allowed, Denied, Declined atomic.Uint64
+	Allowed, Denied, Declined uint64
+}
+
+// Stats reads the tool's call counts, which the pipeline keeps.
+func (t *Tool) Stats() Stats {
+	return Stats{Calls: t.stats.calls.Load(), Failures: t.stats.failures.Load(),
+		Allowed: t.stats.allowed.Load(), Denied: t.stats.denied.Load(), Declined: t.stats.declined.Load()}
 }
 
 // RunFunc runs a tool on validated arguments: its result and one-line summary.
@@ -115,12 +128,18 @@ type Call struct {
 	CorrelationID string
 	Guard
 	Session       *mcp.ServerSession
-	ProgressToken any  // the client's, to forward an upstream's progress
-	Committed     bool // arrived through change_commit with a valid token
-	// Request is the client's request, for its capabilities, protocol era and
+	ProgressToken any // the client's, to forward an upstream's progress
+	// committed: arrived through change_commit with a valid token. Only the
+	// pipeline sets it.
+	committed bool
+	// request is the client's request, for its capabilities, protocol era and
 	// answers to our input requests; nil for calls made inside the agent.
-	Request *mcp.CallToolRequest
+	request *mcp.CallToolRequest
 }
+
+// Request is the client's request the call answers; nil for a call made
+// inside the agent (change_commit's, a resource's).
+func (c *Call) Request() *mcp.CallToolRequest { return c.request }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
 type GuardArgs struct {

@@ -1,4 +1,4 @@
-package agent
+package tool
 
 import (
 	"context"
@@ -11,9 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/raspi-mcp/raspi-mcp/agent/store"
-	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 )
 
 // Every guard argument (confirm, reason, even a change token) is something a
@@ -70,15 +69,15 @@ type asking struct {
 
 // askingOf reads the client's capabilities and protocol version: per request
 // in the 2026-07-28 era, from the session's initialize before.
-func (a *Agent) askingOf(c *tool.Call) asking {
-	if a.conf().Guard.Elicitation == config.ElicitOff {
+func (p *Pipeline) askingOf(c *Call) asking {
+	if p.conf().Guard.Elicitation == config.ElicitOff {
 		return asking{}
 	}
 	var caps *mcp.ClientCapabilities
 	version := ""
 	switch {
-	case c.Request != nil:
-		caps, version = c.Request.ClientCapabilities(), c.Request.ProtocolVersion()
+	case c.request != nil:
+		caps, version = c.request.ClientCapabilities(), c.request.ProtocolVersion()
 	case c.Session != nil:
 		if ip := c.Session.InitializeParams(); ip != nil {
 			caps, version = ip.Capabilities, ip.ProtocolVersion
@@ -92,7 +91,7 @@ func (a *Agent) askingOf(c *tool.Call) asking {
 		return asking{}
 	}
 	rounds := version >= "2026-07-28"
-	if rounds && c.Request == nil {
+	if rounds && c.request == nil {
 		return asking{} // a nested call has no request to answer with input
 	}
 	if !rounds && c.Session == nil {
@@ -103,164 +102,163 @@ func (a *Agent) askingOf(c *tool.Call) asking {
 
 // needsPerson is whether a call is one the person confirms: high or critical,
 // and not a dry run (a dry run changes nothing and never asks).
-func needsPerson(t *tool.Tool, c *tool.Call) bool {
-	return t.Rule().Risk >= tool.RiskHigh && !c.DryRun
+func needsPerson(t *Tool, c *Call) bool {
+	return t.Rule().Risk >= RiskHigh && !c.DryRun
 }
 
 // personGate runs before the policy decision. Under "required" it refuses a
 // high or critical call from a client that cannot ask; otherwise it reports
 // whether an accepted elicitation will stand in for a critical call's token.
-func (a *Agent) personGate(t *tool.Tool, c *tool.Call, ask asking) (standsInForToken bool, refuse *tool.Error) {
+func (p *Pipeline) personGate(t *Tool, c *Call, ask asking) (standsInForToken bool, refuse *Error) {
 	if !needsPerson(t, c) {
 		return false, nil
 	}
 	if !ask.can {
-		if a.conf().Guard.Elicitation == config.ElicitRequired {
+		if p.conf().Guard.Elicitation == config.ElicitRequired {
 			// Role and switches first: a call that is not allowed at all says so.
-			if derr := tool.Decide(a.conf(), c.Principal, t.Rule(), tool.Guard{DryRun: true}, false); derr != nil {
+			if derr := Decide(p.conf(), c.Principal, t.Rule(), Guard{DryRun: true}, false); derr != nil {
 				return false, derr
 			}
-			return false, tool.Errf(CodePermissionDenied, "%s is %s-risk and this device requires the person's confirmation, which your client cannot ask for", t.Name(), t.Rule().Risk).
+			return false, Errf(errcode.PermissionDenied, "%s is %s-risk and this device requires the person's confirmation, which your client cannot ask for", t.Name(), t.Rule().Risk).
 				With("tool", t.ID()).With("risk", t.Rule().Risk.String()).With("config_key", "guard.elicitation").
 				Hint("use a client that supports MCP elicitation (Claude Code 2.1.76+, VS Code 1.102+), or the owner sets [guard] elicitation = \"preferred\" in " + config.DefaultPath)
 		}
 		return false, nil
 	}
-	return t.Rule().Risk == tool.RiskCritical, nil
+	return t.Rule().Risk == RiskCritical, nil
 }
 
 // personAnswer is what came of asking the person.
 type personAnswer struct {
 	answer   string              // the accepted answer, for the audit record
-	decision string              // when refused: store.DecisionDeclined or "deny"
-	err      *tool.Error         // refused
+	decision string              // when refused: DecisionDeclined or "deny"
+	err      *Error              // refused
 	input    *mcp.CallToolResult // 2026-07-28 era: the input request to answer the call with now
 }
 
 // askPerson puts the call to the person when the gate said so. A zero
 // personAnswer means go ahead without having asked.
-func (a *Agent) askPerson(ctx context.Context, t *tool.Tool, c *tool.Call, ask asking, args []byte) personAnswer {
+func (p *Pipeline) askPerson(ctx context.Context, t *Tool, c *Call, ask asking, args []byte) personAnswer {
 	if !ask.can || !needsPerson(t, c) {
 		return personAnswer{}
 	}
-	bind, err := store.HashJSON(map[string]any{"tool": t.ID(), "arguments": json.RawMessage(args), "principal": c.Principal.Name})
+	bind, err := p.o.Hash(map[string]any{"tool": t.ID(), "arguments": json.RawMessage(args), "principal": c.Principal.Name})
 	if err != nil {
-		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodeInternal, "hashing the call to confirm: %v", err)}
+		return personAnswer{decision: DecisionDeny, err: Errf(errcode.Internal, "hashing the call to confirm: %v", err)}
 	}
 	if ask.rounds {
-		return a.askInRounds(ctx, t, c, args, bind)
+		return p.askInRounds(ctx, t, c, args, bind)
 	}
-	plan, refused := a.plan(ctx, t, c, args)
+	plan, refused := p.plan(ctx, t, c, args)
 	if refused != nil {
 		return refusedPlan(refused)
 	}
-	params := a.question(ctx, t, c, args, plan)
-	ectx, cancel := context.WithTimeout(ctx, a.conf().Guard.ElicitationTimeout.D())
+	params := p.question(ctx, t, c, args, plan)
+	ectx, cancel := context.WithTimeout(ctx, p.conf().Guard.ElicitationTimeout.D())
 	defer cancel()
 	res, err := c.Session.Elicit(ectx, params)
 	switch {
 	case err != nil && ectx.Err() != nil && ctx.Err() == nil:
-		return a.unanswered(t)
+		return p.unanswered(t)
 	case err != nil:
-		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodePermissionDenied, "%s needs the person's confirmation, and asking failed: %v", t.Name(), err).
+		return personAnswer{decision: DecisionDeny, err: Errf(errcode.PermissionDenied, "%s needs the person's confirmation, and asking failed: %v", t.Name(), err).
 			With("tool", t.ID()).Hint("call again; if it keeps failing, the client's elicitation support is broken")}
 	}
-	return a.judge(t, res)
+	return p.judge(t, res)
 }
 
 // refusedPlan is a call whose own dry run is refused: it fails as the real
 // call would, without troubling the person. A refusal by policy or an
 // allowlist is a denial; anything else an allowed call that failed.
-func refusedPlan(te *tool.Error) personAnswer {
-	decision := store.DecisionAllow
-	if te.Code == CodePermissionDenied {
-		decision = store.DecisionDeny
+func refusedPlan(te *Error) personAnswer {
+	decision := DecisionAllow
+	if te.Code == errcode.PermissionDenied {
+		decision = DecisionDeny
 	}
 	return personAnswer{decision: decision, err: te}
 }
 
 // askInRounds is the 2026-07-28 era: the first round returns the question as
 // an input request; the second carries the answer and our request state.
-func (a *Agent) askInRounds(ctx context.Context, t *tool.Tool, c *tool.Call, args []byte, bind string) personAnswer {
-	p := c.Request.Params
-	if p.InputResponses == nil && p.RequestState == "" {
-		plan, refused := a.plan(ctx, t, c, args)
+func (p *Pipeline) askInRounds(ctx context.Context, t *Tool, c *Call, args []byte, bind string) personAnswer {
+	rp := c.request.Params
+	if rp.InputResponses == nil && rp.RequestState == "" {
+		plan, refused := p.plan(ctx, t, c, args)
 		if refused != nil {
 			return refusedPlan(refused)
 		}
-		state := "ask-" + strings.TrimPrefix(tool.NewCorrelationID(), "c-")
-		rec := store.AuditRecord{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
-			Role: c.Principal.Role.String(), Tool: t.ID(), Decision: store.DecisionDeclined, Reason: c.Reason, Intent: c.Intent, Remote: c.Principal.Remote}
+		state := "ask-" + strings.TrimPrefix(NewCorrelationID(), "c-")
+		rec := Record{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
+			Role: c.Principal.Role.String(), Tool: t.ID(), Decision: DecisionDeclined, Reason: c.Reason, Intent: c.Intent, Remote: c.Principal.Remote}
 		pa := &pendingAsk{bind: bind}
-		a.asks.mu.Lock()
-		a.asks.pending[state] = pa
+		p.asks.mu.Lock()
+		p.asks.pending[state] = pa
 		// No second round in time: the person did not confirm. Audited
 		// here, since no call is left to audit it.
-		pa.timer = time.AfterFunc(a.conf().Guard.ElicitationTimeout.D(), func() {
-			if _, ok := a.asks.take(state); !ok {
+		pa.timer = time.AfterFunc(p.conf().Guard.ElicitationTimeout.D(), func() {
+			if _, ok := p.asks.take(state); !ok {
 				return
 			}
-			te := a.unanswered(t).err
+			te := p.unanswered(t).err
 			rec.DurationMS = ms(time.Since(rec.Time))
-			if _, err := a.record(rec, rawOrEmpty(args), nil, te); err != nil {
-				a.log.Error("audit append failed", "tool", t.ID(), "correlation_id", rec.CorrelationID, "err", err)
+			if _, err := p.Record(rec, RawOrEmpty(args), nil, te); err != nil {
+				p.o.Log.Error("audit append failed", "tool", t.ID(), "correlation_id", rec.CorrelationID, "err", err)
 			}
 		})
-		a.asks.mu.Unlock()
+		p.asks.mu.Unlock()
 		return personAnswer{input: &mcp.CallToolResult{
-			InputRequests: mcp.InputRequestMap{elicitKey: a.question(ctx, t, c, args, plan)},
+			InputRequests: mcp.InputRequestMap{elicitKey: p.question(ctx, t, c, args, plan)},
 			RequestState:  state,
 		}}
 	}
-	pa, ok := a.asks.take(p.RequestState)
+	pa, ok := p.asks.take(rp.RequestState)
 	if !ok || pa.bind != bind {
-		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodeFailedPrecondition, "%s: this confirmation is unknown, already used, expired, or for another call", t.Name()).
+		return personAnswer{decision: DecisionDeny, err: Errf(errcode.FailedPrecondition, "%s: this confirmation is unknown, already used, expired, or for another call", t.Name()).
 			With("tool", t.ID()).Hint("call the tool again without inputResponses; the person is asked afresh")}
 	}
-	res, _ := p.InputResponses[elicitKey].(*mcp.ElicitResult)
+	res, _ := rp.InputResponses[elicitKey].(*mcp.ElicitResult)
 	if res == nil {
-		return personAnswer{decision: store.DecisionDeny, err: tool.Errf(CodeInvalidArgument, "%s: inputResponses has no elicitation answer under %q", t.Name(), elicitKey).
+		return personAnswer{decision: DecisionDeny, err: Errf(errcode.InvalidArgument, "%s: inputResponses has no elicitation answer under %q", t.Name(), elicitKey).
 			With("tool", t.ID())}
 	}
-	return a.judge(t, res)
+	return p.judge(t, res)
 }
 
 // judge turns the person's answer into go or refuse. Only "accept" with the
 // box ticked goes ahead; in the 2026-07-28 era the SDK does not check the
 // answer against our form, so the tick is checked here.
-func (a *Agent) judge(t *tool.Tool, res *mcp.ElicitResult) personAnswer {
+func (p *Pipeline) judge(t *Tool, res *mcp.ElicitResult) personAnswer {
 	ans, _ := json.Marshal(map[string]any{"action": res.Action, "content": res.Content})
 	if res.Action == "accept" {
 		if ok, _ := res.Content["confirm"].(bool); ok {
-			return personAnswer{answer: truncate(string(ans), 500)}
+			return personAnswer{answer: Truncate(string(ans), 500)}
 		}
 	}
 	action := res.Action
 	if action == "accept" {
 		action = "accept without ticking confirm"
 	}
-	return personAnswer{decision: store.DecisionDeclined, answer: truncate(string(ans), 500),
-		err: tool.Errf(CodePermissionDenied, "the person declined %s (%s); it did not run", t.Name(), action).
+	return personAnswer{decision: DecisionDeclined, answer: Truncate(string(ans), 500),
+		err: Errf(errcode.PermissionDenied, "the person declined %s (%s); it did not run", t.Name(), action).
 			With("tool", t.ID()).With("elicitation_action", res.Action).
 			Hint("do not call it again unless the person asks you to; ask them what they want instead")}
 }
 
-func (a *Agent) unanswered(t *tool.Tool) personAnswer {
-	d := a.conf().Guard.ElicitationTimeout.D()
-	return personAnswer{decision: store.DecisionDeclined,
-		err: tool.Errf(CodePermissionDenied, "the person did not confirm %s within %s; counted as a decline, it did not run", t.Name(), d).
+func (p *Pipeline) unanswered(t *Tool) personAnswer {
+	d := p.conf().Guard.ElicitationTimeout.D()
+	return personAnswer{decision: DecisionDeclined,
+		err: Errf(errcode.PermissionDenied, "the person did not confirm %s within %s; counted as a decline, it did not run", t.Name(), d).
 			With("tool", t.ID()).With("elicitation_action", "timeout").
 			Hint("ask the person whether they want it, then call it again")}
 }
 
 // question is the form put to the person: what will happen, on which device,
 // with the tool's own dry-run plan where it has one.
-func (a *Agent) question(ctx context.Context, t *tool.Tool, c *tool.Call, args []byte, plan string) *mcp.ElicitParams {
+func (p *Pipeline) question(ctx context.Context, t *Tool, c *Call, args []byte, plan string) *mcp.ElicitParams {
 	var b strings.Builder
 	device := "this Raspberry Pi"
-	if a.sys == nil {
-	} else if info, err := a.sys.Basic(ctx); err == nil {
-		device = fmt.Sprintf("%s (%s)", info.Hostname, info.Model)
+	if p.o.Device != nil {
+		device = p.o.Device(ctx)
 	}
 	title := t.ID()
 	if t.MCP() != nil && t.MCP().Title != "" {
@@ -273,7 +271,7 @@ func (a *Agent) question(ctx context.Context, t *tool.Tool, c *tool.Call, args [
 		delete(shown, k)
 	}
 	if js, err := json.Marshal(shown); err == nil && len(shown) > 0 {
-		fmt.Fprintf(&b, "Arguments: %s\n", truncate(string(js), 400))
+		fmt.Fprintf(&b, "Arguments: %s\n", Truncate(string(js), 400))
 	}
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "Reason given: %s\n", c.Reason)
@@ -297,7 +295,7 @@ func (a *Agent) question(ctx context.Context, t *tool.Tool, c *tool.Call, args [
 // is refused (a protected process, a pending reboot a shutdown would
 // replace) comes back as the refusal: the real call would fail the same
 // way, so the person is not asked about it.
-func (a *Agent) plan(ctx context.Context, t *tool.Tool, c *tool.Call, args []byte) (string, *tool.Error) {
+func (p *Pipeline) plan(ctx context.Context, t *Tool, c *Call, args []byte) (string, *Error) {
 	// A LAN tool plans with the upstream's own dry run, or says what would
 	// be sent; a local one has dry_run when it changes anything.
 	if !t.LAN() {
@@ -313,14 +311,14 @@ func (a *Agent) plan(ctx context.Context, t *tool.Tool, c *tool.Call, args []byt
 	dry, _ := json.Marshal(m)
 	g := c.Guard
 	g.DryRun = true
-	out, sum, err := t.Run(ctx, &tool.Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Guard: g}, dry)
+	out, sum, err := t.Run(ctx, &Call{Principal: c.Principal, CorrelationID: c.CorrelationID, Guard: g}, dry)
 	if err != nil {
-		var te *tool.Error
+		var te *Error
 		if errors.As(err, &te) {
 			return "", te
 		}
 		return "", nil
 	}
 	js, _ := json.Marshal(out)
-	return truncate(sum+" "+string(js), 600), nil
+	return Truncate(sum+" "+string(js), 600), nil
 }
