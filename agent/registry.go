@@ -26,7 +26,6 @@ func (a *Agent) newPipeline() *tool.Pipeline {
 		Config: a.conf, Log: a.log,
 		Audit:    a.appendRecord,
 		Tokens:   changeTokens{a.store},
-		Hash:     store.HashJSON,
 		MapError: toToolError,
 		Lookup:   a.lookupFor,
 		Progress: a.progress,

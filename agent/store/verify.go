@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/raspi-mcp/raspi-mcp/internal/canon"
 )
 
 // Problem kinds reported by VerifyAudit.
@@ -85,7 +87,7 @@ func checkRecord(key uint64, v []byte) recordCheck {
 		rc.problem = &AuditProblem{Seq: key, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 		return rc
 	}
-	val, err := decodeJSON(v)
+	val, err := canon.Decode(v)
 	if err != nil {
 		return fail(ProblemDecode, "%v", err)
 	}
@@ -109,7 +111,7 @@ func checkRecord(key uint64, v []byte) recordCheck {
 	m["hash"] = ""
 	var buf bytes.Buffer
 	buf.Grow(len(v))
-	writeCanonical(&buf, m)
+	canon.Encode(&buf, m)
 	if got := chainHash(rc.prev, buf.Bytes()); got != rc.hash {
 		return fail(ProblemHash, "stored %s, content hashes to %s", rc.hash, got)
 	}

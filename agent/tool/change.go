@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/internal/canon"
 	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 )
 
@@ -94,7 +95,7 @@ type CommitOut struct {
 
 // planHash binds a token to exactly one call by one principal.
 func (p *Pipeline) planHash(toolID string, args map[string]any, principal string) (string, error) {
-	return p.o.Hash(map[string]any{"tool": toolID, "arguments": args, "principal": principal})
+	return canon.Hash(map[string]any{"tool": toolID, "arguments": args, "principal": principal})
 }
 
 func (p *Pipeline) Prepare(ctx context.Context, c *Call, in PrepareIn) (PrepareOut, error) {

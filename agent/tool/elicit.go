@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/canon"
 	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 )
 
@@ -142,7 +143,7 @@ func (p *Pipeline) askPerson(ctx context.Context, t *Tool, c *Call, ask asking, 
 	if !ask.can || !needsPerson(t, c) {
 		return personAnswer{}
 	}
-	bind, err := p.o.Hash(map[string]any{"tool": t.ID(), "arguments": json.RawMessage(args), "principal": c.Principal.Name})
+	bind, err := canon.Hash(map[string]any{"tool": t.ID(), "arguments": json.RawMessage(args), "principal": c.Principal.Name})
 	if err != nil {
 		return personAnswer{decision: DecisionDeny, err: Errf(errcode.Internal, "hashing the call to confirm: %v", err)}
 	}

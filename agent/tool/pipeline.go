@@ -2,8 +2,6 @@ package tool
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/canon"
 	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
@@ -84,10 +83,6 @@ type PipelineOptions struct {
 	// Tokens keeps the change tokens; nil: change_prepare and
 	// change_commit answer unavailable.
 	Tokens TokenStore
-	// Hash is the hash of a value's canonical JSON, for the audit record's
-	// in and out hashes and for the plan a token or a confirmation binds;
-	// nil: SHA-256 of its encoding/json form.
-	Hash func(v any) (string, error)
 	// MapError maps a handler's error that is not a *Error (the helper's,
 	// say); internal means a bug, logged. nil: every such error is internal.
 	MapError func(err error) (te *Error, internal bool)
@@ -123,13 +118,6 @@ type Pipeline struct {
 func NewPipeline(r *Registry, o PipelineOptions) *Pipeline {
 	if o.Log == nil {
 		o.Log = slog.Default()
-	}
-	if o.Hash == nil {
-		o.Hash = func(v any) (string, error) {
-			b, err := json.Marshal(v)
-			sum := sha256.Sum256(b)
-			return "sha256:" + hex.EncodeToString(sum[:]), err
-		}
 	}
 	if o.MapError == nil {
 		o.MapError = func(error) (*Error, bool) {
@@ -402,12 +390,12 @@ func (p *Pipeline) wire(id string) string {
 // Record appends the audit record of one call, with the hashes of what came
 // in and what went out (or the error), and returns its reference.
 func (p *Pipeline) Record(rec Record, in, out any, terr *Error) (string, error) {
-	rec.InHash, _ = p.o.Hash(in)
+	rec.InHash, _ = canon.Hash(in)
 	if terr != nil {
 		rec.ErrorCode, rec.Message = terr.Code, Truncate(terr.Message, 200)
-		rec.OutHash, _ = p.o.Hash(map[string]any{"error": terr})
+		rec.OutHash, _ = canon.Hash(map[string]any{"error": terr})
 	} else {
-		rec.OutHash, _ = p.o.Hash(out)
+		rec.OutHash, _ = canon.Hash(out)
 		// A result may name what the record should say, e.g. the hash
 		// of the configuration diff an apply put in force.
 		if m, ok := out.(AuditMessager); ok {

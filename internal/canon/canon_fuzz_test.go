@@ -1,4 +1,4 @@
-package store
+package canon
 
 import (
 	"bytes"
@@ -9,15 +9,15 @@ import (
 	"testing"
 )
 
-// FuzzCanonicalJSON checks the properties an audit chain relies on, for any
+// FuzzJSON checks the properties an audit chain relies on, for any
 // JSON text: the canonical form is valid JSON with the same value; it is a
 // fixed point; the same value written another way (keys in the opposite
 // order, other whitespace, other string escapes) has the same canonical form
 // and the same hash; and hashing the text or the decoded Go value agrees.
 // Input that is not one JSON value must be an error, never a panic.
-func FuzzCanonicalJSON(f *testing.F) {
+func FuzzJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		canon, err := CanonicalJSON(json.RawMessage(data))
+		canon, err := JSON(json.RawMessage(data))
 		if err != nil {
 			if json.Valid(data) && !tooDeep(data) {
 				t.Fatalf("valid JSON %q refused: %v", data, err)
@@ -39,20 +39,20 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("canonical form changed the value:\n in  %q\n out %q", data, canon)
 		}
 		// Fixed point.
-		again, err := CanonicalJSON(json.RawMessage(canon))
+		again, err := JSON(json.RawMessage(canon))
 		if err != nil || !bytes.Equal(again, canon) {
 			t.Fatalf("not idempotent: %q -> %q (%v)", canon, again, err)
 		}
 		// Key order, layout and escaping do not matter.
 		var other bytes.Buffer
 		writeShuffled(&other, orig, 0)
-		alt, err := CanonicalJSON(json.RawMessage(other.Bytes()))
+		alt, err := JSON(json.RawMessage(other.Bytes()))
 		if err != nil || !bytes.Equal(alt, canon) {
 			t.Fatalf("same value, different canonical form:\n %q -> %q\n %q -> %q (%v)", data, canon, other.Bytes(), alt, err)
 		}
 		// Hash of the text equals hash of the decoded Go value.
-		h1, err1 := HashJSON(json.RawMessage(data))
-		h2, err2 := HashJSON(orig)
+		h1, err1 := Hash(json.RawMessage(data))
+		h2, err2 := Hash(orig)
 		if err1 != nil || err2 != nil || h1 != h2 {
 			t.Fatalf("hash of text %s (%v) differs from hash of value %s (%v) for %q", h1, err1, h2, err2, data)
 		}
