@@ -61,7 +61,7 @@ type Options struct {
 	Apt     apt.Source     // the package manager's read side (changes go through the helper); nil: the update tools answer unavailable
 	Journal journal.Reader // journalctl, or the simulated units' journal
 	Root    fs.FS          // the file system root /proc, /sys and /etc are read from
-	Net     Network        // interfaces, routes, sockets
+	Net     network        // interfaces, routes, sockets
 	// SimProcs is laptop mode's simulated process table: processes are
 	// then read from its rendered /proc (not Root), and raspi-mcp itself
 	// is recognised in it rather than by this machine's pids.
@@ -111,7 +111,7 @@ type Agent struct {
 	server     *mcp.Server
 	tools      *tool.Registry
 	lan        []*lanDomain // mounted LAN MCP servers ([[upstream]])
-	sampler    *Sampler
+	sampler    *sampler
 	io         ioMeter // the health snapshot's network and disk rates
 	reverter   *reverter
 	powerJobs  *powerWatch
@@ -122,7 +122,7 @@ type Agent struct {
 	journal    journal.Reader
 	root       fs.FS
 	simProcs   *procs.Sim
-	net        Network
+	net        network
 	appLog     *applog.Ring
 	unitCPU    unitCPU
 	cpu        *cpuSampler // process readings shared by the process tools
@@ -170,7 +170,7 @@ func New(o Options) (*Agent, error) {
 	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
 	a.pipe = a.newPipeline()
 	a.watch = newWatch()
-	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
+	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
 	a.selfUpdate = newSelfUpdateWatch(a, o.SelfCheckFault)

@@ -439,8 +439,8 @@ func TestHelperDownAnswersUnavailableThenRecovers(t *testing.T) {
 
 func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 	r := newRig(t, nil)
-	for name, out := range map[string]any{"system_get_basic_info": &BasicInfo{}, "system_get_health_snapshot": &HealthSnapshot{},
-		"metrics_get_realtime_metrics": &HealthSnapshot{}, "system_get_capabilities": &Capabilities{}, "manage_get_server_status": &ServerStatus{},
+	for name, out := range map[string]any{"system_get_basic_info": &basicInfo{}, "system_get_health_snapshot": &HealthSnapshot{},
+		"metrics_get_realtime_metrics": &HealthSnapshot{}, "system_get_capabilities": &capabilities{}, "manage_get_server_status": &ServerStatus{},
 		"logs_get_recent_audit_logs": &AuditLogsOut{}, "logs_verify_audit_chain": &AuditVerifyOut{}} {
 		res := r.call(t, admin, name, nil)
 		if res.IsError {
@@ -454,8 +454,8 @@ func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 			t.Errorf("%s: text is not summary line + JSON: %q", name, text)
 		}
 	}
-	caps, _ := callAs[Capabilities](t, r, reader, "system_get_capabilities", nil)
-	var reboot []ToolCaps
+	caps, _ := callAs[capabilities](t, r, reader, "system_get_capabilities", nil)
+	var reboot []toolCaps
 	for _, d := range caps.Domains {
 		for _, tl := range d.Tools {
 			if tl.Name == "system_reboot" {
@@ -466,7 +466,7 @@ func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 	if len(reboot) != 1 {
 		t.Fatalf("capabilities list system_reboot %d times", len(reboot))
 	}
-	diff(t, "reboot for a reader", ToolCaps{Name: "system_reboot", ID: "system.reboot", Title: "Reboot", Risk: "high", MinRole: "operate",
+	diff(t, "reboot for a reader", toolCaps{Name: "system_reboot", ID: "system.reboot", Title: "Reboot", Risk: "high", MinRole: "operate",
 		Stability: "stable", Unavailable: "system.reboot needs role operate; bob has role read"}, reboot[0])
 }
 

@@ -33,14 +33,14 @@ type ConfigGetOut struct {
 	Mode       string      `json:"mode"`
 	Generation uint64      `json:"generation" jsonschema:"1 at start, one more per reload"`
 	LoadedAt   string      `json:"loaded_at"`
-	Keys       []ConfigKey `json:"keys"`
+	Keys       []configKey `json:"keys"`
 	// Pending lists keys whose file value differs from the value in force:
 	// they take effect at the next restart (sockets, state, upstreams).
 	Pending []string `json:"pending_restart,omitempty" jsonschema:"keys changed in the files that take effect only at the next restart"`
 }
 
-// ConfigKey is one key in force.
-type ConfigKey struct {
+// configKey is one key in force.
+type configKey struct {
 	Key        string `json:"key" jsonschema:"table.key as in the file, e.g. gpio.writes"`
 	Value      string `json:"value" jsonschema:"its value as JSON text, e.g. true, \"previous\" or [17, 27]; secrets are shown as references (env:NAME, file:/path), never their content"`
 	Source     string `json:"source" jsonschema:"the file that sets it, or default"`
@@ -197,13 +197,13 @@ func (a *Agent) configGet() (ConfigGetOut, error) {
 	l := a.cfg.Load()
 	flat := l.cfg.Flat()
 	out := ConfigGetOut{Path: a.cfgPath, DropIns: orEmpty(drop), MCPDropIn: config.MCPDropInPath(a.cfgPath), Mode: a.mode,
-		Generation: l.gen, LoadedAt: l.at.UTC().Format(time.RFC3339), Keys: make([]ConfigKey, 0, len(flat))}
+		Generation: l.gen, LoadedAt: l.at.UTC().Format(time.RFC3339), Keys: make([]configKey, 0, len(flat))}
 	for k, v := range flat {
 		src, ok := origins[k]
 		if !ok {
 			src = "default"
 		}
-		out.Keys = append(out.Keys, ConfigKey{Key: k, Value: config.JSONText(v), Source: src, Changeable: config.Changeable(k)})
+		out.Keys = append(out.Keys, configKey{Key: k, Value: config.JSONText(v), Source: src, Changeable: config.Changeable(k)})
 	}
 	sort.Slice(out.Keys, func(i, j int) bool { return out.Keys[i].Key < out.Keys[j].Key })
 	if onDisk, err := config.Load(a.cfgPath); err == nil {

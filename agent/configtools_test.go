@@ -51,7 +51,7 @@ func TestConfigGetShowsSources(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	keys := map[string]ConfigKey{}
+	keys := map[string]configKey{}
 	for _, k := range out.Keys {
 		keys[k.Key] = k
 	}

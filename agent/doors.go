@@ -24,11 +24,11 @@ type TokenVerifier = transport.TokenVerifier
 // (transport.HTTPOptions).
 type HTTPOptions = transport.HTTPOptions
 
-// HTTPStatus is the endpoint as `raspi-mcp status` shows it.
-type HTTPStatus = transport.HTTPStatus
+// httpStatus is the endpoint as `raspi-mcp status` shows it.
+type httpStatus = transport.HTTPStatus
 
-// SocketLoad is what the sessions hold of the agent now (transport.Load).
-type SocketLoad = transport.Load
+// socketLoad is what the sessions hold of the agent now (transport.Load).
+type socketLoad = transport.Load
 
 // auditDoor records a refusal or cut the doors decided, as a deny.
 func (a *Agent) auditDoor(r transport.Refusal) {
@@ -42,7 +42,7 @@ func (a *Agent) auditDoor(r transport.Refusal) {
 
 // SocketLoad reports what the sessions hold of the agent now; tests and
 // measurements read it.
-func (a *Agent) SocketLoad() SocketLoad { return a.doors.Load() }
+func (a *Agent) SocketLoad() socketLoad { return a.doors.Load() }
 
 // HTTPHandler is the endpoint: /mcp and /metrics behind the LAN guards.
 func (a *Agent) HTTPHandler(o HTTPOptions) http.Handler { return a.doors.HTTPHandler(o) }

@@ -215,7 +215,7 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 		t.Errorf("audit of the refused write: %+v", recs[0])
 	}
 	buses, _ := callAs[BusesOut](t, r, admin, "i2c_list_buses", nil)
-	diff(t, "buses", BusesOut{Buses: []BusInfo{{Bus: 1, Description: "sim-i2c"}}}, buses)
+	diff(t, "buses", BusesOut{Buses: []busInfo{{Bus: 1, Description: "sim-i2c"}}}, buses)
 }
 
 // The tool catalog's example request writes a pin with "value": 1.

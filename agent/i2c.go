@@ -15,11 +15,11 @@ import (
 // BusesOut is i2c.list_buses: the I2C adapters, each with its number and
 // description (the tool catalog's I2cBusInfo list, spec 002 §6.1).
 type BusesOut struct {
-	Buses []BusInfo `json:"buses"`
+	Buses []busInfo `json:"buses"`
 }
 
-// BusInfo is one adapter.
-type BusInfo struct {
+// busInfo is one adapter.
+type busInfo struct {
 	Bus         int    `json:"bus"`
 	Description string `json:"description,omitempty"`
 }
@@ -78,11 +78,11 @@ type I2CWriteOut struct {
 
 // SensorsOut lists the configured sensors.
 type SensorsOut struct {
-	Sensors []SensorInfo `json:"sensors"`
+	Sensors []sensorInfo `json:"sensors"`
 }
 
-// SensorInfo is one configured sensor.
-type SensorInfo struct {
+// sensorInfo is one configured sensor.
+type sensorInfo struct {
 	Name    string `json:"name"`
 	Type    string `json:"type"`
 	Bus     int    `json:"bus"`
@@ -114,9 +114,9 @@ func (a *Agent) registerI2C() {
 			if err != nil {
 				return BusesOut{}, err
 			}
-			out := BusesOut{Buses: []BusInfo{}}
+			out := BusesOut{Buses: []busInfo{}}
 			for _, b := range r.Buses {
-				out.Buses = append(out.Buses, BusInfo{Bus: b.Bus, Description: b.Name})
+				out.Buses = append(out.Buses, busInfo{Bus: b.Bus, Description: b.Name})
 			}
 			return out, nil
 		},
@@ -197,9 +197,9 @@ func (a *Agent) registerI2C() {
 		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(context.Context, *tool.Call, NoArgs) (SensorsOut, error) {
-			out := SensorsOut{Sensors: []SensorInfo{}}
+			out := SensorsOut{Sensors: []sensorInfo{}}
 			for _, s := range a.conf().I2C.Sensors {
-				out.Sensors = append(out.Sensors, SensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
+				out.Sensors = append(out.Sensors, sensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
 			}
 			return out, nil
 		},

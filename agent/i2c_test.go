@@ -42,7 +42,7 @@ func TestI2CAndSensorsOnTheSimBoard(t *testing.T) {
 	_, e = callAs[SensorOut](t, r, reader, "sensors_read", map[string]any{"name": "attic"})
 	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "name"})
 	list, _ := callAs[SensorsOut](t, r, reader, "sensors_list", nil)
-	diff(t, "list", SensorsOut{Sensors: []SensorInfo{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76},
+	diff(t, "list", SensorsOut{Sensors: []sensorInfo{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76},
 		{Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}, list)
 }
 

@@ -140,7 +140,7 @@ func TestJobListsWithholdOtherPrincipalsNames(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
 	r.startSampler()
 	carol := Principal{Name: "carol-op", UID: 1010, Role: RoleOperate}
-	if _, e := callAs[JobStatus](t, r, carol, "metrics_start_sampling_job", map[string]any{"interval_seconds": 60}); e != nil {
+	if _, e := callAs[jobStatus](t, r, carol, "metrics_start_sampling_job", map[string]any{"interval_seconds": 60}); e != nil {
 		t.Fatal(e)
 	}
 	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x", "delay_seconds": 300}); e != nil {

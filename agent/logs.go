@@ -82,7 +82,7 @@ type AuditVerifyOut struct {
 	StoredCount   int              `json:"stored_count" jsonschema:"the record count kept beside the chain; -1 when absent"`
 	CheckpointSeq uint64           `json:"checkpoint_seq,omitempty" jsonschema:"the last record retention pruned"`
 	Witness       *AuditWitnessOut `json:"witness,omitempty" jsonschema:"the root helper's witness of the chain's head"`
-	Problems      []AuditProblem   `json:"problems"`
+	Problems      []auditProblem   `json:"problems"`
 }
 
 // AuditWitnessOut is the root helper's witness as verification used it.
@@ -96,8 +96,8 @@ type AuditWitnessOut struct {
 	Error         string `json:"error,omitempty" jsonschema:"why the chain was checked without the witness"`
 }
 
-// AuditProblem is one break in the chain.
-type AuditProblem struct {
+// auditProblem is one break in the chain.
+type auditProblem struct {
 	Seq    uint64 `json:"seq"`
 	Kind   string `json:"kind"`
 	Detail string `json:"detail"`
@@ -172,8 +172,8 @@ type AppLogsIn struct {
 	Source   string `json:"source,omitempty" jsonschema:"agent, helper or all"`
 }
 
-// AppLogEntry is one line of raspi-mcp's own log.
-type AppLogEntry struct {
+// appLogEntry is one line of raspi-mcp's own log.
+type appLogEntry struct {
 	Timestamp string `json:"timestamp"`
 	Source    string `json:"source"`
 	Level     string `json:"level"`
@@ -183,7 +183,7 @@ type AppLogEntry struct {
 
 // AppLogsOut is the latest lines, oldest first.
 type AppLogsOut struct {
-	Entries       []AppLogEntry `json:"entries"`
+	Entries       []appLogEntry `json:"entries"`
 	ReturnedCount int           `json:"returned_count"`
 	HasMore       bool          `json:"has_more" jsonschema:"older matching lines exist: ask again with next_offset"`
 	NextOffset    int           `json:"next_offset,omitempty"`
@@ -203,8 +203,8 @@ type JournalIn struct {
 	MaxBytes int      `json:"max_bytes,omitempty"`
 }
 
-// JournalEntry is one journal record.
-type JournalEntry struct {
+// journalEntry is one journal record.
+type journalEntry struct {
 	Timestamp  string `json:"timestamp"`
 	Unit       string `json:"unit,omitempty"`
 	Identifier string `json:"identifier,omitempty"`
@@ -216,7 +216,7 @@ type JournalEntry struct {
 
 // JournalOut is the matching entries, oldest first.
 type JournalOut struct {
-	Entries       []JournalEntry `json:"entries"`
+	Entries       []journalEntry `json:"entries"`
 	ReturnedCount int            `json:"returned_count"`
 	Truncated     bool           `json:"truncated" jsonschema:"max_bytes or the scan limit stopped the read; narrow the query"`
 	Scanned       int            `json:"scanned" jsonschema:"journal entries read to answer"`
@@ -248,7 +248,7 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLog
 	// Both sources give the newest offset+limit+1 matching lines, oldest
 	// first; the page is the limit lines before the newest offset ones.
 	want := in.Offset + in.Limit + 1
-	var lines []AppLogEntry
+	var lines []appLogEntry
 	from, note := "memory", ""
 	if a.mode == "device" {
 		var us []string
@@ -266,7 +266,7 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLog
 				if e.Unit == helperUnit {
 					src = "helper"
 				}
-				lines = append(lines, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
+				lines = append(lines, appLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
 			}
 		} else {
 			note = "journal not readable (" + err.Error() + "); showing the agent's records since it started"
@@ -284,14 +284,14 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLog
 				if (!since.IsZero() && e.Time.Before(since)) || (!until.IsZero() && !e.Time.Before(until)) {
 					continue
 				}
-				lines = append(lines, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
+				lines = append(lines, appLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
 					Level: strings.ToLower(e.Level.String()), Message: e.Message, Attrs: e.Attrs})
 			}
 			lines = lines[max(0, len(lines)-want):]
 		}
 	}
 	end := max(0, len(lines)-in.Offset)
-	out := AppLogsOut{Entries: append([]AppLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
+	out := AppLogsOut{Entries: append([]appLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
 	if a.mayReadAudit(c.Principal) != nil {
 		// Who connected, from where, is the audit trail's: a caller who
 		// may not read it gets the lines without it.
@@ -401,9 +401,9 @@ func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in JournalIn) (J
 		return JournalOut{}, tool.Errf(CodeUnavailable, "%v", err).
 			Hint("on a device the agent's user must be in group systemd-journal (the package does this)")
 	}
-	out := JournalOut{Entries: []JournalEntry{}, Truncated: res.Truncated, Scanned: res.Scanned, Units: nonNil(q.Units)}
+	out := JournalOut{Entries: []journalEntry{}, Truncated: res.Truncated, Scanned: res.Scanned, Units: nonNil(q.Units)}
 	for _, e := range res.Entries {
-		out.Entries = append(out.Entries, JournalEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Unit: e.Unit, Identifier: e.Identifier,
+		out.Entries = append(out.Entries, journalEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Unit: e.Unit, Identifier: e.Identifier,
 			PID: e.PID, Priority: e.Priority, Level: e.Level, Message: e.Message})
 	}
 	out.ReturnedCount = len(out.Entries)
@@ -455,12 +455,12 @@ func VerifyFile(db *store.DB, witnessPath string) (AuditVerifyOut, error) {
 		return AuditVerifyOut{}, err
 	}
 	o := AuditVerifyOut{OK: v.OK, Records: v.Records, FirstSeq: v.FirstSeq, LastSeq: v.LastSeq, StoredCount: v.StoredCount,
-		CheckpointSeq: v.CheckpointSeq, Witness: info, Problems: []AuditProblem{}}
+		CheckpointSeq: v.CheckpointSeq, Witness: info, Problems: []auditProblem{}}
 	if v.Witnessed {
 		info.Seq, info.Hash, info.CheckpointSeq, info.Unwitnessed = v.WitnessSeq, v.WitnessHash, v.WitnessCheckpointSeq, v.Unwitnessed
 	}
 	for _, p := range v.Problems {
-		o.Problems = append(o.Problems, AuditProblem{Seq: p.Seq, Kind: p.Kind, Detail: p.Detail})
+		o.Problems = append(o.Problems, auditProblem{Seq: p.Seq, Kind: p.Kind, Detail: p.Detail})
 	}
 	return o, nil
 }

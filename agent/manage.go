@@ -26,42 +26,42 @@ type ServerStatus struct {
 	Mode          string            `json:"mode"`
 	PID           int               `json:"pid"`
 	ConfigSummary map[string]any    `json:"config_summary"`
-	Helper        HelperStatus      `json:"helper"`
-	Audit         AuditStatus       `json:"audit"`
-	Database      DatabaseStatus    `json:"database"`
-	Calls         CallStats         `json:"calls"`
+	Helper        helperStatus      `json:"helper"`
+	Audit         auditStatus       `json:"audit"`
+	Database      databaseStatus    `json:"database"`
+	Calls         callStats         `json:"calls"`
 	Tools         int               `json:"tools"`
-	Caller        Caller            `json:"caller"`
-	Device        DeviceCaps        `json:"device"`
+	Caller        caller            `json:"caller"`
+	Device        deviceCaps        `json:"device"`
 	Recent        []AuditEntry      `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first; empty unless you may read the audit trail (problems says why)"`
-	Problems      ProblemCounts     `json:"problems" jsonschema:"denied or failed calls lately, counted for every caller"`
-	Sampling      SamplingStatus    `json:"sampling"`
-	Upstreams     []UpstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
-	LastUpdate    *LastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
-	HTTP          *HTTPStatus       `json:"http,omitempty" jsonschema:"the Streamable HTTP endpoint, when it serves"`
+	Problems      problemCounts     `json:"problems" jsonschema:"denied or failed calls lately, counted for every caller"`
+	Sampling      samplingStatus    `json:"sampling"`
+	Upstreams     []upstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
+	LastUpdate    *lastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
+	HTTP          *httpStatus       `json:"http,omitempty" jsonschema:"the Streamable HTTP endpoint, when it serves"`
 }
 
-// ProblemCounts counts the denied or failed calls of the last hour and day.
+// problemCounts counts the denied or failed calls of the last hour and day.
 // Who made them, from where and why is the audit trail's: a caller who may
 // not read logs_get_recent_audit_logs gets the counts and, in Withheld, why
 // recent_problems is empty and who may read it.
-type ProblemCounts struct {
+type problemCounts struct {
 	LastHour int    `json:"last_hour"`
 	LastDay  int    `json:"last_day"`
 	Withheld string `json:"withheld,omitempty" jsonschema:"why recent_problems is empty for you, and which tool and role show the records"`
 }
 
-// SamplingStatus is the metrics history at a glance.
-type SamplingStatus struct {
-	Jobs          []JobEntry `json:"jobs"`
+// samplingStatus is the metrics history at a glance.
+type samplingStatus struct {
+	Jobs          []jobEntry `json:"jobs"`
 	SamplesTaken  int64      `json:"samples_taken" jsonschema:"since the agent started"`
 	LastFlush     string     `json:"last_flush,omitempty"`
 	FlushError    string     `json:"flush_error,omitempty"`
 	FlushInterval string     `json:"flush_interval"`
 }
 
-// HelperStatus is the root helper as the agent sees it.
-type HelperStatus struct {
+// helperStatus is the root helper as the agent sees it.
+type helperStatus struct {
 	Reachable bool   `json:"reachable"`
 	Version   string `json:"version,omitempty"`
 	PID       int    `json:"pid,omitempty"`
@@ -71,8 +71,8 @@ type HelperStatus struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// AuditStatus counts the audit trail and says whether it still holds.
-type AuditStatus struct {
+// auditStatus counts the audit trail and says whether it still holds.
+type auditStatus struct {
 	Records  int    `json:"records"`
 	Denied   int    `json:"denied"`
 	Errors   int    `json:"errors"`
@@ -92,14 +92,14 @@ type AuditStatus struct {
 	WitnessError string `json:"witness_error,omitempty"`
 }
 
-// DatabaseStatus is the bbolt file.
-type DatabaseStatus struct {
+// databaseStatus is the bbolt file.
+type databaseStatus struct {
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
 }
 
-// CallStats counts tool calls since start.
-type CallStats struct {
+// callStats counts tool calls since start.
+type callStats struct {
 	Total  int64 `json:"total"`
 	Failed int64 `json:"failed"`
 }
@@ -135,7 +135,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 	s := ServerStatus{
 		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
 		UptimeSeconds: int64(time.Since(a.started).Seconds()),
-		Caller:        Caller{Principal: p.Name, Role: p.Role.String()},
+		Caller:        caller{Principal: p.Name, Role: p.Role.String()},
 		ConfigSummary: map[string]any{
 			"socket": cfg.Agent.Socket, "helper_socket": cfg.Helper.Socket, "state": cfg.Agent.State,
 			"dotted_names": cfg.Agent.ExposeDottedNames, "record_reads": cfg.Audit.RecordReads,
@@ -146,21 +146,21 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 			// more per reload (SIGHUP, manage_config_apply).
 			"generation": l.gen, "loaded_at": l.at.UTC().Format(time.RFC3339),
 		},
-		Helper:   HelperStatus{Socket: cfg.Helper.Socket},
-		Database: DatabaseStatus{Path: a.store.Path()},
+		Helper:   helperStatus{Socket: cfg.Helper.Socket},
+		Database: databaseStatus{Path: a.store.Path()},
 		HTTP:     a.doors.HTTPStatus(),
 	}
 	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
 		s.Helper.Error = err.Error()
 	} else {
-		s.Helper = HelperStatus{Reachable: true, Version: st.Helper, PID: st.PID, Backend: st.Backend,
+		s.Helper = helperStatus{Reachable: true, Version: st.Helper, PID: st.PID, Backend: st.Backend,
 			StartedAt: st.StartedAt.UTC().Format(time.RFC3339), Socket: a.conf().Helper.Socket}
 	}
 	total, denied, errs, last, err := a.store.AuditCounts()
 	if err != nil {
 		return s, err
 	}
-	s.Audit = AuditStatus{Records: total, Denied: denied, Errors: errs}
+	s.Audit = auditStatus{Records: total, Denied: denied, Errors: errs}
 	if total > 0 {
 		s.Audit.LastTime = last.Time.UTC().Format(time.RFC3339)
 		s.Audit.LastSeq = last.Seq
@@ -190,7 +190,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		return s, err
 	}
 	taken, flushed, ferr := a.sampler.Stats()
-	s.Sampling = SamplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.conf().Metrics.FlushInterval.D().String()}
+	s.Sampling = samplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.conf().Metrics.FlushInterval.D().String()}
 	if !flushed.IsZero() {
 		s.Sampling.LastFlush = flushed.UTC().Format(time.RFC3339)
 	}
@@ -232,7 +232,7 @@ func (a *Agent) nameFor(p identity.Principal, name string) string {
 }
 
 // jobsFor is the sampling jobs as p may see them.
-func (a *Agent) jobsFor(p identity.Principal) (JobList, error) {
+func (a *Agent) jobsFor(p identity.Principal) (jobList, error) {
 	l, err := a.listJobs()
 	for i := range l.Jobs {
 		if !l.Jobs[i].Default { // the default job's is "config", no principal
@@ -246,8 +246,8 @@ func (a *Agent) jobsFor(p identity.Principal) (JobList, error) {
 // calls: counts of the last hour and day for every caller, the records
 // themselves (who, from where, why) only for a caller who may read the
 // audit trail.
-func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, ProblemCounts, error) {
-	var pc ProblemCounts
+func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, problemCounts, error) {
+	var pc problemCounts
 	now := time.Now()
 	for _, w := range []struct {
 		n    *int
@@ -271,8 +271,8 @@ func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, ProblemCount
 	return entriesOf(recs), pc, nil
 }
 
-// QueuedJob is one entry of the jobs queue, whatever its kind.
-type QueuedJob struct {
+// queuedJob is one entry of the jobs queue, whatever its kind.
+type queuedJob struct {
 	JobID     string `json:"job_id"`
 	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert, power, os_update or self_update"`
 	Status    string `json:"status"`
@@ -284,7 +284,7 @@ type QueuedJob struct {
 
 // JobsOut is manage.list_jobs.
 type JobsOut struct {
-	Jobs       []QueuedJob `json:"jobs"`
+	Jobs       []queuedJob `json:"jobs"`
 	TotalCount int         `json:"total_count"`
 }
 
@@ -345,17 +345,17 @@ func (a *Agent) registerJobs() {
 }
 
 func (a *Agent) queuedJobs() (JobsOut, error) {
-	out := JobsOut{Jobs: []QueuedJob{}}
+	out := JobsOut{Jobs: []queuedJob{}}
 	if pj, ok, err := a.store.PendingPower(); err != nil {
 		return out, err
 	} else if ok {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
+		out.Jobs = append(out.Jobs, queuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
 			Summary: fmt.Sprintf("%s at %s", pj.Action, pj.At.UTC().Format(time.RFC3339)), CreatedBy: pj.Principal, Cancel: "the " + pj.Action + " is called off"})
 	}
 	if uj, ok, err := a.store.PendingUpdate(); err != nil {
 		return out, err
 	} else if ok {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: uj.ID, Kind: "self_update", Status: "running",
+		out.Jobs = append(out.Jobs, queuedJob{JobID: uj.ID, Kind: "self_update", Status: "running",
 			Summary: fmt.Sprintf("raspi-mcp %s to %s from %s", uj.From, uj.To, uj.Channel), CreatedBy: uj.Principal,
 			Cancel: "cannot be cancelled: it ends by itself, and rolls back if the new version is not healthy"})
 	}
@@ -364,7 +364,7 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 		return out, err
 	}
 	for _, r := range reverts {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: fmt.Sprintf("%s%d", gpioJobPrefix, r.Pin), Kind: "gpio_revert", Status: "waiting",
+		out.Jobs = append(out.Jobs, queuedJob{JobID: fmt.Sprintf("%s%d", gpioJobPrefix, r.Pin), Kind: "gpio_revert", Status: "waiting",
 			Due: r.Due.UTC().Format(time.RFC3339), Summary: fmt.Sprintf("GPIO%d back to %s", r.Pin, level(&r.Value)), CreatedBy: r.Principal,
 			Cancel: "the pin reverts now"})
 	}
@@ -373,7 +373,7 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 		return out, err
 	}
 	for _, j := range sampling.Jobs {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
+		out.Jobs = append(out.Jobs, queuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
 			Summary: fmt.Sprintf("every %d s, kept %d h, %d samples", j.IntervalSeconds, j.RetentionHours, j.Samples), Cancel: "sampling stops; samples stay"})
 	}
 	out.Jobs = append(out.Jobs, a.osJobs()...)
@@ -386,7 +386,7 @@ func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in CancelJobIn) (Ca
 	if err != nil {
 		return CancelJobOut{}, err
 	}
-	i := slices.IndexFunc(list.Jobs, func(j QueuedJob) bool { return j.JobID == in.JobID })
+	i := slices.IndexFunc(list.Jobs, func(j queuedJob) bool { return j.JobID == in.JobID })
 	if i < 0 {
 		return CancelJobOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
 			Suggest(tool.SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})

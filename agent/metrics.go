@@ -38,9 +38,9 @@ type StopJobIn struct {
 	tool.GuardArgs
 }
 
-// JobStatus is a sampling job's id, interval, retention and state, the result
+// jobStatus is a sampling job's id, interval, retention and state, the result
 // of starting or stopping one (the tool catalog's SamplingJobStatus, spec 002 §4.2).
-type JobStatus struct {
+type jobStatus struct {
 	JobID           string `json:"job_id"`
 	IntervalSeconds int    `json:"interval_seconds,omitempty"`
 	RetentionHours  int    `json:"retention_hours,omitempty"`
@@ -48,13 +48,13 @@ type JobStatus struct {
 	DryRun          bool   `json:"dry_run,omitempty"`
 }
 
-// JobList lists the sampling jobs.
-type JobList struct {
-	Jobs []JobEntry `json:"jobs"`
+// jobList lists the sampling jobs.
+type jobList struct {
+	Jobs []jobEntry `json:"jobs"`
 }
 
-// JobEntry is one job with what it has gathered.
-type JobEntry struct {
+// jobEntry is one job with what it has gathered.
+type jobEntry struct {
 	JobID             string  `json:"job_id"`
 	IntervalSeconds   int     `json:"interval_seconds"`
 	RetentionHours    int     `json:"retention_hours"`
@@ -79,9 +79,9 @@ type SamplesIn struct {
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
 }
 
-// SampleOut is one stored sample: time, CPU, memory, disk and temperature
+// sampleRecord is one stored sample: time, CPU, memory, disk and temperature
 // (tool catalog, spec 002 §4.3), with additive fields.
-type SampleOut struct {
+type sampleRecord struct {
 	Timestamp       string   `json:"timestamp"`
 	CPUUsagePercent float64  `json:"cpu_usage_percent"`
 	MemoryUsedBytes uint64   `json:"memory_used_bytes"`
@@ -95,12 +95,12 @@ type SampleOut struct {
 
 // SamplesOut is one page.
 type SamplesOut struct {
-	JobID         string      `json:"job_id"`
-	Samples       []SampleOut `json:"samples"`
-	ReturnedCount int         `json:"returned_count"`
-	HasMore       bool        `json:"has_more"`
-	NextCursor    string      `json:"next_cursor,omitempty"`
-	Truncated     bool        `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
+	JobID         string         `json:"job_id"`
+	Samples       []sampleRecord `json:"samples"`
+	ReturnedCount int            `json:"returned_count"`
+	HasMore       bool           `json:"has_more"`
+	NextCursor    string         `json:"next_cursor,omitempty"`
+	Truncated     bool           `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
 }
 
 // HistoryIn is metrics.query_history: metric names, a time range and a
@@ -124,7 +124,7 @@ var historySpelling = tool.Renames(map[string]string{"metrics": "metric_names", 
 // and the range and resolution (the tool catalog's example, spec 002 §2.6.3),
 // with how it was computed.
 type HistoryOut struct {
-	Metrics             map[string][]HistoryPoint `json:"metrics" jsonschema:"per metric name, its points oldest first; a bucket without samples has no point"`
+	Metrics             map[string][]historyPoint `json:"metrics" jsonschema:"per metric name, its points oldest first; a bucket without samples has no point"`
 	StartTime           string                    `json:"start_time"`
 	EndTime             string                    `json:"end_time"`
 	Resolution          string                    `json:"resolution" jsonschema:"bucket size used, such as 1m"`
@@ -136,8 +136,8 @@ type HistoryOut struct {
 	Note                string                    `json:"note,omitempty"`
 }
 
-// HistoryPoint is one bucket: its start and its aggregated value.
-type HistoryPoint struct {
+// historyPoint is one bucket: its start and its aggregated value.
+type historyPoint struct {
 	Timestamp string  `json:"timestamp"`
 	Value     float64 `json:"value"`
 }
@@ -155,13 +155,13 @@ type SummaryOut struct {
 	Start     string       `json:"start"`
 	End       string       `json:"end"`
 	Samples   int          `json:"samples"`
-	Stats     []StatOut    `json:"stats"`
-	Episodes  []EpisodeOut `json:"episodes"`
-	Anomalies []AnomalyOut `json:"anomalies"`
+	Stats     []statOut    `json:"stats"`
+	Episodes  []episodeOut `json:"episodes"`
+	Anomalies []anomalyOut `json:"anomalies"`
 }
 
-// StatOut is one metric over the window.
-type StatOut struct {
+// statOut is one metric over the window.
+type statOut struct {
 	Metric string  `json:"metric"`
 	Min    float64 `json:"min"`
 	Avg    float64 `json:"avg"`
@@ -170,8 +170,8 @@ type StatOut struct {
 	Last   float64 `json:"last"`
 }
 
-// EpisodeOut is a stretch with a firmware flag set.
-type EpisodeOut struct {
+// episodeOut is a stretch with a firmware flag set.
+type episodeOut struct {
 	Kind            string `json:"kind" jsonschema:"under_voltage, throttled, freq_capped or soft_temp_limit"`
 	Start           string `json:"start"`
 	End             string `json:"end"`
@@ -179,8 +179,8 @@ type EpisodeOut struct {
 	BetweenSamples  bool   `json:"between_samples" jsonschema:"no sample saw it: the firmware's since-boot flag turned on between start and end"`
 }
 
-// AnomalyOut is something worth a look.
-type AnomalyOut struct {
+// anomalyOut is something worth a look.
+type anomalyOut struct {
 	Metric  string  `json:"metric"`
 	Time    string  `json:"time"`
 	Value   float64 `json:"value"`
@@ -193,18 +193,18 @@ func (a *Agent) registerMetrics() {
 	tool.Add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	jobsGate := config.SwitchMetricsJobs
-	tool.Add(a.tools, tool.Spec[StartJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[StartJobIn, jobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Props:       []tool.Prop{tool.P("interval_seconds", tool.Min(5), tool.Max(3600)), tool.P("retention_hours", tool.Min(1), tool.Max(168), tool.Default(24))},
 		Example:     &StartJobIn{IntervalSeconds: 10},
 		Run:         a.startJob,
-		Summary: func(_ StartJobIn, o JobStatus) string {
+		Summary: func(_ StartJobIn, o jobStatus) string {
 			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[StopJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[StopJobIn, jobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
 		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
@@ -212,14 +212,14 @@ func (a *Agent) registerMetrics() {
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &StopJobIn{JobID: "job-nope"}, // no such job: stops nothing
 		Run:         a.stopJob,
-		Summary:     func(_ StopJobIn, o JobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
+		Summary:     func(_ StopJobIn, o jobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
 	})
-	tool.Add(a.tools, tool.Spec[NoArgs, JobList]{
+	tool.Add(a.tools, tool.Spec[NoArgs, jobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(_ context.Context, c *tool.Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
-		Summary: func(_ NoArgs, l JobList) string {
+		Run:         func(_ context.Context, c *tool.Call, _ NoArgs) (jobList, error) { return a.jobsFor(c.Principal) },
+		Summary: func(_ NoArgs, l jobList) string {
 			run := 0
 			for _, j := range l.Jobs {
 				if j.Status == "running" {
@@ -272,48 +272,48 @@ func (a *Agent) registerMetrics() {
 	})
 }
 
-func (a *Agent) startJob(ctx context.Context, c *tool.Call, in StartJobIn) (JobStatus, error) {
+func (a *Agent) startJob(ctx context.Context, c *tool.Call, in StartJobIn) (jobStatus, error) {
 	if c.DryRun {
-		return JobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
+		return jobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
 	}
 	j, err := a.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
 	if errors.Is(err, errTooManyJobs) {
-		return JobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
+		return jobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
 			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
 	}
 	if err != nil {
-		return JobStatus{}, err
+		return jobStatus{}, err
 	}
-	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
+	return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) stopJob(_ context.Context, c *tool.Call, in StopJobIn) (JobStatus, error) {
+func (a *Agent) stopJob(_ context.Context, c *tool.Call, in StopJobIn) (jobStatus, error) {
 	j, err := a.sampler.db.GetJob(in.JobID)
 	if errors.Is(err, store.ErrJobNotFound) {
-		return JobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
+		return jobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
 			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
 	}
 	if err != nil {
-		return JobStatus{}, err
+		return jobStatus{}, err
 	}
 	if c.DryRun {
-		return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, DryRun: true}, nil
+		return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, DryRun: true}, nil
 	}
 	if j, err = a.sampler.StopJob(in.JobID); err != nil {
-		return JobStatus{}, err
+		return jobStatus{}, err
 	}
-	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
+	return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) listJobs() (JobList, error) {
+func (a *Agent) listJobs() (jobList, error) {
 	infos, err := a.sampler.Jobs()
 	if err != nil {
-		return JobList{}, err
+		return jobList{}, err
 	}
-	out := JobList{Jobs: []JobEntry{}}
+	out := jobList{Jobs: []jobEntry{}}
 	now := time.Now()
 	for _, j := range infos {
-		e := JobEntry{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, Default: j.Default,
+		e := jobEntry{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, Default: j.Default,
 			CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC().Format(time.RFC3339), Samples: j.Samples, UnflushedSamples: j.Buffered}
 		if !j.First.IsZero() {
 			e.FirstSample = j.First.UTC().Format(time.RFC3339)
@@ -366,7 +366,7 @@ func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in SamplesIn) (Sampl
 		}
 		from = c
 	}
-	out := SamplesOut{JobID: job.ID, Samples: []SampleOut{}}
+	out := SamplesOut{JobID: job.ID, Samples: []sampleRecord{}}
 	size := 0
 	err = a.sampler.Scan(job.ID, from, until, func(s store.Sample) bool {
 		so := sampleOut(s)
@@ -384,8 +384,8 @@ func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in SamplesIn) (Sampl
 	return out, err
 }
 
-func sampleOut(s store.Sample) SampleOut {
-	o := SampleOut{Timestamp: s.Time.UTC().Format(time.RFC3339), CPUUsagePercent: r2(float64(s.CPUPercent)), MemoryUsedBytes: s.MemUsed,
+func sampleOut(s store.Sample) sampleRecord {
+	o := sampleRecord{Timestamp: s.Time.UTC().Format(time.RFC3339), CPUUsagePercent: r2(float64(s.CPUPercent)), MemoryUsedBytes: s.MemUsed,
 		DiskUsedBytes: s.DiskUsed, Load1: r2(float64(s.Load1))}
 	if s.MemTotal > 0 {
 		o.MemoryPercent = r2(float64(s.MemUsed) / float64(s.MemTotal) * 100)
@@ -433,7 +433,7 @@ func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in HistoryIn) (His
 	used := series.Fit(end.Sub(start), res, len(in.MetricNames), maxPoints)
 	out := HistoryOut{JobID: job.ID, StartTime: start.UTC().Format(time.RFC3339), EndTime: end.UTC().Format(time.RFC3339),
 		ResolutionRequested: in.Resolution, Resolution: series.FormatResolution(used), DataPoints: int((end.Sub(start) + used - 1) / used),
-		Aggregation: in.Aggregation, Coarsened: used != res, Metrics: map[string][]HistoryPoint{}}
+		Aggregation: in.Aggregation, Coarsened: used != res, Metrics: map[string][]historyPoint{}}
 	if out.Coarsened {
 		out.Note = fmt.Sprintf("%s over %s for %d metrics would exceed %d points; coarsened to %s", in.Resolution, end.Sub(start).Round(time.Second), len(in.MetricNames), maxPoints, out.Resolution)
 	}
@@ -452,9 +452,9 @@ func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in HistoryIn) (His
 	}
 	for i, d := range ds {
 		pts := d.Points()
-		hp := make([]HistoryPoint, 0, len(pts))
+		hp := make([]historyPoint, 0, len(pts))
 		for _, p := range pts {
-			hp = append(hp, HistoryPoint{Timestamp: p.Time.UTC().Format(time.RFC3339), Value: sig(p.Value)})
+			hp = append(hp, historyPoint{Timestamp: p.Time.UTC().Format(time.RFC3339), Value: sig(p.Value)})
 		}
 		out.Metrics[in.MetricNames[i]] = hp
 	}
@@ -501,25 +501,25 @@ func (a *Agent) summary(_ context.Context, _ *tool.Call, in SummaryIn) (SummaryO
 		return SummaryOut{}, err
 	}
 	out := SummaryOut{JobID: job.ID, Window: in.Window, Start: start.UTC().Format(time.RFC3339), End: end.UTC().Format(time.RFC3339),
-		Samples: len(samples), Stats: []StatOut{}, Episodes: []EpisodeOut{}, Anomalies: []AnomalyOut{}}
+		Samples: len(samples), Stats: []statOut{}, Episodes: []episodeOut{}, Anomalies: []anomalyOut{}}
 	for _, m := range summaryMetrics {
 		g, _ := series.Lookup(m)
 		st := series.StatsOf(m, samples, g)
 		if st.Count == 0 {
 			continue
 		}
-		out.Stats = append(out.Stats, StatOut{Metric: m, Min: sig(st.Min), Avg: sig(st.Avg), Max: sig(st.Max), P95: sig(st.P95), Last: sig(st.Last)})
+		out.Stats = append(out.Stats, statOut{Metric: m, Min: sig(st.Min), Avg: sig(st.Avg), Max: sig(st.Max), P95: sig(st.P95), Last: sig(st.Last)})
 	}
 	gap := 3 * time.Duration(job.IntervalSeconds) * time.Second
 	for _, e := range series.Episodes(samples, gap) {
-		out.Episodes = append(out.Episodes, EpisodeOut{Kind: e.Kind, Start: e.Start.UTC().Format(time.RFC3339), End: e.End.UTC().Format(time.RFC3339),
+		out.Episodes = append(out.Episodes, episodeOut{Kind: e.Kind, Start: e.Start.UTC().Format(time.RFC3339), End: e.End.UTC().Format(time.RFC3339),
 			DurationSeconds: int64(e.End.Sub(e.Start).Seconds()), BetweenSamples: e.Between})
 	}
 	if len(out.Episodes) > 20 {
 		out.Episodes = out.Episodes[len(out.Episodes)-20:]
 	}
 	for _, an := range series.Anomalies(samples, 5) {
-		out.Anomalies = append(out.Anomalies, AnomalyOut{Metric: an.Metric, Time: an.Time.UTC().Format(time.RFC3339), Value: an.Value, Message: an.Message})
+		out.Anomalies = append(out.Anomalies, anomalyOut{Metric: an.Metric, Time: an.Time.UTC().Format(time.RFC3339), Value: an.Value, Message: an.Message})
 	}
 	return out, nil
 }

@@ -30,22 +30,22 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	r.startSampler()
 	operator := Principal{Name: "op", Role: RoleOperate}
 
-	_, e := callAs[JobStatus](t, r, Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	_, e := callAs[jobStatus](t, r, Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
 	wantErr(t, e, CodePermissionDenied, nil) // a reader may not start a job
-	dry, e := callAs[JobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
+	dry, e := callAs[jobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
 	if e != nil || dry.Status != "created" || !dry.DryRun {
 		t.Fatalf("dry run: %+v %v", dry, e)
 	}
 	if jobs, _ := r.db.ListJobs(); len(jobs) != 0 {
 		t.Fatalf("dry run created %v", jobs)
 	}
-	job, e := callAs[JobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
+	job, e := callAs[jobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
 	if e != nil || job.Status != "running" || job.RetentionHours != 2 {
 		t.Fatalf("start: %+v %v", job, e)
 	}
 	id := job.JobID
-	firstJob := func() JobEntry {
-		l, e := callAs[JobList](t, r, admin, "metrics_list_sampling_jobs", nil)
+	firstJob := func() jobEntry {
+		l, e := callAs[jobList](t, r, admin, "metrics_list_sampling_jobs", nil)
 		if e != nil || len(l.Jobs) == 0 {
 			t.Fatalf("list jobs: %+v %v", l, e)
 		}
@@ -57,9 +57,9 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	if e != nil || got.ReturnedCount < 5 {
 		t.Fatalf("get_samples: %+v %v", got, e)
 	}
-	_, e = callAs[JobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
+	_, e = callAs[jobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
 	wantErr(t, e, CodeNotFound, nil)
-	stop, e := callAs[JobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
+	stop, e := callAs[jobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
 	if e != nil || stop.Status != "stopped" {
 		t.Fatalf("stop: %+v %v", stop, e)
 	}
@@ -89,7 +89,7 @@ func TestSamplingJobLifecycle(t *testing.T) {
 
 func TestJobsSwitchedOffByDefault(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Metrics.Jobs = false; c.Metrics.DefaultJob = false })
-	_, e := callAs[JobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	_, e := callAs[jobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
 	wantErr(t, e, CodePermissionDenied, nil)
 	if !strings.Contains(fmt.Sprint(*e), "[metrics] jobs") { // the switch is named somewhere in the error
 		t.Fatalf("%+v", *e)
@@ -103,12 +103,12 @@ func TestJobsResumeAfterRestartAndDefaultJob(t *testing.T) {
 	if len(jobs) != 1 || !jobs[0].Default || jobs[0].IntervalSeconds != 10 || jobs[0].RetentionHours != 48 {
 		t.Fatalf("default job: %+v", jobs)
 	}
-	started, e := callAs[JobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	started, e := callAs[jobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
 	if e != nil {
 		t.Fatal(e)
 	}
 	extra := started.JobID
-	if _, e := callAs[JobStatus](t, r, admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID}); e != nil {
+	if _, e := callAs[jobStatus](t, r, admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID}); e != nil {
 		t.Fatal(e)
 	}
 	waitFor(t, "a flush", 5*time.Second, func() bool {
@@ -121,7 +121,7 @@ func TestJobsResumeAfterRestartAndDefaultJob(t *testing.T) {
 	before, _ := r.db.SampleStats(extra)
 	// A new sampler on the same file: the running job resumes, the stopped
 	// default job stays stopped and is not created again.
-	s2 := NewSampler(r.db, sysinfo.NewSim(sysinfo.SimOptions{}), r.cfg.Metrics, r.a.log)
+	s2 := newSampler(r.db, sysinfo.NewSim(sysinfo.SimOptions{}), r.cfg.Metrics, r.a.log)
 	s2.unit, s2.cfg.FlushInterval = 10*time.Millisecond, config.Duration(50*time.Millisecond)
 	if err := s2.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
 		times: []time.Time{t0, t0.Add(10 * time.Second), t0.Add(20 * time.Second), t0.Add(120 * time.Second), t0.Add(130 * time.Second)},
 		rx:    []uint64{4294966000, 4294967000, 704, 5000, 15000}, // wraps at 2^32 between 10 s and 20 s
 	}
-	smp := NewSampler(r.db, fb, r.cfg.Metrics, r.a.log)
+	smp := newSampler(r.db, fb, r.cfg.Metrics, r.a.log)
 	var prev *sysinfo.Counters
 	var got []store.Sample
 	for i := range fb.times {
@@ -413,6 +413,6 @@ func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	diff(t, "wlan0 rx points", []HistoryPoint{{Timestamp: t0.Format(time.RFC3339), Value: 100}, {Timestamp: t0.Add(2 * time.Minute).Format(time.RFC3339), Value: 1000}},
+	diff(t, "wlan0 rx points", []historyPoint{{Timestamp: t0.Format(time.RFC3339), Value: 100}, {Timestamp: t0.Add(2 * time.Minute).Format(time.RFC3339), Value: 1000}},
 		sc.Metrics["net.wlan0.rx_bytes_per_sec"])
 }

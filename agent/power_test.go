@@ -28,7 +28,7 @@ func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
 	}
 	jobs, _ := callAs[JobsOut](t, r, operator, "manage_list_jobs", map[string]any{})
 	effect := "the reboot is called off"
-	diff(t, "jobs", JobsOut{TotalCount: 1, Jobs: []QueuedJob{{JobID: o.JobID, Kind: "power", Status: "scheduled",
+	diff(t, "jobs", JobsOut{TotalCount: 1, Jobs: []queuedJob{{JobID: o.JobID, Kind: "power", Status: "scheduled",
 		Summary: "reboot at " + due, Due: due, CreatedBy: "op", Cancel: effect}}}, jobs)
 
 	c, _ := callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID, "dry_run": true})

@@ -73,7 +73,7 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 	}
 	if busyCPU <= 0 || busyAt < 0 || sleepAt < 0 || busyAt > sleepAt {
 		t.Errorf("busy loop %d at %d with %v%% CPU, sleeper at %d: %v", busy.Process.Pid, busyAt, busyCPU, sleepAt,
-			pluck(sc.Processes, func(p ProcessSummary) string { return p.Name }))
+			pluck(sc.Processes, func(p processSummary) string { return p.Name }))
 	}
 
 	// Pages: limit and offset walk the same order.
@@ -115,7 +115,7 @@ func TestProcessDetailsRedactsSecrets(t *testing.T) {
 	c := child(t, []string{"MY_API_KEY=s3cret", "DATABASE_URL=postgres://u:pw@db/x", "GREETING=hello"}, "sleep", "300")
 	waitFor(t, "child env", 2*time.Second, func() bool { return alive(c.Process.Pid) })
 	res := r.call(t, admin, "process_get_process_details", map[string]any{"pid": c.Process.Pid})
-	sc, e := decodeResult[ProcessDetail](t, res)
+	sc, e := decodeResult[processDetail](t, res)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -123,12 +123,12 @@ func TestProcessDetailsRedactsSecrets(t *testing.T) {
 	if env["GREETING"] != "hello" || env["MY_API_KEY"] == "s3cret" || env["DATABASE_URL"] == "postgres://u:pw@db/x" {
 		t.Fatalf("environment not redacted: %v", env)
 	}
-	// A typed CPUTimes cannot tell absent from zero (a new sleep has used
+	// A typed cpuTimes cannot tell absent from zero (a new sleep has used
 	// none), so that cpu_times is there is read from the wire.
 	if sc.Name != "sleep" || !strings.Contains(asJSON(t, res.StructuredContent), `"cpu_times":{`) {
 		t.Fatalf("details: %+v", sc)
 	}
-	_, e = callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 4000000})
+	_, e = callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 4000000})
 	wantErr(t, e, CodeNotFound, nil) // missing pid
 }
 
@@ -222,7 +222,7 @@ func TestProcessDetailsReadsOneProcess(t *testing.T) {
 	r.a.cpu.read = func(ctx context.Context) (procs.Snapshot, error) { tables.Add(1); return read(ctx) }
 	const ffmpeg = 1342 // the simulated board's busy process: 0.87 of a core
 	check := func(when string) {
-		sc, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
+		sc, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
 		if e != nil {
 			t.Fatalf("%s: %v", when, e)
 		}

@@ -53,10 +53,10 @@ func TestAToolPanicCostsOnlyItsCall(t *testing.T) {
 			t.Fatalf("the panic reached the client: %s", e.Message)
 		}
 	}
-	if _, e := callAs[BasicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
+	if _, e := callAs[basicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
 		t.Fatalf("after the panics, on the same session: %+v", e)
 	}
-	if _, e := callAs[BasicInfo](t, r, reader, "system_get_basic_info", nil); e != nil {
+	if _, e := callAs[basicInfo](t, r, reader, "system_get_basic_info", nil); e != nil {
 		t.Fatalf("after the panics, another session: %+v", e)
 	}
 	audit, e := callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", map[string]any{"tool": "system_explode"})
@@ -93,7 +93,7 @@ func TestARequestPanicCostsOnlyThatRequest(t *testing.T) {
 	if json.Unmarshal(we.Data, &data) != nil || data.ErrorCode != CodeInternal {
 		t.Fatalf("data %s, want error_code %s", we.Data, CodeInternal)
 	}
-	if _, e := callAs[BasicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
+	if _, e := callAs[basicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
 		t.Fatalf("after the panic, on the same session: %+v", e)
 	}
 	if !loggedError(r, "request panicked", "method=prompts/get", "prompt bug", "recover_test.go") {

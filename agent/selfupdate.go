@@ -38,9 +38,9 @@ type UpdateServerIn struct {
 	tool.GuardArgs
 }
 
-// CommonStatus is the tool catalog's status of a long-running operation
+// commonStatus is the tool catalog's status of a long-running operation
 // (spec 002 §8.4): pending, running, succeeded or failed.
-type CommonStatus struct {
+type commonStatus struct {
 	Status     string `json:"status" jsonschema:"pending, running, succeeded or failed"`
 	StartedAt  string `json:"started_at,omitempty"`
 	FinishedAt string `json:"finished_at,omitempty"`
@@ -51,7 +51,7 @@ type CommonStatus struct {
 type UpdateServerOut struct {
 	OldVersion           string       `json:"old_version,omitempty" jsonschema:"the installed version"`
 	NewVersion           string       `json:"new_version,omitempty" jsonschema:"the version to install"`
-	Status               CommonStatus `json:"status"`
+	Status               commonStatus `json:"status"`
 	Channel              string       `json:"channel"`
 	Downgrade            bool         `json:"downgrade,omitempty"`
 	DownloadBytes        int64        `json:"download_bytes,omitempty" jsonschema:"the package's size as the repository states it"`
@@ -62,12 +62,12 @@ type UpdateServerOut struct {
 	Plan                 []string     `json:"plan,omitempty"`
 }
 
-// LastUpdateStatus is manage.get_server_status's last_update: the catalog's
+// lastUpdateStatus is manage.get_server_status's last_update: the catalog's
 // common status with the versions, and the outcome (succeeded, failed:
 // nothing changed or even the rollback failed, rolled_back: the previous
 // version is running again) with its reason.
-type LastUpdateStatus struct {
-	CommonStatus
+type lastUpdateStatus struct {
+	commonStatus
 	JobID   string `json:"job_id"`
 	From    string `json:"from"`
 	To      string `json:"to"`
@@ -136,7 +136,7 @@ func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerI
 		versions[i] = o.Version
 	}
 	out := UpdateServerOut{OldVersion: plan.Installed, Channel: in.Channel, Restarts: plan.Restarts,
-		HealthTimeoutSeconds: int(plan.HealthTimeout.Seconds()), Status: CommonStatus{Status: "pending"}}
+		HealthTimeoutSeconds: int(plan.HealthTimeout.Seconds()), Status: commonStatus{Status: "pending"}}
 	var target proto.PackageCandidate
 	switch {
 	case len(offered) == 0:
@@ -230,7 +230,7 @@ func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in UpdateServ
 	if w.a.mode == "sim" {
 		what = "the simulated package manager swaps the version, then this agent checks itself as the new one"
 	}
-	out.Status = CommonStatus{Status: "running", StartedAt: resp.Run.Started.UTC().Format(time.RFC3339),
+	out.Status = commonStatus{Status: "running", StartedAt: resp.Run.Started.UTC().Format(time.RFC3339),
 		Message: fmt.Sprintf("the updater runs as %s; %s", resp.Run.Unit, what)}
 	return out, nil
 }
@@ -348,18 +348,18 @@ func (a *Agent) startupCheck(ctx context.Context, fault string) (healthy bool, r
 
 // lastUpdate is manage.get_server_status's last_update: the update under
 // way, else how the latest one ended; nil if there never was one.
-func (a *Agent) lastUpdate() (*LastUpdateStatus, error) {
+func (a *Agent) lastUpdate() (*lastUpdateStatus, error) {
 	if j, ok, err := a.store.PendingUpdate(); err != nil {
 		return nil, err
 	} else if ok {
-		return &LastUpdateStatus{CommonStatus: CommonStatus{Status: "running", StartedAt: j.Started.Format(time.RFC3339)},
+		return &lastUpdateStatus{commonStatus: commonStatus{Status: "running", StartedAt: j.Started.Format(time.RFC3339)},
 			JobID: j.ID, From: j.From, To: j.To}, nil
 	}
 	l, ok, err := a.store.LastSelfUpdate()
 	if err != nil || !ok {
 		return nil, err
 	}
-	s := &LastUpdateStatus{CommonStatus: CommonStatus{Status: "failed", StartedAt: l.Started.Format(time.RFC3339),
+	s := &lastUpdateStatus{commonStatus: commonStatus{Status: "failed", StartedAt: l.Started.Format(time.RFC3339),
 		FinishedAt: l.Finished.Format(time.RFC3339), Message: l.Reason}, JobID: l.ID, From: l.From, To: l.To, Outcome: l.Outcome, Reason: l.Reason}
 	if l.Outcome == selfupdate.PhaseSucceeded {
 		s.Status, s.Message = "succeeded", fmt.Sprintf("raspi-mcp %s is running", l.To)

@@ -20,10 +20,10 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// ServiceSummary is one systemd service as service.list_services lists it:
+// serviceSummary is one systemd service as service.list_services lists it:
 // name, state, sub-state, enablement, main pid and resource use (spec 002
 // addendum §2.1), plus whether this device lets the caller change the unit.
-type ServiceSummary struct {
+type serviceSummary struct {
 	Name          string   `json:"name"`
 	DisplayName   string   `json:"display_name,omitempty"`
 	Status        string   `json:"status"`
@@ -56,7 +56,7 @@ type ServiceListIn struct {
 
 // ServiceListOut is one page of services.
 type ServiceListOut struct {
-	Services      []ServiceSummary `json:"services"`
+	Services      []serviceSummary `json:"services"`
 	TotalCount    int              `json:"total_count"`
 	ReturnedCount int              `json:"returned_count"`
 	HasMore       bool             `json:"has_more"`
@@ -75,9 +75,9 @@ type ServiceStatusIn struct {
 	LogLines    int    `json:"log_lines,omitempty" jsonschema:"how many of the unit's latest journal lines to include"`
 }
 
-// Dependencies of a unit: what it requires, wants and orders itself against,
+// dependencies of a unit: what it requires, wants and orders itself against,
 // and what requires or wants it (service.get_status, spec 002 addendum §2.2).
-type Dependencies struct {
+type dependencies struct {
 	Requires   []string `json:"requires"`
 	Wants      []string `json:"wants"`
 	RequiredBy []string `json:"required_by"`
@@ -86,18 +86,18 @@ type Dependencies struct {
 	Before     []string `json:"before"`
 }
 
-// LogLine is one journal line of a unit.
-type LogLine struct {
+// logLine is one journal line of a unit.
+type logLine struct {
 	Timestamp string `json:"timestamp"`
 	Level     string `json:"level"`
 	Message   string `json:"message"`
 }
 
-// ServiceDetail is service.get_status: the summary plus the unit file,
+// serviceDetail is service.get_status: the summary plus the unit file,
 // commands, user, environment, restart policy, dependencies and recent logs
 // (spec 002 addendum §2.2).
-type ServiceDetail struct {
-	ServiceSummary
+type serviceDetail struct {
+	serviceSummary
 	UnitFilePath     string            `json:"unit_file_path,omitempty"`
 	FragmentPath     string            `json:"fragment_path,omitempty"`
 	ExecStart        []string          `json:"exec_start"`
@@ -107,9 +107,9 @@ type ServiceDetail struct {
 	Group            string            `json:"group,omitempty"`
 	Environment      map[string]string `json:"environment" jsonschema:"values of secret-looking keys are redacted"`
 	RestartPolicy    string            `json:"restart_policy,omitempty"`
-	Dependencies     Dependencies      `json:"dependencies"`
+	Dependencies     dependencies      `json:"dependencies"`
 	ActiveDependents []string          `json:"active_dependents" jsonschema:"active units that need this one: stopping it affects them"`
-	RecentLogs       []LogLine         `json:"recent_logs"`
+	RecentLogs       []logLine         `json:"recent_logs"`
 	LogsNote         string            `json:"logs_note,omitempty"`
 }
 
@@ -149,8 +149,8 @@ type ServiceEnableIn struct {
 	tool.GuardArgs
 }
 
-// FileChange is one symlink systemd created or removed.
-type FileChange struct {
+// fileChange is one symlink systemd created or removed.
+type fileChange struct {
 	Type        string `json:"type"`
 	File        string `json:"file"`
 	Destination string `json:"destination,omitempty"`
@@ -162,7 +162,7 @@ type ServiceEnableOut struct {
 	Enabled               bool         `json:"enabled"`
 	UnitFileState         string       `json:"unit_file_state"`
 	PreviousUnitFileState string       `json:"previous_unit_file_state"`
-	Changes               []FileChange `json:"changes"`
+	Changes               []fileChange `json:"changes"`
 	Warnings              []string     `json:"warnings" jsonschema:"from validating the unit file first"`
 	DryRun                bool         `json:"dry_run,omitempty"`
 	Plan                  []string     `json:"plan,omitempty"`
@@ -225,7 +225,7 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ServiceStatusIn, ServiceDetail]{
+	tool.Add(a.tools, tool.Spec[ServiceStatusIn, serviceDetail]{
 		ID: "service.get_status", Title: "Service status",
 		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -233,7 +233,7 @@ func (a *Agent) registerService() {
 		OutProps:    []tool.Prop{tool.P("status", tool.Enum(serviceStatuses...))},
 		Example:     &ServiceStatusIn{ServiceName: "nginx.service"},
 		Run:         a.serviceStatus,
-		Summary: func(_ ServiceStatusIn, d ServiceDetail) string {
+		Summary: func(_ ServiceStatusIn, d serviceDetail) string {
 			s := fmt.Sprintf("%s is %s (%s)", d.Name, d.Status, d.SubStatus)
 			if d.PID > 0 {
 				s += fmt.Sprintf(", pid %d", d.PID)
@@ -349,8 +349,8 @@ func enabledState(s string) bool {
 	return s == "enabled" || s == "enabled-runtime" || s == "alias"
 }
 
-func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) ServiceSummary {
-	s := ServiceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
+func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) serviceSummary {
+	s := serviceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
 		PID: u.MainPID, MemoryBytes: u.MemoryBytes, RestartCount: u.Restarts, UnitFileState: u.UnitFileState, Description: u.Description,
 		DisplayName: u.Description, CanStart: u.CanStart, CanStop: u.CanStop, CanReload: u.CanReload,
 		Changeable: a.conf().Service.Control && config.UnitMatches(a.conf().Service.Allow, u.Name)}
@@ -383,8 +383,8 @@ func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in ServiceListIn
 	}
 	now := time.Now()
 	cpu := a.unitCPU.percents(now, list)
-	out := ServiceListOut{Services: []ServiceSummary{}, Failed: []string{}}
-	var match []ServiceSummary
+	out := ServiceListOut{Services: []serviceSummary{}, Failed: []string{}}
+	var match []serviceSummary
 	for _, u := range list {
 		s := a.summaryOf(u, cpu, now)
 		if s.Status == "failed" {
@@ -413,24 +413,24 @@ func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in ServiceListIn
 	return out, nil
 }
 
-func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatusIn) (ServiceDetail, error) {
+func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatusIn) (serviceDetail, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
-		return ServiceDetail{}, err
+		return serviceDetail{}, err
 	}
 	d, err := a.units.Get(ctx, name)
 	if err != nil {
-		return ServiceDetail{}, a.unitErr(name, err)
+		return serviceDetail{}, a.unitErr(name, err)
 	}
 	deps, err := a.units.ActiveDependents(ctx, name)
 	if err != nil {
-		return ServiceDetail{}, a.unitErr(name, err)
+		return serviceDetail{}, a.unitErr(name, err)
 	}
 	now := time.Now()
-	out := ServiceDetail{ServiceSummary: a.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
+	out := serviceDetail{serviceSummary: a.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
 		ExecStart: nonNil(d.ExecStart), ExecStop: nonNil(d.ExecStop), WorkingDirectory: d.WorkingDirectory, User: d.User, Group: d.Group,
-		Environment: map[string]string{}, RestartPolicy: d.Restart, ActiveDependents: nonNil(deps), RecentLogs: []LogLine{},
-		Dependencies: Dependencies{Requires: nonNil(d.Requires), Wants: nonNil(d.Wants), RequiredBy: nonNil(d.RequiredBy),
+		Environment: map[string]string{}, RestartPolicy: d.Restart, ActiveDependents: nonNil(deps), RecentLogs: []logLine{},
+		Dependencies: dependencies{Requires: nonNil(d.Requires), Wants: nonNil(d.Wants), RequiredBy: nonNil(d.RequiredBy),
 			WantedBy: nonNil(d.WantedBy), After: nonNil(d.After), Before: nonNil(d.Before)}}
 	for k, v := range d.Environment {
 		out.Environment[k] = procs.RedactValue(k, v)
@@ -444,7 +444,7 @@ func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatu
 				out.LogsNote = "journal: " + err.Error()
 			}
 			for _, e := range res.Entries {
-				out.RecentLogs = append(out.RecentLogs, LogLine{Timestamp: e.Time.UTC().Format(time.RFC3339), Level: e.Level, Message: e.Message})
+				out.RecentLogs = append(out.RecentLogs, logLine{Timestamp: e.Time.UTC().Format(time.RFC3339), Level: e.Level, Message: e.Message})
 			}
 		}
 	}
@@ -540,7 +540,7 @@ func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in ServiceEnableIn
 		return ServiceEnableOut{}, a.unitErr(name, err)
 	}
 	out := ServiceEnableOut{ServiceName: name, Enabled: in.Enabled, PreviousUnitFileState: d.UnitFileState, UnitFileState: d.UnitFileState,
-		Changes: []FileChange{}, Warnings: []string{}}
+		Changes: []fileChange{}, Warnings: []string{}}
 	if in.Enabled {
 		v, err := a.units.Validate(ctx, name)
 		if err != nil {
@@ -563,7 +563,7 @@ func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in ServiceEnableIn
 	}
 	out.PreviousUnitFileState, out.UnitFileState = resp.Before, resp.After
 	for _, ch := range resp.Changes {
-		out.Changes = append(out.Changes, FileChange{Type: ch.Type, File: ch.File, Destination: ch.Destination})
+		out.Changes = append(out.Changes, fileChange{Type: ch.Type, File: ch.File, Destination: ch.Destination})
 	}
 	return out, nil
 }

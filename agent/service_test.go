@@ -49,7 +49,7 @@ func TestListServicesFiltersAndPages(t *testing.T) {
 		return out
 	}
 	unitNames := func(l ServiceListOut) []string {
-		return pluck(l.Services, func(s ServiceSummary) string { return s.Name })
+		return pluck(l.Services, func(s serviceSummary) string { return s.Name })
 	}
 	sc := list(map[string]any{})
 	all := unitNames(sc)
@@ -90,9 +90,9 @@ func TestListServicesFiltersAndPages(t *testing.T) {
 
 func TestServiceStatusNotFoundAndLogs(t *testing.T) {
 	r := newRig(t, nil)
-	status := func(args map[string]any) ServiceDetail {
+	status := func(args map[string]any) serviceDetail {
 		t.Helper()
-		out, e := callAs[ServiceDetail](t, r, admin, "service_get_status", args)
+		out, e := callAs[serviceDetail](t, r, admin, "service_get_status", args)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -105,9 +105,9 @@ func TestServiceStatusNotFoundAndLogs(t *testing.T) {
 	if deps := sc.ActiveDependents; !slices.Contains(deps, "bluetooth.service") {
 		t.Fatalf("active_dependents = %v", deps)
 	}
-	_, e := callAs[ServiceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "no-such-thing"})
+	_, e := callAs[serviceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "no-such-thing"})
 	wantErr(t, e, CodeNotFound, nil) // missing unit
-	_, e = callAs[ServiceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "-h"})
+	_, e = callAs[serviceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "-h"})
 	wantErr(t, e, CodeInvalidArgument, nil) // option-like name
 
 	// A restart writes journal lines the status then shows.

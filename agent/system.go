@@ -18,9 +18,9 @@ import (
 // NoArgs is the input of tools without parameters.
 type NoArgs struct{}
 
-// BasicInfo is system.get_basic_info: host name, model, CPU, memory, OS,
+// basicInfo is system.get_basic_info: host name, model, CPU, memory, OS,
 // kernel and uptime (tool catalog, spec 002 §3.1), plus serial and board revision.
-type BasicInfo struct {
+type basicInfo struct {
 	Hostname         string `json:"hostname"`
 	Model            string `json:"model"`
 	CPUArch          string `json:"cpu_arch"`
@@ -34,16 +34,16 @@ type BasicInfo struct {
 	Revision         string `json:"revision,omitempty" jsonschema:"Raspberry Pi board revision code"`
 }
 
-// ThrottlingFlags are the health snapshot's under-voltage, frequency-capped
+// throttlingFlags are the health snapshot's under-voltage, frequency-capped
 // and throttled flags (tool catalog, spec 002 §3.2): what the firmware reports right now.
-type ThrottlingFlags struct {
+type throttlingFlags struct {
 	UnderVoltage bool `json:"under_voltage"`
 	FreqCapped   bool `json:"freq_capped"`
 	Throttled    bool `json:"throttled"`
 }
 
-// ThrottlingHistory adds the since-boot bits, which answer "why did it throttle last night".
-type ThrottlingHistory struct {
+// throttlingHistory adds the since-boot bits, which answer "why did it throttle last night".
+type throttlingHistory struct {
 	SoftTempLimit         bool   `json:"soft_temp_limit"`
 	UnderVoltageOccurred  bool   `json:"under_voltage_occurred"`
 	FreqCappedOccurred    bool   `json:"freq_capped_occurred"`
@@ -64,7 +64,7 @@ type HealthSnapshot struct {
 	DiskUsedBytes         uint64             `json:"disk_used_bytes"`
 	DiskTotalBytes        uint64             `json:"disk_total_bytes"`
 	CPUTemperatureCelsius *float64           `json:"cpu_temperature_celsius,omitempty"`
-	ThrottlingFlags       *ThrottlingFlags   `json:"throttling_flags,omitempty"`
+	ThrottlingFlags       *throttlingFlags   `json:"throttling_flags,omitempty"`
 	TemperatureSource     string             `json:"temperature_source,omitempty"`
 	CPUFrequencyMHz       *float64           `json:"cpu_frequency_mhz,omitempty"`
 	LoadAverage           [3]float64         `json:"load_average" jsonschema:"1, 5 and 15 minute load averages"`
@@ -72,9 +72,9 @@ type HealthSnapshot struct {
 	SwapUsedBytes         uint64             `json:"swap_used_bytes"`
 	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
 	UptimeSeconds         uint64             `json:"uptime_seconds"`
-	ThrottlingHistory     *ThrottlingHistory `json:"throttling_history,omitempty"`
-	Network               *NetworkBlock      `json:"network,omitempty" jsonschema:"network rates now, per interface and in total; absent when the counters cannot be read"`
-	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
+	ThrottlingHistory     *throttlingHistory `json:"throttling_history,omitempty"`
+	Network               *networkBlock      `json:"network,omitempty" jsonschema:"network rates now, per interface and in total; absent when the counters cannot be read"`
+	DiskIO                *diskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
 }
 
 var healthProps = []tool.Prop{
@@ -125,24 +125,24 @@ type CancelIn struct {
 }
 
 func (a *Agent) registerSystem() {
-	tool.Add(a.tools, tool.Spec[NoArgs, BasicInfo]{
+	tool.Add(a.tools, tool.Spec[NoArgs, basicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
 		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
-		Summary: func(_ NoArgs, b BasicInfo) string {
+		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (basicInfo, error) { return a.basicInfo(ctx) },
+		Summary: func(_ NoArgs, b basicInfo) string {
 			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
 		},
 	})
 	tool.Add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
 		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
-	tool.Add(a.tools, tool.Spec[NoArgs, Capabilities]{
+	tool.Add(a.tools, tool.Spec[NoArgs, capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
-		Summary: func(_ NoArgs, cp Capabilities) string {
+		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (capabilities, error) { return a.capabilities(ctx, c) },
+		Summary: func(_ NoArgs, cp capabilities) string {
 			n := 0
 			for _, d := range cp.Domains {
 				for _, t := range d.Tools {
@@ -215,16 +215,16 @@ func (a *Agent) healthSpec(id, title, desc string) tool.Spec[NoArgs, HealthSnaps
 	}
 }
 
-func (a *Agent) basicInfo(ctx context.Context) (BasicInfo, error) {
+func (a *Agent) basicInfo(ctx context.Context) (basicInfo, error) {
 	b, err := a.sys.Basic(ctx)
 	if err != nil {
-		return BasicInfo{}, err
+		return basicInfo{}, err
 	}
 	cores := b.CPUCores
 	if cores < 1 {
 		cores = 1
 	}
-	return BasicInfo{Hostname: b.Hostname, Model: b.Model, CPUArch: b.CPUArch, CPUCores: cores, MemoryTotalBytes: b.MemoryTotalBytes,
+	return basicInfo{Hostname: b.Hostname, Model: b.Model, CPUArch: b.CPUArch, CPUCores: cores, MemoryTotalBytes: b.MemoryTotalBytes,
 		OSName: b.OSName, OSVersion: b.OSVersion, KernelVersion: b.KernelVersion, UptimeSeconds: b.UptimeSeconds,
 		Serial: b.Serial, Revision: b.Revision}, nil
 }
@@ -260,8 +260,8 @@ func snapshotOf(h sysinfo.Health) HealthSnapshot {
 		SwapUsedBytes: h.SwapUsedBytes, SwapTotalBytes: h.SwapTotalBytes, UptimeSeconds: h.UptimeSeconds,
 	}
 	if t := h.Throttle; t != nil {
-		s.ThrottlingFlags = &ThrottlingFlags{UnderVoltage: t.UnderVoltage, FreqCapped: t.FreqCapped, Throttled: t.Throttled}
-		s.ThrottlingHistory = &ThrottlingHistory{SoftTempLimit: t.SoftTempLimit, UnderVoltageOccurred: t.UnderVoltageOccurred,
+		s.ThrottlingFlags = &throttlingFlags{UnderVoltage: t.UnderVoltage, FreqCapped: t.FreqCapped, Throttled: t.Throttled}
+		s.ThrottlingHistory = &throttlingHistory{SoftTempLimit: t.SoftTempLimit, UnderVoltageOccurred: t.UnderVoltageOccurred,
 			FreqCappedOccurred: t.FreqCappedOccurred, ThrottledOccurred: t.ThrottledOccurred, SoftTempLimitOccurred: t.SoftTempLimitOccurred,
 			Raw: fmt.Sprintf("0x%x", t.Raw), Source: t.Source}
 	}

@@ -27,8 +27,8 @@ import (
 // arguments carry it), recomputes the plan and refuses when it is no
 // longer the same, so what runs is what the person saw.
 
-// ServerPackage is the package raspi-mcp itself is installed from.
-const ServerPackage = "raspi-mcp"
+// serverPackage is the package raspi-mcp itself is installed from.
+const serverPackage = "raspi-mcp"
 
 // osJobKind is manage_list_jobs' kind for a run of apt.
 const osJobKind = "os_update"
@@ -66,10 +66,10 @@ func (p *previews) get(hash string) (apt.Plan, bool) {
 	return apt.Plan{}, false
 }
 
-// RunStatus is the tool catalog's common status object (spec 002 §8.4:
+// aptRunStatus is the tool catalog's common status object (spec 002 §8.4:
 // status pending, running, succeeded or failed; start and end times;
 // progress in percent; a message), used by the update tools' results.
-type RunStatus struct {
+type aptRunStatus struct {
 	Status          string  `json:"status"`
 	StartedAt       string  `json:"started_at,omitempty"`
 	FinishedAt      string  `json:"finished_at,omitempty"`
@@ -77,9 +77,9 @@ type RunStatus struct {
 	Message         string  `json:"message,omitempty"`
 }
 
-// ServerUpdate is raspi-mcp's own package: installed against candidate on
+// serverUpdate is raspi-mcp's own package: installed against candidate on
 // the channel apt offers it from. manage_update_server reads it too.
-type ServerUpdate struct {
+type serverUpdate struct {
 	Installed       string
 	Candidate       string
 	UpdateAvailable bool
@@ -91,24 +91,24 @@ type ServerUpdate struct {
 
 // serverUpdate reads apt-cache policy raspi-mcp. Not installed from a
 // package (a build from source), the running version stands in.
-func (a *Agent) serverUpdate(ctx context.Context) (ServerUpdate, error) {
+func (a *Agent) serverUpdate(ctx context.Context) (serverUpdate, error) {
 	if a.apt == nil {
-		return ServerUpdate{}, tool.Errf(CodeUnavailable, "this agent has no package manager to ask")
+		return serverUpdate{}, tool.Errf(CodeUnavailable, "this agent has no package manager to ask")
 	}
-	pol, err := a.apt.Policy(ctx, ServerPackage)
+	pol, err := a.apt.Policy(ctx, serverPackage)
 	if err != nil {
-		return ServerUpdate{}, err
+		return serverUpdate{}, err
 	}
 	st, err := a.apt.State(ctx)
 	if err != nil {
-		return ServerUpdate{}, err
+		return serverUpdate{}, err
 	}
-	u := ServerUpdate{Installed: pol.Installed, Candidate: pol.Candidate, UpdateAvailable: pol.UpdateAvailable(), LastChecked: st.ListsUpdated}
+	u := serverUpdate{Installed: pol.Installed, Candidate: pol.Candidate, UpdateAvailable: pol.UpdateAvailable(), LastChecked: st.ListsUpdated}
 	if len(pol.CandidateSuites) > 0 {
 		u.Channel = pol.CandidateSuites[0]
 	}
 	if u.Candidate != "" {
-		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, ServerPackage, u.Candidate); err != nil {
+		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, serverPackage, u.Candidate); err != nil {
 			return u, err
 		}
 	}
@@ -127,11 +127,11 @@ type CheckUpdatesOut struct {
 	ReleaseDate     string    `json:"release_date,omitempty" jsonschema:"when the candidate was published, where the repository says"`
 	ReleaseNotesURL string    `json:"release_notes_url,omitempty"`
 	LastChecked     string    `json:"last_checked,omitempty" jsonschema:"when the package lists were last refreshed (apt-get update)"`
-	OS              OSPending `json:"os"`
+	OS              osPending `json:"os"`
 }
 
-// OSPending is what the OS has waiting.
-type OSPending struct {
+// osPending is what the OS has waiting.
+type osPending struct {
 	Upgradable     int          `json:"upgradable" jsonschema:"packages a full upgrade would upgrade"`
 	Security       int          `json:"security" jsonschema:"of which fixes from a security archive"`
 	NewPackages    int          `json:"new_packages"`
@@ -142,11 +142,11 @@ type OSPending struct {
 	ListsUpdatedAt string       `json:"lists_updated_at,omitempty"`
 	DpkgLock       *apt.Holder  `json:"dpkg_lock,omitempty" jsonschema:"who holds the dpkg lock right now"`
 	PlanHash       string       `json:"plan_hash"`
-	Jobs           []OSJobBrief `json:"jobs,omitempty" jsonschema:"runs of apt the helper remembers"`
+	Jobs           []osJobBrief `json:"jobs,omitempty" jsonschema:"runs of apt the helper remembers"`
 }
 
-// OSJobBrief is one run of apt.
-type OSJobBrief struct {
+// osJobBrief is one run of apt.
+type osJobBrief struct {
 	JobID string `json:"job_id"`
 	Kind  string `json:"kind"`
 	State string `json:"state"`
@@ -172,7 +172,7 @@ type PreviewOut struct {
 	RebootPackages          []string     `json:"reboot_packages,omitempty"`
 	ListsUpdatedAt          string       `json:"lists_updated_at,omitempty"`
 	Refreshed               bool         `json:"refreshed"`
-	Status                  RunStatus    `json:"status" jsonschema:"the refresh of the package lists"`
+	Status                  aptRunStatus `json:"status" jsonschema:"the refresh of the package lists"`
 	DryRun                  bool         `json:"dry_run,omitempty"`
 	Plan                    []string     `json:"plan,omitempty"`
 }
@@ -190,8 +190,8 @@ type UpdateOSIn struct {
 	tool.GuardArgs
 }
 
-// PackageVersions is one package around an apply.
-type PackageVersions struct {
+// packageVersions is one package around an apply.
+type packageVersions struct {
 	Name   string `json:"name"`
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
@@ -200,10 +200,10 @@ type PackageVersions struct {
 
 // ApplyOut is the outcome of installing a plan.
 type ApplyOut struct {
-	Status            RunStatus         `json:"status"`
+	Status            aptRunStatus      `json:"status"`
 	JobID             string            `json:"job_id,omitempty" jsonschema:"in manage_list_jobs; manage_cancel_job stops it before dpkg starts"`
 	PlanHash          string            `json:"plan_hash"`
-	Packages          []PackageVersions `json:"packages"`
+	Packages          []packageVersions `json:"packages"`
 	ConffilesKept     []string          `json:"conffiles_kept" jsonschema:"configuration files you changed that were kept; the package's new version is beside each as .dpkg-dist"`
 	ConffilesReplaced []string          `json:"conffiles_replaced"`
 	RebootRequired    bool              `json:"reboot_required"`
@@ -333,12 +333,12 @@ func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ NoArgs) (Ch
 	if err != nil {
 		return out, err
 	}
-	out.OS = OSPending{Upgradable: len(plan.Upgrades), Security: plan.SecurityCount(), NewPackages: len(plan.Installs), Removals: len(plan.Removals),
+	out.OS = osPending{Upgradable: len(plan.Upgrades), Security: plan.SecurityCount(), NewPackages: len(plan.Installs), Removals: len(plan.Removals),
 		Held: len(plan.Held), RebootRequired: st.RebootRequired, RebootPackages: st.RebootPackages, ListsUpdatedAt: timeText(st.ListsUpdated),
 		DpkgLock: st.Lock, PlanHash: plan.Hash()}
 	if runs, err := a.aptRuns(ctx); err == nil {
 		for _, r := range runs {
-			out.OS.Jobs = append(out.OS.Jobs, OSJobBrief{JobID: r.ID, Kind: r.Kind, State: r.State})
+			out.OS.Jobs = append(out.OS.Jobs, osJobBrief{JobID: r.ID, Kind: r.Kind, State: r.State})
 		}
 	}
 	return out, nil
@@ -413,8 +413,8 @@ func (a *Agent) waitRun(ctx context.Context, pr *progressOut, id string) (proto.
 	}
 }
 
-func runStatus(r proto.AptRun) RunStatus {
-	s := RunStatus{Status: r.State, StartedAt: timeText(r.StartedAt), FinishedAt: timeText(r.FinishedAt), ProgressPercent: r.Percent, Message: r.Message}
+func runStatus(r proto.AptRun) aptRunStatus {
+	s := aptRunStatus{Status: r.State, StartedAt: timeText(r.StartedAt), FinishedAt: timeText(r.FinishedAt), ProgressPercent: r.Percent, Message: r.Message}
 	if r.State == apt.StateCancelled {
 		// The common status has no "cancelled": a cancelled run failed
 		// to do what it was asked, and the message says why.
@@ -445,7 +445,7 @@ func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *pro
 		return PreviewOut{}, err
 	}
 	refresh := in.Refresh == nil || *in.Refresh
-	out := PreviewOut{Status: RunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
+	out := PreviewOut{Status: aptRunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
 	if refresh && c.DryRun {
 		out.Plan = append(out.Plan, "refresh the package lists (apt-get update) through the root helper")
 	}
@@ -534,13 +534,13 @@ func planLines(p apt.Plan) []string {
 	return out
 }
 
-func packagesOf(p apt.Plan) []PackageVersions {
-	var out []PackageVersions
+func packagesOf(p apt.Plan) []packageVersions {
+	var out []packageVersions
 	for _, c := range append(slices.Clip(p.Upgrades), p.Installs...) {
-		out = append(out, PackageVersions{Name: c.Name, Before: c.From, Target: c.To})
+		out = append(out, packageVersions{Name: c.Name, Before: c.From, Target: c.To})
 	}
 	for _, c := range p.Removals {
-		out = append(out, PackageVersions{Name: c.Name, Before: c.From})
+		out = append(out, packageVersions{Name: c.Name, Before: c.From})
 	}
 	return out
 }
@@ -572,7 +572,7 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, b
 			return out, tool.Errf(CodeResourceExhausted, "the dpkg lock is held by pid %d (%s)", st.Lock.PID, st.Lock.Command).
 				With("holder_pid", st.Lock.PID).With("holder_command", st.Lock.Command).Retry()
 		}
-		out.DryRun, out.Status = true, RunStatus{Status: "pending"}
+		out.DryRun, out.Status = true, aptRunStatus{Status: "pending"}
 		out.Plan = append(planLines(plan), "download every package first (cancellable), then install with dpkg keeping changed configuration files")
 		return out, nil
 	}
@@ -591,7 +591,7 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, b
 	select {
 	case run = <-done:
 	case <-ctx.Done():
-		out.Status = RunStatus{Status: "running", StartedAt: timeText(run.StartedAt), Message: "still running: follow it in manage_list_jobs"}
+		out.Status = aptRunStatus{Status: "running", StartedAt: timeText(run.StartedAt), Message: "still running: follow it in manage_list_jobs"}
 		return out, nil
 	}
 	return a.applyResult(ctx, out, run, plan)
@@ -691,14 +691,14 @@ func ptrTo[T any](v T) *T { return &v }
 
 // osJobs are the helper's apt runs as manage_list_jobs shows them.
 // The helper client bounds the call with its own timeout.
-func (a *Agent) osJobs() []QueuedJob {
+func (a *Agent) osJobs() []queuedJob {
 	runs, err := a.aptRuns(context.Background())
 	if err != nil {
 		return nil
 	}
-	var out []QueuedJob
+	var out []queuedJob
 	for _, r := range runs {
-		j := QueuedJob{JobID: r.ID, Kind: osJobKind, Status: r.State,
+		j := queuedJob{JobID: r.ID, Kind: osJobKind, Status: r.State,
 			Summary: fmt.Sprintf("%s: %s %.0f%% %s", r.Kind, r.Phase, r.Percent, r.Message), Cancel: "nothing: it has ended"}
 		if r.PlanHash != "" {
 			j.Summary += " (plan " + r.PlanHash + ")"

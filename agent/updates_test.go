@@ -203,7 +203,7 @@ func TestApplyOSUpdates(t *testing.T) {
 		t.Errorf("no audit record of the run's end with versions: %+v", recs)
 	}
 	jobs, e := callAs[JobsOut](t, r, reader, "manage_list_jobs", map[string]any{})
-	if e != nil || !slices.ContainsFunc(jobs.Jobs, func(j QueuedJob) bool {
+	if e != nil || !slices.ContainsFunc(jobs.Jobs, func(j queuedJob) bool {
 		return j.JobID == out.JobID && j.Kind == "os_update" && j.Status == "succeeded"
 	}) {
 		t.Errorf("jobs: %+v, %v", jobs, e)
@@ -285,7 +285,7 @@ func startApply(t *testing.T, r *rig) (<-chan *mcp.CallToolResult, string) {
 }
 
 // osJob waits until manage_list_jobs shows the running apply in phase.
-func osJob(t *testing.T, r *rig, phase string) QueuedJob {
+func osJob(t *testing.T, r *rig, phase string) queuedJob {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)
 	for time.Now().Before(deadline) {
@@ -301,7 +301,7 @@ func osJob(t *testing.T, r *rig, phase string) QueuedJob {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no running apply in phase %s", phase)
-	return QueuedJob{}
+	return queuedJob{}
 }
 
 func TestCancelOSUpdateBeforeUnpacking(t *testing.T) {
