@@ -1,6 +1,20 @@
 // Package agent is the unprivileged MCP server of raspi-mcp: tools, policy,
 // audit and the socket that `raspi-mcp stdio` bridges to. Anything that needs
 // root goes through the helper client; /proc and /sys are read here.
+//
+// The tools' wire types (the In and Out of each tool.Spec) are named
+// <area><Operation>In and <area><Operation>Out: area is the tool's namespace
+// (gpio, i2c, camera, process, ...), or for manage.* tools what is managed
+// (config, updates, server, jobs); Operation is the tool's verb, or what a
+// get_ or list_ tool reads, with its object where the area needs it
+// (gpioWriteIn, i2cWriteIn, configApplyIn, updatesApplyIn, systemRebootIn).
+// A tool without parameters takes noArgs; tools with the same input or output
+// share one type (configCandidateIn, SystemPowerOut); a result that is a thing
+// in its own right keeps that thing's name (processDetail, capabilities,
+// HealthSnapshot). The names are unexported, except those the binary reads
+// (cmd/raspi-mcp: AuditLogsOut, GPIOWriteOut, SensorsReadOut, ...); the tool
+// listings do not depend on them (agent/testdata/schemas). Parts of results
+// and helpers nothing outside the package uses are unexported too.
 package agent
 
 import (

@@ -275,7 +275,7 @@ func TestHTTPServesBothEras(t *testing.T) {
 func TestHTTPReadTokenRefusedAsOnSocket(t *testing.T) {
 	h := newHTTPRig(t, nil, HTTPOptions{})
 	args := map[string]any{"pin": 17, "value": "high"}
-	_, sockErr := callAs[WriteOut](t, h.rig, reader, "gpio_write_pin", args)
+	_, sockErr := callAs[GPIOWriteOut](t, h.rig, reader, "gpio_write_pin", args)
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		s := h.mustConnect(t, "s-read", version)
 		e := resultError(t, callHTTP(t, s, "gpio_write_pin", args))

@@ -105,15 +105,15 @@ type callStats struct {
 }
 
 func (a *Agent) registerManage() {
-	tool.Add(a.tools, tool.Spec[NoArgs, ServerStatus]{
+	tool.Add(a.tools, tool.Spec[noArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
 		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
-		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (ServerStatus, error) {
+		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (ServerStatus, error) {
 			return a.Status(ctx, c.Principal)
 		},
-		Summary: func(_ NoArgs, s ServerStatus) string {
+		Summary: func(_ noArgs, s ServerStatus) string {
 			h := "helper DOWN"
 			if s.Helper.Reachable {
 				h = "helper up"
@@ -282,20 +282,20 @@ type queuedJob struct {
 	Cancel    string `json:"cancel_effect" jsonschema:"what manage_cancel_job does to it"`
 }
 
-// JobsOut is manage.list_jobs.
-type JobsOut struct {
+// jobsListOut is manage.list_jobs.
+type jobsListOut struct {
 	Jobs       []queuedJob `json:"jobs"`
 	TotalCount int         `json:"total_count"`
 }
 
-// CancelJobIn is manage.cancel_job.
-type CancelJobIn struct {
+// jobsCancelIn is manage.cancel_job.
+type jobsCancelIn struct {
 	JobID string `json:"job_id" jsonschema:"from manage_list_jobs"`
 	tool.GuardArgs
 }
 
-// CancelJobOut says what cancelling did.
-type CancelJobOut struct {
+// jobsCancelOut says what cancelling did.
+type jobsCancelOut struct {
 	JobID     string   `json:"job_id"`
 	Kind      string   `json:"kind"`
 	Cancelled bool     `json:"cancelled"`
@@ -307,18 +307,18 @@ type CancelJobOut struct {
 const gpioJobPrefix = "gpio-revert-"
 
 func (a *Agent) registerJobs() {
-	tool.Add(a.tools, tool.Spec[NoArgs, JobsOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, jobsListOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (JobsOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (jobsListOut, error) {
 			out, err := a.queuedJobs()
 			for i := range out.Jobs {
 				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
 			}
 			return out, err
 		},
-		Summary: func(_ NoArgs, o JobsOut) string {
+		Summary: func(_ noArgs, o jobsListOut) string {
 			s := fmt.Sprintf("%d jobs", o.TotalCount)
 			for _, j := range o.Jobs {
 				if j.Kind == "power" {
@@ -328,14 +328,14 @@ func (a *Agent) registerJobs() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[CancelJobIn, CancelJobOut]{
+	tool.Add(a.tools, tool.Spec[jobsCancelIn, jobsCancelOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
-		Example:     &CancelJobIn{JobID: "job-nope"}, // no such job: cancels nothing
+		Example:     &jobsCancelIn{JobID: "job-nope"}, // no such job: cancels nothing
 		Run:         a.cancelJob,
-		Summary: func(_ CancelJobIn, o CancelJobOut) string {
+		Summary: func(_ jobsCancelIn, o jobsCancelOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would cancel %s (%s): %s", o.JobID, o.Kind, o.Effect)
 			}
@@ -344,8 +344,8 @@ func (a *Agent) registerJobs() {
 	})
 }
 
-func (a *Agent) queuedJobs() (JobsOut, error) {
-	out := JobsOut{Jobs: []queuedJob{}}
+func (a *Agent) queuedJobs() (jobsListOut, error) {
+	out := jobsListOut{Jobs: []queuedJob{}}
 	if pj, ok, err := a.store.PendingPower(); err != nil {
 		return out, err
 	} else if ok {
@@ -381,18 +381,18 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in CancelJobIn) (CancelJobOut, error) {
+func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in jobsCancelIn) (jobsCancelOut, error) {
 	list, err := a.queuedJobs()
 	if err != nil {
-		return CancelJobOut{}, err
+		return jobsCancelOut{}, err
 	}
 	i := slices.IndexFunc(list.Jobs, func(j queuedJob) bool { return j.JobID == in.JobID })
 	if i < 0 {
-		return CancelJobOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
+		return jobsCancelOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
 			Suggest(tool.SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
 	}
 	j := list.Jobs[i]
-	out := CancelJobOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
+	out := jobsCancelOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
 	if j.Kind == "self_update" {
 		// Stopping apt half-way would leave neither version whole; the
 		// updater's own deadline and rollback are the way out.

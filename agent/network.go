@@ -94,9 +94,9 @@ type networkInfo struct {
 	DNSServers     []string       `json:"dns_servers"`
 }
 
-// DetailedNetworkIn is system.get_detailed_network_info: whether to add the
+// networkDetailedIn is system.get_detailed_network_info: whether to add the
 // routing table and the connections, filtered by state (spec 002 addendum §1.2).
-type DetailedNetworkIn struct {
+type networkDetailedIn struct {
 	IncludeRoutingTable   bool     `json:"include_routing_table,omitempty"`
 	IncludeConnections    bool     `json:"include_connections,omitempty"`
 	ConnectionStateFilter []string `json:"connection_state_filter,omitempty"`
@@ -162,12 +162,12 @@ type netStatus struct {
 }
 
 func (a *Agent) registerNetwork() {
-	tool.Add(a.tools, tool.Spec[NoArgs, netStatus]{
+	tool.Add(a.tools, tool.Spec[noArgs, netStatus]{
 		ID: "network.get_status", Title: "Network status",
 		Description: "Interfaces with their addresses and Wi-Fi signal, default gateway, DNS servers and whether the device looks online (route, gateway in the ARP table, DNS), with problems spelled out.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (netStatus, error) { return a.netStatus(ctx) },
-		Summary: func(_ NoArgs, s netStatus) string {
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (netStatus, error) { return a.netStatus(ctx) },
+		Summary: func(_ noArgs, s netStatus) string {
 			var parts []string
 			for _, i := range s.Interfaces {
 				if i.Kind != "loopback" && len(i.Addresses) > 0 {
@@ -181,16 +181,16 @@ func (a *Agent) registerNetwork() {
 			return fmt.Sprintf("%s; %s", state, strings.Join(parts, ", "))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[NoArgs, networkInfo]{
+	tool.Add(a.tools, tool.Spec[noArgs, networkInfo]{
 		ID: "system.get_network_info", Title: "Network interfaces",
 		Description: "Every interface with MAC, MTU, state, IPv4 and IPv6 addresses, traffic counters and Wi-Fi details; the default gateways and DNS servers.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (networkInfo, error) { return a.networkInfo(ctx) },
-		Summary: func(_ NoArgs, n networkInfo) string {
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (networkInfo, error) { return a.networkInfo(ctx) },
+		Summary: func(_ noArgs, n networkInfo) string {
 			return fmt.Sprintf("%d interfaces, gateway %s, DNS %s", len(n.Interfaces), orNone(n.DefaultGateway.IPv4), orNone(strings.Join(n.DNSServers, " ")))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[DetailedNetworkIn, detailedNetworkInfo]{
+	tool.Add(a.tools, tool.Spec[networkDetailedIn, detailedNetworkInfo]{
 		ID: "system.get_detailed_network_info", Title: "Network in detail",
 		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
@@ -198,7 +198,7 @@ func (a *Agent) registerNetwork() {
 			tool.P("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
 			tool.P("max_connections", tool.Min(1), tool.Max(1000), tool.Default(200))},
 		Run: a.detailedNetwork,
-		Summary: func(in DetailedNetworkIn, d detailedNetworkInfo) string {
+		Summary: func(in networkDetailedIn, d detailedNetworkInfo) string {
 			s := fmt.Sprintf("%d interfaces", len(d.Interfaces))
 			if in.IncludeRoutingTable {
 				s += fmt.Sprintf(", %d routes", len(d.RoutingTable))
@@ -307,7 +307,7 @@ func (a *Agent) netStatus(ctx context.Context) (netStatus, error) {
 	return out, nil
 }
 
-func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in DetailedNetworkIn) (detailedNetworkInfo, error) {
+func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in networkDetailedIn) (detailedNetworkInfo, error) {
 	info, err := a.networkInfo(ctx)
 	if err != nil {
 		return detailedNetworkInfo{}, err

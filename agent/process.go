@@ -54,9 +54,9 @@ type processFilter struct {
 	KernelThreads bool     `json:"include_kernel_threads,omitempty" jsonschema:"also list kernel threads (hidden by default)"`
 }
 
-// ProcessListIn is process.list_processes: a filter, a sort and a page by
+// processListIn is process.list_processes: a filter, a sort and a page by
 // limit and offset (spec 002 addendum §5).
-type ProcessListIn struct {
+type processListIn struct {
 	Filter    processFilter `json:"filter,omitzero"`
 	SortBy    string        `json:"sort_by,omitempty"`
 	SortOrder string        `json:"sort_order,omitempty"`
@@ -64,9 +64,9 @@ type ProcessListIn struct {
 	Offset    int           `json:"offset,omitempty"`
 }
 
-// ProcessListOut is one page, with the total matching and whether more follow
+// processListOut is one page, with the total matching and whether more follow
 // (spec 002 addendum §5.2).
-type ProcessListOut struct {
+type processListOut struct {
 	Processes      []processSummary `json:"processes"`
 	TotalCount     int              `json:"total_count" jsonschema:"processes matching the filter"`
 	ReturnedCount  int              `json:"returned_count"`
@@ -77,8 +77,8 @@ type ProcessListOut struct {
 	CPUCount       int              `json:"cpu_count"`
 }
 
-// PIDIn names a process.
-type PIDIn struct {
+// processPIDIn names a process.
+type processPIDIn struct {
 	PID int `json:"pid"`
 }
 
@@ -139,15 +139,15 @@ type processDetail struct {
 	Truncated   bool              `json:"truncated,omitempty"`
 }
 
-// SignalIn is process.send_signal.
-type SignalIn struct {
+// processSignalIn is process.send_signal.
+type processSignalIn struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
 	tool.GuardArgs
 }
 
-// SignalOut says what was signalled.
-type SignalOut struct {
+// processSignalOut says what was signalled.
+type processSignalOut struct {
 	PID          int      `json:"pid"`
 	Name         string   `json:"name"`
 	Username     string   `json:"username"`
@@ -214,7 +214,7 @@ func (a *Agent) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]f
 
 func (a *Agent) registerProcess() {
 	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
-	tool.Add(a.tools, tool.Spec[ProcessListIn, ProcessListOut]{
+	tool.Add(a.tools, tool.Spec[processListIn, processListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -225,7 +225,7 @@ func (a *Agent) registerProcess() {
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(1000000), tool.Default(0))},
 		OutProps: []tool.Prop{tool.P("processes.status", tool.Enum(processStatuses...))},
 		Run:      a.listProcesses,
-		Summary: func(in ProcessListIn, o ProcessListOut) string {
+		Summary: func(in processListIn, o processListOut) string {
 			s := fmt.Sprintf("%d of %d processes", o.ReturnedCount, o.TotalCount)
 			if len(o.Processes) > 0 && in.SortBy == "cpu_percent" {
 				p := o.Processes[0]
@@ -234,26 +234,26 @@ func (a *Agent) registerProcess() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[PIDIn, processDetail]{
+	tool.Add(a.tools, tool.Spec[processPIDIn, processDetail]{
 		ID: "process.get_process_details", Title: "Process details",
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("pid", tool.Min(1), tool.Max(1<<22))},
-		Example:     &PIDIn{PID: 2},
+		Example:     &processPIDIn{PID: 2},
 		Run:         a.processDetails,
-		Summary: func(_ PIDIn, d processDetail) string {
+		Summary: func(_ processPIDIn, d processDetail) string {
 			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[SignalIn, SignalOut]{
+	tool.Add(a.tools, tool.Spec[processSignalIn, processSignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("pid", tool.Min(2), tool.Max(1<<22)), tool.P("signal", tool.Enum(signalNames()...))},
-		Example:     &SignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
+		Example:     &processSignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
 		Run:         a.sendSignal,
-		Summary: func(in SignalIn, o SignalOut) string {
+		Summary: func(in processSignalIn, o processSignalOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would send SIG%s to pid %d (%s, %s)", o.Signal, o.PID, o.Name, o.Username)
 			}
@@ -323,15 +323,15 @@ func (f processFilter) match(p procs.Proc, s processSummary) bool {
 	return true
 }
 
-func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListIn) (ProcessListOut, error) {
+func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in processListIn) (processListOut, error) {
 	if in.Filter.NamePattern != "" {
 		if _, err := path.Match(in.Filter.NamePattern, ""); err != nil {
-			return ProcessListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
+			return processListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
 		}
 	}
 	pair, err := a.cpu.sample(ctx)
 	if err != nil {
-		return ProcessListOut{}, fmt.Errorf("agent: reading processes: %w", err)
+		return processListOut{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
 	snap, cpu, window := pair.snap, pair.cpu, pair.window
 	match := make([]processSummary, 0, len(snap.Procs))
@@ -342,7 +342,7 @@ func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListI
 		}
 	}
 	sortProcesses(match, in.SortBy, in.SortOrder == "desc")
-	out := ProcessListOut{Processes: []processSummary{}, TotalCount: len(match), SampleInterval: int(window.Milliseconds()), CPUCount: snap.CPUs}
+	out := processListOut{Processes: []processSummary{}, TotalCount: len(match), SampleInterval: int(window.Milliseconds()), CPUCount: snap.CPUs}
 	budget := processPageBytes
 	i := in.Offset
 	for ; i < len(match) && len(out.Processes) < in.Limit; i++ {
@@ -405,7 +405,7 @@ func (a *Agent) noProcess(pid int) *tool.Error {
 		Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
 }
 
-func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (processDetail, error) {
+func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in processPIDIn) (processDetail, error) {
 	snap, cpu, err := a.procCPU(ctx, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
 		return processDetail{}, a.noProcess(in.PID)
@@ -462,7 +462,7 @@ func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (pro
 
 // signalCheck is the agent's half of the signal rules; the helper repeats
 // them from its own reading of /proc and the config.
-func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, string, error) {
+func (a *Agent) signalCheck(ctx context.Context, in processSignalIn) (procs.Identity, string, error) {
 	if !slices.Contains(a.conf().Process.AllowedSignals, in.Signal) {
 		return procs.Identity{}, "", tool.Errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
 			With("parameter", "signal").With("allowed_signals", a.conf().Process.AllowedSignals).
@@ -523,13 +523,13 @@ func (a *Agent) isSelf(ctx context.Context, pid int) bool {
 	return err == nil && pid == st.PID
 }
 
-func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in SignalIn) (SignalOut, error) {
+func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in processSignalIn) (processSignalOut, error) {
 	in.Signal = strings.TrimPrefix(in.Signal, "SIG")
 	id, user, err := a.signalCheck(ctx, in)
 	if err != nil {
-		return SignalOut{}, err
+		return processSignalOut{}, err
 	}
-	out := SignalOut{PID: id.PID, Name: id.Name, Username: user, Signal: in.Signal, StillRunning: true}
+	out := processSignalOut{PID: id.PID, Name: id.Name, Username: user, Signal: in.Signal, StillRunning: true}
 	if c.DryRun {
 		out.DryRun = true
 		out.Plan = []string{fmt.Sprintf("ask the root helper to send SIG%s to pid %d (%s, user %s) if it is still the same process", in.Signal, id.PID, id.Name, user)}

@@ -104,9 +104,9 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 			t.Fatalf("status filter let %+v through", p)
 		}
 	}
-	_, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}})
+	_, e := callAs[processListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad status
-	_, e = callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}})
+	_, e = callAs[processListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad glob
 }
 
@@ -140,9 +140,9 @@ func TestSendSignal(t *testing.T) {
 	pid := target.Process.Pid
 	args := map[string]any{"pid": pid, "signal": "TERM"}
 
-	_, e := callAs[SignalOut](t, r, operator, "process_send_signal", args)
+	_, e := callAs[processSignalOut](t, r, operator, "process_send_signal", args)
 	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
-	if out, e := callAs[SignalOut](t, r, operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); e != nil || out.Sent {
+	if out, e := callAs[processSignalOut](t, r, operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); e != nil || out.Sent {
 		t.Fatalf("dry run: %+v %v", out, e)
 	}
 	if !alive(pid) {
@@ -154,7 +154,7 @@ func TestSendSignal(t *testing.T) {
 		"the agent":                     {"pid": os.Getpid(), "signal": "TERM"},
 		"KILL (not in allowed_signals)": {"pid": pid, "signal": "KILL"},
 	} {
-		if _, e := callAs[SignalOut](t, r, admin, "process_send_signal", guard(a)); !isCode(e, CodePermissionDenied) && !(name == "pid 1" && isCode(e, CodeInvalidArgument)) {
+		if _, e := callAs[processSignalOut](t, r, admin, "process_send_signal", guard(a)); !isCode(e, CodePermissionDenied) && !(name == "pid 1" && isCode(e, CodeInvalidArgument)) {
 			t.Errorf("%s: %v", name, e)
 		}
 	}
@@ -180,7 +180,7 @@ func TestSendSignal(t *testing.T) {
 		t.Fatal("a refused helper call killed the process")
 	}
 
-	out, e := callAs[SignalOut](t, r, operator, "process_send_signal", guard(args))
+	out, e := callAs[processSignalOut](t, r, operator, "process_send_signal", guard(args))
 	if e != nil || !out.Sent || out.Name != "sleep" {
 		t.Fatalf("TERM: %+v %v", out, e)
 	}
@@ -194,7 +194,7 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 		c.Process.ProtectedUsers = []string{me}
 	})
 	target := child(t, nil, "sleep", "300")
-	_, e := callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	_, e := callAs[processSignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
 	if !isCode(e, CodePermissionDenied) {
 		t.Fatalf("protected user %s: %v", me, e)
 	}
@@ -206,7 +206,7 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 	}
 
 	r2 := newRig(t, func(c *config.Config) { c.Process.Signals = false })
-	_, e = callAs[SignalOut](t, r2, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	_, e = callAs[processSignalOut](t, r2, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
 	if !isCode(e, CodePermissionDenied) || !alive(target.Process.Pid) {
 		t.Fatalf("signals off: %v", e)
 	}

@@ -34,11 +34,11 @@ func loggedError(r *rig, msg string, want ...string) bool {
 // the agent and the same session go on serving.
 func TestAToolPanicCostsOnlyItsCall(t *testing.T) {
 	r := newRig(t, nil)
-	tool.Add(r.a.tools, tool.Spec[NoArgs, NoArgs]{ID: "system.explode", Title: "Explode", Description: "Writes to a nil map.",
-		Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) {
+	tool.Add(r.a.tools, tool.Spec[noArgs, noArgs]{ID: "system.explode", Title: "Explode", Description: "Writes to a nil map.",
+		Run: func(context.Context, *tool.Call, noArgs) (noArgs, error) {
 			var m map[string]int
 			m["pin"] = 1 // the kind of bug a recover is for
-			return NoArgs{}, nil
+			return noArgs{}, nil
 		}})
 	tl, ok := r.a.tools.Get("system.explode")
 	if err := r.a.tools.Err(); err != nil || !ok {
@@ -47,7 +47,7 @@ func TestAToolPanicCostsOnlyItsCall(t *testing.T) {
 	r.a.server.AddTool(tl.MCP(), r.a.handler(tl))
 
 	for range 2 { // a second panic is handled like the first
-		_, e := callAs[NoArgs](t, r, admin, "system_explode", nil)
+		_, e := callAs[noArgs](t, r, admin, "system_explode", nil)
 		wantErr(t, e, CodeInternal, nil)
 		if strings.Contains(e.Message, "nil map") || strings.Contains(e.Message, "goroutine") {
 			t.Fatalf("the panic reached the client: %s", e.Message)

@@ -104,7 +104,7 @@ func testResources(t *testing.T, era string) {
 			t.Errorf("contract lacks %q", want)
 		}
 	}
-	var pins PinsOut
+	var pins gpioListOut
 	if err := json.Unmarshal([]byte(readText(t, s, uriPins)), &pins); err != nil || len(pins.Pins) != len(r.cfg.GPIO.Pins) {
 		t.Errorf("pins %+v, %v", pins, err)
 	}

@@ -74,14 +74,14 @@ func dbLimit() int64 {
 }
 
 func (a *Agent) registerSelftest() {
-	tool.Add(a.tools, tool.Spec[NoArgs, SelftestOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, SelftestOut]{
 		ID: "selftest.run", Title: "Self-test of this device",
 		Description: "A pass/warn/fail matrix of the live device: root helper and its version, socket modes and owners, database size, " +
 			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
 			"each failure with a fix_hint. Read only.",
 		Rule: tool.Rule{MinRole: identity.RoleRead},
-		Run:  func(ctx context.Context, _ *tool.Call, _ NoArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
-		Summary: func(_ NoArgs, o SelftestOut) string {
+		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
+		Summary: func(_ noArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)
 			for _, c := range o.Checks {
 				if c.Status == CheckFail {

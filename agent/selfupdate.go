@@ -28,10 +28,10 @@ import (
 // version by itself. The job in the agent's database is completed by
 // whichever agent is running when the updater ends.
 
-// UpdateServerIn is manage.update_server: the tool catalog's channel and
+// serverUpdateIn is manage.update_server: the tool catalog's channel and
 // target_version (spec 002 §8.2), and a flag without which no downgrade
 // happens.
-type UpdateServerIn struct {
+type serverUpdateIn struct {
 	Channel        string `json:"channel,omitempty" jsonschema:"the repository suite to update from: stable (default) or beta"`
 	TargetVersion  string `json:"target_version,omitempty" jsonschema:"a version the channel offers; default: the channel's newest"`
 	AllowDowngrade bool   `json:"allow_downgrade,omitempty" jsonschema:"allow target_version to be older than the installed version; never implied"`
@@ -47,8 +47,8 @@ type commonStatus struct {
 	Message    string `json:"message,omitempty"`
 }
 
-// UpdateServerOut is the catalog's UpdateStatus with what the plan shows.
-type UpdateServerOut struct {
+// serverUpdateOut is the catalog's UpdateStatus with what the plan shows.
+type serverUpdateOut struct {
 	OldVersion           string       `json:"old_version,omitempty" jsonschema:"the installed version"`
 	NewVersion           string       `json:"new_version,omitempty" jsonschema:"the version to install"`
 	Status               commonStatus `json:"status"`
@@ -83,7 +83,7 @@ type lastUpdateStatus struct {
 var updateCore = []string{"helper", "database", "audit_chain", "audit_witness"}
 
 func (a *Agent) registerSelfUpdate() {
-	tool.Add(a.tools, tool.Spec[UpdateServerIn, UpdateServerOut]{
+	tool.Add(a.tools, tool.Spec[serverUpdateIn, serverUpdateOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
 		Description: "Update raspi-mcp itself from its apt repository (channel stable or beta; default the channel's newest version). " +
 			"Both services restart: reconnect afterwards. The new version must pass its own start-up check within [manage] update_health_timeout, " +
@@ -95,7 +95,7 @@ func (a *Agent) registerSelfUpdate() {
 			tool.P("allow_downgrade", tool.Default(false))},
 		Slow: true, // the helper's update.plan reads apt's cache (proto.Systemd)
 		Run:  a.updateServer,
-		Summary: func(in UpdateServerIn, o UpdateServerOut) string {
+		Summary: func(in serverUpdateIn, o serverUpdateOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would update raspi-mcp %s to %s from %s", o.OldVersion, o.NewVersion, o.Channel)
 			}
@@ -105,24 +105,24 @@ func (a *Agent) registerSelfUpdate() {
 	})
 }
 
-func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerIn) (UpdateServerOut, error) {
+func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in serverUpdateIn) (serverUpdateOut, error) {
 	if in.Channel == "" {
 		in.Channel = "stable"
 	}
 	if !slices.Contains(proto.UpdateChannels, in.Channel) {
-		return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "unknown channel %q: want stable or beta", in.Channel).With("parameter", "channel")
+		return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "unknown channel %q: want stable or beta", in.Channel).With("parameter", "channel")
 	}
 	if in.TargetVersion != "" {
 		if err := selfupdate.ValidVersion(in.TargetVersion); err != nil {
-			return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "target_version: %v", strings.TrimPrefix(err.Error(), "selfupdate: ")).With("parameter", "target_version")
+			return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "target_version: %v", strings.TrimPrefix(err.Error(), "selfupdate: ")).With("parameter", "target_version")
 		}
 	} else if in.AllowDowngrade {
-		return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
+		return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
 			With("parameter", "allow_downgrade")
 	}
 	plan, err := client.Call(ctx, a.helper, proto.UpdatePlan, proto.UpdatePlanReq{})
 	if err != nil {
-		return UpdateServerOut{}, err
+		return serverUpdateOut{}, err
 	}
 	var offered []proto.PackageCandidate
 	for _, cand := range plan.Candidates {
@@ -135,7 +135,7 @@ func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerI
 	for i, o := range offered {
 		versions[i] = o.Version
 	}
-	out := UpdateServerOut{OldVersion: plan.Installed, Channel: in.Channel, Restarts: plan.Restarts,
+	out := serverUpdateOut{OldVersion: plan.Installed, Channel: in.Channel, Restarts: plan.Restarts,
 		HealthTimeoutSeconds: int(plan.HealthTimeout.Seconds()), Status: commonStatus{Status: "pending"}}
 	var target proto.PackageCandidate
 	switch {
@@ -201,7 +201,7 @@ func newSelfUpdateWatch(a *Agent, fault string) *selfUpdateWatch {
 	return &selfUpdateWatch{a: a, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
 }
 
-func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in UpdateServerIn, out UpdateServerOut) (UpdateServerOut, error) {
+func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in serverUpdateIn, out serverUpdateOut) (serverUpdateOut, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id, err := store.NewJobID()

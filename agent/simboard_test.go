@@ -52,7 +52,7 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 		{}, {"name_pattern": "sh"}, {"name_pattern": "sleep"}, {"name_pattern": "*marker*"},
 		{"username": currentUser(t)}, {"include_kernel_threads": true},
 	} {
-		sc, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": f, "limit": 1000})
+		sc, e := callAs[processListOut](t, r, admin, "process_list_processes", map[string]any{"filter": f, "limit": 1000})
 		if e != nil {
 			t.Fatalf("list %v: %v", f, e)
 		}
@@ -80,7 +80,7 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 		case !isCode(e, CodeNotFound):
 			t.Errorf("details of the host's pid %d: %+v %v; want not_found", p, d, e)
 		}
-		_, e = callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": p, "signal": "KILL", "confirm": true, "reason": "test"})
+		_, e = callAs[processSignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": p, "signal": "KILL", "confirm": true, "reason": "test"})
 		if !inTable(p) && !isCode(e, CodeNotFound) {
 			t.Errorf("KILL to the host's pid %d: %v; want not_found", p, e)
 		}
@@ -169,8 +169,8 @@ func TestSimBoardSignals(t *testing.T) {
 		return snap.Procs[i]
 	}
 	sshd, self, ffmpeg := by("sshd"), by("raspi-mcp"), by("ffmpeg")
-	send := func(pid int, sig string) (SignalOut, *tool.Error) {
-		return callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
+	send := func(pid int, sig string) (processSignalOut, *tool.Error) {
+		return callAs[processSignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
 	}
 	if _, e := send(sshd.PID, "TERM"); !isCode(e, CodePermissionDenied) || !strings.Contains(fmt.Sprint(*e), "protected") {
 		t.Errorf("TERM to root's sshd: %+v", e)
@@ -289,16 +289,16 @@ func eth0Recv(t *testing.T, info networkInfo) float64 {
 }
 
 // listProcs is process_list_processes with args, which must succeed.
-func listProcs(t *testing.T, r *rig, args map[string]any) ProcessListOut {
+func listProcs(t *testing.T, r *rig, args map[string]any) processListOut {
 	t.Helper()
-	out, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", args)
+	out, e := callAs[processListOut](t, r, admin, "process_list_processes", args)
 	if e != nil {
 		t.Fatal(e)
 	}
 	return out
 }
 
-func pids(l ProcessListOut) []int {
+func pids(l processListOut) []int {
 	return pluck(l.Processes, func(p processSummary) int { return p.PID })
 }
 
@@ -306,7 +306,7 @@ func pids(l ProcessListOut) []int {
 // table with the unit's program, started when the unit says it was.
 func TestSimBoardServicesAreItsProcesses(t *testing.T) {
 	r := newSimRig(t, nil)
-	list, e := callAs[ServiceListOut](t, r, admin, "service_list_services", map[string]any{"state": "active"})
+	list, e := callAs[serviceListOut](t, r, admin, "service_list_services", map[string]any{"state": "active"})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -358,13 +358,13 @@ func TestSimBoardServicesAndProcessesMove(t *testing.T) {
 		}
 		return m
 	}
-	if _, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); e != nil {
+	if _, e := callAs[serviceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); e != nil {
 		t.Fatal(e)
 	}
 	if got := procsNamed("nginx"); len(got) != 0 {
 		t.Errorf("nginx processes after the unit stopped: %v", got)
 	}
-	sc, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
+	sc, e := callAs[serviceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -376,7 +376,7 @@ func TestSimBoardServicesAndProcessesMove(t *testing.T) {
 	if len(dbus) != 1 {
 		t.Fatalf("dbus-daemon: %v", dbus)
 	}
-	if out, e := callAs[SignalOut](t, r, admin, "process_send_signal", with(map[string]any{"pid": dbus[0], "signal": "TERM"})); e != nil || out.StillRunning {
+	if out, e := callAs[processSignalOut](t, r, admin, "process_send_signal", with(map[string]any{"pid": dbus[0], "signal": "TERM"})); e != nil || out.StillRunning {
 		t.Fatalf("TERM dbus-daemon: %+v %v", out, e)
 	}
 	if st, e := callAs[serviceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "dbus"}); e != nil || st.Status != "inactive" {

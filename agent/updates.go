@@ -115,10 +115,10 @@ func (a *Agent) serverUpdate(ctx context.Context) (serverUpdate, error) {
 	return u, nil
 }
 
-// CheckUpdatesOut is manage.check_for_updates: the spec's self-update
+// updatesCheckOut is manage.check_for_updates: the spec's self-update
 // answer (§2.6.6: update_available, current_version, latest_version,
 // last_checked) and the OS's pending updates beside it.
-type CheckUpdatesOut struct {
+type updatesCheckOut struct {
 	UpdateAvailable bool      `json:"update_available"`
 	CurrentVersion  string    `json:"current_version" jsonschema:"raspi-mcp as installed by the package manager; the running version when it was not installed from a package"`
 	LatestVersion   string    `json:"latest_version" jsonschema:"the candidate apt would install; equal to current_version when there is none"`
@@ -152,14 +152,14 @@ type osJobBrief struct {
 	State string `json:"state"`
 }
 
-// PreviewIn is manage.preview_os_updates.
-type PreviewIn struct {
+// updatesPreviewIn is manage.preview_os_updates.
+type updatesPreviewIn struct {
 	Refresh *bool `json:"refresh,omitempty" jsonschema:"refresh the package lists first (apt-get update); default true"`
 	tool.GuardArgs
 }
 
-// PreviewOut is the plan a full upgrade would carry out now.
-type PreviewOut struct {
+// updatesPreviewOut is the plan a full upgrade would carry out now.
+type updatesPreviewOut struct {
 	PlanHash                string       `json:"plan_hash" jsonschema:"pass it to manage_apply_os_updates; it names exactly these versions"`
 	Upgrades                []apt.Change `json:"upgrades"`
 	Installs                []apt.Change `json:"installs" jsonschema:"new packages the upgrade brings in"`
@@ -177,15 +177,15 @@ type PreviewOut struct {
 	Plan                    []string     `json:"plan,omitempty"`
 }
 
-// ApplyIn is manage.apply_os_updates.
-type ApplyIn struct {
+// updatesApplyIn is manage.apply_os_updates.
+type updatesApplyIn struct {
 	PlanHash string `json:"plan_hash" jsonschema:"from manage_preview_os_updates"`
 	tool.GuardArgs
 }
 
-// UpdateOSIn is manage.update_os: preview and apply in one call; a
+// updatesUpdateOSIn is manage.update_os: preview and apply in one call; a
 // plan_hash binds it to a preview as apply does.
-type UpdateOSIn struct {
+type updatesUpdateOSIn struct {
 	PlanHash string `json:"plan_hash,omitempty" jsonschema:"optional: the preview's plan_hash, to install only if the plan is still that one"`
 	tool.GuardArgs
 }
@@ -198,22 +198,22 @@ type packageVersions struct {
 	Target string `json:"target,omitempty" jsonschema:"the version the plan installs; empty for a removal"`
 }
 
-// ApplyOut is the outcome of installing a plan.
-type ApplyOut struct {
-	Status            aptRunStatus      `json:"status"`
-	JobID             string            `json:"job_id,omitempty" jsonschema:"in manage_list_jobs; manage_cancel_job stops it before dpkg starts"`
-	PlanHash          string            `json:"plan_hash"`
-	Packages          []packageVersions `json:"packages"`
-	ConffilesKept     []string          `json:"conffiles_kept" jsonschema:"configuration files you changed that were kept; the package's new version is beside each as .dpkg-dist"`
-	ConffilesReplaced []string          `json:"conffiles_replaced"`
-	RebootRequired    bool              `json:"reboot_required"`
-	DryRun            bool              `json:"dry_run,omitempty"`
-	Plan              []string          `json:"plan,omitempty"`
-	Preview           *PreviewOut       `json:"preview,omitempty" jsonschema:"manage_update_os: the plan it installed"`
+// updatesApplyOut is the outcome of installing a plan.
+type updatesApplyOut struct {
+	Status            aptRunStatus       `json:"status"`
+	JobID             string             `json:"job_id,omitempty" jsonschema:"in manage_list_jobs; manage_cancel_job stops it before dpkg starts"`
+	PlanHash          string             `json:"plan_hash"`
+	Packages          []packageVersions  `json:"packages"`
+	ConffilesKept     []string           `json:"conffiles_kept" jsonschema:"configuration files you changed that were kept; the package's new version is beside each as .dpkg-dist"`
+	ConffilesReplaced []string           `json:"conffiles_replaced"`
+	RebootRequired    bool               `json:"reboot_required"`
+	DryRun            bool               `json:"dry_run,omitempty"`
+	Plan              []string           `json:"plan,omitempty"`
+	Preview           *updatesPreviewOut `json:"preview,omitempty" jsonschema:"manage_update_os: the plan it installed"`
 }
 
 func (a *Agent) registerUpdates() {
-	tool.Add(a.tools, tool.Spec[NoArgs, CheckUpdatesOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, updatesCheckOut]{
 		ID: "manage.check_for_updates", Title: "Check for updates",
 		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -221,7 +221,7 @@ func (a *Agent) registerUpdates() {
 			tool.P("os.lists_updated_at", tool.Format("date-time"))},
 		Slow: true,
 		Run:  a.checkForUpdates,
-		Summary: func(_ NoArgs, o CheckUpdatesOut) string {
+		Summary: func(_ noArgs, o updatesCheckOut) string {
 			s := "raspi-mcp " + o.CurrentVersion + " is current"
 			if o.UpdateAvailable {
 				s = fmt.Sprintf("raspi-mcp %s available (installed %s, channel %s)", o.LatestVersion, o.CurrentVersion, o.Channel)
@@ -233,42 +233,42 @@ func (a *Agent) registerUpdates() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[PreviewIn, PreviewOut]{
+	tool.Add(a.tools, tool.Spec[updatesPreviewIn, updatesPreviewOut]{
 		ID: "manage.preview_os_updates", Title: "Preview OS updates",
 		Description: "Refresh the package lists (unless refresh is false) and show what a full upgrade would do: every package with its versions and archive, security fixes, new packages, removals, held packages, download size, disk space and whether a reboot will be needed, with a plan_hash naming exactly that plan. Installs nothing; apply it with manage_apply_os_updates. Needs [manage] updates.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: config.SwitchManageUpdates},
 		Props:       []tool.Prop{tool.P("refresh", tool.Default(true))},
 		OutProps:    []tool.Prop{tool.P("lists_updated_at", tool.Format("date-time"))},
 		Run:         a.previewOSUpdates,
-		Summary: func(_ PreviewIn, o PreviewOut) string {
+		Summary: func(_ updatesPreviewIn, o updatesPreviewOut) string {
 			return fmt.Sprintf("%d upgrades (%d security), %d new, %d removed, %d held; %s to download; plan %s", len(o.Upgrades), o.SecurityCount,
 				len(o.Installs), len(o.Removals), len(o.Held), bytesText(o.DownloadBytes), o.PlanHash)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ApplyIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[updatesApplyIn, updatesApplyOut]{
 		ID: "manage.apply_os_updates", Title: "Apply OS updates",
 		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash): refused with the difference if the packages on offer changed since. Configuration files you changed are kept. Runs as a job (manage_list_jobs) that manage_cancel_job can stop until dpkg starts. Critical: change_prepare then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
-		Example:     &ApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
-		Run: func(ctx context.Context, c *tool.Call, in ApplyIn) (ApplyOut, error) {
+		Example:     &updatesApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
+		Run: func(ctx context.Context, c *tool.Call, in updatesApplyIn) (updatesApplyOut, error) {
 			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
 		},
 		Summary: applySummary,
 	})
-	tool.Add(a.tools, tool.Spec[UpdateOSIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[updatesUpdateOSIn, updatesApplyOut]{
 		ID: "manage.update_os", Title: "Update the OS",
 		Description: "Preview and apply in one step: refresh the package lists, work out the full upgrade and install it, with the plan in the audit trail. With plan_hash it installs only if the plan is still that one. Critical: change_prepare (whose plan is this tool's dry run) then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
 		Run:         a.updateOS,
-		Summary:     func(_ UpdateOSIn, o ApplyOut) string { return applySummary(ApplyIn{}, o) },
+		Summary:     func(_ updatesUpdateOSIn, o updatesApplyOut) string { return applySummary(updatesApplyIn{}, o) },
 	})
 }
 
-func applySummary(_ ApplyIn, o ApplyOut) string {
+func applySummary(_ updatesApplyIn, o updatesApplyOut) string {
 	if o.DryRun {
 		return fmt.Sprintf("would install plan %s: %d packages", o.PlanHash, len(o.Packages))
 	}
@@ -309,15 +309,15 @@ func (a *Agent) needApt() error {
 	return nil
 }
 
-func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ NoArgs) (CheckUpdatesOut, error) {
+func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ noArgs) (updatesCheckOut, error) {
 	if err := a.needApt(); err != nil {
-		return CheckUpdatesOut{}, err
+		return updatesCheckOut{}, err
 	}
 	u, err := a.serverUpdate(ctx)
 	if err != nil {
-		return CheckUpdatesOut{}, err
+		return updatesCheckOut{}, err
 	}
-	out := CheckUpdatesOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
+	out := updatesCheckOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
 		Channel: u.Channel, LastChecked: timeText(u.LastChecked), ReleaseDate: timeText(u.ReleaseDate), ReleaseNotesURL: u.ReleaseNotesURL}
 	if out.CurrentVersion == "" {
 		out.CurrentVersion = a.version
@@ -436,16 +436,16 @@ func (a *Agent) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, err
 	return a.waitRun(ctx, pr, run.ID)
 }
 
-func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in PreviewIn) (PreviewOut, error) {
+func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in updatesPreviewIn) (updatesPreviewOut, error) {
 	return a.preview(ctx, c, in, newProgress(c, 0, 100))
 }
 
-func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
+func (a *Agent) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, pr *progressOut) (updatesPreviewOut, error) {
 	if err := a.needApt(); err != nil {
-		return PreviewOut{}, err
+		return updatesPreviewOut{}, err
 	}
 	refresh := in.Refresh == nil || *in.Refresh
-	out := PreviewOut{Status: aptRunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
+	out := updatesPreviewOut{Status: aptRunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
 	if refresh && c.DryRun {
 		out.Plan = append(out.Plan, "refresh the package lists (apt-get update) through the root helper")
 	}
@@ -473,7 +473,7 @@ func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *pro
 }
 
 // fillPreview simulates the upgrade and fills the plan's fields.
-func (a *Agent) fillPreview(ctx context.Context, out *PreviewOut) error {
+func (a *Agent) fillPreview(ctx context.Context, out *updatesPreviewOut) error {
 	plan, err := a.apt.Simulate(ctx)
 	if err != nil {
 		return err
@@ -547,18 +547,18 @@ func packagesOf(p apt.Plan) []packageVersions {
 
 // applyOSUpdates installs the plan named by hash (any current plan when
 // hash is "" and bound is false: manage_update_os without a hash).
-func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
+func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (updatesApplyOut, error) {
 	if err := a.needApt(); err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
 	if bound && !strings.HasPrefix(hash, "sha256:") {
-		return ApplyOut{}, tool.Errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).With("parameter", "plan_hash")
+		return updatesApplyOut{}, tool.Errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).With("parameter", "plan_hash")
 	}
 	plan, err := a.currentPlan(ctx, hash)
 	if err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
-	out := ApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
+	out := updatesApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
 	if plan.Empty() {
 		return out, tool.Errf(CodeFailedPrecondition, "there is nothing to install: the plan is empty").With("plan_hash", out.PlanHash).
 			Suggest(tool.SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
@@ -635,7 +635,7 @@ func (a *Agent) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
 	}
 }
 
-func (a *Agent) applyResult(ctx context.Context, out ApplyOut, run proto.AptRun, plan apt.Plan) (ApplyOut, error) {
+func (a *Agent) applyResult(ctx context.Context, out updatesApplyOut, run proto.AptRun, plan apt.Plan) (updatesApplyOut, error) {
 	out.Status = runStatus(run)
 	out.ConffilesKept = append(out.ConffilesKept, run.ConffilesKept...)
 	out.ConffilesReplaced = append(out.ConffilesReplaced, run.ConffilesReplaced...)
@@ -670,15 +670,15 @@ func protoPackages(cs []apt.Change) []proto.AptPackage {
 // updateOS is preview and apply in one: the dry run (change_prepare's
 // plan) is the preview without a refresh; the real call refreshes,
 // previews and, if plan_hash is given, applies only that plan.
-func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in UpdateOSIn) (ApplyOut, error) {
+func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in updatesUpdateOSIn) (updatesApplyOut, error) {
 	if err := a.needApt(); err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
 	// The refresh counts for the first tenth of the progress.
 	pr := newProgress(c, 0, 10)
-	pre, err := a.preview(ctx, c, PreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
+	pre, err := a.preview(ctx, c, updatesPreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
 	if err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
 	pr.lo, pr.span = 10, 90
 	out, err := a.applyOSUpdates(ctx, c, in.PlanHash, in.PlanHash != "", pr)
