@@ -328,7 +328,7 @@ func (a *Agent) configApply(ctx context.Context, c *tool.Call, in configApplyIn)
 	if herr != nil {
 		return configApplyOut{}, a.rollBack(ctx, d, herr)
 	}
-	gen, _ := a.ConfigGeneration()
+	gen, _ := a.configGeneration()
 	out.Applied, out.Generation, out.Health = true, gen, health
 	return out, nil
 }

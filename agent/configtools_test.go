@@ -261,7 +261,7 @@ func TestReloadKeepsTheConfigOnABadFile(t *testing.T) {
 	if err := r.a.Reload(); err == nil {
 		t.Fatal("a bad file reloaded")
 	}
-	if g, _ := r.a.ConfigGeneration(); g != 1 {
+	if g, _ := r.a.configGeneration(); g != 1 {
 		t.Fatalf("generation %d after a failed reload", g)
 	}
 	// Sockets and the state file are the running agent's until a restart.

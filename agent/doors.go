@@ -44,13 +44,13 @@ func (a *Agent) auditDoor(r transport.Refusal) {
 // measurements read it.
 func (a *Agent) SocketLoad() socketLoad { return a.doors.Load() }
 
-// HTTPHandler is the endpoint: /mcp and /metrics behind the LAN guards.
-func (a *Agent) HTTPHandler(o HTTPOptions) http.Handler { return a.doors.HTTPHandler(o) }
+// httpHandler is the endpoint: /mcp and /metrics behind the LAN guards.
+func (a *Agent) httpHandler(o HTTPOptions) http.Handler { return a.doors.HTTPHandler(o) }
 
-// HTTPTLS is the endpoint's TLS configuration: nil without [http] tls;
+// httpTLS is the endpoint's TLS configuration: nil without [http] tls;
 // the owner's certificate, or the self-signed one beside the state file.
 // fingerprint is the certificate's, for status and clients to pin.
-func (a *Agent) HTTPTLS(now time.Time) (cfg *tls.Config, fingerprint string, err error) {
+func (a *Agent) httpTLS(now time.Time) (cfg *tls.Config, fingerprint string, err error) {
 	return a.doors.HTTPTLS(now)
 }
 

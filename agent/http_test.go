@@ -596,7 +596,7 @@ func TestHTTPMetricsAuth(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "/metrics", nil)
 	req.RemoteAddr, req.Host = "192.0.2.7:40000", "127.0.0.1"
 	rec := &statusRecorder{header: http.Header{}}
-	m.a.HTTPHandler(HTTPOptions{Tokens: newFakeTokens(), Metrics: http.NotFoundHandler()}).ServeHTTP(rec, req)
+	m.a.httpHandler(HTTPOptions{Tokens: newFakeTokens(), Metrics: http.NotFoundHandler()}).ServeHTTP(rec, req)
 	if rec.status != 401 {
 		t.Fatalf("/metrics from the LAN without a token: %d", rec.status)
 	}

@@ -122,7 +122,7 @@ func (a *Agent) registerLogs() {
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
 		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(context.Context, *tool.Call, noArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
+		Run:         func(context.Context, *tool.Call, noArgs) (AuditVerifyOut, error) { return a.verifyAudit() },
 		Summary: func(_ noArgs, o AuditVerifyOut) string {
 			if o.OK {
 				return fmt.Sprintf("audit chain intact: %d records (seq %d..%d)", o.Records, o.FirstSeq, o.LastSeq)
@@ -440,8 +440,8 @@ func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in auditLogsIn) (Audi
 	return out, nil
 }
 
-// VerifyAudit checks the agent's own chain against the helper's witness.
-func (a *Agent) VerifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store, a.witness.path) }
+// verifyAudit checks the agent's own chain against the helper's witness.
+func (a *Agent) verifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store, a.witness.path) }
 
 // VerifyFile checks the audit chain of a database, and compares it with the
 // helper's witness file at witnessPath (read directly: it is world-readable,

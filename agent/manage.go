@@ -111,7 +111,7 @@ func (a *Agent) registerManage() {
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
 		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (ServerStatus, error) {
-			return a.Status(ctx, c.Principal)
+			return a.status(ctx, c.Principal)
 		},
 		Summary: func(_ noArgs, s ServerStatus) string {
 			h := "helper DOWN"
@@ -128,8 +128,8 @@ func (a *Agent) registerManage() {
 	})
 }
 
-// Status gathers the server status.
-func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
+// status gathers the server status.
+func (a *Agent) status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
 	l := a.cfg.Load()
 	cfg := l.cfg
 	s := ServerStatus{

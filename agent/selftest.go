@@ -80,7 +80,7 @@ func (a *Agent) registerSelftest() {
 			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
 			"each failure with a fix_hint. Read only.",
 		Rule: tool.Rule{MinRole: identity.RoleRead},
-		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
+		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return a.selftest(ctx), nil },
 		Summary: func(_ noArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)
 			for _, c := range o.Checks {
@@ -94,8 +94,8 @@ func (a *Agent) registerSelftest() {
 	})
 }
 
-// Selftest runs every check; `raspi-mcp status --check` shows the same.
-func (a *Agent) Selftest(ctx context.Context) SelftestOut {
+// selftest runs every check; `raspi-mcp status --check` shows the same.
+func (a *Agent) selftest(ctx context.Context) SelftestOut {
 	out := SelftestOut{Mode: a.mode, Version: a.version, Checks: []selftestCheck{}}
 	record := func(c selftestCheck) { out.Checks = append(out.Checks, c) }
 	pass := func(name, f string, args ...any) {

@@ -322,7 +322,7 @@ func (a *Agent) startupCheck(ctx context.Context, fault string) (healthy bool, r
 	if fault != "" {
 		return false, "start-up check fault: " + fault, false
 	}
-	st := a.Selftest(ctx)
+	st := a.selftest(ctx)
 	var bad []string
 	helperOnly := true
 	for _, c := range st.Checks {
