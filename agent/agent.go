@@ -1,6 +1,20 @@
 // Package agent is the unprivileged MCP server of raspi-mcp: tools, policy,
 // audit and the socket that `raspi-mcp stdio` bridges to. Anything that needs
 // root goes through the helper client; /proc and /sys are read here.
+//
+// The tools' wire types (the In and Out of each tool.Spec) are named
+// <area><Operation>In and <area><Operation>Out: area is the tool's namespace
+// (gpio, i2c, camera, process, ...), or for manage.* tools what is managed
+// (config, updates, server, jobs); Operation is the tool's verb, or what a
+// get_ or list_ tool reads, with its object where the area needs it
+// (gpioWriteIn, i2cWriteIn, configApplyIn, updatesApplyIn, systemRebootIn).
+// A tool without parameters takes noArgs; tools with the same input or output
+// share one type (configCandidateIn, SystemPowerOut); a result that is a thing
+// in its own right keeps that thing's name (processDetail, capabilities,
+// HealthSnapshot). The names are unexported, except those the binary reads
+// (cmd/raspi-mcp: AuditLogsOut, GPIOWriteOut, SensorsReadOut, ...); the tool
+// listings do not depend on them (agent/testdata/schemas). Parts of results
+// and helpers nothing outside the package uses are unexported too.
 package agent
 
 import (
@@ -61,7 +75,7 @@ type Options struct {
 	Apt     apt.Source     // the package manager's read side (changes go through the helper); nil: the update tools answer unavailable
 	Journal journal.Reader // journalctl, or the simulated units' journal
 	Root    fs.FS          // the file system root /proc, /sys and /etc are read from
-	Net     Network        // interfaces, routes, sockets
+	Net     network        // interfaces, routes, sockets
 	// SimProcs is laptop mode's simulated process table: processes are
 	// then read from its rendered /proc (not Root), and raspi-mcp itself
 	// is recognised in it rather than by this machine's pids.
@@ -111,7 +125,7 @@ type Agent struct {
 	server     *mcp.Server
 	tools      *tool.Registry
 	lan        []*lanDomain // mounted LAN MCP servers ([[upstream]])
-	sampler    *Sampler
+	sampler    *sampler
 	io         ioMeter // the health snapshot's network and disk rates
 	reverter   *reverter
 	powerJobs  *powerWatch
@@ -122,7 +136,7 @@ type Agent struct {
 	journal    journal.Reader
 	root       fs.FS
 	simProcs   *procs.Sim
-	net        Network
+	net        network
 	appLog     *applog.Ring
 	unitCPU    unitCPU
 	cpu        *cpuSampler // process readings shared by the process tools
@@ -170,7 +184,7 @@ func New(o Options) (*Agent, error) {
 	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
 	a.pipe = a.newPipeline()
 	a.watch = newWatch()
-	a.sampler = NewSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
+	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
 	a.selfUpdate = newSelfUpdateWatch(a, o.SelfCheckFault)

@@ -95,11 +95,11 @@ func TestToolNamesAndSchemas(t *testing.T) {
 	c := config.Laptop("/x", "a")
 	c.Agent.ExposeDottedNames = true
 	reg := tool.NewRegistry(tool.Options{Dotted: true, CheckOutput: true})
-	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	tool.Add(reg, tool.Spec[noArgs, noArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, noArgs) (noArgs, error) { return noArgs{}, nil }})
 	if reg.Err() != nil || reg.All()[0].Name() != "system.get_basic_info" {
 		t.Fatalf("dotted: %v %v", reg.Err(), reg.All())
 	}
-	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	tool.Add(reg, tool.Spec[noArgs, noArgs]{ID: "system.get_basic_info", Run: func(context.Context, *tool.Call, noArgs) (noArgs, error) { return noArgs{}, nil }})
 	if reg.Err() == nil {
 		t.Fatal("duplicate id accepted")
 	}
@@ -109,8 +109,8 @@ func TestToolNamesAndSchemas(t *testing.T) {
 		}
 	}
 	reg = tool.NewRegistry(tool.Options{CheckOutput: true})
-	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "a.b_c", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
-	tool.Add(reg, tool.Spec[NoArgs, NoArgs]{ID: "a_b.c", Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) { return NoArgs{}, nil }})
+	tool.Add(reg, tool.Spec[noArgs, noArgs]{ID: "a.b_c", Run: func(context.Context, *tool.Call, noArgs) (noArgs, error) { return noArgs{}, nil }})
+	tool.Add(reg, tool.Spec[noArgs, noArgs]{ID: "a_b.c", Run: func(context.Context, *tool.Call, noArgs) (noArgs, error) { return noArgs{}, nil }})
 	if reg.Err() == nil || !strings.Contains(reg.Err().Error(), "collides") {
 		t.Fatalf("collision a.b_c / a_b.c not caught: %v", reg.Err())
 	}
@@ -148,7 +148,7 @@ func TestOutputSchemaKeptAsJSON(t *testing.T) {
 	}
 	for _, check := range []bool{false, true} {
 		reg := tool.NewRegistry(tool.Options{CheckOutput: check})
-		tool.Add(reg, tool.Spec[NoArgs, out]{ID: "a.b", Run: func(context.Context, *tool.Call, NoArgs) (out, error) { return out{}, nil }})
+		tool.Add(reg, tool.Spec[noArgs, out]{ID: "a.b", Run: func(context.Context, *tool.Call, noArgs) (out, error) { return out{}, nil }})
 		if reg.Err() != nil {
 			t.Fatal(reg.Err())
 		}
@@ -250,7 +250,7 @@ func TestArgumentsMustBeAnObject(t *testing.T) {
 
 // powerOut compares a scheduled power action without the values that
 // depend on the clock or are drawn at random, after checking they are set.
-func powerOut(t *testing.T, what string, want, got PowerOut) {
+func powerOut(t *testing.T, what string, want, got SystemPowerOut) {
 	t.Helper()
 	if got.Scheduled {
 		if _, err := time.Parse(time.RFC3339, got.ScheduledFor); err != nil || !strings.HasPrefix(got.JobID, "job-") {
@@ -260,26 +260,26 @@ func powerOut(t *testing.T, what string, want, got PowerOut) {
 	if got.DryRun && len(got.Plan) == 0 {
 		t.Errorf("%s: a dry run without a plan", what)
 	}
-	diff(t, what, want, got, cmpopts.IgnoreFields(PowerOut{}, "ScheduledFor", "JobID", "Plan"))
+	diff(t, what, want, got, cmpopts.IgnoreFields(SystemPowerOut{}, "ScheduledFor", "JobID", "Plan"))
 }
 
 func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 	r := newRig(t, nil)
 	n := r.auditCount()
-	_, e := callAs[PowerOut](t, r, reader, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
+	_, e := callAs[SystemPowerOut](t, r, reader, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"required_role": "operate", "role": "read", "tool": "system.reboot"})
 	if r.auditCount() != n+1 {
 		t.Fatal("read role: denial not audited")
 	}
-	_, e = callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{})
+	_, e = callAs[SystemPowerOut](t, r, admin, "system_reboot", map[string]any{})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"missing": []any{"confirm", "reason"}, "risk": "high", "tool": "system.reboot"})
 	diff(t, "no confirm: next call", []tool.SuggestedCall{{Tool: "system_reboot", Arguments: map[string]any{"dry_run": true},
 		Why: "see what it would do; then call again with confirm: true and a reason"}}, e.Next)
 	if r.auditCount() != n+2 {
 		t.Fatal("no confirm: refusal not audited")
 	}
-	dry, _ := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 30})
-	powerOut(t, "dry run", PowerOut{EffectiveAfterSeconds: 30, Action: "reboot", DryRun: true}, dry)
+	dry, _ := callAs[SystemPowerOut](t, r, admin, "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 30})
+	powerOut(t, "dry run", SystemPowerOut{EffectiveAfterSeconds: 30, Action: "reboot", DryRun: true}, dry)
 	if r.auditCount() != n+3 {
 		t.Fatal("dry run not audited")
 	}
@@ -287,8 +287,8 @@ func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 		t.Fatal("dry run scheduled something")
 	}
 	res := r.call(t, admin, "system_reboot", map[string]any{"confirm": true, "reason": "kernel update", "delay_seconds": 30})
-	out, _ := decodeResult[PowerOut](t, res)
-	powerOut(t, "reboot", PowerOut{Scheduled: true, EffectiveAfterSeconds: 30, Action: "reboot"}, out)
+	out, _ := decodeResult[SystemPowerOut](t, res)
+	powerOut(t, "reboot", SystemPowerOut{Scheduled: true, EffectiveAfterSeconds: 30, Action: "reboot"}, out)
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || s.Action != "reboot" || time.Until(s.At) < 25*time.Second {
 		t.Fatalf("sim power: %+v %v", s, ok)
 	}
@@ -300,7 +300,7 @@ func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 		recs[2].ErrorCode != CodeFailedPrecondition || recs[3].Decision != "deny" || recs[3].Principal != "bob" {
 		t.Fatalf("audit trail: %+v", recs)
 	}
-	if v, _ := r.a.VerifyAudit(); !v.OK {
+	if v, _ := r.a.verifyAudit(); !v.OK {
 		t.Fatalf("verify: %+v", v)
 	}
 }
@@ -309,7 +309,7 @@ func TestWritesOffByDefault(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.System.Reboot, c.System.Shutdown = false, false })
 	// The switch is named in the text a model reads (resultError checks it
 	// carries the same object as _meta.error).
-	_, e := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
+	_, e := callAs[SystemPowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[system] reboot", "tool": "system.reboot"})
 	// And the helper refuses on its own even if the agent is bypassed.
 	_, err := callHelperReboot(r)
@@ -323,9 +323,9 @@ func TestWritesOffByDefault(t *testing.T) {
 
 // prepare is change_prepare of tool with args as p; it fails t unless the
 // token is issued.
-func prepare(t *testing.T, r *rig, p Principal, tool string, args map[string]any) PrepareOut {
+func prepare(t *testing.T, r *rig, p Principal, tool string, args map[string]any) changePrepareOut {
 	t.Helper()
-	out, e := callAs[PrepareOut](t, r, p, "change_prepare", map[string]any{"tool": tool, "arguments": args})
+	out, e := callAs[changePrepareOut](t, r, p, "change_prepare", map[string]any{"tool": tool, "arguments": args})
 	if e != nil {
 		t.Fatalf("prepare %s %v: %+v", tool, args, e)
 	}
@@ -334,7 +334,7 @@ func prepare(t *testing.T, r *rig, p Principal, tool string, args map[string]any
 
 func TestShutdownNeedsChangeToken(t *testing.T) {
 	r := newRig(t, nil)
-	_, e := callAs[PowerOut](t, r, admin, "system_shutdown", map[string]any{"confirm": true, "reason": "move"})
+	_, e := callAs[SystemPowerOut](t, r, admin, "system_shutdown", map[string]any{"confirm": true, "reason": "move"})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"risk": "critical", "tool": "system.shutdown"})
 	diff(t, "direct: next call", []tool.SuggestedCall{{Tool: "change_prepare",
 		Arguments: map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"confirm": true, "delay_seconds": 5.0, "force": false, "reason": "move"}},
@@ -350,7 +350,7 @@ func TestShutdownNeedsChangeToken(t *testing.T) {
 		"bad arguments":  {admin, map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"delay_seconds": 9999}}, CodeInvalidArgument},
 		"a read tool":    {admin, map[string]any{"tool": "system_get_basic_info"}, CodeInvalidArgument},
 	} {
-		_, e := callAs[PrepareOut](t, r, tc.p, "change_prepare", tc.args)
+		_, e := callAs[changePrepareOut](t, r, tc.p, "change_prepare", tc.args)
 		if e == nil || e.Code != tc.code {
 			t.Fatalf("%s: got %+v, want %s", name, e, tc.code)
 		}
@@ -364,37 +364,37 @@ func TestShutdownNeedsChangeToken(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, p.ExpiresAt); err != nil || p.Token == "" || !strings.HasPrefix(p.PlanHash, "sha256:") {
 		t.Fatalf("prepare: token %q, plan_hash %q, expires_at %q", p.Token, p.PlanHash, p.ExpiresAt)
 	}
-	diff(t, "prepare", PrepareOut{Tool: "system_shutdown", ToolID: "system.shutdown", Risk: "critical",
+	diff(t, "prepare", changePrepareOut{Tool: "system_shutdown", ToolID: "system.shutdown", Risk: "critical",
 		Arguments: map[string]any{"reason": "move", "delay_seconds": 60.0}}, p,
-		cmpopts.IgnoreFields(PrepareOut{}, "Token", "PlanHash", "ExpiresAt", "Plan"))
+		cmpopts.IgnoreFields(changePrepareOut{}, "Token", "PlanHash", "ExpiresAt", "Plan"))
 	diff(t, "the plan is the dry run", map[string]any{"action": "poweroff", "dry_run": true, "effective_after_seconds": 60.0, "scheduled": false},
 		p.Plan, cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "plan" }))
 
-	_, e = callAs[CommitOut](t, r, Principal{Name: "eve", UID: 1003, Role: RoleAdmin}, "change_commit", map[string]any{"token": p.Token})
+	_, e = callAs[changeCommitOut](t, r, Principal{Name: "eve", UID: 1003, Role: RoleAdmin}, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"parameter": "token"}) // another principal's token
 	// That attempt left the token to its holder (change_test.go commits it).
 
 	p = prepare(t, r, admin, "system.shutdown", args)
-	c, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	c, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	if e != nil || !strings.HasPrefix(c.ToolAuditRef, "audit:") {
 		t.Fatalf("commit: %+v %+v", c, e)
 	}
-	diff(t, "commit", CommitOut{Tool: "system_shutdown", ToolID: "system.shutdown", PlanHash: p.PlanHash,
+	diff(t, "commit", changeCommitOut{Tool: "system_shutdown", ToolID: "system.shutdown", PlanHash: p.PlanHash,
 		Result: map[string]any{"action": "poweroff", "effective_after_seconds": 60.0, "scheduled": true}}, c,
-		cmpopts.IgnoreFields(CommitOut{}, "ToolAuditRef"),
+		cmpopts.IgnoreFields(changeCommitOut{}, "ToolAuditRef"),
 		cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "job_id" || k == "scheduled_for" }))
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || s.Action != "poweroff" {
 		t.Fatalf("not scheduled: %+v", s)
 	}
-	_, e = callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	_, e = callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "token"}) // reused
 
 	// Policy is re-checked at commit: switched off between prepare and commit.
 	p = prepare(t, r, admin, "system_shutdown", map[string]any{"reason": "again"})
 	r.cfg.System.Shutdown = false
-	_, e = callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	_, e = callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodePermissionDenied, nil)
-	if v, _ := r.a.VerifyAudit(); !v.OK {
+	if v, _ := r.a.verifyAudit(); !v.OK {
 		t.Fatalf("verify: %+v", v)
 	}
 }
@@ -403,7 +403,7 @@ func TestExpiredToken(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Change.TokenTTL = config.Duration(time.Second) })
 	p := prepare(t, r, admin, "system_shutdown", map[string]any{"reason": "x"})
 	time.Sleep(1100 * time.Millisecond)
-	_, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	_, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"parameter": "token"})
 	if !strings.Contains(e.Message, "expired") {
 		t.Fatalf("message does not say the token expired: %+v", e)
@@ -413,11 +413,11 @@ func TestExpiredToken(t *testing.T) {
 func TestHelperDownAnswersUnavailableThenRecovers(t *testing.T) {
 	r := newRig(t, nil)
 	args := map[string]any{"confirm": true, "reason": "x", "delay_seconds": 300}
-	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", args); e != nil {
+	if _, e := callAs[SystemPowerOut](t, r, admin, "system_reboot", args); e != nil {
 		t.Fatal(e)
 	}
 	r.killHelper()
-	_, e := callAs[PowerOut](t, r, admin, "system_reboot", args)
+	_, e := callAs[SystemPowerOut](t, r, admin, "system_reboot", args)
 	wantErr(t, e, CodeUnavailable, map[string]any{"socket": r.cfg.Helper.Socket})
 	if !e.Retryable {
 		t.Fatalf("helper down is not retryable: %+v", e)
@@ -432,15 +432,15 @@ func TestHelperDownAnswersUnavailableThenRecovers(t *testing.T) {
 		t.Fatal(e)
 	}
 	r.startHelper()
-	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", args); e != nil {
+	if _, e := callAs[SystemPowerOut](t, r, admin, "system_reboot", args); e != nil {
 		t.Fatalf("after restart: %+v", e)
 	}
 }
 
 func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 	r := newRig(t, nil)
-	for name, out := range map[string]any{"system_get_basic_info": &BasicInfo{}, "system_get_health_snapshot": &HealthSnapshot{},
-		"metrics_get_realtime_metrics": &HealthSnapshot{}, "system_get_capabilities": &Capabilities{}, "manage_get_server_status": &ServerStatus{},
+	for name, out := range map[string]any{"system_get_basic_info": &basicInfo{}, "system_get_health_snapshot": &HealthSnapshot{},
+		"metrics_get_realtime_metrics": &HealthSnapshot{}, "system_get_capabilities": &capabilities{}, "manage_get_server_status": &ServerStatus{},
 		"logs_get_recent_audit_logs": &AuditLogsOut{}, "logs_verify_audit_chain": &AuditVerifyOut{}} {
 		res := r.call(t, admin, name, nil)
 		if res.IsError {
@@ -454,8 +454,8 @@ func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 			t.Errorf("%s: text is not summary line + JSON: %q", name, text)
 		}
 	}
-	caps, _ := callAs[Capabilities](t, r, reader, "system_get_capabilities", nil)
-	var reboot []ToolCaps
+	caps, _ := callAs[capabilities](t, r, reader, "system_get_capabilities", nil)
+	var reboot []toolCaps
 	for _, d := range caps.Domains {
 		for _, tl := range d.Tools {
 			if tl.Name == "system_reboot" {
@@ -466,14 +466,14 @@ func TestReadToolsAnswerTheirSchemas(t *testing.T) {
 	if len(reboot) != 1 {
 		t.Fatalf("capabilities list system_reboot %d times", len(reboot))
 	}
-	diff(t, "reboot for a reader", ToolCaps{Name: "system_reboot", ID: "system.reboot", Title: "Reboot", Risk: "high", MinRole: "operate",
+	diff(t, "reboot for a reader", toolCaps{Name: "system_reboot", ID: "system.reboot", Title: "Reboot", Risk: "high", MinRole: "operate",
 		Stability: "stable", Unavailable: "system.reboot needs role operate; bob has role read"}, reboot[0])
 }
 
 func TestAuditLogFilters(t *testing.T) {
 	r := newRig(t, nil)
-	callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"dry_run": true})
-	callAs[PowerOut](t, r, reader, "system_reboot", map[string]any{"dry_run": true})
+	callAs[SystemPowerOut](t, r, admin, "system_reboot", map[string]any{"dry_run": true})
+	callAs[SystemPowerOut](t, r, reader, "system_reboot", map[string]any{"dry_run": true})
 	page := func(args map[string]any) AuditLogsOut {
 		t.Helper()
 		out, e := callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", args)

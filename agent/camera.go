@@ -19,18 +19,18 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// TakePhotoIn is camera.take_photo: a resolution and format from fixed lists,
+// cameraTakePhotoIn is camera.take_photo: a resolution and format from fixed lists,
 // never a path, so the server alone decides where the file goes (tool
 // catalog, spec 002 §7.1).
-type TakePhotoIn struct {
+type cameraTakePhotoIn struct {
 	Resolution string `json:"resolution,omitempty"`
 	Format     string `json:"format,omitempty"`
 	tool.GuardArgs
 }
 
-// PhotoOut is camera.take_photo's result: the file the server wrote and, when
+// cameraTakePhotoOut is camera.take_photo's result: the file the server wrote and, when
 // configured, its public URL (tool catalog, spec 002 §7.1), with additive fields.
-type PhotoOut struct {
+type cameraTakePhotoOut struct {
 	FilePath  string `json:"file_path" jsonschema:"made by the server, under the configured media root"`
 	Width     int    `json:"width"`
 	Height    int    `json:"height"`
@@ -41,9 +41,9 @@ type PhotoOut struct {
 	DryRun    bool   `json:"dry_run,omitempty"`
 }
 
-// CaptureIn is camera.capture: width, height, format and JPEG quality, as the
+// cameraCaptureIn is camera.capture: width, height, format and JPEG quality, as the
 // tool catalog's example request asks for a photo (spec 002 §2.6.5).
-type CaptureIn struct {
+type cameraCaptureIn struct {
 	Width   int    `json:"width"`
 	Height  int    `json:"height"`
 	Format  string `json:"format,omitempty"`
@@ -51,12 +51,12 @@ type CaptureIn struct {
 	tool.GuardArgs
 }
 
-// CaptureOut describes the photo and carries it twice: base64 in image_data,
+// cameraCaptureOut describes the photo and carries it twice: base64 in image_data,
 // as the tool catalog's example answer returns it to programs (spec 002
 // §2.6.5), and as an MCP image block, where
 // clients show pictures to the model.
-type CaptureOut struct {
-	PhotoOut
+type cameraCaptureOut struct {
+	cameraTakePhotoOut
 	ImageData string `json:"image_data,omitempty" jsonschema:"the image, base64; absent when over [camera] max_image_bytes (see note)"`
 	Inline    bool   `json:"inline" jsonschema:"the image is in image_data and attached as an image content block"`
 	Note      string `json:"note,omitempty"`
@@ -66,13 +66,13 @@ type CaptureOut struct {
 
 // TextView is the result as the text block shows it: without image_data,
 // which the image block already gives the model.
-func (o CaptureOut) TextView() any {
+func (o cameraCaptureOut) TextView() any {
 	o.ImageData = ""
 	return o
 }
 
 // Content attaches the image where clients show pictures.
-func (o CaptureOut) Content() []mcp.Content {
+func (o cameraCaptureOut) Content() []mcp.Content {
 	if len(o.image) == 0 {
 		return nil
 	}
@@ -80,47 +80,47 @@ func (o CaptureOut) Content() []mcp.Content {
 }
 
 func (a *Agent) registerCamera() {
-	tool.Add(a.tools, tool.Spec[TakePhotoIn, PhotoOut]{
+	tool.Add(a.tools, tool.Spec[cameraTakePhotoIn, cameraTakePhotoOut]{
 		ID: "camera.take_photo", Title: "Take a photo",
 		Description: "Take a photo with the camera module and save it on the device under the media root.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("resolution", tool.Enum("640x480", "1280x720", "1920x1080"), tool.Default("1280x720")), tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg"))},
-		Run: func(ctx context.Context, c *tool.Call, in TakePhotoIn) (PhotoOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in cameraTakePhotoIn) (cameraTakePhotoOut, error) {
 			var w, h int
 			fmt.Sscanf(in.Resolution, "%dx%d", &w, &h)
 			return a.photo(ctx, c, proto.CameraCaptureReq{Width: w, Height: h, Format: in.Format, Quality: camera.DefaultQuality})
 		},
-		Summary: func(_ TakePhotoIn, o PhotoOut) string { return photoLine(o) },
+		Summary: func(_ cameraTakePhotoIn, o cameraTakePhotoOut) string { return photoLine(o) },
 	})
-	tool.Add(a.tools, tool.Spec[CaptureIn, CaptureOut]{
+	tool.Add(a.tools, tool.Spec[cameraCaptureIn, cameraCaptureOut]{
 		ID: "camera.capture", Title: "Capture an image",
 		Description: "Take a photo and return it as an image (size-capped by config), also saved under the media root.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props: []tool.Prop{tool.P("width", tool.Enum(640, 1280, 1920)), tool.P("height", tool.Enum(480, 720, 1080)),
 			tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg")), tool.P("quality", tool.Min(1), tool.Max(100), tool.Default(85))},
 		Slow:    true,
-		Example: &CaptureIn{Width: 640, Height: 480},
+		Example: &cameraCaptureIn{Width: 640, Height: 480},
 		Run:     a.capture,
-		Summary: func(_ CaptureIn, o CaptureOut) string { return photoLine(o.PhotoOut) },
+		Summary: func(_ cameraCaptureIn, o cameraCaptureOut) string { return photoLine(o.cameraTakePhotoOut) },
 	})
 }
 
-func (a *Agent) photo(ctx context.Context, c *tool.Call, req proto.CameraCaptureReq) (PhotoOut, error) {
+func (a *Agent) photo(ctx context.Context, c *tool.Call, req proto.CameraCaptureReq) (cameraTakePhotoOut, error) {
 	if err := req.Validate(); err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) {
-			return PhotoOut{}, tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(pe.Message, "proto: ")).WithDetails(pe.Details)
+			return cameraTakePhotoOut{}, tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(pe.Message, "proto: ")).WithDetails(pe.Details)
 		}
-		return PhotoOut{}, err
+		return cameraTakePhotoOut{}, err
 	}
 	if c.DryRun {
-		return PhotoOut{Width: req.Width, Height: req.Height, Format: req.Format, DryRun: true}, nil
+		return cameraTakePhotoOut{Width: req.Width, Height: req.Height, Format: req.Format, DryRun: true}, nil
 	}
 	p, err := client.Call(ctx, a.helper, proto.CameraCapture, req)
 	if err != nil {
-		return PhotoOut{}, err
+		return cameraTakePhotoOut{}, err
 	}
-	return PhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339),
+	return cameraTakePhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339),
 		PublicURL: publicURL(a.conf().Camera.PublicURL, a.conf().Camera.MediaRoot, p.Path)}, nil
 }
 
@@ -141,25 +141,25 @@ func publicURL(base, root, path string) string {
 	return strings.TrimRight(base, "/") + "/" + strings.Join(parts, "/")
 }
 
-func (a *Agent) capture(ctx context.Context, c *tool.Call, in CaptureIn) (CaptureOut, error) {
+func (a *Agent) capture(ctx context.Context, c *tool.Call, in cameraCaptureIn) (cameraCaptureOut, error) {
 	p, err := a.photo(ctx, c, proto.CameraCaptureReq{Width: in.Width, Height: in.Height, Format: in.Format, Quality: in.Quality})
 	if err != nil || p.DryRun {
-		return CaptureOut{PhotoOut: p}, err
+		return cameraCaptureOut{cameraTakePhotoOut: p}, err
 	}
-	out := CaptureOut{PhotoOut: p, mime: "image/" + p.Format}
+	out := cameraCaptureOut{cameraTakePhotoOut: p, mime: "image/" + p.Format}
 	data, err := camera.ReadCapped(camera.Photo{Path: p.FilePath, SizeBytes: p.SizeBytes}, int64(a.conf().Camera.MaxImageBytes))
 	switch {
 	case errors.Is(err, camera.ErrTooLarge):
 		out.Note = fmt.Sprintf("%d bytes is over [camera] max_image_bytes (%d): saved on the device only; try a smaller size or jpeg", p.SizeBytes, a.conf().Camera.MaxImageBytes)
 	case err != nil:
-		return CaptureOut{}, err
+		return cameraCaptureOut{}, err
 	default:
 		out.Inline, out.image, out.ImageData = true, data, base64.StdEncoding.EncodeToString(data)
 	}
 	return out, nil
 }
 
-func photoLine(o PhotoOut) string {
+func photoLine(o cameraTakePhotoOut) string {
 	if o.DryRun {
 		return fmt.Sprintf("would take a %dx%d %s photo", o.Width, o.Height, o.Format)
 	}

@@ -20,7 +20,7 @@ import (
 // media root, not empty, taken at a time), then clears the fields that
 // depend on the clock, the random name and the encoder, so the rest
 // compares whole.
-func saved(t *testing.T, r *rig, p PhotoOut) PhotoOut {
+func saved(t *testing.T, r *rig, p cameraTakePhotoOut) cameraTakePhotoOut {
 	t.Helper()
 	if filepath.Dir(p.FilePath) != r.cfg.Camera.MediaRoot || p.SizeBytes <= 0 {
 		t.Fatalf("photo not saved under the media root: %+v", p)
@@ -34,14 +34,14 @@ func saved(t *testing.T, r *rig, p PhotoOut) PhotoOut {
 
 func TestCameraOnTheSimBoard(t *testing.T) {
 	r := newRig(t, nil)
-	photo, _ := callAs[PhotoOut](t, r, operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
-	diff(t, "take_photo", PhotoOut{Width: 640, Height: 480, Format: "jpeg"}, saved(t, r, photo))
+	photo, _ := callAs[cameraTakePhotoOut](t, r, operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
+	diff(t, "take_photo", cameraTakePhotoOut{Width: 640, Height: 480, Format: "jpeg"}, saved(t, r, photo))
 
 	res := r.call(t, operator, "camera_capture", map[string]any{"width": 640, "height": 480})
-	capture, _ := decodeResult[CaptureOut](t, res)
-	capture.PhotoOut = saved(t, r, capture.PhotoOut)
-	diff(t, "capture", CaptureOut{PhotoOut: PhotoOut{Width: 640, Height: 480, Format: "jpeg"}, Inline: true}, capture,
-		cmpopts.IgnoreFields(CaptureOut{}, "ImageData"), cmpopts.IgnoreUnexported(CaptureOut{}))
+	capture, _ := decodeResult[cameraCaptureOut](t, res)
+	capture.cameraTakePhotoOut = saved(t, r, capture.cameraTakePhotoOut)
+	diff(t, "capture", cameraCaptureOut{cameraTakePhotoOut: cameraTakePhotoOut{Width: 640, Height: 480, Format: "jpeg"}, Inline: true}, capture,
+		cmpopts.IgnoreFields(cameraCaptureOut{}, "ImageData"), cmpopts.IgnoreUnexported(cameraCaptureOut{}))
 	if len(res.Content) != 2 {
 		t.Fatalf("capture: %d content blocks, want text and image", len(res.Content))
 	}
@@ -61,38 +61,38 @@ func TestCameraOnTheSimBoard(t *testing.T) {
 	if txt := res.Content[0].(*mcp.TextContent).Text; strings.Contains(txt, "image_data") || !strings.Contains(txt, `"inline":true`) {
 		t.Fatalf("text block: %.300s", txt)
 	}
-	_, e := callAs[PhotoOut](t, r, reader, "camera_take_photo", nil)
+	_, e := callAs[cameraTakePhotoOut](t, r, reader, "camera_take_photo", nil)
 	wantErr(t, e, CodePermissionDenied, nil)
-	_, e = callAs[CaptureOut](t, r, operator, "camera_capture", map[string]any{"width": 640, "height": 720})
+	_, e = callAs[cameraCaptureOut](t, r, operator, "camera_capture", map[string]any{"width": 640, "height": 720})
 	wantErr(t, e, CodeInvalidArgument, nil)
-	dry, _ := callAs[PhotoOut](t, r, operator, "camera_take_photo", map[string]any{"dry_run": true})
-	diff(t, "dry run", PhotoOut{Width: 1280, Height: 720, Format: "jpeg", DryRun: true}, dry)
+	dry, _ := callAs[cameraTakePhotoOut](t, r, operator, "camera_take_photo", map[string]any{"dry_run": true})
+	diff(t, "dry run", cameraTakePhotoOut{Width: 1280, Height: 720, Format: "jpeg", DryRun: true}, dry)
 }
 
 func TestCameraOffByDefaultAndSizeCap(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Camera.Enabled = false })
-	_, e := callAs[PhotoOut](t, r, admin, "camera_take_photo", nil)
+	_, e := callAs[cameraTakePhotoOut](t, r, admin, "camera_take_photo", nil)
 	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[camera] enabled", "domain": "camera"})
 
 	r2 := newRig(t, func(c *config.Config) { c.Camera.MaxImageBytes = 1024 })
 	res := r2.call(t, admin, "camera_capture", map[string]any{"width": 1920, "height": 1080, "format": "png"})
-	capture, _ := decodeResult[CaptureOut](t, res)
-	capture.PhotoOut = saved(t, r2, capture.PhotoOut)
+	capture, _ := decodeResult[cameraCaptureOut](t, res)
+	capture.cameraTakePhotoOut = saved(t, r2, capture.cameraTakePhotoOut)
 	if !strings.Contains(capture.Note, "max_image_bytes") || len(res.Content) != 1 {
 		t.Fatalf("cap: note %q, %d content blocks", capture.Note, len(res.Content))
 	}
-	diff(t, "cap", CaptureOut{PhotoOut: PhotoOut{Width: 1920, Height: 1080, Format: "png"}}, capture,
-		cmpopts.IgnoreFields(CaptureOut{}, "Note"), cmpopts.IgnoreUnexported(CaptureOut{}))
+	diff(t, "cap", cameraCaptureOut{cameraTakePhotoOut: cameraTakePhotoOut{Width: 1920, Height: 1080, Format: "png"}}, capture,
+		cmpopts.IgnoreFields(cameraCaptureOut{}, "Note"), cmpopts.IgnoreUnexported(cameraCaptureOut{}))
 }
 
 func TestPhotoPublicURL(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Camera.PublicURL = "http://pi.local/media/" })
-	photo, _ := callAs[PhotoOut](t, r, operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
+	photo, _ := callAs[cameraTakePhotoOut](t, r, operator, "camera_take_photo", map[string]any{"resolution": "640x480"})
 	if want := "http://pi.local/media/" + filepath.Base(photo.FilePath); photo.PublicURL != want {
 		t.Fatalf("public_url: %+v, want %s", photo, want)
 	}
 	r2 := newRig(t, nil)
-	photo, _ = callAs[PhotoOut](t, r2, operator, "camera_take_photo", nil)
+	photo, _ = callAs[cameraTakePhotoOut](t, r2, operator, "camera_take_photo", nil)
 	if photo.PublicURL != "" {
 		t.Fatalf("public_url without configuration: %+v", photo)
 	}

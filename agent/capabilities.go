@@ -9,40 +9,40 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// Capabilities is system.get_capabilities: the modules, tools, hardware and
+// capabilities is system.get_capabilities: the modules, tools, hardware and
 // each tool's stability (alpha, beta, stable) on this device, the capability
 // matrix of the tool catalog (spec 002 §3.4, §9.2), so a model can adapt
 // before it tries anything.
-type Capabilities struct {
+type capabilities struct {
 	ServerVersion string       `json:"server_version"`
 	APIVersion    string       `json:"api_version"`
 	Mode          string       `json:"mode" jsonschema:"device, or sim for the simulated board"`
-	Device        DeviceCaps   `json:"device"`
-	Hardware      HardwareCaps `json:"hardware"`
-	Helper        HelperBrief  `json:"helper"`
-	Caller        Caller       `json:"caller"`
-	Domains       []DomainCaps `json:"domains"`
+	Device        deviceCaps   `json:"device"`
+	Hardware      hardwareCaps `json:"hardware"`
+	Helper        helperBrief  `json:"helper"`
+	Caller        caller       `json:"caller"`
+	Domains       []domainCaps `json:"domains"`
 	// ToolNamespaces and Features are how the tool catalog lets a client
 	// negotiate versions (spec 002 addendum §3.1): each namespace's interface
 	// versions, and which optional features this device and configuration offer.
-	ToolNamespaces map[string]NamespaceVersions `json:"tool_namespaces" jsonschema:"per namespace: the interface versions served and the default"`
+	ToolNamespaces map[string]namespaceVersions `json:"tool_namespaces" jsonschema:"per namespace: the interface versions served and the default"`
 	Features       map[string]bool              `json:"capabilities" jsonschema:"optional features by name (gpio.pwm, camera.still_capture, gpio.event_detection...): true when this device offers them now"`
 }
 
-// NamespaceVersions lists a namespace's interface versions.
-type NamespaceVersions struct {
+// namespaceVersions lists a namespace's interface versions.
+type namespaceVersions struct {
 	Versions []string `json:"versions"`
 	Default  string   `json:"default"`
 }
 
-// DeviceCaps names the board.
-type DeviceCaps struct {
+// deviceCaps names the board.
+type deviceCaps struct {
 	Model         string `json:"model"`
 	IsRaspberryPi bool   `json:"is_raspberry_pi"`
 }
 
-// HardwareCaps is what the kernel exposes.
-type HardwareCaps struct {
+// hardwareCaps is what the kernel exposes.
+type hardwareCaps struct {
 	GPIOChips     []string `json:"gpio_chips"`
 	I2CBuses      []int    `json:"i2c_buses"`
 	PWMChips      []string `json:"pwm_chips"`
@@ -51,29 +51,29 @@ type HardwareCaps struct {
 	ThrottleFlags bool     `json:"throttle_flags"`
 }
 
-// HelperBrief says whether privileged tools can work right now.
-type HelperBrief struct {
+// helperBrief says whether privileged tools can work right now.
+type helperBrief struct {
 	Reachable bool   `json:"reachable"`
 	Backend   string `json:"backend,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
 
-// Caller is who is asking and with which role.
-type Caller struct {
+// caller is who is asking and with which role.
+type caller struct {
 	Principal string `json:"principal"`
 	Role      string `json:"role"`
 }
 
-// DomainCaps is one namespace.
-type DomainCaps struct {
+// domainCaps is one namespace.
+type domainCaps struct {
 	Name     string          `json:"name"`
 	Enabled  bool            `json:"enabled"`
-	Tools    []ToolCaps      `json:"tools"`
-	Upstream *UpstreamStatus `json:"upstream,omitempty" jsonschema:"set for a LAN MCP server mounted here"`
+	Tools    []toolCaps      `json:"tools"`
+	Upstream *upstreamStatus `json:"upstream,omitempty" jsonschema:"set for a LAN MCP server mounted here"`
 }
 
-// ToolCaps is one tool as this caller sees it.
-type ToolCaps struct {
+// toolCaps is one tool as this caller sees it.
+type toolCaps struct {
 	Name        string `json:"name"`
 	ID          string `json:"id"`
 	Title       string `json:"title"`
@@ -87,43 +87,43 @@ type ToolCaps struct {
 
 // device is the one answer to "which board is this", for every tool that
 // reports it (system_get_capabilities, manage_get_server_status).
-func (a *Agent) device(ctx context.Context) (DeviceCaps, error) {
+func (a *Agent) device(ctx context.Context) (deviceCaps, error) {
 	b, err := a.sys.Basic(ctx)
 	if err != nil {
-		return DeviceCaps{}, err
+		return deviceCaps{}, err
 	}
 	hw, err := a.sys.Hardware(ctx)
 	if err != nil {
-		return DeviceCaps{}, err
+		return deviceCaps{}, err
 	}
-	return DeviceCaps{Model: b.Model, IsRaspberryPi: hw.IsRaspberryPi}, nil
+	return deviceCaps{Model: b.Model, IsRaspberryPi: hw.IsRaspberryPi}, nil
 }
 
-func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (Capabilities, error) {
+func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (capabilities, error) {
 	dev, err := a.device(ctx)
 	if err != nil {
-		return Capabilities{}, err
+		return capabilities{}, err
 	}
 	hw, err := a.sys.Hardware(ctx)
 	if err != nil {
-		return Capabilities{}, err
+		return capabilities{}, err
 	}
-	cp := Capabilities{
+	cp := capabilities{
 		ServerVersion: a.version, APIVersion: "1.0", Mode: a.mode,
 		Device:   dev,
-		Hardware: HardwareCaps{GPIOChips: nonNil(hw.GPIOChips), I2CBuses: nonNilInt(hw.I2CBuses), PWMChips: nonNil(hw.PWMChips), Cameras: nonNil(hw.Cameras), Thermal: hw.Thermal, ThrottleFlags: hw.Throttle},
+		Hardware: hardwareCaps{GPIOChips: nonNil(hw.GPIOChips), I2CBuses: nonNilInt(hw.I2CBuses), PWMChips: nonNil(hw.PWMChips), Cameras: nonNil(hw.Cameras), Thermal: hw.Thermal, ThrottleFlags: hw.Throttle},
 		Helper:   a.helperBrief(ctx),
-		Caller:   Caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
+		Caller:   caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
 	}
-	byDomain := map[string]*DomainCaps{}
+	byDomain := map[string]*domainCaps{}
 	for _, t := range a.tools.All() {
 		d := byDomain[t.Rule().Domain]
 		if d == nil {
 			on, _ := tool.DomainEnabled(a.conf(), t.Rule().Domain)
-			d = &DomainCaps{Name: t.Rule().Domain, Enabled: on}
+			d = &domainCaps{Name: t.Rule().Domain, Enabled: on}
 			byDomain[t.Rule().Domain] = d
 		}
-		tc := ToolCaps{Name: t.Name(), ID: t.ID(), Title: t.MCP().Title, Risk: t.Rule().Risk.String(), MinRole: t.Rule().MinRole.String(),
+		tc := toolCaps{Name: t.Name(), ID: t.ID(), Title: t.MCP().Title, Risk: t.Rule().Risk.String(), MinRole: t.Rule().MinRole.String(),
 			Stability: t.Stability(), ReadOnly: !t.Mutating()}
 		// A dry run is exactly the check the real call makes, minus guards.
 		if err := a.pipe.May(c.Principal, t.ID()); err != nil {
@@ -137,17 +137,17 @@ func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (Capabilities, e
 	for _, us := range a.lanStatus() {
 		d := byDomain[us.Name]
 		if d == nil {
-			d = &DomainCaps{Name: us.Name, Enabled: true, Tools: []ToolCaps{}}
+			d = &domainCaps{Name: us.Name, Enabled: true, Tools: []toolCaps{}}
 			byDomain[us.Name] = d
 		}
 		d.Upstream = &us
 	}
-	cp.ToolNamespaces = map[string]NamespaceVersions{}
+	cp.ToolNamespaces = map[string]namespaceVersions{}
 	for _, d := range byDomain {
 		cp.Domains = append(cp.Domains, *d)
 		// Every namespace is at its first interface version: no tool has
 		// had a breaking change that needed a second one.
-		cp.ToolNamespaces[d.Name] = NamespaceVersions{Versions: []string{"1"}, Default: "1"}
+		cp.ToolNamespaces[d.Name] = namespaceVersions{Versions: []string{"1"}, Default: "1"}
 	}
 	cp.Features = a.features(cp.Hardware)
 	sort.Slice(cp.Domains, func(i, j int) bool { return cp.Domains[i].Name < cp.Domains[j].Name })
@@ -157,7 +157,7 @@ func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (Capabilities, e
 // features is the capabilities map: what the hardware has and the owner's
 // configuration allows, plus the features the tool catalog names that this
 // server does not implement (false, so a client need not guess).
-func (a *Agent) features(hw HardwareCaps) map[string]bool {
+func (a *Agent) features(hw hardwareCaps) map[string]bool {
 	return map[string]bool{
 		"gpio.control":              len(hw.GPIOChips) > 0 && a.conf().GPIO.Enabled,
 		"gpio.pwm":                  len(hw.PWMChips) > 0 && a.conf().GPIO.Enabled,
@@ -177,12 +177,12 @@ func (a *Agent) features(hw HardwareCaps) map[string]bool {
 }
 
 // helperBrief asks the helper for its status with a short timeout.
-func (a *Agent) helperBrief(ctx context.Context) HelperBrief {
+func (a *Agent) helperBrief(ctx context.Context) helperBrief {
 	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
 	if err != nil {
-		return HelperBrief{Error: tool.Truncate(err.Error(), 160)}
+		return helperBrief{Error: tool.Truncate(err.Error(), 160)}
 	}
-	return HelperBrief{Reachable: true, Backend: st.Backend}
+	return helperBrief{Reachable: true, Backend: st.Backend}
 }
 
 func nonNil(s []string) []string {

@@ -4,7 +4,7 @@ import "testing"
 
 func TestCapabilitiesStabilityNamespacesFeatures(t *testing.T) {
 	r := newRig(t, nil)
-	caps, e := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	caps, e := callAs[capabilities](t, r, admin, "system_get_capabilities", nil)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -36,7 +36,7 @@ func TestCapabilitiesStabilityNamespacesFeatures(t *testing.T) {
 // The board is named by one function: both tools agree, on the sim board too.
 func TestServerStatusAgreesWithCapabilitiesOnTheBoard(t *testing.T) {
 	r := newRig(t, nil)
-	caps, _ := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	caps, _ := callAs[capabilities](t, r, admin, "system_get_capabilities", nil)
 	st, _ := callAs[ServerStatus](t, r, admin, "manage_get_server_status", nil)
 	if !caps.Device.IsRaspberryPi {
 		t.Fatalf("the sim board is not a Raspberry Pi: %+v", caps.Device)

@@ -12,33 +12,33 @@ import (
 
 // The change tools' arguments and results.
 type (
-	PrepareIn  = tool.PrepareIn
-	PrepareOut = tool.PrepareOut
-	CommitIn   = tool.CommitIn
-	CommitOut  = tool.CommitOut
+	changePrepareIn  = tool.PrepareIn
+	changePrepareOut = tool.PrepareOut
+	changeCommitIn   = tool.CommitIn
+	changeCommitOut  = tool.CommitOut
 )
 
 func (a *Agent) registerChange() {
-	tool.Add(a.tools, tool.Spec[PrepareIn, PrepareOut]{
+	tool.Add(a.tools, tool.Spec[changePrepareIn, changePrepareOut]{
 		ID: tool.PrepareID, Title: "Prepare a change",
 		Description: "Stage a call to a critical tool: checks policy, returns its dry-run plan and a single-use token for change_commit that expires soon.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("tool", tool.MinLen(1), tool.MaxLen(100))},
 		OutProps:    []tool.Prop{tool.P("expires_at", tool.Format("date-time"))},
-		Example:     &PrepareIn{Tool: "system_shutdown"},
+		Example:     &changePrepareIn{Tool: "system_shutdown"},
 		Run:         a.pipe.Prepare,
-		Summary: func(_ PrepareIn, o PrepareOut) string {
+		Summary: func(_ changePrepareIn, o changePrepareOut) string {
 			return fmt.Sprintf("prepared %s; commit with change_commit before %s", o.Tool, o.ExpiresAt)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[CommitIn, CommitOut]{
+	tool.Add(a.tools, tool.Spec[changeCommitIn, changeCommitOut]{
 		ID: tool.CommitID, Title: "Commit a change",
 		Description: "Run the call a change_prepare token stands for, after re-checking policy. The token works once.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Risk: tool.RiskLow},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("token", tool.MinLen(8), tool.MaxLen(64))},
-		Example:     &CommitIn{Token: "tok-does-not-exist"}, // passes the schema; the commit finds no such token
+		Example:     &changeCommitIn{Token: "tok-does-not-exist"}, // passes the schema; the commit finds no such token
 		Run:         a.pipe.Commit,
-		Summary:     func(_ CommitIn, o CommitOut) string { return "committed " + o.Tool },
+		Summary:     func(_ changeCommitIn, o changeCommitOut) string { return "committed " + o.Tool },
 	})
 }

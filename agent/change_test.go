@@ -21,7 +21,7 @@ func TestAnotherPrincipalCannotBurnAChangeToken(t *testing.T) {
 
 	before := r.auditCount()
 	res := r.call(t, admin, "change_commit", map[string]any{"token": p.Token})
-	_, e := decodeResult[CommitOut](t, res)
+	_, e := decodeResult[changeCommitOut](t, res)
 	wantErr(t, e, CodePermissionDenied, nil)
 	if strings.Contains(resultText(t, res), "root") {
 		t.Errorf("the refusal names the token's holder: %s", resultText(t, res))
@@ -40,17 +40,17 @@ func TestAnotherPrincipalCannotBurnAChangeToken(t *testing.T) {
 		t.Fatal("the refused commit acted")
 	}
 
-	c, e := callAs[CommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token})
+	c, e := callAs[changeCommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token})
 	if e != nil {
 		t.Fatalf("the holder's commit after another's attempt: %+v", e)
 	}
 	if c.ToolID != "system.shutdown" {
 		t.Fatalf("commit: %+v", c)
 	}
-	_, e = callAs[CommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token})
+	_, e = callAs[changeCommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "token"}) // still single-use
 	// And once used, another principal learns nothing new from it.
-	_, e = callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	_, e = callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "token"})
 }
 
@@ -62,13 +62,13 @@ func TestPolicyRefusalAtCommitKeepsTheToken(t *testing.T) {
 	p := prepare(t, r, root, "system_shutdown", map[string]any{"reason": "again"})
 	r.cfg.System.Shutdown = false
 	before := r.auditCount()
-	_, e := callAs[CommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token})
+	_, e := callAs[changeCommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodePermissionDenied, nil)
 	if n := r.auditCount() - before; n != 1 {
 		t.Errorf("the refused commit wrote %d audit records, want 1", n)
 	}
 	r.cfg.System.Shutdown = true
-	if _, e := callAs[CommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token}); e != nil {
+	if _, e := callAs[changeCommitOut](t, r, root, "change_commit", map[string]any{"token": p.Token}); e != nil {
 		t.Fatalf("commit once the switch is back on: %+v", e)
 	}
 }

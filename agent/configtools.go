@@ -25,42 +25,42 @@ import (
 // [guard], [manage], [audit], ...) are not changeable this way at all
 // (config.Changeable).
 
-// ConfigGetOut is manage.config_get: every key in force, where it comes from.
-type ConfigGetOut struct {
+// configGetOut is manage.config_get: every key in force, where it comes from.
+type configGetOut struct {
 	Path       string      `json:"path" jsonschema:"the main configuration file"`
 	DropIns    []string    `json:"drop_ins" jsonschema:"config.d files read after it, in order"`
 	MCPDropIn  string      `json:"mcp_drop_in" jsonschema:"the drop-in manage_config_apply writes"`
 	Mode       string      `json:"mode"`
 	Generation uint64      `json:"generation" jsonschema:"1 at start, one more per reload"`
 	LoadedAt   string      `json:"loaded_at"`
-	Keys       []ConfigKey `json:"keys"`
+	Keys       []configKey `json:"keys"`
 	// Pending lists keys whose file value differs from the value in force:
 	// they take effect at the next restart (sockets, state, upstreams).
 	Pending []string `json:"pending_restart,omitempty" jsonschema:"keys changed in the files that take effect only at the next restart"`
 }
 
-// ConfigKey is one key in force.
-type ConfigKey struct {
+// configKey is one key in force.
+type configKey struct {
 	Key        string `json:"key" jsonschema:"table.key as in the file, e.g. gpio.writes"`
 	Value      string `json:"value" jsonschema:"its value as JSON text, e.g. true, \"previous\" or [17, 27]; secrets are shown as references (env:NAME, file:/path), never their content"`
 	Source     string `json:"source" jsonschema:"the file that sets it, or default"`
 	Changeable bool   `json:"changeable" jsonschema:"manage_config_apply may set it; the others only the device's owner can"`
 }
 
-// ConfigCandidateIn is a candidate drop-in.
-type ConfigCandidateIn struct {
+// configCandidateIn is a candidate drop-in.
+type configCandidateIn struct {
 	TOML string `json:"toml" jsonschema:"the whole content of the MCP drop-in (TOML), e.g. \"[gpio]\\nwrites = true\\n\"; it replaces the previous one"`
 }
 
-// ConfigValidateOut is manage.config_validate.
-type ConfigValidateOut struct {
+// configValidateOut is manage.config_validate.
+type configValidateOut struct {
 	Valid    bool               `json:"valid"`
 	Errors   []*config.KeyError `json:"errors" jsonschema:"what is wrong, naming the key and the value"`
 	WritesOn []string           `json:"writes_on" jsonschema:"the write switches on with the candidate"`
 }
 
-// ConfigDiffOut is manage.config_diff and the plan of manage.config_apply.
-type ConfigDiffOut struct {
+// configDiffOut is manage.config_diff and the plan of manage.config_apply.
+type configDiffOut struct {
 	Changes  []config.KeyChange    `json:"changes" jsonschema:"keys set differently, with the values before and after"`
 	Switches []config.SwitchChange `json:"switches" jsonschema:"switches turned on or off in effect"`
 	ToolsOn  []string              `json:"tools_on" jsonschema:"tools the change lets run (roles and guards still apply)"`
@@ -71,16 +71,16 @@ type ConfigDiffOut struct {
 	Path        string   `json:"path" jsonschema:"the drop-in that would be written"`
 }
 
-// ConfigApplyIn is manage.config_apply.
-type ConfigApplyIn struct {
-	ConfigCandidateIn
+// configApplyIn is manage.config_apply.
+type configApplyIn struct {
+	configCandidateIn
 	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"the diff_hash manage_config_diff reported: refused if the change would now be a different one"`
 	tool.GuardArgs
 }
 
-// ConfigApplyOut is what an apply did.
-type ConfigApplyOut struct {
-	ConfigDiffOut
+// configApplyOut is what an apply did.
+type configApplyOut struct {
+	configDiffOut
 	Applied    bool     `json:"applied"`
 	DryRun     bool     `json:"dry_run,omitempty"`
 	Generation uint64   `json:"generation,omitempty" jsonschema:"the agent's configuration generation after the reload"`
@@ -88,76 +88,76 @@ type ConfigApplyOut struct {
 }
 
 // AuditMessage puts the diff's hash in the apply's audit record.
-func (o ConfigApplyOut) AuditMessage() string {
+func (o configApplyOut) AuditMessage() string {
 	return "config diff " + o.DiffHash
 }
 
 func (a *Agent) registerConfigTools() {
 	candidate := tool.P("toml", tool.MaxLen(config.MaxDropIn))
-	tool.Add(a.tools, tool.Spec[NoArgs, ConfigGetOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, configGetOut]{
 		ID: "manage.config_get", Title: "Configuration in force",
 		Description: "Every configuration key in force with its value and the file it comes from (main file, a config.d drop-in or default), and whether manage_config_apply may change it. Secrets appear as references only.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("loaded_at", tool.Format("date-time"))},
-		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (ConfigGetOut, error) { return a.configGet() },
-		Summary: func(_ NoArgs, o ConfigGetOut) string {
+		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (configGetOut, error) { return a.configGet() },
+		Summary: func(_ noArgs, o configGetOut) string {
 			return fmt.Sprintf("%d keys from %s and %d drop-ins (generation %d)", len(o.Keys), o.Path, len(o.DropIns), o.Generation)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ConfigCandidateIn, ConfigValidateOut]{
+	tool.Add(a.tools, tool.Spec[configCandidateIn, configValidateOut]{
 		ID: "manage.config_validate", Title: "Check a configuration drop-in",
 		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
-		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
-		Run: func(ctx context.Context, c *tool.Call, in ConfigCandidateIn) (ConfigValidateOut, error) {
+		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
+		Run: func(ctx context.Context, c *tool.Call, in configCandidateIn) (configValidateOut, error) {
 			next, err := a.candidate(in.TOML)
 			var ke *config.KeyError
 			switch {
 			case errors.As(err, &ke) && !ke.Forbidden:
-				return ConfigValidateOut{Errors: []*config.KeyError{ke}, WritesOn: []string{}}, nil
+				return configValidateOut{Errors: []*config.KeyError{ke}, WritesOn: []string{}}, nil
 			case err != nil:
-				return ConfigValidateOut{}, err
+				return configValidateOut{}, err
 			}
-			return ConfigValidateOut{Valid: true, Errors: []*config.KeyError{}, WritesOn: orEmpty(next.WritesOn())}, nil
+			return configValidateOut{Valid: true, Errors: []*config.KeyError{}, WritesOn: orEmpty(next.WritesOn())}, nil
 		},
-		Summary: func(_ ConfigCandidateIn, o ConfigValidateOut) string {
+		Summary: func(_ configCandidateIn, o configValidateOut) string {
 			if o.Valid {
 				return "valid; writes on: " + orNone(strings.Join(o.WritesOn, ", "))
 			}
 			return "invalid: " + o.Errors[0].Error()
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ConfigCandidateIn, ConfigDiffOut]{
+	tool.Add(a.tools, tool.Spec[configCandidateIn, configDiffOut]{
 		ID: "manage.config_diff", Title: "What a configuration drop-in would change",
 		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
-		Example:     &ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"},
-		Run: func(ctx context.Context, c *tool.Call, in ConfigCandidateIn) (ConfigDiffOut, error) {
+		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
+		Run: func(ctx context.Context, c *tool.Call, in configCandidateIn) (configDiffOut, error) {
 			d, _, err := a.configDiff(in.TOML)
 			return d, err
 		},
-		Summary: func(_ ConfigCandidateIn, o ConfigDiffOut) string { return diffLine(o) },
+		Summary: func(_ configCandidateIn, o configDiffOut) string { return diffLine(o) },
 	})
-	tool.Add(a.tools, tool.Spec[ConfigApplyIn, ConfigApplyOut]{
+	tool.Add(a.tools, tool.Spec[configApplyIn, configApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
 		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: needs change_prepare then change_commit (or the person's confirmation). Keys that decide who may do what are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
 		Destructive: true,
 		Props:       []tool.Prop{candidate, tool.P("expect_diff_hash", tool.MaxLen(71))},
-		Example:     &ConfigApplyIn{ConfigCandidateIn: ConfigCandidateIn{TOML: "[gpio]\nwrites = true\n"}},
+		Example:     &configApplyIn{configCandidateIn: configCandidateIn{TOML: "[gpio]\nwrites = true\n"}},
 		Run:         a.configApply,
-		Summary: func(_ ConfigApplyIn, o ConfigApplyOut) string {
+		Summary: func(_ configApplyIn, o configApplyOut) string {
 			if !o.Applied {
-				return "would apply: " + diffLine(o.ConfigDiffOut)
+				return "would apply: " + diffLine(o.configDiffOut)
 			}
-			return fmt.Sprintf("applied (generation %d): %s", o.Generation, diffLine(o.ConfigDiffOut))
+			return fmt.Sprintf("applied (generation %d): %s", o.Generation, diffLine(o.configDiffOut))
 		},
 	})
 }
 
-func diffLine(o ConfigDiffOut) string {
+func diffLine(o configDiffOut) string {
 	if len(o.Changes) == 0 {
 		return "no change"
 	}
@@ -182,28 +182,28 @@ func (a *Agent) noConfigFile() *tool.Error {
 		Hint("on a device the agent runs with --config " + config.DefaultPath)
 }
 
-func (a *Agent) configGet() (ConfigGetOut, error) {
+func (a *Agent) configGet() (configGetOut, error) {
 	if a.cfgPath == "" {
-		return ConfigGetOut{}, a.noConfigFile()
+		return configGetOut{}, a.noConfigFile()
 	}
 	origins, err := config.Origins(a.cfgPath)
 	if err != nil {
-		return ConfigGetOut{}, tool.Errf(CodeFailedPrecondition, "%v", err).With("path", a.cfgPath)
+		return configGetOut{}, tool.Errf(CodeFailedPrecondition, "%v", err).With("path", a.cfgPath)
 	}
 	drop, err := config.DropIns(a.cfgPath)
 	if err != nil {
-		return ConfigGetOut{}, err
+		return configGetOut{}, err
 	}
 	l := a.cfg.Load()
 	flat := l.cfg.Flat()
-	out := ConfigGetOut{Path: a.cfgPath, DropIns: orEmpty(drop), MCPDropIn: config.MCPDropInPath(a.cfgPath), Mode: a.mode,
-		Generation: l.gen, LoadedAt: l.at.UTC().Format(time.RFC3339), Keys: make([]ConfigKey, 0, len(flat))}
+	out := configGetOut{Path: a.cfgPath, DropIns: orEmpty(drop), MCPDropIn: config.MCPDropInPath(a.cfgPath), Mode: a.mode,
+		Generation: l.gen, LoadedAt: l.at.UTC().Format(time.RFC3339), Keys: make([]configKey, 0, len(flat))}
 	for k, v := range flat {
 		src, ok := origins[k]
 		if !ok {
 			src = "default"
 		}
-		out.Keys = append(out.Keys, ConfigKey{Key: k, Value: config.JSONText(v), Source: src, Changeable: config.Changeable(k)})
+		out.Keys = append(out.Keys, configKey{Key: k, Value: config.JSONText(v), Source: src, Changeable: config.Changeable(k)})
 	}
 	sort.Slice(out.Keys, func(i, j int) bool { return out.Keys[i].Key < out.Keys[j].Key })
 	if onDisk, err := config.Load(a.cfgPath); err == nil {
@@ -246,17 +246,17 @@ func invalidCandidate(err error) error {
 
 // configDiff is the candidate's diff against the configuration in force,
 // with the merged configuration it would put in force.
-func (a *Agent) configDiff(toml string) (ConfigDiffOut, config.Config, error) {
+func (a *Agent) configDiff(toml string) (configDiffOut, config.Config, error) {
 	next, err := a.candidate(toml)
 	if err != nil {
-		return ConfigDiffOut{}, config.Config{}, invalidCandidate(err)
+		return configDiffOut{}, config.Config{}, invalidCandidate(err)
 	}
 	cur := a.conf()
 	inForce := next
 	restart := keepOnReload(cur, &inForce)
 	changes, switches := config.Diff(*cur, inForce)
 	on, off := a.toolsTurned(cur, &inForce)
-	return ConfigDiffOut{Changes: orEmptyChanges(changes), Switches: orEmptySwitches(switches), ToolsOn: on, ToolsOff: off,
+	return configDiffOut{Changes: orEmptyChanges(changes), Switches: orEmptySwitches(switches), ToolsOn: on, ToolsOff: off,
 		RestartOnly: restart, DiffHash: config.DiffHash(changes), Path: config.MCPDropInPath(a.cfgPath)}, next, nil
 }
 
@@ -302,33 +302,33 @@ func switchedOn(c *config.Config, r tool.Rule) bool {
 	return on && r.Gate.Effective(c)
 }
 
-func (a *Agent) configApply(ctx context.Context, c *tool.Call, in ConfigApplyIn) (ConfigApplyOut, error) {
+func (a *Agent) configApply(ctx context.Context, c *tool.Call, in configApplyIn) (configApplyOut, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	d, _, err := a.configDiff(in.TOML)
 	if err != nil {
-		return ConfigApplyOut{}, err
+		return configApplyOut{}, err
 	}
 	if in.ExpectDiffHash != "" && in.ExpectDiffHash != d.DiffHash {
-		return ConfigApplyOut{}, tool.Errf(CodeFailedPrecondition, "the configuration changed since the diff: this candidate would now make a different change").
+		return configApplyOut{}, tool.Errf(CodeFailedPrecondition, "the configuration changed since the diff: this candidate would now make a different change").
 			With("expect_diff_hash", in.ExpectDiffHash).With("diff_hash", d.DiffHash).With("changes", d.Changes).
 			Hint("call manage_config_diff again, show the person the new changes, and apply with its diff_hash")
 	}
-	out := ConfigApplyOut{ConfigDiffOut: d}
+	out := configApplyOut{configDiffOut: d}
 	if c.DryRun {
 		out.DryRun = true
 		return out, nil
 	}
 	res, err := client.Call(ctx, a.helper, proto.ConfigApply, proto.ConfigApplyReq{TOML: in.TOML, DiffHash: d.DiffHash})
 	if err != nil {
-		return ConfigApplyOut{}, err // the helper has put the previous drop-in back if it wrote one
+		return configApplyOut{}, err // the helper has put the previous drop-in back if it wrote one
 	}
 	a.log.Info("config drop-in written by the helper", "path", res.Path, "diff_hash", d.DiffHash, "helper_generation", res.Generation)
 	health, herr := a.configHealth(ctx)
 	if herr != nil {
-		return ConfigApplyOut{}, a.rollBack(ctx, d, herr)
+		return configApplyOut{}, a.rollBack(ctx, d, herr)
 	}
-	gen, _ := a.ConfigGeneration()
+	gen, _ := a.configGeneration()
 	out.Applied, out.Generation, out.Health = true, gen, health
 	return out, nil
 }
@@ -356,7 +356,7 @@ func (a *Agent) configHealth(ctx context.Context) ([]string, error) {
 
 // rollBack has the helper put the previous drop-in back, reloads, and
 // returns the error that says why and that it happened.
-func (a *Agent) rollBack(ctx context.Context, d ConfigDiffOut, why error) error {
+func (a *Agent) rollBack(ctx context.Context, d configDiffOut, why error) error {
 	a.log.Warn("config apply failed its health check; rolling back", "diff_hash", d.DiffHash, "err", why)
 	te := tool.Errf(CodeFailedPrecondition, "the new configuration failed its health check and was rolled back: %v", why).
 		With("diff_hash", d.DiffHash).With("rolled_back", true)

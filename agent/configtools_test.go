@@ -47,11 +47,11 @@ func TestConfigGetShowsSources(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepath.Dir(mcpDropIn(r)), "10-local.toml"), []byte("[metrics]\nmax_jobs = 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, e := callAs[ConfigGetOut](t, r, reader, "manage_config_get", nil)
+	out, e := callAs[configGetOut](t, r, reader, "manage_config_get", nil)
 	if e != nil {
 		t.Fatal(e)
 	}
-	keys := map[string]ConfigKey{}
+	keys := map[string]configKey{}
 	for _, k := range out.Keys {
 		keys[k.Key] = k
 	}
@@ -70,7 +70,7 @@ func TestConfigGetShowsSources(t *testing.T) {
 	if err := r.a.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	out, _ = callAs[ConfigGetOut](t, r, reader, "manage_config_get", nil)
+	out, _ = callAs[configGetOut](t, r, reader, "manage_config_get", nil)
 	for _, k := range out.Keys {
 		if k.Key == "metrics.max_jobs" && (k.Value != "3" || !strings.HasSuffix(k.Source, "10-local.toml")) {
 			t.Errorf("after reload: %+v", k)
@@ -83,7 +83,7 @@ func TestConfigGetShowsSources(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	r := newRig(t, gpioWritesOff)
-	out, e := callAs[ConfigValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": gpioWritesOnTOML})
+	out, e := callAs[configValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": gpioWritesOnTOML})
 	if e != nil || !out.Valid || !strings.Contains(strings.Join(out.WritesOn, ","), "[gpio] writes") {
 		t.Fatalf("valid candidate: %+v %+v", out, e)
 	}
@@ -92,7 +92,7 @@ func TestConfigValidate(t *testing.T) {
 		"bad type":  {"[gpio]\nwrites = 1\n", "gpio.writes", "incompatible types"},
 		"bad toml":  {"[gpio\n", "", "not TOML"},
 	} {
-		out, e := callAs[ConfigValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": tc.toml})
+		out, e := callAs[configValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": tc.toml})
 		if e != nil || out.Valid || len(out.Errors) != 1 || out.Errors[0].Key != tc.key || !strings.Contains(out.Errors[0].Reason, tc.reason) {
 			t.Errorf("%s: %+v %+v", name, out, e)
 		}
@@ -103,14 +103,14 @@ func TestConfigValidate(t *testing.T) {
 		{"[http]\ntokens = \"/tmp/t\"\n", "http.tokens"},
 		{"[gpio]\nwritez = true\n", "gpio.writez"}, // unknown: not on the allow-list either
 	} {
-		_, e := callAs[ConfigValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": tc.toml})
+		_, e := callAs[configValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": tc.toml})
 		wantErr(t, e, CodePermissionDenied, map[string]any{"key": tc.key, "mcp_drop_in": mcpDropIn(r)})
 	}
 }
 
 func TestConfigDiff(t *testing.T) {
 	r := newRig(t, gpioWritesOff)
-	out, e := callAs[ConfigDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": gpioWritesOnTOML})
+	out, e := callAs[configDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": gpioWritesOnTOML})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -123,11 +123,11 @@ func TestConfigDiff(t *testing.T) {
 	if !strings.Contains(strings.Join(out.ToolsOn, ","), "gpio_write_pin") || len(out.ToolsOff) != 0 {
 		t.Errorf("tools on %v off %v", out.ToolsOn, out.ToolsOff)
 	}
-	_, e = callAs[ConfigDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[manage]\nupdates = true\n"})
+	_, e = callAs[configDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[manage]\nupdates = true\n"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"key": "manage.updates", "mcp_drop_in": mcpDropIn(r)})
-	_, e = callAs[ConfigDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[gpio]\nmax = 1\n"})
+	_, e = callAs[configDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[gpio]\nmax = 1\n"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"key": "gpio.max", "mcp_drop_in": mcpDropIn(r)})
-	_, e = callAs[ConfigDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[gpio]\nrevert = \"up\"\n"})
+	_, e = callAs[configDiffOut](t, r, reader, "manage_config_diff", map[string]any{"toml": "[gpio]\nrevert = \"up\"\n"})
 	wantErr(t, e, CodeInvalidArgument, map[string]any{"key": "gpio.revert", "value": `"up"`, "parameter": "toml"})
 	if _, err := os.Stat(mcpDropIn(r)); err == nil {
 		t.Error("a diff wrote the drop-in")
@@ -135,14 +135,14 @@ func TestConfigDiff(t *testing.T) {
 }
 
 // apply commits manage_config_apply of toml through a change token.
-func apply(t *testing.T, r *rig, toml string) (ConfigApplyOut, *tool.Error) {
+func apply(t *testing.T, r *rig, toml string) (configApplyOut, *tool.Error) {
 	t.Helper()
 	tok := prepare(t, r, admin, "manage_config_apply", map[string]any{"toml": toml})
-	out, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": tok.Token})
+	out, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": tok.Token})
 	if e != nil {
-		return ConfigApplyOut{}, e
+		return configApplyOut{}, e
 	}
-	var res ConfigApplyOut
+	var res configApplyOut
 	strictDecode(t, "commit result", json.RawMessage(mustJSON(t, out.Result)), &res)
 	return res, nil
 }
@@ -154,17 +154,17 @@ func TestConfigApplyTurnsAWriteSwitchOnAndOff(t *testing.T) {
 		t.Fatalf("write with [gpio] writes off: %+v", e)
 	}
 	// Denials: no token, a reader, an operator, a forbidden key.
-	_, e := callAs[ConfigApplyOut](t, r, admin, "manage_config_apply", map[string]any{"toml": gpioWritesOnTOML, "confirm": true, "reason": "x"})
+	_, e := callAs[configApplyOut](t, r, admin, "manage_config_apply", map[string]any{"toml": gpioWritesOnTOML, "confirm": true, "reason": "x"})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"tool": "manage.config_apply", "risk": "critical"})
 	for _, p := range []Principal{reader, operator} {
-		_, e := callAs[PrepareOut](t, r, p, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": map[string]any{"toml": gpioWritesOnTOML}})
+		_, e := callAs[changePrepareOut](t, r, p, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": map[string]any{"toml": gpioWritesOnTOML}})
 		wantErr(t, e, CodePermissionDenied, map[string]any{"tool": "manage.config_apply", "required_role": "admin", "role": p.Role.String()})
 	}
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply",
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply",
 		"arguments": map[string]any{"toml": "[guard]\nelicitation = \"off\"\n"}})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"key": "guard.elicitation", "mcp_drop_in": mcpDropIn(r)})
 	// A dry run plans and writes nothing.
-	dry, e := callAs[ConfigApplyOut](t, r, admin, "manage_config_apply", map[string]any{"toml": gpioWritesOnTOML, "dry_run": true})
+	dry, e := callAs[configApplyOut](t, r, admin, "manage_config_apply", map[string]any{"toml": gpioWritesOnTOML, "dry_run": true})
 	if e != nil || dry.Applied || !dry.DryRun || len(dry.Changes) != 1 {
 		t.Fatalf("dry run: %+v %+v", dry, e)
 	}
@@ -172,7 +172,7 @@ func TestConfigApplyTurnsAWriteSwitchOnAndOff(t *testing.T) {
 		t.Fatal("a dry run wrote the drop-in")
 	}
 	// A stale diff hash is refused.
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply",
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply",
 		"arguments": map[string]any{"toml": gpioWritesOnTOML, "expect_diff_hash": config.DiffHash(nil)}})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"diff_hash": dry.DiffHash, "expect_diff_hash": config.DiffHash(nil),
 		"changes": []any{map[string]any{"key": "gpio.writes", "from": "false", "to": "true"}}})
@@ -261,7 +261,7 @@ func TestReloadKeepsTheConfigOnABadFile(t *testing.T) {
 	if err := r.a.Reload(); err == nil {
 		t.Fatal("a bad file reloaded")
 	}
-	if g, _ := r.a.ConfigGeneration(); g != 1 {
+	if g, _ := r.a.configGeneration(); g != 1 {
 		t.Fatalf("generation %d after a failed reload", g)
 	}
 	// Sockets and the state file are the running agent's until a restart.
@@ -297,11 +297,11 @@ func BenchmarkConfigApply(b *testing.B) {
 	r := newRig(b, gpioWritesOff)
 	for i := range b.N {
 		args := map[string]any{"toml": []string{gpioWritesOnTOML, ""}[i%2]}
-		tok, e := callAs[PrepareOut](b, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": args})
+		tok, e := callAs[changePrepareOut](b, r, admin, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": args})
 		if e != nil {
 			b.Fatal(e)
 		}
-		if _, e := callAs[CommitOut](b, r, admin, "change_commit", map[string]any{"token": tok.Token}); e != nil {
+		if _, e := callAs[changeCommitOut](b, r, admin, "change_commit", map[string]any{"token": tok.Token}); e != nil {
 			b.Fatal(e)
 		}
 	}

@@ -24,11 +24,11 @@ type TokenVerifier = transport.TokenVerifier
 // (transport.HTTPOptions).
 type HTTPOptions = transport.HTTPOptions
 
-// HTTPStatus is the endpoint as `raspi-mcp status` shows it.
-type HTTPStatus = transport.HTTPStatus
+// httpStatus is the endpoint as `raspi-mcp status` shows it.
+type httpStatus = transport.HTTPStatus
 
-// SocketLoad is what the sessions hold of the agent now (transport.Load).
-type SocketLoad = transport.Load
+// socketLoad is what the sessions hold of the agent now (transport.Load).
+type socketLoad = transport.Load
 
 // auditDoor records a refusal or cut the doors decided, as a deny.
 func (a *Agent) auditDoor(r transport.Refusal) {
@@ -42,15 +42,15 @@ func (a *Agent) auditDoor(r transport.Refusal) {
 
 // SocketLoad reports what the sessions hold of the agent now; tests and
 // measurements read it.
-func (a *Agent) SocketLoad() SocketLoad { return a.doors.Load() }
+func (a *Agent) SocketLoad() socketLoad { return a.doors.Load() }
 
-// HTTPHandler is the endpoint: /mcp and /metrics behind the LAN guards.
-func (a *Agent) HTTPHandler(o HTTPOptions) http.Handler { return a.doors.HTTPHandler(o) }
+// httpHandler is the endpoint: /mcp and /metrics behind the LAN guards.
+func (a *Agent) httpHandler(o HTTPOptions) http.Handler { return a.doors.HTTPHandler(o) }
 
-// HTTPTLS is the endpoint's TLS configuration: nil without [http] tls;
+// httpTLS is the endpoint's TLS configuration: nil without [http] tls;
 // the owner's certificate, or the self-signed one beside the state file.
 // fingerprint is the certificate's, for status and clients to pin.
-func (a *Agent) HTTPTLS(now time.Time) (cfg *tls.Config, fingerprint string, err error) {
+func (a *Agent) httpTLS(now time.Time) (cfg *tls.Config, fingerprint string, err error) {
 	return a.doors.HTTPTLS(now)
 }
 

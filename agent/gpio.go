@@ -32,28 +32,28 @@ type GpioPinInfo struct {
 	DryRun   bool   `json:"dry_run,omitempty"`
 }
 
-// PinsOut is gpio.list_pins.
-type PinsOut struct {
+// gpioListOut is gpio.list_pins.
+type gpioListOut struct {
 	Pins []GpioPinInfo `json:"pins"`
 }
 
-// PinIn names a pin.
-type PinIn struct {
+// gpioReadIn names a pin.
+type gpioReadIn struct {
 	Pin int `json:"pin" jsonschema:"BCM number"`
 }
 
-// ConfigureIn is gpio.configure_pin: a pin's mode (input or output) and pull
+// gpioConfigureIn is gpio.configure_pin: a pin's mode (input or output) and pull
 // (tool catalog, spec 002 §5.2).
-type ConfigureIn struct {
+type gpioConfigureIn struct {
 	Pin  int    `json:"pin" jsonschema:"BCM number"`
 	Mode string `json:"mode"`
 	Pull string `json:"pull,omitempty"`
 	tool.GuardArgs
 }
 
-// WriteIn is gpio.write_pin: the level and, optionally, how long to hold it
+// gpioWriteIn is gpio.write_pin: the level and, optionally, how long to hold it
 // before it reverts (tool catalog, spec 002 §5.3).
-type WriteIn struct {
+type gpioWriteIn struct {
 	Pin        int    `json:"pin" jsonschema:"BCM number"`
 	Value      string `json:"value" jsonschema:"high or low (1 and 0 are accepted too)"`
 	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"hold the value this long, then revert (a lease); omit for a permanent write"`
@@ -72,8 +72,8 @@ func levelSpelling(args map[string]any) {
 	}
 }
 
-// WriteOut is the pin after the write.
-type WriteOut struct {
+// GPIOWriteOut is the pin after the write.
+type GPIOWriteOut struct {
 	GpioPinInfo
 	Previous string `json:"previous,omitempty"`
 	RevertAt string `json:"revert_at,omitempty"`
@@ -81,17 +81,17 @@ type WriteOut struct {
 	DryRun   bool   `json:"dry_run,omitempty"`
 }
 
-// PWMIn is gpio.set_pwm: a frequency in Hz and a duty cycle in percent (tool
+// gpioPWMIn is gpio.set_pwm: a frequency in Hz and a duty cycle in percent (tool
 // catalog, spec 002 §5.4).
-type PWMIn struct {
+type gpioPWMIn struct {
 	Pin              int     `json:"pin" jsonschema:"BCM number"`
 	FrequencyHz      float64 `json:"frequency_hz"`
 	DutyCyclePercent float64 `json:"duty_cycle_percent"`
 	tool.GuardArgs
 }
 
-// PWMOut is the effective PWM state.
-type PWMOut struct {
+// gpioPWMOut is the effective PWM state.
+type gpioPWMOut struct {
 	Pin              int     `json:"pin"`
 	FrequencyHz      float64 `json:"frequency_hz"`
 	DutyCyclePercent float64 `json:"duty_cycle_percent"`
@@ -104,20 +104,20 @@ type PWMOut struct {
 func (a *Agent) registerGPIO() {
 	gate := config.SwitchGPIOWrites
 	pinProp := tool.P("pin", tool.Min(1), tool.Max(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
-	tool.Add(a.tools, tool.Spec[NoArgs, PinsOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, gpioListOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
 		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (PinsOut, error) { return a.listPins(ctx) },
-		Summary:     func(_ NoArgs, o PinsOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (gpioListOut, error) { return a.listPins(ctx) },
+		Summary:     func(_ noArgs, o gpioListOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
 	})
-	tool.Add(a.tools, tool.Spec[PinIn, GpioPinInfo]{
+	tool.Add(a.tools, tool.Spec[gpioReadIn, GpioPinInfo]{
 		ID: "gpio.read_pin", Title: "Read a GPIO pin",
 		Description: "Read an allowed pin's level (high or low).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{pinProp},
-		Example:     &PinIn{Pin: 17},
-		Run: func(ctx context.Context, _ *tool.Call, in PinIn) (GpioPinInfo, error) {
+		Example:     &gpioReadIn{Pin: 17},
+		Run: func(ctx context.Context, _ *tool.Call, in gpioReadIn) (GpioPinInfo, error) {
 			if _, err := a.allowedPin(in.Pin); err != nil {
 				return GpioPinInfo{}, err
 			}
@@ -127,29 +127,31 @@ func (a *Agent) registerGPIO() {
 			}
 			return a.pinInfo(p), nil
 		},
-		Summary: func(in PinIn, o GpioPinInfo) string { return fmt.Sprintf("GPIO%d is %s (%s)", in.Pin, o.Value, o.Mode) },
+		Summary: func(in gpioReadIn, o GpioPinInfo) string {
+			return fmt.Sprintf("GPIO%d is %s (%s)", in.Pin, o.Value, o.Mode)
+		},
 	})
-	tool.Add(a.tools, tool.Spec[ConfigureIn, GpioPinInfo]{
+	tool.Add(a.tools, tool.Spec[gpioConfigureIn, GpioPinInfo]{
 		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
 		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []tool.Prop{pinProp, tool.P("mode", tool.Enum("input", "output")), tool.P("pull", tool.Enum("none", "up", "down"), tool.Default("none"))},
-		Example:     &ConfigureIn{Pin: 17, Mode: "output"},
+		Example:     &gpioConfigureIn{Pin: 17, Mode: "output"},
 		Run:         a.configurePin,
-		Summary: func(in ConfigureIn, o GpioPinInfo) string {
+		Summary: func(in gpioConfigureIn, o GpioPinInfo) string {
 			return fmt.Sprintf("GPIO%d configured as %s, pull %s", in.Pin, in.Mode, in.Pull)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[WriteIn, WriteOut]{
+	tool.Add(a.tools, tool.Spec[gpioWriteIn, GPIOWriteOut]{
 		ID: "gpio.write_pin", Title: "Write a GPIO pin",
 		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Props:       []tool.Prop{pinProp, tool.P("value", tool.Enum("high", "low")), tool.P("duration_ms", tool.Min(1), tool.Max(600000))},
 		Spelling:    levelSpelling,
-		Example:     &WriteIn{Pin: 17, Value: "high"},
+		Example:     &gpioWriteIn{Pin: 17, Value: "high"},
 		Run:         a.writePin,
-		Summary: func(in WriteIn, o WriteOut) string {
+		Summary: func(in gpioWriteIn, o GPIOWriteOut) string {
 			s := fmt.Sprintf("GPIO%d set %s", in.Pin, in.Value)
 			if o.DryRun {
 				s = fmt.Sprintf("would set GPIO%d %s", in.Pin, in.Value)
@@ -160,15 +162,15 @@ func (a *Agent) registerGPIO() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[PWMIn, PWMOut]{
+	tool.Add(a.tools, tool.Spec[gpioPWMIn, gpioPWMOut]{
 		ID: "gpio.set_pwm", Title: "Hardware PWM",
 		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []tool.Prop{pinProp, tool.P("frequency_hz", tool.Min(1), tool.Max(proto.MaxPWMHz)), tool.P("duty_cycle_percent", tool.Min(0), tool.Max(100))},
-		Example:     &PWMIn{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50},
+		Example:     &gpioPWMIn{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50},
 		Run:         a.setPWM,
-		Summary: func(in PWMIn, o PWMOut) string {
+		Summary: func(in gpioPWMIn, o gpioPWMOut) string {
 			return fmt.Sprintf("PWM on GPIO%d: %.0f Hz, %.1f%%", in.Pin, o.FrequencyHz, o.DutyCyclePercent)
 		},
 	})
@@ -210,8 +212,8 @@ func (a *Agent) pinInfo(p proto.GPIOPin) GpioPinInfo {
 	return info
 }
 
-func (a *Agent) listPins(ctx context.Context) (PinsOut, error) {
-	out := PinsOut{Pins: []GpioPinInfo{}}
+func (a *Agent) listPins(ctx context.Context) (gpioListOut, error) {
+	out := gpioListOut{Pins: []GpioPinInfo{}}
 	if len(a.conf().GPIO.Pins) == 0 {
 		return out, nil
 	}
@@ -230,7 +232,7 @@ func (a *Agent) listPins(ctx context.Context) (PinsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) configurePin(ctx context.Context, c *tool.Call, in ConfigureIn) (GpioPinInfo, error) {
+func (a *Agent) configurePin(ctx context.Context, c *tool.Call, in gpioConfigureIn) (GpioPinInfo, error) {
 	if _, err := a.allowedPin(in.Pin); err != nil {
 		return GpioPinInfo{}, err
 	}
@@ -251,9 +253,9 @@ func (a *Agent) configurePin(ctx context.Context, c *tool.Call, in ConfigureIn) 
 	return a.pinInfo(p), nil
 }
 
-func (a *Agent) writePin(ctx context.Context, c *tool.Call, in WriteIn) (WriteOut, error) {
+func (a *Agent) writePin(ctx context.Context, c *tool.Call, in gpioWriteIn) (GPIOWriteOut, error) {
 	if _, err := a.allowedPin(in.Pin); err != nil {
-		return WriteOut{}, err
+		return GPIOWriteOut{}, err
 	}
 	v := 0
 	if in.Value == "high" {
@@ -262,12 +264,12 @@ func (a *Agent) writePin(ctx context.Context, c *tool.Call, in WriteIn) (WriteOu
 	if c.DryRun {
 		st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
 		if err != nil {
-			return WriteOut{}, err
+			return GPIOWriteOut{}, err
 		}
-		out := WriteOut{GpioPinInfo: a.pinInfo(st.Pins[0]), DryRun: true}
+		out := GPIOWriteOut{GpioPinInfo: a.pinInfo(st.Pins[0]), DryRun: true}
 		out.Previous, out.Value = out.Value, in.Value
 		if st.Pins[0].Mode != "output" {
-			return WriteOut{}, a.notOutput(in.Pin, st.Pins[0].Mode)
+			return GPIOWriteOut{}, a.notOutput(in.Pin, st.Pins[0].Mode)
 		}
 		return out, nil
 	}
@@ -275,16 +277,16 @@ func (a *Agent) writePin(ctx context.Context, c *tool.Call, in WriteIn) (WriteOu
 	// renewing it must not make the leased value permanent.
 	pending, hasPending, err := a.store.GPIORevertOf(in.Pin)
 	if err != nil {
-		return WriteOut{}, err
+		return GPIOWriteOut{}, err
 	}
 	p, err := client.Call(ctx, a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: in.Pin, Value: v})
 	if pe := (*proto.Error)(nil); errors.As(err, &pe) && pe.Code == CodeFailedPrecondition && strings.Contains(pe.Message, gpio.ErrNotOutput.Error()) {
-		return WriteOut{}, a.notOutput(in.Pin, "")
+		return GPIOWriteOut{}, a.notOutput(in.Pin, "")
 	}
 	if err != nil {
-		return WriteOut{}, err
+		return GPIOWriteOut{}, err
 	}
-	out := WriteOut{GpioPinInfo: a.pinInfo(p), Previous: level(p.Previous)}
+	out := GPIOWriteOut{GpioPinInfo: a.pinInfo(p), Previous: level(p.Previous)}
 	switch {
 	case in.DurationMS != nil:
 		back := 1 - v
@@ -297,14 +299,14 @@ func (a *Agent) writePin(ctx context.Context, c *tool.Call, in WriteIn) (WriteOu
 		r := store.GPIORevert{Pin: in.Pin, Value: back, Due: time.Now().Add(time.Duration(*in.DurationMS) * time.Millisecond),
 			Principal: c.Principal.Name, CorrelationID: c.CorrelationID}
 		if err := a.store.PutGPIORevert(r); err != nil {
-			return WriteOut{}, err
+			return GPIOWriteOut{}, err
 		}
 		a.reverter.wake()
 		out.RevertAt, out.RevertTo = r.Due.UTC().Format(time.RFC3339Nano), level(&back)
 	case hasPending:
 		// A permanent write ends any lease on the pin.
 		if err := a.store.DeleteGPIORevert(in.Pin); err != nil {
-			return WriteOut{}, err
+			return GPIOWriteOut{}, err
 		}
 	}
 	return out, nil
@@ -322,21 +324,21 @@ func (a *Agent) notOutput(pin int, mode string) *tool.Error {
 			Why: "make it an output first"})
 }
 
-func (a *Agent) setPWM(ctx context.Context, c *tool.Call, in PWMIn) (PWMOut, error) {
+func (a *Agent) setPWM(ctx context.Context, c *tool.Call, in gpioPWMIn) (gpioPWMOut, error) {
 	p, err := a.allowedPin(in.Pin)
 	if err != nil {
-		return PWMOut{}, err
+		return gpioPWMOut{}, err
 	}
 	if !p.PWM {
-		return PWMOut{}, tool.Errf(CodePermissionDenied, "PWM is not allowed on GPIO%d", in.Pin).With("parameter", "pin").
+		return gpioPWMOut{}, tool.Errf(CodePermissionDenied, "PWM is not allowed on GPIO%d", in.Pin).With("parameter", "pin").
 			Hint("the owner sets pwm = true on the pin in [gpio] pins")
 	}
 	if c.DryRun {
-		return PWMOut{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent, DryRun: true}, nil
+		return gpioPWMOut{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent, DryRun: true}, nil
 	}
 	st, err := client.Call(ctx, a.helper, proto.PWMSet, proto.PWMSetReq{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent})
 	if err != nil {
-		return PWMOut{}, err
+		return gpioPWMOut{}, err
 	}
-	return PWMOut{Pin: st.Pin, FrequencyHz: st.FrequencyHz, DutyCyclePercent: st.DutyCyclePercent, Enabled: st.Enabled, Chip: st.Chip, Channel: st.Channel}, nil
+	return gpioPWMOut{Pin: st.Pin, FrequencyHz: st.FrequencyHz, DutyCyclePercent: st.DutyCyclePercent, Enabled: st.Enabled, Chip: st.Chip, Channel: st.Channel}, nil
 }

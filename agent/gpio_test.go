@@ -32,8 +32,8 @@ func level17(t *testing.T, r *rig) int {
 
 func TestGPIOOnTheSimBoard(t *testing.T) {
 	r := newRig(t, nil)
-	pins, _ := callAs[PinsOut](t, r, reader, "gpio_list_pins", nil)
-	diff(t, "list", PinsOut{Pins: []GpioPinInfo{button, relay, fan, led}}, pins)
+	pins, _ := callAs[gpioListOut](t, r, reader, "gpio_list_pins", nil)
+	diff(t, "list", gpioListOut{Pins: []GpioPinInfo{button, relay, fan, led}}, pins)
 	pin, _ := callAs[GpioPinInfo](t, r, reader, "gpio_read_pin", map[string]any{"pin": 4})
 	diff(t, "button with pull-up", button, pin)
 
@@ -47,32 +47,32 @@ func TestGPIOOnTheSimBoard(t *testing.T) {
 		"pin not allowed": {operator, map[string]any{"pin": 5, "value": "high"}, CodePermissionDenied},
 		"input pin":       {operator, map[string]any{"pin": 4, "value": "high"}, CodeFailedPrecondition},
 	} {
-		_, e := callAs[WriteOut](t, r, tc.p, "gpio_write_pin", tc.args)
+		_, e := callAs[GPIOWriteOut](t, r, tc.p, "gpio_write_pin", tc.args)
 		wantErr(t, e, tc.code, nil)
 		if level17(t, r) != 0 {
 			t.Fatalf("%s changed the pin", name)
 		}
 	}
-	dry, _ := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "dry_run": true})
-	diff(t, "dry run", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low", DryRun: true}, dry)
+	dry, _ := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "dry_run": true})
+	diff(t, "dry run", GPIOWriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low", DryRun: true}, dry)
 	if level17(t, r) != 0 {
 		t.Fatal("dry run changed the pin")
 	}
-	_, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
+	_, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"allowed_pins": []any{4.0, 17.0, 18.0, 27.0}, "parameter": "pin"})
 
-	w, _ := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "water the plants"})
-	diff(t, "write", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low"}, w)
+	w, _ := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "water the plants"})
+	diff(t, "write", GPIOWriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low"}, w)
 	if level17(t, r) != 1 {
 		t.Fatal("write did not set the pin")
 	}
 	c, _ := callAs[GpioPinInfo](t, r, operator, "gpio_configure_pin", map[string]any{"pin": 27, "mode": "input", "pull": "down"})
 	diff(t, "configure", GpioPinInfo{Pin: 27, Mode: "input", Value: "low", Allowed: true, Name: "led", Pull: "down"}, c)
-	pwm, _ := callAs[PWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 25000, "duty_cycle_percent": 40})
-	diff(t, "pwm", PWMOut{Pin: 18, FrequencyHz: 25000, DutyCyclePercent: 40, Enabled: true, Chip: "pwmchip0"}, pwm)
-	_, e = callAs[PWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 17, "frequency_hz": 100, "duty_cycle_percent": 40})
+	pwm, _ := callAs[gpioPWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 25000, "duty_cycle_percent": 40})
+	diff(t, "pwm", gpioPWMOut{Pin: 18, FrequencyHz: 25000, DutyCyclePercent: 40, Enabled: true, Chip: "pwmchip0"}, pwm)
+	_, e = callAs[gpioPWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 17, "frequency_hz": 100, "duty_cycle_percent": 40})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"parameter": "pin"}) // not a PWM pin
-	if v, _ := r.a.VerifyAudit(); !v.OK {
+	if v, _ := r.a.verifyAudit(); !v.OK {
 		t.Fatal("audit chain broken")
 	}
 }
@@ -81,7 +81,7 @@ func withValue(p GpioPinInfo, v string) GpioPinInfo { p.Value = v; return p }
 
 func TestGPIOWritesOffAndBusyLine(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.GPIO.Writes = false })
-	_, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
+	_, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[gpio] writes", "tool": "gpio.write_pin"})
 
 	// Another process holds a line the owner allowed: the error names it.
@@ -103,9 +103,9 @@ func TestGPIOLeaseReverts(t *testing.T) {
 	r := newRig(t, nil)
 	// When the lease ends depends on the clock: it must be a time, and is
 	// then left out of the comparison.
-	lease := func(args map[string]any) WriteOut {
+	lease := func(args map[string]any) GPIOWriteOut {
 		t.Helper()
-		w, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", args)
+		w, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", args)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -114,9 +114,9 @@ func TestGPIOLeaseReverts(t *testing.T) {
 		}
 		return w
 	}
-	ignoreAt := cmpopts.IgnoreFields(WriteOut{}, "RevertAt")
+	ignoreAt := cmpopts.IgnoreFields(GPIOWriteOut{}, "RevertAt")
 	w := lease(map[string]any{"pin": 17, "value": "high", "duration_ms": 300})
-	diff(t, "lease", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low", RevertTo: "low"}, w, ignoreAt)
+	diff(t, "lease", GPIOWriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "low", RevertTo: "low"}, w, ignoreAt)
 	if level17(t, r) != 1 {
 		t.Fatal("lease did not set the pin")
 	}
@@ -136,9 +136,9 @@ func TestGPIOLeaseReverts(t *testing.T) {
 	// Renewing a lease keeps the original value; a permanent write ends it.
 	lease(map[string]any{"pin": 17, "value": "high", "duration_ms": 600000})
 	w = lease(map[string]any{"pin": 17, "value": "high", "duration_ms": 600000})
-	diff(t, "renewal keeps the original value", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "high", RevertTo: "low"}, w, ignoreAt)
-	w, _ = callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
-	diff(t, "permanent write", WriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "high"}, w)
+	diff(t, "renewal keeps the original value", GPIOWriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "high", RevertTo: "low"}, w, ignoreAt)
+	w, _ = callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high"})
+	diff(t, "permanent write", GPIOWriteOut{GpioPinInfo: withValue(relay, "high"), Previous: "high"}, w)
 	if rs, _ := r.db.ListGPIOReverts(); len(rs) != 0 {
 		t.Fatalf("a permanent write left a lease: %+v", rs)
 	}
@@ -148,7 +148,7 @@ func TestGPIOLeaseReverts(t *testing.T) {
 // once when overdue) and waits out a helper outage.
 func TestGPIOLeaseSurvivesRestartAndHelperOutage(t *testing.T) {
 	r := newRig(t, nil)
-	if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 100}); e != nil {
+	if _, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "duration_ms": 100}); e != nil {
 		t.Fatal(e)
 	}
 	// No reverter runs (the agent is "down") past the due time, and the helper is down too.
@@ -190,13 +190,13 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.I2C.Write = []string{"1:0x50"} })
 	cfg, _ := callAs[GpioPinInfo](t, r, operator, "gpio_configure_pin", map[string]any{"pin": 17, "mode": "input", "dry_run": true})
 	diff(t, "configure dry run", GpioPinInfo{Pin: 17, Mode: "input", Value: "low", Allowed: true, Name: "relay", Pull: "none", DryRun: true}, cfg)
-	pwm, _ := callAs[PWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50, "dry_run": true})
-	diff(t, "pwm dry run", PWMOut{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50, DryRun: true}, pwm)
+	pwm, _ := callAs[gpioPWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 18, "frequency_hz": 1000, "duty_cycle_percent": 50, "dry_run": true})
+	diff(t, "pwm dry run", gpioPWMOut{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50, DryRun: true}, pwm)
 	zero := 0
-	i2c, _ := callAs[I2CWriteOut](t, r, operator, "i2c_write", map[string]any{"bus": 1, "address": 0x50, "register": 0, "data": []int{7}, "dry_run": true})
-	diff(t, "i2c dry run", I2CWriteOut{Bus: 1, Address: 0x50, Register: &zero, DryRun: true}, i2c)
-	cam, _ := callAs[CaptureOut](t, r, operator, "camera_capture", map[string]any{"width": 640, "height": 480, "dry_run": true})
-	diff(t, "camera dry run", CaptureOut{PhotoOut: PhotoOut{Width: 640, Height: 480, Format: "jpeg", DryRun: true}}, cam, cmpopts.IgnoreUnexported(CaptureOut{}))
+	i2c, _ := callAs[i2cWriteOut](t, r, operator, "i2c_write", map[string]any{"bus": 1, "address": 0x50, "register": 0, "data": []int{7}, "dry_run": true})
+	diff(t, "i2c dry run", i2cWriteOut{Bus: 1, Address: 0x50, Register: &zero, DryRun: true}, i2c)
+	cam, _ := callAs[cameraCaptureOut](t, r, operator, "camera_capture", map[string]any{"width": 640, "height": 480, "dry_run": true})
+	diff(t, "camera dry run", cameraCaptureOut{cameraTakePhotoOut: cameraTakePhotoOut{Width: 640, Height: 480, Format: "jpeg", DryRun: true}}, cam, cmpopts.IgnoreUnexported(cameraCaptureOut{}))
 
 	if st, _ := r.gpio.State(context.Background(), 17); st.Mode != "output" {
 		t.Errorf("dry-run configure changed GPIO17 to %s", st.Mode)
@@ -204,18 +204,18 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 	if st, _ := r.pwm.Get(context.Background(), 18); st.Enabled {
 		t.Error("dry-run PWM enabled the channel")
 	}
-	read, _ := callAs[I2CReadOut](t, r, admin, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0, "length": 1})
-	diff(t, "read after the dry-run i2c write", I2CReadOut{Bus: 1, Address: 0x50, Register: &zero, Data: []int{0}}, read)
-	_, e := callAs[I2CReadOut](t, r, admin, "i2c_read", map[string]any{"bus": 2, "address": 0x50, "length": 1})
+	read, _ := callAs[i2cReadOut](t, r, admin, "i2c_read", map[string]any{"bus": 1, "address": 0x50, "register": 0, "length": 1})
+	diff(t, "read after the dry-run i2c write", i2cReadOut{Bus: 1, Address: 0x50, Register: &zero, Data: []int{0}}, read)
+	_, e := callAs[i2cReadOut](t, r, admin, "i2c_read", map[string]any{"bus": 2, "address": 0x50, "length": 1})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"address": 80.0, "allowed": []any{"1:*"}, "bus": 2.0})
 	// An allowlist refusal is a denial in the audit trail, not a failed allow.
-	_, e = callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
+	_, e = callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 5, "value": "high"})
 	wantErr(t, e, CodePermissionDenied, nil)
 	if recs, _, _ := r.a.store.QueryAudit(storeQuery(1)); recs[0].Tool != "gpio.write_pin" || recs[0].Decision != "deny" || recs[0].ErrorCode != CodePermissionDenied {
 		t.Errorf("audit of the refused write: %+v", recs[0])
 	}
-	buses, _ := callAs[BusesOut](t, r, admin, "i2c_list_buses", nil)
-	diff(t, "buses", BusesOut{Buses: []BusInfo{{Bus: 1, Description: "sim-i2c"}}}, buses)
+	buses, _ := callAs[i2cListBusesOut](t, r, admin, "i2c_list_buses", nil)
+	diff(t, "buses", i2cListBusesOut{Buses: []busInfo{{Bus: 1, Description: "sim-i2c"}}}, buses)
 }
 
 // The tool catalog's example request writes a pin with "value": 1.
@@ -225,11 +225,11 @@ func TestGPIOWriteOneAndZero(t *testing.T) {
 		v    any
 		want int
 	}{{1, 1}, {0, 0}, {"1", 1}, {"low", 0}} {
-		if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": tc.v}); e != nil || level17(t, r) != tc.want {
+		if _, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": tc.v}); e != nil || level17(t, r) != tc.want {
 			t.Fatalf("value %v: %v, level %d", tc.v, e, level17(t, r))
 		}
 	}
-	_, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": 2})
+	_, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": 2})
 	wantErr(t, e, CodeInvalidArgument, map[string]any{"parameter": "value", "provided_value": 2.0,
 		"expected_type": "string", "actual_type": "number", "allowed_values": []any{"high", "low"}})
 	if level17(t, r) != 0 {

@@ -23,7 +23,7 @@ func TestIntentIsAudited(t *testing.T) {
 			t.Errorf("%s: mutating without guard arguments", tl.Name())
 		}
 	}
-	if _, e := callAs[WriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "test", "intent": "water the plants"}); e != nil {
+	if _, e := callAs[GPIOWriteOut](t, r, operator, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "reason": "test", "intent": "water the plants"}); e != nil {
 		t.Fatal(e)
 	}
 	recs, _, _ := r.db.QueryAudit(store.AuditQuery{Limit: 1})
@@ -39,7 +39,7 @@ func TestIntentIsAudited(t *testing.T) {
 	diff(t, "audit log entry", AuditEntry{Principal: "op", Role: "operate", Tool: "gpio.write_pin", Decision: "allow",
 		Reason: "test", Intent: "water the plants"}, logs.Entries[0],
 		cmpopts.IgnoreFields(AuditEntry{}, "Seq", "Time", "CorrelationID", "DurationMS", "InHash", "OutHash", "Hash"))
-	if v, _ := r.a.VerifyAudit(); !v.OK {
+	if v, _ := r.a.verifyAudit(); !v.OK {
 		t.Fatalf("chain with intent: %+v", v)
 	}
 }
@@ -48,18 +48,18 @@ func TestIntentIsAudited(t *testing.T) {
 // it takes force for that.
 func TestShutdownForceReplacesAPendingReboot(t *testing.T) {
 	r := newRig(t, nil)
-	reboot, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 300, "confirm": true, "reason": "kernel"})
+	reboot, e := callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 300, "confirm": true, "reason": "kernel"})
 	if e != nil {
 		t.Fatal(e)
 	}
 	// Without force the prepare's dry run already refuses: no token.
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move", "delay_seconds": 60}})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "system_shutdown", "arguments": map[string]any{"reason": "move", "delay_seconds": 60}})
 	wantErr(t, e, CodeFailedPrecondition, nil)
 	if s, _, _ := r.pw.Scheduled(context.Background()); s.Action != "reboot" {
 		t.Fatalf("the reboot was replaced: %+v", s)
 	}
 	p := prepare(t, r, admin, "system_shutdown", map[string]any{"reason": "move", "delay_seconds": 60, "force": true})
-	c, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	c, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	if e != nil {
 		t.Fatalf("shutdown with force: %+v", e)
 	}

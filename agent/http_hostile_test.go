@@ -144,7 +144,7 @@ func TestHTTPBatchOverBurst(t *testing.T) {
 // record (one burst of one kind), not one per address.
 func TestHTTPUnauthenticatedFloodAuditBounded(t *testing.T) {
 	h := newHTTPRig(t, nil, HTTPOptions{Now: fixedClock})
-	handler := h.a.HTTPHandler(HTTPOptions{Tokens: newFakeTokens(), Now: fixedClock})
+	handler := h.a.httpHandler(HTTPOptions{Tokens: newFakeTokens(), Now: fixedClock})
 	before := len(h.audit(t))
 	for i := range 5000 {
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(writeRelay))
@@ -170,7 +170,7 @@ func TestHTTPFloodCountedIntoNextRecord(t *testing.T) {
 	now := fixedClock()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	h := newHTTPRig(t, nil, HTTPOptions{Now: clock})
-	handler := h.a.HTTPHandler(HTTPOptions{Tokens: newFakeTokens(), Now: clock})
+	handler := h.a.httpHandler(HTTPOptions{Tokens: newFakeTokens(), Now: clock})
 	send := func(i int) {
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(writeRelay))
 		req.RemoteAddr = fmt.Sprintf("10.0.%d.%d:4000", i>>8&255, i&255)

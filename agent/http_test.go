@@ -275,7 +275,7 @@ func TestHTTPServesBothEras(t *testing.T) {
 func TestHTTPReadTokenRefusedAsOnSocket(t *testing.T) {
 	h := newHTTPRig(t, nil, HTTPOptions{})
 	args := map[string]any{"pin": 17, "value": "high"}
-	_, sockErr := callAs[WriteOut](t, h.rig, reader, "gpio_write_pin", args)
+	_, sockErr := callAs[GPIOWriteOut](t, h.rig, reader, "gpio_write_pin", args)
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		s := h.mustConnect(t, "s-read", version)
 		e := resultError(t, callHTTP(t, s, "gpio_write_pin", args))
@@ -596,7 +596,7 @@ func TestHTTPMetricsAuth(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "/metrics", nil)
 	req.RemoteAddr, req.Host = "192.0.2.7:40000", "127.0.0.1"
 	rec := &statusRecorder{header: http.Header{}}
-	m.a.HTTPHandler(HTTPOptions{Tokens: newFakeTokens(), Metrics: http.NotFoundHandler()}).ServeHTTP(rec, req)
+	m.a.httpHandler(HTTPOptions{Tokens: newFakeTokens(), Metrics: http.NotFoundHandler()}).ServeHTTP(rec, req)
 	if rec.status != 401 {
 		t.Fatalf("/metrics from the LAN without a token: %d", rec.status)
 	}

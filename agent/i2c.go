@@ -12,52 +12,52 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// BusesOut is i2c.list_buses: the I2C adapters, each with its number and
+// i2cListBusesOut is i2c.list_buses: the I2C adapters, each with its number and
 // description (the tool catalog's I2cBusInfo list, spec 002 §6.1).
-type BusesOut struct {
-	Buses []BusInfo `json:"buses"`
+type i2cListBusesOut struct {
+	Buses []busInfo `json:"buses"`
 }
 
-// BusInfo is one adapter.
-type BusInfo struct {
+// busInfo is one adapter.
+type busInfo struct {
 	Bus         int    `json:"bus"`
 	Description string `json:"description,omitempty"`
 }
 
-// ScanIn is i2c.scan_bus: the bus to probe (tool catalog, spec 002 §6.1).
-type ScanIn struct {
+// i2cScanIn is i2c.scan_bus: the bus to probe (tool catalog, spec 002 §6.1).
+type i2cScanIn struct {
 	Bus int `json:"bus"`
 }
 
-// ScanOut is the addresses that answered on the bus (tool catalog, spec 002
+// i2cScanOut is the addresses that answered on the bus (tool catalog, spec 002
 // §6.1), plus addresses held by kernel drivers.
-type ScanOut struct {
+type i2cScanOut struct {
 	Bus       int   `json:"bus"`
 	Addresses []int `json:"addresses"`
 	InUse     []int `json:"in_use" jsonschema:"addresses bound to a kernel driver, not probed (UU in i2cdetect)"`
 }
 
-// I2CReadIn is i2c.read: bus, 7-bit address, optional register and up to 32
+// i2cReadIn is i2c.read: bus, 7-bit address, optional register and up to 32
 // bytes to read (tool catalog, spec 002 §6.2).
-type I2CReadIn struct {
+type i2cReadIn struct {
 	Bus      int  `json:"bus"`
 	Address  int  `json:"address"`
 	Register *int `json:"register,omitempty"`
 	Length   int  `json:"length"`
 }
 
-// I2CReadOut is the bytes read, with where they were read from (tool catalog,
+// i2cReadOut is the bytes read, with where they were read from (tool catalog,
 // spec 002 §6.2).
-type I2CReadOut struct {
+type i2cReadOut struct {
 	Bus      int   `json:"bus"`
 	Address  int   `json:"address"`
 	Register *int  `json:"register,omitempty"`
 	Data     []int `json:"data"`
 }
 
-// I2CWriteIn is i2c.write: bus, 7-bit address, optional register and 1 to 32
+// i2cWriteIn is i2c.write: bus, 7-bit address, optional register and 1 to 32
 // bytes to write (tool catalog, spec 002 §6.2).
-type I2CWriteIn struct {
+type i2cWriteIn struct {
 	Bus      int   `json:"bus"`
 	Address  int   `json:"address"`
 	Register *int  `json:"register,omitempty"`
@@ -65,10 +65,10 @@ type I2CWriteIn struct {
 	tool.GuardArgs
 }
 
-// I2CWriteOut confirms the write with bus, address and bytes written, the
+// i2cWriteOut confirms the write with bus, address and bytes written, the
 // second of the two results the tool catalog allows (an empty object is the
 // first; spec 002 §6.2).
-type I2CWriteOut struct {
+type i2cWriteOut struct {
 	Bus          int  `json:"bus"`
 	Address      int  `json:"address"`
 	Register     *int `json:"register,omitempty"`
@@ -76,26 +76,26 @@ type I2CWriteOut struct {
 	DryRun       bool `json:"dry_run,omitempty"`
 }
 
-// SensorsOut lists the configured sensors.
-type SensorsOut struct {
-	Sensors []SensorInfo `json:"sensors"`
+// sensorsListOut lists the configured sensors.
+type sensorsListOut struct {
+	Sensors []sensorInfo `json:"sensors"`
 }
 
-// SensorInfo is one configured sensor.
-type SensorInfo struct {
+// sensorInfo is one configured sensor.
+type sensorInfo struct {
 	Name    string `json:"name"`
 	Type    string `json:"type"`
 	Bus     int    `json:"bus"`
 	Address int    `json:"address"`
 }
 
-// SensorIn names a sensor.
-type SensorIn struct {
+// sensorsReadIn names a sensor.
+type sensorsReadIn struct {
 	Name string `json:"name"`
 }
 
-// SensorOut is a reading in units.
-type SensorOut struct {
+// SensorsReadOut is a reading in units.
+type SensorsReadOut struct {
 	Name            string   `json:"name"`
 	Type            string   `json:"type"`
 	TemperatureC    *float64 `json:"temperature_celsius,omitempty"`
@@ -105,64 +105,64 @@ type SensorOut struct {
 
 func (a *Agent) registerI2C() {
 	addr := []tool.Prop{tool.P("bus", tool.Min(0), tool.Max(255)), tool.P("address", tool.Min(0), tool.Max(127)), tool.P("register", tool.Min(0), tool.Max(255))}
-	tool.Add(a.tools, tool.Spec[NoArgs, BusesOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, i2cListBusesOut]{
 		ID: "i2c.list_buses", Title: "I2C buses",
 		Description: "The I2C buses (adapters) of this device.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run: func(ctx context.Context, _ *tool.Call, _ NoArgs) (BusesOut, error) {
+		Run: func(ctx context.Context, _ *tool.Call, _ noArgs) (i2cListBusesOut, error) {
 			r, err := client.Call(ctx, a.helper, proto.I2CBuses, proto.I2CBusesReq{})
 			if err != nil {
-				return BusesOut{}, err
+				return i2cListBusesOut{}, err
 			}
-			out := BusesOut{Buses: []BusInfo{}}
+			out := i2cListBusesOut{Buses: []busInfo{}}
 			for _, b := range r.Buses {
-				out.Buses = append(out.Buses, BusInfo{Bus: b.Bus, Description: b.Name})
+				out.Buses = append(out.Buses, busInfo{Bus: b.Bus, Description: b.Name})
 			}
 			return out, nil
 		},
-		Summary: func(_ NoArgs, o BusesOut) string { return fmt.Sprintf("%d I2C buses", len(o.Buses)) },
+		Summary: func(_ noArgs, o i2cListBusesOut) string { return fmt.Sprintf("%d I2C buses", len(o.Buses)) },
 	})
-	tool.Add(a.tools, tool.Spec[ScanIn, ScanOut]{
+	tool.Add(a.tools, tool.Spec[i2cScanIn, i2cScanOut]{
 		ID: "i2c.scan_bus", Title: "Scan an I2C bus",
 		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
-		Example:     &ScanIn{Bus: 1},
-		Run: func(ctx context.Context, _ *tool.Call, in ScanIn) (ScanOut, error) {
+		Example:     &i2cScanIn{Bus: 1},
+		Run: func(ctx context.Context, _ *tool.Call, in i2cScanIn) (i2cScanOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, -1); err != nil {
-				return ScanOut{}, err
+				return i2cScanOut{}, err
 			}
 			r, err := client.Call(ctx, a.helper, proto.I2CScan, proto.I2CScanReq{Bus: in.Bus})
 			if err != nil {
-				return ScanOut{}, err
+				return i2cScanOut{}, err
 			}
-			return ScanOut{Bus: r.Bus, Addresses: nonNilInt(r.Addresses), InUse: nonNilInt(r.InUse)}, nil
+			return i2cScanOut{Bus: r.Bus, Addresses: nonNilInt(r.Addresses), InUse: nonNilInt(r.InUse)}, nil
 		},
-		Summary: func(in ScanIn, o ScanOut) string {
+		Summary: func(in i2cScanIn, o i2cScanOut) string {
 			return fmt.Sprintf("bus %d: %s answered, %d held by drivers", in.Bus, hexList(o.Addresses), len(o.InUse))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[I2CReadIn, I2CReadOut]{
+	tool.Add(a.tools, tool.Spec[i2cReadIn, i2cReadOut]{
 		ID: "i2c.read", Title: "Read I2C",
 		Description: "Read 1..32 bytes from a device, from a register when given.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       append(addr, tool.P("length", tool.Min(1), tool.Max(proto.MaxI2CBytes))),
-		Example:     &I2CReadIn{Bus: 1, Address: 0x76, Length: 1},
-		Run: func(ctx context.Context, _ *tool.Call, in I2CReadIn) (I2CReadOut, error) {
+		Example:     &i2cReadIn{Bus: 1, Address: 0x76, Length: 1},
+		Run: func(ctx context.Context, _ *tool.Call, in i2cReadIn) (i2cReadOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, in.Address); err != nil {
-				return I2CReadOut{}, err
+				return i2cReadOut{}, err
 			}
 			r, err := client.Call(ctx, a.helper, proto.I2CRead, proto.I2CReadReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Length: in.Length})
 			if err != nil {
-				return I2CReadOut{}, err
+				return i2cReadOut{}, err
 			}
-			return I2CReadOut{Bus: r.Bus, Address: r.Address, Register: r.Register, Data: nonNilInt(r.Data)}, nil
+			return i2cReadOut{Bus: r.Bus, Address: r.Address, Register: r.Register, Data: nonNilInt(r.Data)}, nil
 		},
-		Summary: func(in I2CReadIn, o I2CReadOut) string {
+		Summary: func(in i2cReadIn, o i2cReadOut) string {
 			return fmt.Sprintf("read %d bytes from bus %d 0x%02x: %s", len(o.Data), in.Bus, in.Address, hexList(o.Data))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[I2CWriteIn, I2CWriteOut]{
+	tool.Add(a.tools, tool.Spec[i2cWriteIn, i2cWriteOut]{
 		ID: "i2c.write", Title: "Write I2C",
 		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchI2CWrites},
@@ -171,62 +171,62 @@ func (a *Agent) registerI2C() {
 			lo, hi := 0.0, 255.0
 			s.Items.Minimum, s.Items.Maximum = &lo, &hi
 		})),
-		Example: &I2CWriteIn{Bus: 1, Address: 0x48, Data: []int{1}},
-		Run: func(ctx context.Context, c *tool.Call, in I2CWriteIn) (I2CWriteOut, error) {
+		Example: &i2cWriteIn{Bus: 1, Address: 0x48, Data: []int{1}},
+		Run: func(ctx context.Context, c *tool.Call, in i2cWriteIn) (i2cWriteOut, error) {
 			if err := a.allowedI2C(a.conf().I2C.Write, "write", in.Bus, in.Address); err != nil {
-				return I2CWriteOut{}, err
+				return i2cWriteOut{}, err
 			}
 			if c.DryRun {
-				return I2CWriteOut{Bus: in.Bus, Address: in.Address, Register: in.Register, BytesWritten: 0, DryRun: true}, nil
+				return i2cWriteOut{Bus: in.Bus, Address: in.Address, Register: in.Register, BytesWritten: 0, DryRun: true}, nil
 			}
 			r, err := client.Call(ctx, a.helper, proto.I2CWrite, proto.I2CWriteReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Data: in.Data})
 			if err != nil {
-				return I2CWriteOut{}, err
+				return i2cWriteOut{}, err
 			}
-			return I2CWriteOut{Bus: r.Bus, Address: r.Address, Register: r.Register, BytesWritten: len(r.Data)}, nil
+			return i2cWriteOut{Bus: r.Bus, Address: r.Address, Register: r.Register, BytesWritten: len(r.Data)}, nil
 		},
-		Summary: func(in I2CWriteIn, o I2CWriteOut) string {
+		Summary: func(in i2cWriteIn, o i2cWriteOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would write %d bytes to bus %d 0x%02x", len(in.Data), in.Bus, in.Address)
 			}
 			return fmt.Sprintf("wrote %d bytes to bus %d 0x%02x", o.BytesWritten, in.Bus, in.Address)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[NoArgs, SensorsOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, sensorsListOut]{
 		ID: "sensors.list", Title: "Sensors",
 		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run: func(context.Context, *tool.Call, NoArgs) (SensorsOut, error) {
-			out := SensorsOut{Sensors: []SensorInfo{}}
+		Run: func(context.Context, *tool.Call, noArgs) (sensorsListOut, error) {
+			out := sensorsListOut{Sensors: []sensorInfo{}}
 			for _, s := range a.conf().I2C.Sensors {
-				out.Sensors = append(out.Sensors, SensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
+				out.Sensors = append(out.Sensors, sensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
 			}
 			return out, nil
 		},
-		Summary: func(_ NoArgs, o SensorsOut) string { return fmt.Sprintf("%d sensors", len(o.Sensors)) },
+		Summary: func(_ noArgs, o sensorsListOut) string { return fmt.Sprintf("%d sensors", len(o.Sensors)) },
 	})
-	tool.Add(a.tools, tool.Spec[SensorIn, SensorOut]{
+	tool.Add(a.tools, tool.Spec[sensorsReadIn, SensorsReadOut]{
 		ID: "sensors.read", Title: "Read a sensor",
 		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("name", tool.MinLen(1), tool.MaxLen(64))},
-		Example:     &SensorIn{Name: "case"},
-		Run: func(ctx context.Context, _ *tool.Call, in SensorIn) (SensorOut, error) {
+		Example:     &sensorsReadIn{Name: "case"},
+		Run: func(ctx context.Context, _ *tool.Call, in sensorsReadIn) (SensorsReadOut, error) {
 			found := false
 			for _, s := range a.conf().I2C.Sensors {
 				found = found || s.Name == in.Name
 			}
 			if !found {
-				return SensorOut{}, tool.Errf(CodeNotFound, "no sensor named %q", in.Name).With("parameter", "name").
+				return SensorsReadOut{}, tool.Errf(CodeNotFound, "no sensor named %q", in.Name).With("parameter", "name").
 					Suggest(tool.SuggestedCall{Tool: a.wire("sensors.list"), Why: "see the declared sensors"})
 			}
 			r, err := client.Call(ctx, a.helper, proto.SensorRead, proto.SensorReadReq{Name: in.Name})
 			if err != nil {
-				return SensorOut{}, err
+				return SensorsReadOut{}, err
 			}
-			return SensorOut{Name: r.Name, Type: r.Type, TemperatureC: round1p(r.TemperatureC), PressureHPa: round1p(r.PressureHPa), HumidityPercent: round1p(r.HumidityPercent)}, nil
+			return SensorsReadOut{Name: r.Name, Type: r.Type, TemperatureC: round1p(r.TemperatureC), PressureHPa: round1p(r.PressureHPa), HumidityPercent: round1p(r.HumidityPercent)}, nil
 		},
-		Summary: func(in SensorIn, o SensorOut) string {
+		Summary: func(in sensorsReadIn, o SensorsReadOut) string {
 			s := in.Name + ":"
 			if o.TemperatureC != nil {
 				s += fmt.Sprintf(" %.1f°C", *o.TemperatureC)

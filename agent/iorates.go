@@ -74,17 +74,17 @@ func (m *ioMeter) rates(ctx context.Context, src sysinfo.Source) (net []sysinfo.
 	return net, disk, secs, secs > 0, nil
 }
 
-// NetworkBlock is the health snapshot's network block: each interface's byte,
+// networkBlock is the health snapshot's network block: each interface's byte,
 // packet, error and drop rates and the total bandwidth up and down (tool
 // catalog, spec 002 addendum §4.1).
-type NetworkBlock struct {
-	Interfaces         map[string]NetIfaceRates `json:"interfaces" jsonschema:"per interface (loopback excluded)"`
-	TotalBandwidthMbps UpDown                   `json:"total_bandwidth_mbps" jsonschema:"all interfaces together, megabits per second"`
+type networkBlock struct {
+	Interfaces         map[string]netIfaceRates `json:"interfaces" jsonschema:"per interface (loopback excluded)"`
+	TotalBandwidthMbps upDown                   `json:"total_bandwidth_mbps" jsonschema:"all interfaces together, megabits per second"`
 	IntervalSeconds    float64                  `json:"interval_seconds" jsonschema:"the rates are averages over this interval"`
 }
 
-// NetIfaceRates are one interface's rates.
-type NetIfaceRates struct {
+// netIfaceRates are one interface's rates.
+type netIfaceRates struct {
 	BytesSentPerSec    float64  `json:"bytes_sent_per_sec"`
 	BytesRecvPerSec    float64  `json:"bytes_recv_per_sec"`
 	PacketsSentPerSec  float64  `json:"packets_sent_per_sec"`
@@ -94,23 +94,23 @@ type NetIfaceRates struct {
 	UtilizationPercent *float64 `json:"utilization_percent,omitempty" jsonschema:"busier direction against the link speed; absent when the speed is unknown (Wi-Fi, link down)"`
 }
 
-// UpDown is a pair of directions.
-type UpDown struct {
+// upDown is a pair of directions.
+type upDown struct {
 	Up   float64 `json:"up"`
 	Down float64 `json:"down"`
 }
 
-// DiskIOBlock is the health snapshot's disk_io block: each disk's read and
+// diskIOBlock is the health snapshot's disk_io block: each disk's read and
 // write rates, IOPS, busy time and queue depth, and the totals (tool
 // catalog, spec 002 addendum §4.2).
-type DiskIOBlock struct {
-	Devices         map[string]DiskDevRates `json:"devices" jsonschema:"per whole disk (partitions and virtual devices excluded)"`
-	Total           DiskTotal               `json:"total"`
+type diskIOBlock struct {
+	Devices         map[string]diskDevRates `json:"devices" jsonschema:"per whole disk (partitions and virtual devices excluded)"`
+	Total           diskTotal               `json:"total"`
 	IntervalSeconds float64                 `json:"interval_seconds"`
 }
 
-// DiskDevRates are one disk's rates.
-type DiskDevRates struct {
+// diskDevRates are one disk's rates.
+type diskDevRates struct {
 	ReadBytesPerSec  float64 `json:"read_bytes_per_sec"`
 	WriteBytesPerSec float64 `json:"write_bytes_per_sec"`
 	ReadIOPS         float64 `json:"read_iops"`
@@ -119,19 +119,19 @@ type DiskDevRates struct {
 	QueueDepth       int     `json:"queue_depth" jsonschema:"I/Os in flight at the reading"`
 }
 
-// DiskTotal is every disk together; a MB is 10^6 bytes.
-type DiskTotal struct {
+// diskTotal is every disk together; a MB is 10^6 bytes.
+type diskTotal struct {
 	ReadMBPerSec  float64 `json:"read_mb_per_sec"`
 	WriteMBPerSec float64 `json:"write_mb_per_sec"`
 }
 
 // ioBlocks turns rates into the snapshot's blocks. speeds are link speeds in
 // Mbit/s by interface; a missing or zero speed leaves utilization out.
-func ioBlocks(net []sysinfo.NetRates, disk []sysinfo.DiskRates, speeds map[string]int, secs float64) (*NetworkBlock, *DiskIOBlock) {
-	nb := &NetworkBlock{Interfaces: map[string]NetIfaceRates{}, IntervalSeconds: round2(secs)}
+func ioBlocks(net []sysinfo.NetRates, disk []sysinfo.DiskRates, speeds map[string]int, secs float64) (*networkBlock, *diskIOBlock) {
+	nb := &networkBlock{Interfaces: map[string]netIfaceRates{}, IntervalSeconds: round2(secs)}
 	for _, r := range net {
 		pk := r.RxPacketsPerSec + r.TxPacketsPerSec
-		ir := NetIfaceRates{BytesSentPerSec: round2(r.TxBytesPerSec), BytesRecvPerSec: round2(r.RxBytesPerSec),
+		ir := netIfaceRates{BytesSentPerSec: round2(r.TxBytesPerSec), BytesRecvPerSec: round2(r.RxBytesPerSec),
 			PacketsSentPerSec: round2(r.TxPacketsPerSec), PacketsRecvPerSec: round2(r.RxPacketsPerSec)}
 		if pk > 0 {
 			ir.ErrorRatePercent = round4((r.RxErrorsPerSec + r.TxErrorsPerSec) / pk * 100)
@@ -147,9 +147,9 @@ func ioBlocks(net []sysinfo.NetRates, disk []sysinfo.DiskRates, speeds map[strin
 		nb.TotalBandwidthMbps.Down += r.RxBytesPerSec * 8 / 1e6
 	}
 	nb.TotalBandwidthMbps.Up, nb.TotalBandwidthMbps.Down = round4(nb.TotalBandwidthMbps.Up), round4(nb.TotalBandwidthMbps.Down)
-	db := &DiskIOBlock{Devices: map[string]DiskDevRates{}, IntervalSeconds: round2(secs)}
+	db := &diskIOBlock{Devices: map[string]diskDevRates{}, IntervalSeconds: round2(secs)}
 	for _, r := range disk {
-		db.Devices[r.Name] = DiskDevRates{ReadBytesPerSec: round2(r.ReadBytesPerSec), WriteBytesPerSec: round2(r.WriteBytesPerSec),
+		db.Devices[r.Name] = diskDevRates{ReadBytesPerSec: round2(r.ReadBytesPerSec), WriteBytesPerSec: round2(r.WriteBytesPerSec),
 			ReadIOPS: round2(r.ReadIOPS), WriteIOPS: round2(r.WriteIOPS), BusyPercent: round2(r.BusyPercent), QueueDepth: int(r.QueueDepth)}
 		db.Total.ReadMBPerSec += r.ReadBytesPerSec / 1e6
 		db.Total.WriteMBPerSec += r.WriteBytesPerSec / 1e6

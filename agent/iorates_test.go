@@ -52,10 +52,10 @@ func TestIOBlocksByHand(t *testing.T) {
 		[]sysinfo.DiskRates{{Name: "sda", ReadBytesPerSec: 2e6, WriteBytesPerSec: 5e5, QueueDepth: 3}, {Name: "sdb", ReadBytesPerSec: 1e6}},
 		map[string]int{"eth0": 1000}, 2)
 	e := nb.Interfaces["eth0"]
-	if *e.UtilizationPercent != 10 || e.ErrorRatePercent != 1 || e.DropRatePercent != 0.5 || nb.TotalBandwidthMbps != (UpDown{Up: 8, Down: 100}) {
+	if *e.UtilizationPercent != 10 || e.ErrorRatePercent != 1 || e.DropRatePercent != 0.5 || nb.TotalBandwidthMbps != (upDown{Up: 8, Down: 100}) {
 		t.Fatalf("network: %+v %+v", e, nb.TotalBandwidthMbps)
 	}
-	if db.Total != (DiskTotal{ReadMBPerSec: 3, WriteMBPerSec: 0.5}) || db.Devices["sda"].QueueDepth != 3 || db.IntervalSeconds != 2 {
+	if db.Total != (diskTotal{ReadMBPerSec: 3, WriteMBPerSec: 0.5}) || db.Devices["sda"].QueueDepth != 3 || db.IntervalSeconds != 2 {
 		t.Fatalf("disk: %+v", db)
 	}
 }

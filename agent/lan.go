@@ -276,9 +276,9 @@ func lanCheck(raw json.RawMessage) ([]byte, *tool.Error) {
 	return raw, nil
 }
 
-// LANPlan is what a dry run of a mounted tool answers when the upstream has
+// lanPlan is what a dry run of a mounted tool answers when the upstream has
 // no dry run of its own: the call that would be made.
-type LANPlan struct {
+type lanPlan struct {
 	DryRun    bool           `json:"dry_run"`
 	Upstream  string         `json:"upstream"`
 	Tool      string         `json:"tool" jsonschema:"the upstream's own tool name"`
@@ -314,7 +314,7 @@ func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly
 		}
 	}
 	if c.DryRun && !own["dry_run"] {
-		return LANPlan{DryRun: true, Upstream: d.cfg.Name, Tool: name, Arguments: args,
+		return lanPlan{DryRun: true, Upstream: d.cfg.Name, Tool: name, Arguments: args,
 			Note: "policy allows it; nothing was sent to " + d.cfg.Name}, "dry run: " + d.cfg.Name + " " + name + " not called", nil
 	}
 	opts := upstream.CallOptions{ReadOnly: readOnly}
@@ -399,8 +399,8 @@ func errorCodes() []string {
 		CodeFailedPrecondition, CodeResourceExhausted, CodeUnavailable, CodeInternal}
 }
 
-// UpstreamStatus is one mounted LAN server, for status and capabilities.
-type UpstreamStatus struct {
+// upstreamStatus is one mounted LAN server, for status and capabilities.
+type upstreamStatus struct {
 	Name         string   `json:"name"`
 	State        string   `json:"state" jsonschema:"connecting, up, down or breaker_open"`
 	Transport    string   `json:"transport,omitempty"`
@@ -415,8 +415,8 @@ type UpstreamStatus struct {
 	Token        string   `json:"token,omitempty" jsonschema:"where the token comes from (env: or file:), never the token"`
 }
 
-func (a *Agent) lanStatus() []UpstreamStatus {
-	out := []UpstreamStatus{}
+func (a *Agent) lanStatus() []upstreamStatus {
+	out := []upstreamStatus{}
 	for _, d := range a.lan {
 		st := d.client.Status()
 		prefix := d.cfg.Name + "."
@@ -429,7 +429,7 @@ func (a *Agent) lanStatus() []UpstreamStatus {
 		d.mu.Lock()
 		skipped := slices.Clone(d.skipped)
 		d.mu.Unlock()
-		us := UpstreamStatus{Name: d.cfg.Name, State: string(st.State), Transport: st.Transport, Endpoint: st.Endpoint,
+		us := upstreamStatus{Name: d.cfg.Name, State: string(st.State), Transport: st.Transport, Endpoint: st.Endpoint,
 			Server: st.Server, Tools: st.Tools, Mounted: mounted, Skipped: skipped, LastError: st.LastError,
 			LatencyP50MS: float64(st.P50Latency.Microseconds()) / 1000, Token: d.cfg.TokenRef()}
 		if !st.LastErrorAt.IsZero() {

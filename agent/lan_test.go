@@ -198,7 +198,7 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 	_, e = callAs[levelOut](t, r, operator, "hs4_set_level", map[string]any{"level": 5})
 	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
 	// set_level has no dry run of its own: the agent answers with its plan.
-	if plan, e := callAs[LANPlan](t, r, operator, "hs4_set_level", map[string]any{"level": 5, "dry_run": true}); e != nil || !plan.DryRun || plan.Tool != "set_level" {
+	if plan, e := callAs[lanPlan](t, r, operator, "hs4_set_level", map[string]any{"level": 5, "dry_run": true}); e != nil || !plan.DryRun || plan.Tool != "set_level" {
 		t.Fatalf("dry run: %+v %v", plan, e)
 	}
 	if f.writes.Load() != 0 {
@@ -234,7 +234,7 @@ func TestLANToolsBehindPolicyAndAudit(t *testing.T) {
 	if ups := st.Upstreams; len(ups) != 1 || ups[0].State != "up" || ups[0].Mounted != 6 {
 		t.Fatalf("status upstreams: %+v", st.Upstreams)
 	}
-	caps, e := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	caps, e := callAs[capabilities](t, r, admin, "system_get_capabilities", nil)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -376,7 +376,7 @@ func TestLANDownFromTheStart(t *testing.T) {
 		st := r.a.lanStatus()[0]
 		return st.State == "down" && st.LastError != ""
 	})
-	caps, e := callAs[Capabilities](t, r, admin, "system_get_capabilities", nil)
+	caps, e := callAs[capabilities](t, r, admin, "system_get_capabilities", nil)
 	if e != nil {
 		t.Fatal(e)
 	}

@@ -108,7 +108,7 @@ func TestAppLogsWithholdWhoFromNonAuditReaders(t *testing.T) {
 	secrets := []string{"mallory", "1009", "4711", "192.0.2.77"}
 
 	res := r.call(t, reader, "logs_get_recent_app_logs", map[string]any{"limit": 500})
-	out, e := decodeResult[AppLogsOut](t, res)
+	out, e := decodeResult[appLogsOut](t, res)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -122,7 +122,7 @@ func TestAppLogsWithholdWhoFromNonAuditReaders(t *testing.T) {
 		t.Errorf("the line itself is gone, or not marked withheld: %+v", out.Entries)
 	}
 
-	out, e = callAs[AppLogsOut](t, r, admin, "logs_get_recent_app_logs", map[string]any{"limit": 500})
+	out, e = callAs[appLogsOut](t, r, admin, "logs_get_recent_app_logs", map[string]any{"limit": 500})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -140,10 +140,10 @@ func TestJobListsWithholdOtherPrincipalsNames(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Metrics.DefaultJob = false })
 	r.startSampler()
 	carol := Principal{Name: "carol-op", UID: 1010, Role: RoleOperate}
-	if _, e := callAs[JobStatus](t, r, carol, "metrics_start_sampling_job", map[string]any{"interval_seconds": 60}); e != nil {
+	if _, e := callAs[jobStatus](t, r, carol, "metrics_start_sampling_job", map[string]any{"interval_seconds": 60}); e != nil {
 		t.Fatal(e)
 	}
-	if _, e := callAs[PowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x", "delay_seconds": 300}); e != nil {
+	if _, e := callAs[SystemPowerOut](t, r, admin, "system_reboot", map[string]any{"confirm": true, "reason": "x", "delay_seconds": 300}); e != nil {
 		t.Fatal(e)
 	}
 	for _, tool := range []string{"manage_list_jobs", "metrics_list_sampling_jobs", "manage_get_server_status"} {

@@ -51,8 +51,8 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	return out
 }
 
-// AuditLogsIn filters and pages the audit trail.
-type AuditLogsIn struct {
+// auditLogsIn filters and pages the audit trail.
+type auditLogsIn struct {
 	Limit      int    `json:"limit,omitempty" jsonschema:"entries per page"`
 	Offset     int    `json:"offset,omitempty"`
 	Since      string `json:"since,omitempty" jsonschema:"RFC 3339 time, inclusive"`
@@ -82,7 +82,7 @@ type AuditVerifyOut struct {
 	StoredCount   int              `json:"stored_count" jsonschema:"the record count kept beside the chain; -1 when absent"`
 	CheckpointSeq uint64           `json:"checkpoint_seq,omitempty" jsonschema:"the last record retention pruned"`
 	Witness       *AuditWitnessOut `json:"witness,omitempty" jsonschema:"the root helper's witness of the chain's head"`
-	Problems      []AuditProblem   `json:"problems"`
+	Problems      []auditProblem   `json:"problems"`
 }
 
 // AuditWitnessOut is the root helper's witness as verification used it.
@@ -96,15 +96,15 @@ type AuditWitnessOut struct {
 	Error         string `json:"error,omitempty" jsonschema:"why the chain was checked without the witness"`
 }
 
-// AuditProblem is one break in the chain.
-type AuditProblem struct {
+// auditProblem is one break in the chain.
+type auditProblem struct {
 	Seq    uint64 `json:"seq"`
 	Kind   string `json:"kind"`
 	Detail string `json:"detail"`
 }
 
 func (a *Agent) registerLogs() {
-	tool.Add(a.tools, tool.Spec[AuditLogsIn, AuditLogsOut]{
+	tool.Add(a.tools, tool.Spec[auditLogsIn, AuditLogsOut]{
 		ID: "logs.get_recent_audit_logs", Title: "Audit trail",
 		Description: "The hash-chained audit trail of this device: every change, denial and failure, newest first, filtered and paginated.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate},
@@ -114,23 +114,23 @@ func (a *Agent) registerLogs() {
 			tool.P("decision", tool.Enum("allow", "deny", store.DecisionDeclined)), tool.P("tool", tool.MaxLen(100)), tool.P("principal", tool.MaxLen(100)),
 		},
 		Run: a.auditLogs,
-		Summary: func(_ AuditLogsIn, o AuditLogsOut) string {
+		Summary: func(_ auditLogsIn, o AuditLogsOut) string {
 			return fmt.Sprintf("%d of %d audit records", o.ReturnedCount, o.TotalCount)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[NoArgs, AuditVerifyOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, AuditVerifyOut]{
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
 		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(context.Context, *tool.Call, NoArgs) (AuditVerifyOut, error) { return a.VerifyAudit() },
-		Summary: func(_ NoArgs, o AuditVerifyOut) string {
+		Run:         func(context.Context, *tool.Call, noArgs) (AuditVerifyOut, error) { return a.verifyAudit() },
+		Summary: func(_ noArgs, o AuditVerifyOut) string {
 			if o.OK {
 				return fmt.Sprintf("audit chain intact: %d records (seq %d..%d)", o.Records, o.FirstSeq, o.LastSeq)
 			}
 			return fmt.Sprintf("AUDIT CHAIN BROKEN: %d problems in %d records", len(o.Problems), o.Records)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[AppLogsIn, AppLogsOut]{
+	tool.Add(a.tools, tool.Spec[appLogsIn, appLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
 		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors. Who connected (principal, uid, pid, remote address) shows only to a caller who may read the audit trail.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -138,11 +138,11 @@ func (a *Agent) registerLogs() {
 			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
 			tool.P("min_level", tool.Enum("debug", "info", "warn", "error"), tool.Default("info")), tool.P("source", tool.Enum("all", "agent", "helper"), tool.Default("all"))},
 		Run: a.appLogs,
-		Summary: func(_ AppLogsIn, o AppLogsOut) string {
+		Summary: func(_ appLogsIn, o appLogsOut) string {
 			return fmt.Sprintf("%d log lines from %s", len(o.Entries), o.From)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[JournalIn, JournalOut]{
+	tool.Add(a.tools, tool.Spec[journalQueryIn, journalQueryOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
 		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -152,7 +152,7 @@ func (a *Agent) registerLogs() {
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("max_bytes", tool.Min(1024), tool.Max(65536), tool.Default(32768))},
 		Slow: true,
 		Run:  a.queryJournal,
-		Summary: func(in JournalIn, o JournalOut) string {
+		Summary: func(in journalQueryIn, o journalQueryOut) string {
 			s := fmt.Sprintf("%d journal entries", o.ReturnedCount)
 			if o.Truncated {
 				s += " (cut at max_bytes)"
@@ -162,8 +162,8 @@ func (a *Agent) registerLogs() {
 	})
 }
 
-// AppLogsIn is logs.get_recent_app_logs.
-type AppLogsIn struct {
+// appLogsIn is logs.get_recent_app_logs.
+type appLogsIn struct {
 	Limit    int    `json:"limit,omitempty"`
 	Offset   int    `json:"offset,omitempty" jsonschema:"skip this many of the newest matching lines: the next page back is offset+limit"`
 	Since    string `json:"since,omitempty" jsonschema:"RFC 3339 time, inclusive"`
@@ -172,8 +172,8 @@ type AppLogsIn struct {
 	Source   string `json:"source,omitempty" jsonschema:"agent, helper or all"`
 }
 
-// AppLogEntry is one line of raspi-mcp's own log.
-type AppLogEntry struct {
+// appLogEntry is one line of raspi-mcp's own log.
+type appLogEntry struct {
 	Timestamp string `json:"timestamp"`
 	Source    string `json:"source"`
 	Level     string `json:"level"`
@@ -181,9 +181,9 @@ type AppLogEntry struct {
 	Attrs     string `json:"attrs,omitempty"`
 }
 
-// AppLogsOut is the latest lines, oldest first.
-type AppLogsOut struct {
-	Entries       []AppLogEntry `json:"entries"`
+// appLogsOut is the latest lines, oldest first.
+type appLogsOut struct {
+	Entries       []appLogEntry `json:"entries"`
 	ReturnedCount int           `json:"returned_count"`
 	HasMore       bool          `json:"has_more" jsonschema:"older matching lines exist: ask again with next_offset"`
 	NextOffset    int           `json:"next_offset,omitempty"`
@@ -191,8 +191,8 @@ type AppLogsOut struct {
 	Note          string        `json:"note,omitempty"`
 }
 
-// JournalIn is logs.query_journal.
-type JournalIn struct {
+// journalQueryIn is logs.query_journal.
+type journalQueryIn struct {
 	Unit     string   `json:"unit,omitempty" jsonschema:"one unit (nginx means nginx.service)"`
 	Units    []string `json:"units,omitempty" jsonschema:"several units; globs allowed"`
 	Priority string   `json:"priority,omitempty" jsonschema:"this priority and more severe"`
@@ -203,8 +203,8 @@ type JournalIn struct {
 	MaxBytes int      `json:"max_bytes,omitempty"`
 }
 
-// JournalEntry is one journal record.
-type JournalEntry struct {
+// journalEntry is one journal record.
+type journalEntry struct {
 	Timestamp  string `json:"timestamp"`
 	Unit       string `json:"unit,omitempty"`
 	Identifier string `json:"identifier,omitempty"`
@@ -214,9 +214,9 @@ type JournalEntry struct {
 	Message    string `json:"message"`
 }
 
-// JournalOut is the matching entries, oldest first.
-type JournalOut struct {
-	Entries       []JournalEntry `json:"entries"`
+// journalQueryOut is the matching entries, oldest first.
+type journalQueryOut struct {
+	Entries       []journalEntry `json:"entries"`
 	ReturnedCount int            `json:"returned_count"`
 	Truncated     bool           `json:"truncated" jsonschema:"max_bytes or the scan limit stopped the read; narrow the query"`
 	Scanned       int            `json:"scanned" jsonschema:"journal entries read to answer"`
@@ -231,24 +231,24 @@ const (
 	helperUnit = "raspi-mcp-helper.service"
 )
 
-func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLogsOut, error) {
+func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLogsOut, error) {
 	var min slog.Level
 	_ = min.UnmarshalText([]byte(in.MinLevel))
 	since, err := parseTime("since", in.Since)
 	if err != nil {
-		return AppLogsOut{}, err
+		return appLogsOut{}, err
 	}
 	until, err := parseTime("until", in.Until)
 	if err != nil {
-		return AppLogsOut{}, err
+		return appLogsOut{}, err
 	}
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return AppLogsOut{}, tool.Errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).With("parameter", "since")
+		return appLogsOut{}, tool.Errf(CodeInvalidArgument, "since (%s) must be before until (%s)", in.Since, in.Until).With("parameter", "since")
 	}
 	// Both sources give the newest offset+limit+1 matching lines, oldest
 	// first; the page is the limit lines before the newest offset ones.
 	want := in.Offset + in.Limit + 1
-	var lines []AppLogEntry
+	var lines []appLogEntry
 	from, note := "memory", ""
 	if a.mode == "device" {
 		var us []string
@@ -266,7 +266,7 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLog
 				if e.Unit == helperUnit {
 					src = "helper"
 				}
-				lines = append(lines, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
+				lines = append(lines, appLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: src, Level: e.Level, Message: e.Message})
 			}
 		} else {
 			note = "journal not readable (" + err.Error() + "); showing the agent's records since it started"
@@ -284,14 +284,14 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in AppLogsIn) (AppLog
 				if (!since.IsZero() && e.Time.Before(since)) || (!until.IsZero() && !e.Time.Before(until)) {
 					continue
 				}
-				lines = append(lines, AppLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
+				lines = append(lines, appLogEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Source: e.Source,
 					Level: strings.ToLower(e.Level.String()), Message: e.Message, Attrs: e.Attrs})
 			}
 			lines = lines[max(0, len(lines)-want):]
 		}
 	}
 	end := max(0, len(lines)-in.Offset)
-	out := AppLogsOut{Entries: append([]AppLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
+	out := appLogsOut{Entries: append([]appLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
 	if a.mayReadAudit(c.Principal) != nil {
 		// Who connected, from where, is the audit trail's: a caller who
 		// may not read it gets the lines without it.
@@ -355,18 +355,18 @@ func relTime(name, s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in JournalIn) (JournalOut, error) {
+func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in journalQueryIn) (journalQueryOut, error) {
 	now := time.Now()
 	q := journal.Query{Priority: -1, Grep: in.Grep, Limit: in.Limit, MaxBytes: in.MaxBytes}
 	var err error
 	if q.Since, err = relTime("since", in.Since, now); err != nil {
-		return JournalOut{}, err
+		return journalQueryOut{}, err
 	}
 	if q.Until, err = relTime("until", in.Until, now); err != nil {
-		return JournalOut{}, err
+		return journalQueryOut{}, err
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return JournalOut{}, tool.Errf(CodeInvalidArgument, "since must be before until").With("parameter", "since")
+		return journalQueryOut{}, tool.Errf(CodeInvalidArgument, "since must be before until").With("parameter", "since")
 	}
 	if in.Priority != "" {
 		q.Priority = slices.Index(priorities, in.Priority)
@@ -381,10 +381,10 @@ func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in JournalIn) (J
 			n = u + ".service"
 		}
 		if err := (journal.Query{Units: []string{n}}).Validate(); err != nil {
-			return JournalOut{}, tool.Errf(CodeInvalidArgument, "unit %q is not a unit name or glob: %v", u, err).With("parameter", "units")
+			return journalQueryOut{}, tool.Errf(CodeInvalidArgument, "unit %q is not a unit name or glob: %v", u, err).With("parameter", "units")
 		}
 		if !config.UnitMatches(a.conf().Logs.JournalUnits, n) {
-			return JournalOut{}, tool.Errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
+			return journalQueryOut{}, tool.Errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
 				With("unit", n).With("journal_units", a.conf().Logs.JournalUnits).
 				Hint("the owner lists readable units in [logs] journal_units of " + config.DefaultPath)
 		}
@@ -394,23 +394,23 @@ func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in JournalIn) (J
 		q.Units = slices.Clone(a.conf().Logs.JournalUnits) // journalctl -u takes globs
 	}
 	if err := q.Validate(); err != nil {
-		return JournalOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
+		return journalQueryOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
 	}
 	res, err := a.journal.Query(ctx, q)
 	if err != nil {
-		return JournalOut{}, tool.Errf(CodeUnavailable, "%v", err).
+		return journalQueryOut{}, tool.Errf(CodeUnavailable, "%v", err).
 			Hint("on a device the agent's user must be in group systemd-journal (the package does this)")
 	}
-	out := JournalOut{Entries: []JournalEntry{}, Truncated: res.Truncated, Scanned: res.Scanned, Units: nonNil(q.Units)}
+	out := journalQueryOut{Entries: []journalEntry{}, Truncated: res.Truncated, Scanned: res.Scanned, Units: nonNil(q.Units)}
 	for _, e := range res.Entries {
-		out.Entries = append(out.Entries, JournalEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Unit: e.Unit, Identifier: e.Identifier,
+		out.Entries = append(out.Entries, journalEntry{Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Unit: e.Unit, Identifier: e.Identifier,
 			PID: e.PID, Priority: e.Priority, Level: e.Level, Message: e.Message})
 	}
 	out.ReturnedCount = len(out.Entries)
 	return out, nil
 }
 
-func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in AuditLogsIn) (AuditLogsOut, error) {
+func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in auditLogsIn) (AuditLogsOut, error) {
 	q := store.AuditQuery{Principal: in.Principal, Decision: in.Decision, OnlyErrors: in.OnlyErrors, Limit: in.Limit, Offset: in.Offset, Oldest: in.Oldest}
 	var err error
 	if q.Since, err = parseTime("since", in.Since); err != nil {
@@ -440,8 +440,8 @@ func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in AuditLogsIn) (Audi
 	return out, nil
 }
 
-// VerifyAudit checks the agent's own chain against the helper's witness.
-func (a *Agent) VerifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store, a.witness.path) }
+// verifyAudit checks the agent's own chain against the helper's witness.
+func (a *Agent) verifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store, a.witness.path) }
 
 // VerifyFile checks the audit chain of a database, and compares it with the
 // helper's witness file at witnessPath (read directly: it is world-readable,
@@ -455,12 +455,12 @@ func VerifyFile(db *store.DB, witnessPath string) (AuditVerifyOut, error) {
 		return AuditVerifyOut{}, err
 	}
 	o := AuditVerifyOut{OK: v.OK, Records: v.Records, FirstSeq: v.FirstSeq, LastSeq: v.LastSeq, StoredCount: v.StoredCount,
-		CheckpointSeq: v.CheckpointSeq, Witness: info, Problems: []AuditProblem{}}
+		CheckpointSeq: v.CheckpointSeq, Witness: info, Problems: []auditProblem{}}
 	if v.Witnessed {
 		info.Seq, info.Hash, info.CheckpointSeq, info.Unwitnessed = v.WitnessSeq, v.WitnessHash, v.WitnessCheckpointSeq, v.Unwitnessed
 	}
 	for _, p := range v.Problems {
-		o.Problems = append(o.Problems, AuditProblem{Seq: p.Seq, Kind: p.Kind, Detail: p.Detail})
+		o.Problems = append(o.Problems, auditProblem{Seq: p.Seq, Kind: p.Kind, Detail: p.Detail})
 	}
 	return o, nil
 }

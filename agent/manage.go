@@ -26,42 +26,42 @@ type ServerStatus struct {
 	Mode          string            `json:"mode"`
 	PID           int               `json:"pid"`
 	ConfigSummary map[string]any    `json:"config_summary"`
-	Helper        HelperStatus      `json:"helper"`
-	Audit         AuditStatus       `json:"audit"`
-	Database      DatabaseStatus    `json:"database"`
-	Calls         CallStats         `json:"calls"`
+	Helper        helperStatus      `json:"helper"`
+	Audit         auditStatus       `json:"audit"`
+	Database      databaseStatus    `json:"database"`
+	Calls         callStats         `json:"calls"`
 	Tools         int               `json:"tools"`
-	Caller        Caller            `json:"caller"`
-	Device        DeviceCaps        `json:"device"`
+	Caller        caller            `json:"caller"`
+	Device        deviceCaps        `json:"device"`
 	Recent        []AuditEntry      `json:"recent_problems" jsonschema:"the latest denied or failed calls, newest first; empty unless you may read the audit trail (problems says why)"`
-	Problems      ProblemCounts     `json:"problems" jsonschema:"denied or failed calls lately, counted for every caller"`
-	Sampling      SamplingStatus    `json:"sampling"`
-	Upstreams     []UpstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
-	LastUpdate    *LastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
-	HTTP          *HTTPStatus       `json:"http,omitempty" jsonschema:"the Streamable HTTP endpoint, when it serves"`
+	Problems      problemCounts     `json:"problems" jsonschema:"denied or failed calls lately, counted for every caller"`
+	Sampling      samplingStatus    `json:"sampling"`
+	Upstreams     []upstreamStatus  `json:"upstreams" jsonschema:"the LAN's MCP servers mounted here ([[upstream]])"`
+	LastUpdate    *lastUpdateStatus `json:"last_update,omitempty" jsonschema:"the self-update under way or the latest one (manage_update_server)"`
+	HTTP          *httpStatus       `json:"http,omitempty" jsonschema:"the Streamable HTTP endpoint, when it serves"`
 }
 
-// ProblemCounts counts the denied or failed calls of the last hour and day.
+// problemCounts counts the denied or failed calls of the last hour and day.
 // Who made them, from where and why is the audit trail's: a caller who may
 // not read logs_get_recent_audit_logs gets the counts and, in Withheld, why
 // recent_problems is empty and who may read it.
-type ProblemCounts struct {
+type problemCounts struct {
 	LastHour int    `json:"last_hour"`
 	LastDay  int    `json:"last_day"`
 	Withheld string `json:"withheld,omitempty" jsonschema:"why recent_problems is empty for you, and which tool and role show the records"`
 }
 
-// SamplingStatus is the metrics history at a glance.
-type SamplingStatus struct {
-	Jobs          []JobEntry `json:"jobs"`
+// samplingStatus is the metrics history at a glance.
+type samplingStatus struct {
+	Jobs          []jobEntry `json:"jobs"`
 	SamplesTaken  int64      `json:"samples_taken" jsonschema:"since the agent started"`
 	LastFlush     string     `json:"last_flush,omitempty"`
 	FlushError    string     `json:"flush_error,omitempty"`
 	FlushInterval string     `json:"flush_interval"`
 }
 
-// HelperStatus is the root helper as the agent sees it.
-type HelperStatus struct {
+// helperStatus is the root helper as the agent sees it.
+type helperStatus struct {
 	Reachable bool   `json:"reachable"`
 	Version   string `json:"version,omitempty"`
 	PID       int    `json:"pid,omitempty"`
@@ -71,8 +71,8 @@ type HelperStatus struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// AuditStatus counts the audit trail and says whether it still holds.
-type AuditStatus struct {
+// auditStatus counts the audit trail and says whether it still holds.
+type auditStatus struct {
 	Records  int    `json:"records"`
 	Denied   int    `json:"denied"`
 	Errors   int    `json:"errors"`
@@ -92,28 +92,28 @@ type AuditStatus struct {
 	WitnessError string `json:"witness_error,omitempty"`
 }
 
-// DatabaseStatus is the bbolt file.
-type DatabaseStatus struct {
+// databaseStatus is the bbolt file.
+type databaseStatus struct {
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
 }
 
-// CallStats counts tool calls since start.
-type CallStats struct {
+// callStats counts tool calls since start.
+type callStats struct {
 	Total  int64 `json:"total"`
 	Failed int64 `json:"failed"`
 }
 
 func (a *Agent) registerManage() {
-	tool.Add(a.tools, tool.Spec[NoArgs, ServerStatus]{
+	tool.Add(a.tools, tool.Spec[noArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
 		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
-		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (ServerStatus, error) {
-			return a.Status(ctx, c.Principal)
+		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (ServerStatus, error) {
+			return a.status(ctx, c.Principal)
 		},
-		Summary: func(_ NoArgs, s ServerStatus) string {
+		Summary: func(_ noArgs, s ServerStatus) string {
 			h := "helper DOWN"
 			if s.Helper.Reachable {
 				h = "helper up"
@@ -128,14 +128,14 @@ func (a *Agent) registerManage() {
 	})
 }
 
-// Status gathers the server status.
-func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
+// status gathers the server status.
+func (a *Agent) status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
 	l := a.cfg.Load()
 	cfg := l.cfg
 	s := ServerStatus{
 		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
 		UptimeSeconds: int64(time.Since(a.started).Seconds()),
-		Caller:        Caller{Principal: p.Name, Role: p.Role.String()},
+		Caller:        caller{Principal: p.Name, Role: p.Role.String()},
 		ConfigSummary: map[string]any{
 			"socket": cfg.Agent.Socket, "helper_socket": cfg.Helper.Socket, "state": cfg.Agent.State,
 			"dotted_names": cfg.Agent.ExposeDottedNames, "record_reads": cfg.Audit.RecordReads,
@@ -146,21 +146,21 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 			// more per reload (SIGHUP, manage_config_apply).
 			"generation": l.gen, "loaded_at": l.at.UTC().Format(time.RFC3339),
 		},
-		Helper:   HelperStatus{Socket: cfg.Helper.Socket},
-		Database: DatabaseStatus{Path: a.store.Path()},
+		Helper:   helperStatus{Socket: cfg.Helper.Socket},
+		Database: databaseStatus{Path: a.store.Path()},
 		HTTP:     a.doors.HTTPStatus(),
 	}
 	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
 		s.Helper.Error = err.Error()
 	} else {
-		s.Helper = HelperStatus{Reachable: true, Version: st.Helper, PID: st.PID, Backend: st.Backend,
+		s.Helper = helperStatus{Reachable: true, Version: st.Helper, PID: st.PID, Backend: st.Backend,
 			StartedAt: st.StartedAt.UTC().Format(time.RFC3339), Socket: a.conf().Helper.Socket}
 	}
 	total, denied, errs, last, err := a.store.AuditCounts()
 	if err != nil {
 		return s, err
 	}
-	s.Audit = AuditStatus{Records: total, Denied: denied, Errors: errs}
+	s.Audit = auditStatus{Records: total, Denied: denied, Errors: errs}
 	if total > 0 {
 		s.Audit.LastTime = last.Time.UTC().Format(time.RFC3339)
 		s.Audit.LastSeq = last.Seq
@@ -190,7 +190,7 @@ func (a *Agent) Status(ctx context.Context, p identity.Principal) (ServerStatus,
 		return s, err
 	}
 	taken, flushed, ferr := a.sampler.Stats()
-	s.Sampling = SamplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.conf().Metrics.FlushInterval.D().String()}
+	s.Sampling = samplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.conf().Metrics.FlushInterval.D().String()}
 	if !flushed.IsZero() {
 		s.Sampling.LastFlush = flushed.UTC().Format(time.RFC3339)
 	}
@@ -232,7 +232,7 @@ func (a *Agent) nameFor(p identity.Principal, name string) string {
 }
 
 // jobsFor is the sampling jobs as p may see them.
-func (a *Agent) jobsFor(p identity.Principal) (JobList, error) {
+func (a *Agent) jobsFor(p identity.Principal) (jobList, error) {
 	l, err := a.listJobs()
 	for i := range l.Jobs {
 		if !l.Jobs[i].Default { // the default job's is "config", no principal
@@ -246,8 +246,8 @@ func (a *Agent) jobsFor(p identity.Principal) (JobList, error) {
 // calls: counts of the last hour and day for every caller, the records
 // themselves (who, from where, why) only for a caller who may read the
 // audit trail.
-func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, ProblemCounts, error) {
-	var pc ProblemCounts
+func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, problemCounts, error) {
+	var pc problemCounts
 	now := time.Now()
 	for _, w := range []struct {
 		n    *int
@@ -271,8 +271,8 @@ func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, ProblemCount
 	return entriesOf(recs), pc, nil
 }
 
-// QueuedJob is one entry of the jobs queue, whatever its kind.
-type QueuedJob struct {
+// queuedJob is one entry of the jobs queue, whatever its kind.
+type queuedJob struct {
 	JobID     string `json:"job_id"`
 	Kind      string `json:"kind" jsonschema:"sampling, gpio_revert, power, os_update or self_update"`
 	Status    string `json:"status"`
@@ -282,20 +282,20 @@ type QueuedJob struct {
 	Cancel    string `json:"cancel_effect" jsonschema:"what manage_cancel_job does to it"`
 }
 
-// JobsOut is manage.list_jobs.
-type JobsOut struct {
-	Jobs       []QueuedJob `json:"jobs"`
+// jobsListOut is manage.list_jobs.
+type jobsListOut struct {
+	Jobs       []queuedJob `json:"jobs"`
 	TotalCount int         `json:"total_count"`
 }
 
-// CancelJobIn is manage.cancel_job.
-type CancelJobIn struct {
+// jobsCancelIn is manage.cancel_job.
+type jobsCancelIn struct {
 	JobID string `json:"job_id" jsonschema:"from manage_list_jobs"`
 	tool.GuardArgs
 }
 
-// CancelJobOut says what cancelling did.
-type CancelJobOut struct {
+// jobsCancelOut says what cancelling did.
+type jobsCancelOut struct {
 	JobID     string   `json:"job_id"`
 	Kind      string   `json:"kind"`
 	Cancelled bool     `json:"cancelled"`
@@ -307,18 +307,18 @@ type CancelJobOut struct {
 const gpioJobPrefix = "gpio-revert-"
 
 func (a *Agent) registerJobs() {
-	tool.Add(a.tools, tool.Spec[NoArgs, JobsOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, jobsListOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run: func(ctx context.Context, c *tool.Call, _ NoArgs) (JobsOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (jobsListOut, error) {
 			out, err := a.queuedJobs()
 			for i := range out.Jobs {
 				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
 			}
 			return out, err
 		},
-		Summary: func(_ NoArgs, o JobsOut) string {
+		Summary: func(_ noArgs, o jobsListOut) string {
 			s := fmt.Sprintf("%d jobs", o.TotalCount)
 			for _, j := range o.Jobs {
 				if j.Kind == "power" {
@@ -328,14 +328,14 @@ func (a *Agent) registerJobs() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[CancelJobIn, CancelJobOut]{
+	tool.Add(a.tools, tool.Spec[jobsCancelIn, jobsCancelOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
-		Example:     &CancelJobIn{JobID: "job-nope"}, // no such job: cancels nothing
+		Example:     &jobsCancelIn{JobID: "job-nope"}, // no such job: cancels nothing
 		Run:         a.cancelJob,
-		Summary: func(_ CancelJobIn, o CancelJobOut) string {
+		Summary: func(_ jobsCancelIn, o jobsCancelOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would cancel %s (%s): %s", o.JobID, o.Kind, o.Effect)
 			}
@@ -344,18 +344,18 @@ func (a *Agent) registerJobs() {
 	})
 }
 
-func (a *Agent) queuedJobs() (JobsOut, error) {
-	out := JobsOut{Jobs: []QueuedJob{}}
+func (a *Agent) queuedJobs() (jobsListOut, error) {
+	out := jobsListOut{Jobs: []queuedJob{}}
 	if pj, ok, err := a.store.PendingPower(); err != nil {
 		return out, err
 	} else if ok {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
+		out.Jobs = append(out.Jobs, queuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
 			Summary: fmt.Sprintf("%s at %s", pj.Action, pj.At.UTC().Format(time.RFC3339)), CreatedBy: pj.Principal, Cancel: "the " + pj.Action + " is called off"})
 	}
 	if uj, ok, err := a.store.PendingUpdate(); err != nil {
 		return out, err
 	} else if ok {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: uj.ID, Kind: "self_update", Status: "running",
+		out.Jobs = append(out.Jobs, queuedJob{JobID: uj.ID, Kind: "self_update", Status: "running",
 			Summary: fmt.Sprintf("raspi-mcp %s to %s from %s", uj.From, uj.To, uj.Channel), CreatedBy: uj.Principal,
 			Cancel: "cannot be cancelled: it ends by itself, and rolls back if the new version is not healthy"})
 	}
@@ -364,7 +364,7 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 		return out, err
 	}
 	for _, r := range reverts {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: fmt.Sprintf("%s%d", gpioJobPrefix, r.Pin), Kind: "gpio_revert", Status: "waiting",
+		out.Jobs = append(out.Jobs, queuedJob{JobID: fmt.Sprintf("%s%d", gpioJobPrefix, r.Pin), Kind: "gpio_revert", Status: "waiting",
 			Due: r.Due.UTC().Format(time.RFC3339), Summary: fmt.Sprintf("GPIO%d back to %s", r.Pin, level(&r.Value)), CreatedBy: r.Principal,
 			Cancel: "the pin reverts now"})
 	}
@@ -373,7 +373,7 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 		return out, err
 	}
 	for _, j := range sampling.Jobs {
-		out.Jobs = append(out.Jobs, QueuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
+		out.Jobs = append(out.Jobs, queuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
 			Summary: fmt.Sprintf("every %d s, kept %d h, %d samples", j.IntervalSeconds, j.RetentionHours, j.Samples), Cancel: "sampling stops; samples stay"})
 	}
 	out.Jobs = append(out.Jobs, a.osJobs()...)
@@ -381,18 +381,18 @@ func (a *Agent) queuedJobs() (JobsOut, error) {
 	return out, nil
 }
 
-func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in CancelJobIn) (CancelJobOut, error) {
+func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in jobsCancelIn) (jobsCancelOut, error) {
 	list, err := a.queuedJobs()
 	if err != nil {
-		return CancelJobOut{}, err
+		return jobsCancelOut{}, err
 	}
-	i := slices.IndexFunc(list.Jobs, func(j QueuedJob) bool { return j.JobID == in.JobID })
+	i := slices.IndexFunc(list.Jobs, func(j queuedJob) bool { return j.JobID == in.JobID })
 	if i < 0 {
-		return CancelJobOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
+		return jobsCancelOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
 			Suggest(tool.SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
 	}
 	j := list.Jobs[i]
-	out := CancelJobOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
+	out := jobsCancelOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
 	if j.Kind == "self_update" {
 		// Stopping apt half-way would leave neither version whole; the
 		// updater's own deadline and rollback are the way out.

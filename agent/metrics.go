@@ -24,23 +24,23 @@ const (
 	maxQuerySpan    = 8 * 24 * time.Hour
 )
 
-// StartJobIn is metrics.start_sampling_job: how often to sample and how long
+// samplingStartIn is metrics.start_sampling_job: how often to sample and how long
 // to keep the samples (tool catalog, spec 002 §4.2).
-type StartJobIn struct {
+type samplingStartIn struct {
 	IntervalSeconds int `json:"interval_seconds" jsonschema:"seconds between samples"`
 	RetentionHours  int `json:"retention_hours,omitempty" jsonschema:"how long samples are kept"`
 	tool.GuardArgs
 }
 
-// StopJobIn is metrics.stop_sampling_job: the job to stop (tool catalog, spec 002 §4.2).
-type StopJobIn struct {
+// samplingStopIn is metrics.stop_sampling_job: the job to stop (tool catalog, spec 002 §4.2).
+type samplingStopIn struct {
 	JobID string `json:"job_id"`
 	tool.GuardArgs
 }
 
-// JobStatus is a sampling job's id, interval, retention and state, the result
+// jobStatus is a sampling job's id, interval, retention and state, the result
 // of starting or stopping one (the tool catalog's SamplingJobStatus, spec 002 §4.2).
-type JobStatus struct {
+type jobStatus struct {
 	JobID           string `json:"job_id"`
 	IntervalSeconds int    `json:"interval_seconds,omitempty"`
 	RetentionHours  int    `json:"retention_hours,omitempty"`
@@ -48,13 +48,13 @@ type JobStatus struct {
 	DryRun          bool   `json:"dry_run,omitempty"`
 }
 
-// JobList lists the sampling jobs.
-type JobList struct {
-	Jobs []JobEntry `json:"jobs"`
+// jobList lists the sampling jobs.
+type jobList struct {
+	Jobs []jobEntry `json:"jobs"`
 }
 
-// JobEntry is one job with what it has gathered.
-type JobEntry struct {
+// jobEntry is one job with what it has gathered.
+type jobEntry struct {
 	JobID             string  `json:"job_id"`
 	IntervalSeconds   int     `json:"interval_seconds"`
 	RetentionHours    int     `json:"retention_hours"`
@@ -69,9 +69,9 @@ type JobEntry struct {
 	UnflushedSamples  int     `json:"unflushed_samples"`
 }
 
-// SamplesIn is metrics.get_samples: a job, a time range and a limit (tool
+// metricsSamplesIn is metrics.get_samples: a job, a time range and a limit (tool
 // catalog, spec 002 §4.3), plus a cursor.
-type SamplesIn struct {
+type metricsSamplesIn struct {
 	JobID  string `json:"job_id,omitempty" jsonschema:"default: the default job"`
 	Since  string `json:"since,omitempty" jsonschema:"RFC 3339, inclusive; default one hour before until"`
 	Until  string `json:"until,omitempty" jsonschema:"RFC 3339, exclusive; default now"`
@@ -79,9 +79,9 @@ type SamplesIn struct {
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
 }
 
-// SampleOut is one stored sample: time, CPU, memory, disk and temperature
+// sampleRecord is one stored sample: time, CPU, memory, disk and temperature
 // (tool catalog, spec 002 §4.3), with additive fields.
-type SampleOut struct {
+type sampleRecord struct {
 	Timestamp       string   `json:"timestamp"`
 	CPUUsagePercent float64  `json:"cpu_usage_percent"`
 	MemoryUsedBytes uint64   `json:"memory_used_bytes"`
@@ -93,21 +93,21 @@ type SampleOut struct {
 	Throttled       *bool    `json:"throttled,omitempty"`
 }
 
-// SamplesOut is one page.
-type SamplesOut struct {
-	JobID         string      `json:"job_id"`
-	Samples       []SampleOut `json:"samples"`
-	ReturnedCount int         `json:"returned_count"`
-	HasMore       bool        `json:"has_more"`
-	NextCursor    string      `json:"next_cursor,omitempty"`
-	Truncated     bool        `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
+// metricsSamplesOut is one page.
+type metricsSamplesOut struct {
+	JobID         string         `json:"job_id"`
+	Samples       []sampleRecord `json:"samples"`
+	ReturnedCount int            `json:"returned_count"`
+	HasMore       bool           `json:"has_more"`
+	NextCursor    string         `json:"next_cursor,omitempty"`
+	Truncated     bool           `json:"truncated" jsonschema:"the page was cut to stay within the size budget before reaching limit"`
 }
 
-// HistoryIn is metrics.query_history: metric names, a time range and a
+// metricsHistoryIn is metrics.query_history: metric names, a time range and a
 // bucket size, as the tool catalog's example request spells them (spec 002
 // §2.6.3). The names of its first release (metrics, start, end) are still
 // accepted: historySpelling.
-type HistoryIn struct {
+type metricsHistoryIn struct {
 	MetricNames []string `json:"metric_names" jsonschema:"names such as cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.bytes_recv_per_sec, disk.mmcblk0.write_bytes_per_sec, disk_io.total.write_mb_per_sec"`
 	StartTime   string   `json:"start_time,omitempty" jsonschema:"RFC 3339; default one hour before end_time"`
 	EndTime     string   `json:"end_time,omitempty" jsonschema:"RFC 3339; default now"`
@@ -120,11 +120,11 @@ type HistoryIn struct {
 // catalog's (metric_names, start_time, end_time).
 var historySpelling = tool.Renames(map[string]string{"metrics": "metric_names", "start": "start_time", "end": "end_time"})
 
-// HistoryOut is metrics.query_history's answer, each metric's points by time
+// metricsHistoryOut is metrics.query_history's answer, each metric's points by time
 // and the range and resolution (the tool catalog's example, spec 002 §2.6.3),
 // with how it was computed.
-type HistoryOut struct {
-	Metrics             map[string][]HistoryPoint `json:"metrics" jsonschema:"per metric name, its points oldest first; a bucket without samples has no point"`
+type metricsHistoryOut struct {
+	Metrics             map[string][]historyPoint `json:"metrics" jsonschema:"per metric name, its points oldest first; a bucket without samples has no point"`
 	StartTime           string                    `json:"start_time"`
 	EndTime             string                    `json:"end_time"`
 	Resolution          string                    `json:"resolution" jsonschema:"bucket size used, such as 1m"`
@@ -136,32 +136,32 @@ type HistoryOut struct {
 	Note                string                    `json:"note,omitempty"`
 }
 
-// HistoryPoint is one bucket: its start and its aggregated value.
-type HistoryPoint struct {
+// historyPoint is one bucket: its start and its aggregated value.
+type historyPoint struct {
 	Timestamp string  `json:"timestamp"`
 	Value     float64 `json:"value"`
 }
 
-// SummaryIn names the window.
-type SummaryIn struct {
+// metricsSummaryIn names the window.
+type metricsSummaryIn struct {
 	Window string `json:"window,omitempty" jsonschema:"how far back from now: 15m, 1h, 24h, 7d"`
 	JobID  string `json:"job_id,omitempty"`
 }
 
-// SummaryOut fits in a few hundred tokens.
-type SummaryOut struct {
+// metricsSummaryOut fits in a few hundred tokens.
+type metricsSummaryOut struct {
 	JobID     string       `json:"job_id"`
 	Window    string       `json:"window"`
 	Start     string       `json:"start"`
 	End       string       `json:"end"`
 	Samples   int          `json:"samples"`
-	Stats     []StatOut    `json:"stats"`
-	Episodes  []EpisodeOut `json:"episodes"`
-	Anomalies []AnomalyOut `json:"anomalies"`
+	Stats     []statOut    `json:"stats"`
+	Episodes  []episodeOut `json:"episodes"`
+	Anomalies []anomalyOut `json:"anomalies"`
 }
 
-// StatOut is one metric over the window.
-type StatOut struct {
+// statOut is one metric over the window.
+type statOut struct {
 	Metric string  `json:"metric"`
 	Min    float64 `json:"min"`
 	Avg    float64 `json:"avg"`
@@ -170,8 +170,8 @@ type StatOut struct {
 	Last   float64 `json:"last"`
 }
 
-// EpisodeOut is a stretch with a firmware flag set.
-type EpisodeOut struct {
+// episodeOut is a stretch with a firmware flag set.
+type episodeOut struct {
 	Kind            string `json:"kind" jsonschema:"under_voltage, throttled, freq_capped or soft_temp_limit"`
 	Start           string `json:"start"`
 	End             string `json:"end"`
@@ -179,8 +179,8 @@ type EpisodeOut struct {
 	BetweenSamples  bool   `json:"between_samples" jsonschema:"no sample saw it: the firmware's since-boot flag turned on between start and end"`
 }
 
-// AnomalyOut is something worth a look.
-type AnomalyOut struct {
+// anomalyOut is something worth a look.
+type anomalyOut struct {
 	Metric  string  `json:"metric"`
 	Time    string  `json:"time"`
 	Value   float64 `json:"value"`
@@ -193,33 +193,35 @@ func (a *Agent) registerMetrics() {
 	tool.Add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	jobsGate := config.SwitchMetricsJobs
-	tool.Add(a.tools, tool.Spec[StartJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[samplingStartIn, jobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Props:       []tool.Prop{tool.P("interval_seconds", tool.Min(5), tool.Max(3600)), tool.P("retention_hours", tool.Min(1), tool.Max(168), tool.Default(24))},
-		Example:     &StartJobIn{IntervalSeconds: 10},
+		Example:     &samplingStartIn{IntervalSeconds: 10},
 		Run:         a.startJob,
-		Summary: func(_ StartJobIn, o JobStatus) string {
+		Summary: func(_ samplingStartIn, o jobStatus) string {
 			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[StopJobIn, JobStatus]{
+	tool.Add(a.tools, tool.Spec[samplingStopIn, jobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
 		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Idempotent:  true,
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
-		Example:     &StopJobIn{JobID: "job-nope"}, // no such job: stops nothing
+		Example:     &samplingStopIn{JobID: "job-nope"}, // no such job: stops nothing
 		Run:         a.stopJob,
-		Summary:     func(_ StopJobIn, o JobStatus) string { return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status) },
+		Summary: func(_ samplingStopIn, o jobStatus) string {
+			return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status)
+		},
 	})
-	tool.Add(a.tools, tool.Spec[NoArgs, JobList]{
+	tool.Add(a.tools, tool.Spec[noArgs, jobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(_ context.Context, c *tool.Call, _ NoArgs) (JobList, error) { return a.jobsFor(c.Principal) },
-		Summary: func(_ NoArgs, l JobList) string {
+		Run:         func(_ context.Context, c *tool.Call, _ noArgs) (jobList, error) { return a.jobsFor(c.Principal) },
+		Summary: func(_ noArgs, l jobList) string {
 			run := 0
 			for _, j := range l.Jobs {
 				if j.Status == "running" {
@@ -229,18 +231,18 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d sampling jobs, %d running", len(l.Jobs), run)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[SamplesIn, SamplesOut]{
+	tool.Add(a.tools, tool.Spec[metricsSamplesIn, metricsSamplesOut]{
 		ID: "metrics.get_samples", Title: "Raw samples",
 		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
 			tool.P("job_id", tool.MaxLen(64)), tool.P("cursor", tool.MaxLen(64))},
 		Run: a.getSamples,
-		Summary: func(_ SamplesIn, o SamplesOut) string {
+		Summary: func(_ metricsSamplesIn, o metricsSamplesOut) string {
 			return fmt.Sprintf("%d samples of %s (more: %v)", o.ReturnedCount, o.JobID, o.HasMore)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[HistoryIn, HistoryOut]{
+	tool.Add(a.tools, tool.Spec[metricsHistoryIn, metricsHistoryOut]{
 		ID: "metrics.query_history", Title: "Metric history",
 		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -248,9 +250,9 @@ func (a *Agent) registerMetrics() {
 			tool.P("aggregation", tool.Enum("avg", "min", "max", "last"), tool.Default("avg")), tool.P("job_id", tool.MaxLen(64)), tool.P("metric_names", tool.MinItems(1), tool.MaxItems(maxQueryMetrics))},
 		OutProps: []tool.Prop{tool.P("start_time", tool.Format("date-time")), tool.P("end_time", tool.Format("date-time"))},
 		Spelling: historySpelling,
-		Example:  &HistoryIn{MetricNames: []string{"cpu_percent"}},
+		Example:  &metricsHistoryIn{MetricNames: []string{"cpu_percent"}},
 		Run:      a.queryHistory,
-		Summary: func(_ HistoryIn, o HistoryOut) string {
+		Summary: func(_ metricsHistoryIn, o metricsHistoryOut) string {
 			n := 0
 			for _, s := range o.Metrics {
 				n += len(s)
@@ -262,7 +264,7 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Metrics), n, o.Resolution, o.Aggregation, c)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[SummaryIn, SummaryOut]{
+	tool.Add(a.tools, tool.Spec[metricsSummaryIn, metricsSummaryOut]{
 		ID: "metrics.get_summary", Title: "Metrics summary",
 		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -272,48 +274,48 @@ func (a *Agent) registerMetrics() {
 	})
 }
 
-func (a *Agent) startJob(ctx context.Context, c *tool.Call, in StartJobIn) (JobStatus, error) {
+func (a *Agent) startJob(ctx context.Context, c *tool.Call, in samplingStartIn) (jobStatus, error) {
 	if c.DryRun {
-		return JobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
+		return jobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
 	}
 	j, err := a.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
 	if errors.Is(err, errTooManyJobs) {
-		return JobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
+		return jobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
 			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
 	}
 	if err != nil {
-		return JobStatus{}, err
+		return jobStatus{}, err
 	}
-	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
+	return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) stopJob(_ context.Context, c *tool.Call, in StopJobIn) (JobStatus, error) {
+func (a *Agent) stopJob(_ context.Context, c *tool.Call, in samplingStopIn) (jobStatus, error) {
 	j, err := a.sampler.db.GetJob(in.JobID)
 	if errors.Is(err, store.ErrJobNotFound) {
-		return JobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
+		return jobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
 			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
 	}
 	if err != nil {
-		return JobStatus{}, err
+		return jobStatus{}, err
 	}
 	if c.DryRun {
-		return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, DryRun: true}, nil
+		return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, DryRun: true}, nil
 	}
 	if j, err = a.sampler.StopJob(in.JobID); err != nil {
-		return JobStatus{}, err
+		return jobStatus{}, err
 	}
-	return JobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
+	return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) listJobs() (JobList, error) {
+func (a *Agent) listJobs() (jobList, error) {
 	infos, err := a.sampler.Jobs()
 	if err != nil {
-		return JobList{}, err
+		return jobList{}, err
 	}
-	out := JobList{Jobs: []JobEntry{}}
+	out := jobList{Jobs: []jobEntry{}}
 	now := time.Now()
 	for _, j := range infos {
-		e := JobEntry{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, Default: j.Default,
+		e := jobEntry{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, Default: j.Default,
 			CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC().Format(time.RFC3339), Samples: j.Samples, UnflushedSamples: j.Buffered}
 		if !j.First.IsZero() {
 			e.FirstSample = j.First.UTC().Format(time.RFC3339)
@@ -350,23 +352,23 @@ func window(sinceName, since, untilName, until string, span time.Duration) (time
 	return s, u, nil
 }
 
-func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in SamplesIn) (SamplesOut, error) {
+func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in metricsSamplesIn) (metricsSamplesOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
-		return SamplesOut{}, err
+		return metricsSamplesOut{}, err
 	}
 	from, until, err := window("since", in.Since, "until", in.Until, time.Hour)
 	if err != nil {
-		return SamplesOut{}, err
+		return metricsSamplesOut{}, err
 	}
 	if in.Cursor != "" {
 		c, err := time.Parse(time.RFC3339Nano, in.Cursor)
 		if err != nil || c.Before(from) || !c.Before(until) {
-			return SamplesOut{}, tool.Errf(CodeInvalidArgument, "cursor %q is not a next_cursor of this range", in.Cursor).With("parameter", "cursor")
+			return metricsSamplesOut{}, tool.Errf(CodeInvalidArgument, "cursor %q is not a next_cursor of this range", in.Cursor).With("parameter", "cursor")
 		}
 		from = c
 	}
-	out := SamplesOut{JobID: job.ID, Samples: []SampleOut{}}
+	out := metricsSamplesOut{JobID: job.ID, Samples: []sampleRecord{}}
 	size := 0
 	err = a.sampler.Scan(job.ID, from, until, func(s store.Sample) bool {
 		so := sampleOut(s)
@@ -384,8 +386,8 @@ func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in SamplesIn) (Sampl
 	return out, err
 }
 
-func sampleOut(s store.Sample) SampleOut {
-	o := SampleOut{Timestamp: s.Time.UTC().Format(time.RFC3339), CPUUsagePercent: r2(float64(s.CPUPercent)), MemoryUsedBytes: s.MemUsed,
+func sampleOut(s store.Sample) sampleRecord {
+	o := sampleRecord{Timestamp: s.Time.UTC().Format(time.RFC3339), CPUUsagePercent: r2(float64(s.CPUPercent)), MemoryUsedBytes: s.MemUsed,
 		DiskUsedBytes: s.DiskUsed, Load1: r2(float64(s.Load1))}
 	if s.MemTotal > 0 {
 		o.MemoryPercent = r2(float64(s.MemUsed) / float64(s.MemTotal) * 100)
@@ -403,37 +405,37 @@ func sampleOut(s store.Sample) SampleOut {
 
 func r2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in HistoryIn) (HistoryOut, error) {
+func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in metricsHistoryIn) (metricsHistoryOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
-		return HistoryOut{}, err
+		return metricsHistoryOut{}, err
 	}
 	start, end, err := window("start_time", in.StartTime, "end_time", in.EndTime, time.Hour)
 	if err != nil {
-		return HistoryOut{}, err
+		return metricsHistoryOut{}, err
 	}
 	if end.Sub(start) > maxQuerySpan {
-		return HistoryOut{}, tool.Errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).With("parameter", "start_time")
+		return metricsHistoryOut{}, tool.Errf(CodeInvalidArgument, "the range spans %s; at most 8 days (retention is at most 7)", end.Sub(start).Round(time.Hour)).With("parameter", "start_time")
 	}
 	res, err := series.ParseResolution(in.Resolution)
 	if err != nil {
-		return HistoryOut{}, tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).With("parameter", "resolution")
+		return metricsHistoryOut{}, tool.Errf(CodeInvalidArgument, "%s", strings.TrimPrefix(err.Error(), "series: ")).With("parameter", "resolution")
 	}
 	getters := make([]series.Getter, len(in.MetricNames))
 	seen := map[string]bool{}
 	for i, m := range in.MetricNames {
 		if seen[m] {
-			return HistoryOut{}, tool.Errf(CodeInvalidArgument, "metric %q is listed twice", m).With("parameter", "metric_names")
+			return metricsHistoryOut{}, tool.Errf(CodeInvalidArgument, "metric %q is listed twice", m).With("parameter", "metric_names")
 		}
 		seen[m] = true
 		if getters[i], err = series.Lookup(m); err != nil {
-			return HistoryOut{}, a.unknownMetric(job.ID, m)
+			return metricsHistoryOut{}, a.unknownMetric(job.ID, m)
 		}
 	}
 	used := series.Fit(end.Sub(start), res, len(in.MetricNames), maxPoints)
-	out := HistoryOut{JobID: job.ID, StartTime: start.UTC().Format(time.RFC3339), EndTime: end.UTC().Format(time.RFC3339),
+	out := metricsHistoryOut{JobID: job.ID, StartTime: start.UTC().Format(time.RFC3339), EndTime: end.UTC().Format(time.RFC3339),
 		ResolutionRequested: in.Resolution, Resolution: series.FormatResolution(used), DataPoints: int((end.Sub(start) + used - 1) / used),
-		Aggregation: in.Aggregation, Coarsened: used != res, Metrics: map[string][]HistoryPoint{}}
+		Aggregation: in.Aggregation, Coarsened: used != res, Metrics: map[string][]historyPoint{}}
 	if out.Coarsened {
 		out.Note = fmt.Sprintf("%s over %s for %d metrics would exceed %d points; coarsened to %s", in.Resolution, end.Sub(start).Round(time.Second), len(in.MetricNames), maxPoints, out.Resolution)
 	}
@@ -448,13 +450,13 @@ func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in HistoryIn) (His
 		return true
 	})
 	if err != nil {
-		return HistoryOut{}, err
+		return metricsHistoryOut{}, err
 	}
 	for i, d := range ds {
 		pts := d.Points()
-		hp := make([]HistoryPoint, 0, len(pts))
+		hp := make([]historyPoint, 0, len(pts))
 		for _, p := range pts {
-			hp = append(hp, HistoryPoint{Timestamp: p.Time.UTC().Format(time.RFC3339), Value: sig(p.Value)})
+			hp = append(hp, historyPoint{Timestamp: p.Time.UTC().Format(time.RFC3339), Value: sig(p.Value)})
 		}
 		out.Metrics[in.MetricNames[i]] = hp
 	}
@@ -480,14 +482,14 @@ func (a *Agent) unknownMetric(job, name string) error {
 		Hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
 }
 
-func (a *Agent) summary(_ context.Context, _ *tool.Call, in SummaryIn) (SummaryOut, error) {
+func (a *Agent) summary(_ context.Context, _ *tool.Call, in metricsSummaryIn) (metricsSummaryOut, error) {
 	job, err := a.sampler.resolveJob(in.JobID)
 	if err != nil {
-		return SummaryOut{}, err
+		return metricsSummaryOut{}, err
 	}
 	span, err := series.ParseResolution(in.Window)
 	if err != nil {
-		return SummaryOut{}, tool.Errf(CodeInvalidArgument, "window %q: want a duration from 1s to 7d such as 1h or 24h", in.Window).With("parameter", "window")
+		return metricsSummaryOut{}, tool.Errf(CodeInvalidArgument, "window %q: want a duration from 1s to 7d such as 1h or 24h", in.Window).With("parameter", "window")
 	}
 	end := time.Now().Add(time.Second)
 	start := end.Add(-span)
@@ -498,33 +500,33 @@ func (a *Agent) summary(_ context.Context, _ *tool.Call, in SummaryIn) (SummaryO
 		return true
 	})
 	if err != nil {
-		return SummaryOut{}, err
+		return metricsSummaryOut{}, err
 	}
-	out := SummaryOut{JobID: job.ID, Window: in.Window, Start: start.UTC().Format(time.RFC3339), End: end.UTC().Format(time.RFC3339),
-		Samples: len(samples), Stats: []StatOut{}, Episodes: []EpisodeOut{}, Anomalies: []AnomalyOut{}}
+	out := metricsSummaryOut{JobID: job.ID, Window: in.Window, Start: start.UTC().Format(time.RFC3339), End: end.UTC().Format(time.RFC3339),
+		Samples: len(samples), Stats: []statOut{}, Episodes: []episodeOut{}, Anomalies: []anomalyOut{}}
 	for _, m := range summaryMetrics {
 		g, _ := series.Lookup(m)
 		st := series.StatsOf(m, samples, g)
 		if st.Count == 0 {
 			continue
 		}
-		out.Stats = append(out.Stats, StatOut{Metric: m, Min: sig(st.Min), Avg: sig(st.Avg), Max: sig(st.Max), P95: sig(st.P95), Last: sig(st.Last)})
+		out.Stats = append(out.Stats, statOut{Metric: m, Min: sig(st.Min), Avg: sig(st.Avg), Max: sig(st.Max), P95: sig(st.P95), Last: sig(st.Last)})
 	}
 	gap := 3 * time.Duration(job.IntervalSeconds) * time.Second
 	for _, e := range series.Episodes(samples, gap) {
-		out.Episodes = append(out.Episodes, EpisodeOut{Kind: e.Kind, Start: e.Start.UTC().Format(time.RFC3339), End: e.End.UTC().Format(time.RFC3339),
+		out.Episodes = append(out.Episodes, episodeOut{Kind: e.Kind, Start: e.Start.UTC().Format(time.RFC3339), End: e.End.UTC().Format(time.RFC3339),
 			DurationSeconds: int64(e.End.Sub(e.Start).Seconds()), BetweenSamples: e.Between})
 	}
 	if len(out.Episodes) > 20 {
 		out.Episodes = out.Episodes[len(out.Episodes)-20:]
 	}
 	for _, an := range series.Anomalies(samples, 5) {
-		out.Anomalies = append(out.Anomalies, AnomalyOut{Metric: an.Metric, Time: an.Time.UTC().Format(time.RFC3339), Value: an.Value, Message: an.Message})
+		out.Anomalies = append(out.Anomalies, anomalyOut{Metric: an.Metric, Time: an.Time.UTC().Format(time.RFC3339), Value: an.Value, Message: an.Message})
 	}
 	return out, nil
 }
 
-func summaryLine(_ SummaryIn, o SummaryOut) string {
+func summaryLine(_ metricsSummaryIn, o metricsSummaryOut) string {
 	var parts []string
 	for _, s := range o.Stats {
 		switch s.Metric {

@@ -22,7 +22,7 @@ func BenchmarkSampleLinux(b *testing.B) {
 	// percentage comes from the previous reading instead of a 100 ms wait.
 	clock := time.Now()
 	now := func() time.Time { clock = clock.Add(5 * time.Second); return clock }
-	s := NewSampler(nil, sysinfo.NewLinux(sysinfo.LinuxOptions{Now: now}), config.Default().Metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := newSampler(nil, sysinfo.NewLinux(sysinfo.LinuxOptions{Now: now}), config.Default().Metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 	_, prev, err := s.read(ctx, nil)
 	if err != nil {

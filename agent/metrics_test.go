@@ -30,22 +30,22 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	r.startSampler()
 	operator := Principal{Name: "op", Role: RoleOperate}
 
-	_, e := callAs[JobStatus](t, r, Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	_, e := callAs[jobStatus](t, r, Principal{Name: "bob", Role: RoleRead}, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
 	wantErr(t, e, CodePermissionDenied, nil) // a reader may not start a job
-	dry, e := callAs[JobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
+	dry, e := callAs[jobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "dry_run": true})
 	if e != nil || dry.Status != "created" || !dry.DryRun {
 		t.Fatalf("dry run: %+v %v", dry, e)
 	}
 	if jobs, _ := r.db.ListJobs(); len(jobs) != 0 {
 		t.Fatalf("dry run created %v", jobs)
 	}
-	job, e := callAs[JobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
+	job, e := callAs[jobStatus](t, r, operator, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5, "retention_hours": 2})
 	if e != nil || job.Status != "running" || job.RetentionHours != 2 {
 		t.Fatalf("start: %+v %v", job, e)
 	}
 	id := job.JobID
-	firstJob := func() JobEntry {
-		l, e := callAs[JobList](t, r, admin, "metrics_list_sampling_jobs", nil)
+	firstJob := func() jobEntry {
+		l, e := callAs[jobList](t, r, admin, "metrics_list_sampling_jobs", nil)
 		if e != nil || len(l.Jobs) == 0 {
 			t.Fatalf("list jobs: %+v %v", l, e)
 		}
@@ -53,13 +53,13 @@ func TestSamplingJobLifecycle(t *testing.T) {
 	}
 	waitFor(t, "samples", 5*time.Second, func() bool { return firstJob().Samples >= 5 })
 	// Readable before and after a flush.
-	got, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id})
+	got, e := callAs[metricsSamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id})
 	if e != nil || got.ReturnedCount < 5 {
 		t.Fatalf("get_samples: %+v %v", got, e)
 	}
-	_, e = callAs[JobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
+	_, e = callAs[jobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": "job-nope"})
 	wantErr(t, e, CodeNotFound, nil)
-	stop, e := callAs[JobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
+	stop, e := callAs[jobStatus](t, r, operator, "metrics_stop_sampling_job", map[string]any{"job_id": id})
 	if e != nil || stop.Status != "stopped" {
 		t.Fatalf("stop: %+v %v", stop, e)
 	}
@@ -89,7 +89,7 @@ func TestSamplingJobLifecycle(t *testing.T) {
 
 func TestJobsSwitchedOffByDefault(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Metrics.Jobs = false; c.Metrics.DefaultJob = false })
-	_, e := callAs[JobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	_, e := callAs[jobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
 	wantErr(t, e, CodePermissionDenied, nil)
 	if !strings.Contains(fmt.Sprint(*e), "[metrics] jobs") { // the switch is named somewhere in the error
 		t.Fatalf("%+v", *e)
@@ -103,12 +103,12 @@ func TestJobsResumeAfterRestartAndDefaultJob(t *testing.T) {
 	if len(jobs) != 1 || !jobs[0].Default || jobs[0].IntervalSeconds != 10 || jobs[0].RetentionHours != 48 {
 		t.Fatalf("default job: %+v", jobs)
 	}
-	started, e := callAs[JobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
+	started, e := callAs[jobStatus](t, r, admin, "metrics_start_sampling_job", map[string]any{"interval_seconds": 5})
 	if e != nil {
 		t.Fatal(e)
 	}
 	extra := started.JobID
-	if _, e := callAs[JobStatus](t, r, admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID}); e != nil {
+	if _, e := callAs[jobStatus](t, r, admin, "metrics_stop_sampling_job", map[string]any{"job_id": jobs[0].ID}); e != nil {
 		t.Fatal(e)
 	}
 	waitFor(t, "a flush", 5*time.Second, func() bool {
@@ -121,7 +121,7 @@ func TestJobsResumeAfterRestartAndDefaultJob(t *testing.T) {
 	before, _ := r.db.SampleStats(extra)
 	// A new sampler on the same file: the running job resumes, the stopped
 	// default job stays stopped and is not created again.
-	s2 := NewSampler(r.db, sysinfo.NewSim(sysinfo.SimOptions{}), r.cfg.Metrics, r.a.log)
+	s2 := newSampler(r.db, sysinfo.NewSim(sysinfo.SimOptions{}), r.cfg.Metrics, r.a.log)
 	s2.unit, s2.cfg.FlushInterval = 10*time.Millisecond, config.Duration(50*time.Millisecond)
 	if err := s2.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -167,13 +167,13 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 	s = append(s, store.Sample{Time: t0.Add(120 * time.Second), CPUPercent: 5, TempC: float32(math.NaN()), MemTotal: 1000, MemUsed: 500},
 		store.Sample{Time: t0.Add(130 * time.Second), CPUPercent: 7, TempC: float32(math.NaN()), MemTotal: 1000, MemUsed: 500})
 	id := putSeries(t, r, s)
-	q := func(extra map[string]any) HistoryOut {
+	q := func(extra map[string]any) metricsHistoryOut {
 		args := map[string]any{"job_id": id, "start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m",
 			"metrics": []string{"cpu_percent", "memory_percent", "cpu_temperature_celsius", "net.eth0.rx_bytes_per_sec"}}
 		for k, v := range extra {
 			args[k] = v
 		}
-		out, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", args)
+		out, e := callAs[metricsHistoryOut](t, r, admin, "metrics_query_history", args)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -181,7 +181,7 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 	}
 	names := []string{"cpu_percent", "memory_percent", "cpu_temperature_celsius", "net.eth0.rx_bytes_per_sec"}
 	// pts writes a metric's points as [[unix seconds, value] ...].
-	pts := func(h HistoryOut, i int) string {
+	pts := func(h metricsHistoryOut, i int) string {
 		var out [][]float64
 		for _, p := range h.Metrics[names[i]] {
 			ts, _ := time.Parse(time.RFC3339, p.Timestamp)
@@ -208,7 +208,7 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 	// The spec's parameter names give the same answer as the first release's.
 	spec := map[string]any{"job_id": id, "start_time": t0.Format(time.RFC3339), "end_time": t0.Add(3 * time.Minute).Format(time.RFC3339),
 		"resolution": "1m", "metric_names": names}
-	if sc2, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", spec); e != nil {
+	if sc2, e := callAs[metricsHistoryOut](t, r, admin, "metrics_query_history", spec); e != nil {
 		t.Errorf("spec names: %v", e)
 	} else {
 		diff(t, "spec names against old names", sc, sc2)
@@ -243,14 +243,14 @@ func TestQueryHistoryHandComputed(t *testing.T) {
 			full[k] = v
 		}
 		t.Run(name, func(t *testing.T) {
-			_, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", full)
+			_, e := callAs[metricsHistoryOut](t, r, admin, "metrics_query_history", full)
 			wantErr(t, e, CodeInvalidArgument, nil)
 			if name == "unknown metric" && !strings.Contains(fmt.Sprint(*e), "net.eth0.bytes_recv_per_sec") {
 				t.Errorf("unknown metric does not list the known ones: %+v", *e)
 			}
 		})
 	}
-	_, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", map[string]any{"job_id": "job-nope", "metrics": []string{"cpu_percent"}})
+	_, e := callAs[metricsHistoryOut](t, r, admin, "metrics_query_history", map[string]any{"job_id": "job-nope", "metrics": []string{"cpu_percent"}})
 	wantErr(t, e, CodeNotFound, nil)
 }
 
@@ -268,7 +268,7 @@ func TestGetSamplesPages(t *testing.T) {
 		if cursor != "" {
 			args["cursor"] = cursor
 		}
-		sc, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", args)
+		sc, e := callAs[metricsSamplesOut](t, r, admin, "metrics_get_samples", args)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -286,9 +286,9 @@ func TestGetSamplesPages(t *testing.T) {
 	if seen != 250 {
 		t.Fatalf("paged through %d of 250", seen)
 	}
-	_, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id, "cursor": "garbage"})
+	_, e := callAs[metricsSamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id, "cursor": "garbage"})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad cursor
-	all, e := callAs[SamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id, "limit": 1000, "since": t0.Format(time.RFC3339)})
+	all, e := callAs[metricsSamplesOut](t, r, admin, "metrics_get_samples", map[string]any{"job_id": id, "limit": 1000, "since": t0.Format(time.RFC3339)})
 	if e != nil || all.Truncated || all.ReturnedCount != 250 {
 		t.Fatalf("limit 1000: %v %v %v", all.ReturnedCount, all.Truncated, e)
 	}
@@ -311,7 +311,7 @@ func TestSummaryFindsEpisodesAndAnomalies(t *testing.T) {
 		s = append(s, smp)
 	}
 	id := putSeries(t, r, s)
-	sc, e := callAs[SummaryOut](t, r, admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "1h"})
+	sc, e := callAs[metricsSummaryOut](t, r, admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "1h"})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -326,7 +326,7 @@ func TestSummaryFindsEpisodesAndAnomalies(t *testing.T) {
 	if sc.Samples != 100 {
 		t.Fatalf("samples %v", sc.Samples)
 	}
-	_, e = callAs[SummaryOut](t, r, admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "forever"})
+	_, e = callAs[metricsSummaryOut](t, r, admin, "metrics_get_summary", map[string]any{"job_id": id, "window": "forever"})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad window
 }
 
@@ -380,7 +380,7 @@ func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
 		times: []time.Time{t0, t0.Add(10 * time.Second), t0.Add(20 * time.Second), t0.Add(120 * time.Second), t0.Add(130 * time.Second)},
 		rx:    []uint64{4294966000, 4294967000, 704, 5000, 15000}, // wraps at 2^32 between 10 s and 20 s
 	}
-	smp := NewSampler(r.db, fb, r.cfg.Metrics, r.a.log)
+	smp := newSampler(r.db, fb, r.cfg.Metrics, r.a.log)
 	var prev *sysinfo.Counters
 	var got []store.Sample
 	for i := range fb.times {
@@ -408,11 +408,11 @@ func TestRatesAcrossWrapAndGapThroughTheQuery(t *testing.T) {
 		}
 	}
 	id := putSeries(t, r, got)
-	sc, e := callAs[HistoryOut](t, r, admin, "metrics_query_history", map[string]any{"job_id": id, "metrics": []string{"net.wlan0.rx_bytes_per_sec"},
+	sc, e := callAs[metricsHistoryOut](t, r, admin, "metrics_query_history", map[string]any{"job_id": id, "metrics": []string{"net.wlan0.rx_bytes_per_sec"},
 		"start": t0.Format(time.RFC3339), "end": t0.Add(3 * time.Minute).Format(time.RFC3339), "resolution": "1m"})
 	if e != nil {
 		t.Fatal(e)
 	}
-	diff(t, "wlan0 rx points", []HistoryPoint{{Timestamp: t0.Format(time.RFC3339), Value: 100}, {Timestamp: t0.Add(2 * time.Minute).Format(time.RFC3339), Value: 1000}},
+	diff(t, "wlan0 rx points", []historyPoint{{Timestamp: t0.Format(time.RFC3339), Value: 100}, {Timestamp: t0.Add(2 * time.Minute).Format(time.RFC3339), Value: 1000}},
 		sc.Metrics["net.wlan0.rx_bytes_per_sec"])
 }

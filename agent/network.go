@@ -15,8 +15,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
-// Network is what the agent reads of the network; netinfo.Linux is the real one.
-type Network interface {
+// network is what the agent reads of the network; netinfo.Linux is the real one.
+type network interface {
 	Interfaces(ctx context.Context) ([]netinfo.Interface, error)
 	Routes(ctx context.Context) ([]netinfo.Route, error)
 	DNSServers(ctx context.Context) ([]string, error)
@@ -24,26 +24,26 @@ type Network interface {
 	Neighbors(ctx context.Context) ([]netinfo.Neighbor, error)
 }
 
-// IPv4Address is one IPv4 address of an interface (system.get_network_info,
+// ipv4Address is one IPv4 address of an interface (system.get_network_info,
 // spec 002 addendum §1.1).
-type IPv4Address struct {
+type ipv4Address struct {
 	Address   string `json:"address"`
 	Netmask   string `json:"netmask,omitempty"`
 	Broadcast string `json:"broadcast,omitempty"`
 	PrefixLen int    `json:"prefix_length"`
 }
 
-// IPv6Address is one IPv6 address of an interface with its prefix and scope
+// ipv6Address is one IPv6 address of an interface with its prefix and scope
 // (system.get_network_info, spec 002 addendum §1.1).
-type IPv6Address struct {
+type ipv6Address struct {
 	Address   string `json:"address"`
 	PrefixLen int    `json:"prefix_length"`
 	Scope     string `json:"scope,omitempty"`
 }
 
-// IfStats are an interface's byte, packet, error and drop counters since boot
+// ifStats are an interface's byte, packet, error and drop counters since boot
 // (system.get_network_info's statistics, spec 002 addendum §1.1).
-type IfStats struct {
+type ifStats struct {
 	BytesSent   uint64 `json:"bytes_sent"`
 	BytesRecv   uint64 `json:"bytes_recv"`
 	PacketsSent uint64 `json:"packets_sent"`
@@ -54,8 +54,8 @@ type IfStats struct {
 	DropsOut    uint64 `json:"drops_out"`
 }
 
-// WiFi is the wireless link, where the kernel or iw says.
-type WiFi struct {
+// wifi is the wireless link, where the kernel or iw says.
+type wifi struct {
 	SSID         string  `json:"ssid,omitempty"`
 	SignalDBm    *int    `json:"signal_dbm,omitempty"`
 	LinkQuality  *int    `json:"link_quality,omitempty" jsonschema:"0..70 as the driver reports it"`
@@ -63,49 +63,49 @@ type WiFi struct {
 	BitrateMbps  float64 `json:"bitrate_mbps,omitempty"`
 }
 
-// NetInterface is one network interface: name, MAC, MTU, state, addresses and
+// netInterface is one network interface: name, MAC, MTU, state, addresses and
 // counters (system.get_network_info, spec 002 addendum §1.1).
-type NetInterface struct {
+type netInterface struct {
 	Name          string        `json:"name"`
 	MACAddress    string        `json:"mac_address"`
 	MTU           int           `json:"mtu"`
 	State         string        `json:"state"`
 	Kind          string        `json:"kind" jsonschema:"loopback, ethernet, wireless, bridge, virtual or other"`
 	SpeedMbps     int           `json:"speed_mbps,omitempty"`
-	IPv4Addresses []IPv4Address `json:"ipv4_addresses"`
-	IPv6Addresses []IPv6Address `json:"ipv6_addresses"`
-	Statistics    IfStats       `json:"statistics"`
-	Wireless      *WiFi         `json:"wireless,omitempty"`
+	IPv4Addresses []ipv4Address `json:"ipv4_addresses"`
+	IPv6Addresses []ipv6Address `json:"ipv6_addresses"`
+	Statistics    ifStats       `json:"statistics"`
+	Wireless      *wifi         `json:"wireless,omitempty"`
 }
 
-// GatewayInfo is the default gateway for IPv4 and IPv6 and its interface
+// gatewayInfo is the default gateway for IPv4 and IPv6 and its interface
 // (system.get_network_info's default_gateway, spec 002 addendum §1.1).
-type GatewayInfo struct {
+type gatewayInfo struct {
 	IPv4      string `json:"ipv4,omitempty"`
 	IPv6      string `json:"ipv6,omitempty"`
 	Interface string `json:"interface,omitempty"`
 }
 
-// NetworkInfo is system.get_network_info: the interfaces, the default gateway
+// networkInfo is system.get_network_info: the interfaces, the default gateway
 // and the DNS servers (spec 002 addendum §1.1).
-type NetworkInfo struct {
-	Interfaces     []NetInterface `json:"interfaces"`
-	DefaultGateway GatewayInfo    `json:"default_gateway"`
+type networkInfo struct {
+	Interfaces     []netInterface `json:"interfaces"`
+	DefaultGateway gatewayInfo    `json:"default_gateway"`
 	DNSServers     []string       `json:"dns_servers"`
 }
 
-// DetailedNetworkIn is system.get_detailed_network_info: whether to add the
+// networkDetailedIn is system.get_detailed_network_info: whether to add the
 // routing table and the connections, filtered by state (spec 002 addendum §1.2).
-type DetailedNetworkIn struct {
+type networkDetailedIn struct {
 	IncludeRoutingTable   bool     `json:"include_routing_table,omitempty"`
 	IncludeConnections    bool     `json:"include_connections,omitempty"`
 	ConnectionStateFilter []string `json:"connection_state_filter,omitempty"`
 	MaxConnections        int      `json:"max_connections,omitempty" jsonschema:"at most this many connections (listening sockets first)"`
 }
 
-// RouteEntry is one route of the routing table (system.get_detailed_network_info,
+// routeEntry is one route of the routing table (system.get_detailed_network_info,
 // spec 002 addendum §1.2).
-type RouteEntry struct {
+type routeEntry struct {
 	Destination string `json:"destination"`
 	PrefixLen   int    `json:"prefix_length"`
 	Gateway     string `json:"gateway,omitempty"`
@@ -116,9 +116,9 @@ type RouteEntry struct {
 	Family      string `json:"family" jsonschema:"ipv4 or ipv6"`
 }
 
-// Connection is one socket of the device with its owning process, where the
+// connection is one socket of the device with its owning process, where the
 // agent may see it (system.get_detailed_network_info, spec 002 addendum §1.2).
-type Connection struct {
+type connection struct {
 	Protocol      string `json:"protocol"`
 	LocalAddress  string `json:"local_address"`
 	LocalPort     int    `json:"local_port"`
@@ -130,18 +130,18 @@ type Connection struct {
 	Username      string `json:"username,omitempty"`
 }
 
-// DetailedNetworkInfo is system.get_detailed_network_info's result: the
+// detailedNetworkInfo is system.get_detailed_network_info's result: the
 // network info plus routes and connections (spec 002 addendum §1.2).
-type DetailedNetworkInfo struct {
-	NetworkInfo
-	RoutingTable     []RouteEntry `json:"routing_table,omitempty"`
-	Connections      []Connection `json:"connections,omitempty"`
+type detailedNetworkInfo struct {
+	networkInfo
+	RoutingTable     []routeEntry `json:"routing_table,omitempty"`
+	Connections      []connection `json:"connections,omitempty"`
 	ConnectionsTotal int          `json:"connections_total,omitempty"`
 	Truncated        bool         `json:"truncated,omitempty"`
 }
 
-// NetStatusIface is one interface in network.get_status.
-type NetStatusIface struct {
+// netStatusIface is one interface in network.get_status.
+type netStatusIface struct {
 	Name      string   `json:"name"`
 	State     string   `json:"state"`
 	Kind      string   `json:"kind"`
@@ -150,11 +150,11 @@ type NetStatusIface struct {
 	SignalDBm *int     `json:"signal_dbm,omitempty"`
 }
 
-// NetStatus is network.get_status (tool catalog, spec 002 §2.2): interfaces, addresses and
+// netStatus is network.get_status (tool catalog, spec 002 §2.2): interfaces, addresses and
 // basic connectivity judged from the kernel's tables, without sending a packet.
-type NetStatus struct {
-	Interfaces       []NetStatusIface `json:"interfaces"`
-	DefaultGateway   GatewayInfo      `json:"default_gateway"`
+type netStatus struct {
+	Interfaces       []netStatusIface `json:"interfaces"`
+	DefaultGateway   gatewayInfo      `json:"default_gateway"`
 	GatewayReachable bool             `json:"gateway_reachable" jsonschema:"the gateway answered ARP recently"`
 	DNSServers       []string         `json:"dns_servers"`
 	Online           bool             `json:"online" jsonschema:"a default route, a reachable gateway and a DNS server"`
@@ -162,12 +162,12 @@ type NetStatus struct {
 }
 
 func (a *Agent) registerNetwork() {
-	tool.Add(a.tools, tool.Spec[NoArgs, NetStatus]{
+	tool.Add(a.tools, tool.Spec[noArgs, netStatus]{
 		ID: "network.get_status", Title: "Network status",
 		Description: "Interfaces with their addresses and Wi-Fi signal, default gateway, DNS servers and whether the device looks online (route, gateway in the ARP table, DNS), with problems spelled out.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (NetStatus, error) { return a.netStatus(ctx) },
-		Summary: func(_ NoArgs, s NetStatus) string {
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (netStatus, error) { return a.netStatus(ctx) },
+		Summary: func(_ noArgs, s netStatus) string {
 			var parts []string
 			for _, i := range s.Interfaces {
 				if i.Kind != "loopback" && len(i.Addresses) > 0 {
@@ -181,16 +181,16 @@ func (a *Agent) registerNetwork() {
 			return fmt.Sprintf("%s; %s", state, strings.Join(parts, ", "))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[NoArgs, NetworkInfo]{
+	tool.Add(a.tools, tool.Spec[noArgs, networkInfo]{
 		ID: "system.get_network_info", Title: "Network interfaces",
 		Description: "Every interface with MAC, MTU, state, IPv4 and IPv6 addresses, traffic counters and Wi-Fi details; the default gateways and DNS servers.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (NetworkInfo, error) { return a.networkInfo(ctx) },
-		Summary: func(_ NoArgs, n NetworkInfo) string {
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (networkInfo, error) { return a.networkInfo(ctx) },
+		Summary: func(_ noArgs, n networkInfo) string {
 			return fmt.Sprintf("%d interfaces, gateway %s, DNS %s", len(n.Interfaces), orNone(n.DefaultGateway.IPv4), orNone(strings.Join(n.DNSServers, " ")))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[DetailedNetworkIn, DetailedNetworkInfo]{
+	tool.Add(a.tools, tool.Spec[networkDetailedIn, detailedNetworkInfo]{
 		ID: "system.get_detailed_network_info", Title: "Network in detail",
 		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
@@ -198,7 +198,7 @@ func (a *Agent) registerNetwork() {
 			tool.P("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
 			tool.P("max_connections", tool.Min(1), tool.Max(1000), tool.Default(200))},
 		Run: a.detailedNetwork,
-		Summary: func(in DetailedNetworkIn, d DetailedNetworkInfo) string {
+		Summary: func(in networkDetailedIn, d detailedNetworkInfo) string {
 			s := fmt.Sprintf("%d interfaces", len(d.Interfaces))
 			if in.IncludeRoutingTable {
 				s += fmt.Sprintf(", %d routes", len(d.RoutingTable))
@@ -218,56 +218,56 @@ func orNone(s string) string {
 	return s
 }
 
-func interfaceOf(i netinfo.Interface) NetInterface {
-	n := NetInterface{Name: i.Name, MACAddress: i.MAC, MTU: i.MTU, State: i.State, Kind: i.Kind, SpeedMbps: i.SpeedMbps,
-		IPv4Addresses: []IPv4Address{}, IPv6Addresses: []IPv6Address{},
-		Statistics: IfStats{BytesSent: i.Stats.BytesSent, BytesRecv: i.Stats.BytesRecv, PacketsSent: i.Stats.PacketsSent, PacketsRecv: i.Stats.PacketsRecv,
+func interfaceOf(i netinfo.Interface) netInterface {
+	n := netInterface{Name: i.Name, MACAddress: i.MAC, MTU: i.MTU, State: i.State, Kind: i.Kind, SpeedMbps: i.SpeedMbps,
+		IPv4Addresses: []ipv4Address{}, IPv6Addresses: []ipv6Address{},
+		Statistics: ifStats{BytesSent: i.Stats.BytesSent, BytesRecv: i.Stats.BytesRecv, PacketsSent: i.Stats.PacketsSent, PacketsRecv: i.Stats.PacketsRecv,
 			ErrorsIn: i.Stats.ErrorsIn, ErrorsOut: i.Stats.ErrorsOut, DropsIn: i.Stats.DropsIn, DropsOut: i.Stats.DropsOut}}
 	if n.MACAddress == "" {
 		n.MACAddress = "00:00:00:00:00:00"
 	}
 	for _, v := range i.IPv4 {
-		n.IPv4Addresses = append(n.IPv4Addresses, IPv4Address{Address: v.Address, Netmask: v.Netmask, Broadcast: v.Broadcast, PrefixLen: v.PrefixLen})
+		n.IPv4Addresses = append(n.IPv4Addresses, ipv4Address{Address: v.Address, Netmask: v.Netmask, Broadcast: v.Broadcast, PrefixLen: v.PrefixLen})
 	}
 	for _, v := range i.IPv6 {
-		n.IPv6Addresses = append(n.IPv6Addresses, IPv6Address{Address: v.Address, PrefixLen: v.PrefixLen, Scope: v.Scope})
+		n.IPv6Addresses = append(n.IPv6Addresses, ipv6Address{Address: v.Address, PrefixLen: v.PrefixLen, Scope: v.Scope})
 	}
 	if w := i.Wireless; w != nil {
-		n.Wireless = &WiFi{SSID: w.SSID, SignalDBm: w.SignalDBm, LinkQuality: w.LinkQuality, FrequencyMHz: w.FrequencyMHz, BitrateMbps: w.BitrateMbps}
+		n.Wireless = &wifi{SSID: w.SSID, SignalDBm: w.SignalDBm, LinkQuality: w.LinkQuality, FrequencyMHz: w.FrequencyMHz, BitrateMbps: w.BitrateMbps}
 	}
 	return n
 }
 
-func (a *Agent) networkInfo(ctx context.Context) (NetworkInfo, error) {
+func (a *Agent) networkInfo(ctx context.Context) (networkInfo, error) {
 	ifs, err := a.net.Interfaces(ctx)
 	if err != nil {
-		return NetworkInfo{}, fmt.Errorf("agent: interfaces: %w", err)
+		return networkInfo{}, fmt.Errorf("agent: interfaces: %w", err)
 	}
 	routes, err := a.net.Routes(ctx)
 	if err != nil {
-		return NetworkInfo{}, fmt.Errorf("agent: routes: %w", err)
+		return networkInfo{}, fmt.Errorf("agent: routes: %w", err)
 	}
 	dns, err := a.net.DNSServers(ctx)
 	if err != nil {
 		dns = nil // a missing resolv.conf is "no DNS", not a failure
 	}
-	out := NetworkInfo{Interfaces: []NetInterface{}, DNSServers: nonNil(dns)}
+	out := networkInfo{Interfaces: []netInterface{}, DNSServers: nonNil(dns)}
 	for _, i := range ifs {
 		out.Interfaces = append(out.Interfaces, interfaceOf(i))
 	}
 	g := netinfo.DefaultGateway(routes)
-	out.DefaultGateway = GatewayInfo{IPv4: g.IPv4, IPv6: g.IPv6, Interface: g.Interface}
+	out.DefaultGateway = gatewayInfo{IPv4: g.IPv4, IPv6: g.IPv6, Interface: g.Interface}
 	return out, nil
 }
 
-func (a *Agent) netStatus(ctx context.Context) (NetStatus, error) {
+func (a *Agent) netStatus(ctx context.Context) (netStatus, error) {
 	info, err := a.networkInfo(ctx)
 	if err != nil {
-		return NetStatus{}, err
+		return netStatus{}, err
 	}
-	out := NetStatus{Interfaces: []NetStatusIface{}, DefaultGateway: info.DefaultGateway, DNSServers: info.DNSServers, Problems: []string{}}
+	out := netStatus{Interfaces: []netStatusIface{}, DefaultGateway: info.DefaultGateway, DNSServers: info.DNSServers, Problems: []string{}}
 	for _, i := range info.Interfaces {
-		s := NetStatusIface{Name: i.Name, State: i.State, Kind: i.Kind, Addresses: []string{}}
+		s := netStatusIface{Name: i.Name, State: i.State, Kind: i.Kind, Addresses: []string{}}
 		for _, v := range i.IPv4Addresses {
 			s.Addresses = append(s.Addresses, fmt.Sprintf("%s/%d", v.Address, v.PrefixLen))
 		}
@@ -307,24 +307,24 @@ func (a *Agent) netStatus(ctx context.Context) (NetStatus, error) {
 	return out, nil
 }
 
-func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in DetailedNetworkIn) (DetailedNetworkInfo, error) {
+func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in networkDetailedIn) (detailedNetworkInfo, error) {
 	info, err := a.networkInfo(ctx)
 	if err != nil {
-		return DetailedNetworkInfo{}, err
+		return detailedNetworkInfo{}, err
 	}
-	out := DetailedNetworkInfo{NetworkInfo: info}
+	out := detailedNetworkInfo{networkInfo: info}
 	if in.IncludeRoutingTable {
 		routes, err := a.net.Routes(ctx)
 		if err != nil {
 			return out, fmt.Errorf("agent: routes: %w", err)
 		}
-		out.RoutingTable = []RouteEntry{}
+		out.RoutingTable = []routeEntry{}
 		for _, r := range routes {
 			fam := "ipv4"
 			if r.Family == 6 {
 				fam = "ipv6"
 			}
-			out.RoutingTable = append(out.RoutingTable, RouteEntry{Destination: r.Destination, PrefixLen: r.PrefixLen, Gateway: r.Gateway,
+			out.RoutingTable = append(out.RoutingTable, routeEntry{Destination: r.Destination, PrefixLen: r.PrefixLen, Gateway: r.Gateway,
 				Netmask: r.Netmask, Flags: r.Flags, Metric: r.Metric, Interface: r.Interface, Family: fam})
 		}
 	}
@@ -336,13 +336,13 @@ func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in DetailedNe
 		owners, _ := procs.InodeOwners(a.root) // only what the agent may see
 		names := map[int]string{}
 		users := map[int]string{}
-		out.Connections = []Connection{}
-		var list []Connection
+		out.Connections = []connection{}
+		var list []connection
 		for _, c := range conns {
 			if len(in.ConnectionStateFilter) > 0 && !slices.Contains(in.ConnectionStateFilter, c.State) {
 				continue
 			}
-			cn := Connection{Protocol: c.Proto, LocalAddress: c.LocalAddr, LocalPort: c.LocalPort, RemoteAddress: c.RemoteAddr,
+			cn := connection{Protocol: c.Proto, LocalAddress: c.LocalAddr, LocalPort: c.LocalPort, RemoteAddress: c.RemoteAddr,
 				RemotePort: c.RemotePort, State: c.State}
 			if _, ok := users[c.UID]; !ok {
 				users[c.UID] = procs.Username(a.root, c.UID)
@@ -363,7 +363,7 @@ func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in DetailedNe
 			list = append(list, cn)
 		}
 		// Listening sockets first: "what is listening" is the usual question.
-		cmpElem := func(x, y Connection) int {
+		cmpElem := func(x, y connection) int {
 			return boolRank(y.State == "LISTEN") - boolRank(x.State == "LISTEN")
 		}
 		sort.SliceStable(list, func(i, j int) bool { return cmpElem(list[i], list[j]) < 0 })

@@ -13,7 +13,7 @@ import (
 // gateway in the ARP table, DNS 192.168.1.1.
 func TestNetworkStatusOnAPi4(t *testing.T) {
 	r := newRig(t, nil)
-	sc, e := callAs[NetStatus](t, r, admin, "network_get_status", map[string]any{})
+	sc, e := callAs[netStatus](t, r, admin, "network_get_status", map[string]any{})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -21,7 +21,7 @@ func TestNetworkStatusOnAPi4(t *testing.T) {
 	if gw.IPv4 != "192.168.1.1" || gw.Interface != "eth0" || !sc.GatewayReachable || !sc.Online {
 		t.Fatalf("status: %+v", sc)
 	}
-	i := slices.IndexFunc(sc.Interfaces, func(i NetStatusIface) bool { return i.Name == "eth0" })
+	i := slices.IndexFunc(sc.Interfaces, func(i netStatusIface) bool { return i.Name == "eth0" })
 	if i < 0 || !slices.Contains(sc.Interfaces[i].Addresses, "192.168.1.20/24") || sc.Interfaces[i].Kind != "ethernet" {
 		t.Fatalf("eth0 (at %d): %+v", i, sc.Interfaces)
 	}
@@ -32,11 +32,11 @@ func TestNetworkStatusOnAPi4(t *testing.T) {
 
 func TestNetworkInfoAndDetails(t *testing.T) {
 	r := newRig(t, nil)
-	sc, e := callAs[NetworkInfo](t, r, admin, "system_get_network_info", map[string]any{})
+	sc, e := callAs[networkInfo](t, r, admin, "system_get_network_info", map[string]any{})
 	if e != nil {
 		t.Fatal(e)
 	}
-	ifs := pluck(sc.Interfaces, func(i NetInterface) string { return i.Name })
+	ifs := pluck(sc.Interfaces, func(i netInterface) string { return i.Name })
 	if !slices.Contains(ifs, "lo") || !slices.Contains(ifs, "eth0") || !slices.Contains(ifs, "wlan0") {
 		t.Fatalf("interfaces: %v", ifs)
 	}
@@ -51,15 +51,15 @@ func TestNetworkInfoAndDetails(t *testing.T) {
 	// Left out unless asked for: absent on the wire, which a typed nil
 	// slice cannot tell from null or [], so this one is read raw.
 	res := r.call(t, admin, "system_get_detailed_network_info", map[string]any{})
-	if _, e := decodeResult[DetailedNetworkInfo](t, res); e != nil {
+	if _, e := decodeResult[detailedNetworkInfo](t, res); e != nil {
 		t.Fatal(e)
 	}
 	if plain := asJSON(t, res.StructuredContent); strings.Contains(plain, `"routing_table"`) || strings.Contains(plain, `"connections"`) {
 		t.Fatalf("routes or connections without asking: %s", plain)
 	}
-	det := func(args map[string]any) DetailedNetworkInfo {
+	det := func(args map[string]any) detailedNetworkInfo {
 		t.Helper()
-		out, e := callAs[DetailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", args)
+		out, e := callAs[detailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", args)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -78,14 +78,14 @@ func TestNetworkInfoAndDetails(t *testing.T) {
 			t.Fatalf("filter LISTEN let through %+v", c)
 		}
 	}
-	if !slices.ContainsFunc(conns, func(c Connection) bool { return c.LocalPort == 22 }) {
+	if !slices.ContainsFunc(conns, func(c connection) bool { return c.LocalPort == 22 }) {
 		t.Fatalf("sshd's port 22 not listed: %+v", conns)
 	}
 	d = det(map[string]any{"include_connections": true, "max_connections": 1})
 	if len(d.Connections) != 1 || !d.Truncated || d.ConnectionsTotal < 2 {
 		t.Fatalf("max_connections 1: %+v", d)
 	}
-	_, e = callAs[DetailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", map[string]any{"connection_state_filter": []any{"SLEEPING"}})
+	_, e = callAs[detailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", map[string]any{"connection_state_filter": []any{"SLEEPING"}})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad state filter
 }
 

@@ -54,8 +54,8 @@ func TestCheckOutputCatchesABrokenResult(t *testing.T) {
 	// describes and is not.
 	old, _ := r.a.tools.Get("system.get_basic_info")
 	r.a.tools.Unmount(func(x *tool.Tool) bool { return x == old })
-	tool.Add(r.a.tools, tool.Spec[NoArgs, brokenInfo]{ID: old.ID(), Title: old.MCP().Title, Rule: old.Rule(),
-		Run: func(context.Context, *tool.Call, NoArgs) (brokenInfo, error) { return brokenInfo{}, nil }})
+	tool.Add(r.a.tools, tool.Spec[noArgs, brokenInfo]{ID: old.ID(), Title: old.MCP().Title, Rule: old.Rule(),
+		Run: func(context.Context, *tool.Call, noArgs) (brokenInfo, error) { return brokenInfo{}, nil }})
 	tl, ok := r.a.tools.Get("system.get_basic_info")
 	if r.a.tools.Err() != nil || !ok {
 		t.Fatal(r.a.tools.Err())

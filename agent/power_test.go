@@ -16,33 +16,33 @@ func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
 	r := newRig(t, nil)
 	at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
 	due := at.Format(time.RFC3339)
-	o, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"at": due, "confirm": true, "reason": "kernel update"})
+	o, e := callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"at": due, "confirm": true, "reason": "kernel update"})
 	if e != nil || !strings.HasPrefix(o.JobID, "job-") {
 		t.Fatalf("reboot at: %+v %+v", o, e)
 	}
 	// How many seconds ahead depends on the clock.
-	diff(t, "reboot at", PowerOut{Scheduled: true, Action: "reboot", ScheduledFor: due, JobID: o.JobID}, o,
-		cmpopts.IgnoreFields(PowerOut{}, "EffectiveAfterSeconds"))
+	diff(t, "reboot at", SystemPowerOut{Scheduled: true, Action: "reboot", ScheduledFor: due, JobID: o.JobID}, o,
+		cmpopts.IgnoreFields(SystemPowerOut{}, "EffectiveAfterSeconds"))
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || !s.At.Equal(at) {
 		t.Fatalf("logind (sim) has %v %v", s, ok)
 	}
-	jobs, _ := callAs[JobsOut](t, r, operator, "manage_list_jobs", map[string]any{})
+	jobs, _ := callAs[jobsListOut](t, r, operator, "manage_list_jobs", map[string]any{})
 	effect := "the reboot is called off"
-	diff(t, "jobs", JobsOut{TotalCount: 1, Jobs: []QueuedJob{{JobID: o.JobID, Kind: "power", Status: "scheduled",
+	diff(t, "jobs", jobsListOut{TotalCount: 1, Jobs: []queuedJob{{JobID: o.JobID, Kind: "power", Status: "scheduled",
 		Summary: "reboot at " + due, Due: due, CreatedBy: "op", Cancel: effect}}}, jobs)
 
-	c, _ := callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID, "dry_run": true})
-	diff(t, "dry-run cancel", CancelJobOut{JobID: o.JobID, Kind: "power", Effect: effect, DryRun: true,
+	c, _ := callAs[jobsCancelOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID, "dry_run": true})
+	diff(t, "dry-run cancel", jobsCancelOut{JobID: o.JobID, Kind: "power", Effect: effect, DryRun: true,
 		Plan: []string{"cancel " + o.JobID + " (reboot at " + due + "): " + effect}}, c)
 	if _, ok, _ := r.pw.Scheduled(context.Background()); !ok {
 		t.Fatal("a dry-run cancel cancelled")
 	}
-	_, e = callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": "job-nope"})
+	_, e = callAs[jobsCancelOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": "job-nope"})
 	wantErr(t, e, CodeNotFound, map[string]any{"parameter": "job_id"})
-	_, e = callAs[CancelJobOut](t, r, reader, "manage_cancel_job", map[string]any{"job_id": o.JobID})
+	_, e = callAs[jobsCancelOut](t, r, reader, "manage_cancel_job", map[string]any{"job_id": o.JobID})
 	wantErr(t, e, CodePermissionDenied, nil)
-	c, _ = callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID})
-	diff(t, "cancel", CancelJobOut{JobID: o.JobID, Kind: "power", Cancelled: true, Effect: effect}, c)
+	c, _ = callAs[jobsCancelOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": o.JobID})
+	diff(t, "cancel", jobsCancelOut{JobID: o.JobID, Kind: "power", Cancelled: true, Effect: effect}, c)
 	if _, ok, _ := r.pw.Scheduled(context.Background()); ok {
 		t.Fatal("still scheduled after cancel")
 	}
@@ -54,7 +54,7 @@ func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
 	}
 
 	for what, at := range map[string]time.Time{"in the past": time.Now().Add(-time.Hour), "beyond 7 days": time.Now().Add(8 * 24 * time.Hour)} {
-		_, e = callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"at": at.UTC().Format(time.RFC3339), "confirm": true, "reason": "x"})
+		_, e = callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"at": at.UTC().Format(time.RFC3339), "confirm": true, "reason": "x"})
 		if e == nil || e.Code != CodeInvalidArgument || e.Details["parameter"] != "at" {
 			t.Fatalf("at %s: %+v", what, e)
 		}
@@ -63,18 +63,18 @@ func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
 
 func TestCancelScheduledPowerAction(t *testing.T) {
 	r := newRig(t, nil)
-	c, _ := callAs[CancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{})
-	diff(t, "nothing scheduled", CancelPowerOut{}, c)
-	o, _ := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 600, "confirm": true, "reason": "x"})
-	c, _ = callAs[CancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{"dry_run": true})
-	diff(t, "dry run", CancelPowerOut{Action: "reboot", WasDueAt: o.ScheduledFor, DryRun: true,
+	c, _ := callAs[systemCancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{})
+	diff(t, "nothing scheduled", systemCancelPowerOut{}, c)
+	o, _ := callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 600, "confirm": true, "reason": "x"})
+	c, _ = callAs[systemCancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{"dry_run": true})
+	diff(t, "dry run", systemCancelPowerOut{Action: "reboot", WasDueAt: o.ScheduledFor, DryRun: true,
 		Plan: []string{"ask systemd-logind to cancel the reboot due at " + o.ScheduledFor}}, c)
-	c, _ = callAs[CancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{})
-	diff(t, "cancel", CancelPowerOut{Cancelled: true, Action: "reboot", WasDueAt: o.ScheduledFor}, c)
+	c, _ = callAs[systemCancelPowerOut](t, r, operator, "system_cancel_scheduled_power_action", map[string]any{})
+	diff(t, "cancel", systemCancelPowerOut{Cancelled: true, Action: "reboot", WasDueAt: o.ScheduledFor}, c)
 	if _, ok, _ := r.pw.Scheduled(context.Background()); ok {
 		t.Fatal("still scheduled")
 	}
-	_, e := callAs[CancelPowerOut](t, r, reader, "system_cancel_scheduled_power_action", map[string]any{})
+	_, e := callAs[systemCancelPowerOut](t, r, reader, "system_cancel_scheduled_power_action", map[string]any{})
 	wantErr(t, e, CodePermissionDenied, nil)
 }
 
@@ -85,7 +85,7 @@ func TestPowerRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	earliest := last.Add(10 * time.Minute).UTC().Format(time.RFC3339)
-	_, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"confirm": true, "reason": "again"})
+	_, e := callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"confirm": true, "reason": "again"})
 	// How long is left depends on the clock: at least 400 of the 480 seconds.
 	wantErr(t, e, CodeResourceExhausted, nil)
 	if left, _ := e.Details["retry_after_seconds"].(float64); !e.Retryable || left < 400 {
@@ -98,11 +98,11 @@ func TestPowerRateLimit(t *testing.T) {
 		t.Fatal("a refused reboot was scheduled")
 	}
 	// A dry run says the same, so it predicts the real call.
-	_, e = callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"dry_run": true})
+	_, e = callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"dry_run": true})
 	wantErr(t, e, CodeResourceExhausted, nil)
 	// After the window, at a chosen time, it is fine.
 	at := last.Add(11 * time.Minute).UTC().Format(time.RFC3339)
-	if _, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "later"}); e != nil {
+	if _, e := callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "later"}); e != nil {
 		t.Fatalf("reboot after the window: %+v", e)
 	}
 }
@@ -112,7 +112,7 @@ func TestPowerWatchRecordsTheActionAndReschedulesALostOne(t *testing.T) {
 	w := r.a.powerJobs
 	w.grace = 0
 	before := time.Now()
-	if _, e := callAs[PowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 1, "confirm": true, "reason": "now"}); e != nil {
+	if _, e := callAs[SystemPowerOut](t, r, operator, "system_reboot", map[string]any{"delay_seconds": 1, "confirm": true, "reason": "now"}); e != nil {
 		t.Fatal(e)
 	}
 	waitFor(t, "the sim to perform the reboot", 5*time.Second, func() bool {

@@ -21,9 +21,9 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// ProcessSummary is one process as process.list_processes lists it: pid,
+// processSummary is one process as process.list_processes lists it: pid,
 // name, command line, state, user, CPU and memory (spec 002 addendum §2.3).
-type ProcessSummary struct {
+type processSummary struct {
 	PID           int      `json:"pid"`
 	Name          string   `json:"name"`
 	Cmdline       []string `json:"cmdline" jsonschema:"arguments; long command lines are cut with …"`
@@ -43,9 +43,9 @@ type ProcessSummary struct {
 
 var processStatuses = []any{"running", "sleeping", "disk-sleep", "stopped", "zombie", "idle"}
 
-// ProcessFilter narrows process.list_processes: by user, name glob, CPU,
+// processFilter narrows process.list_processes: by user, name glob, CPU,
 // memory and state (the tool catalog's filter examples, spec 002 addendum §5.1).
-type ProcessFilter struct {
+type processFilter struct {
 	Username      string   `json:"username,omitempty"`
 	NamePattern   string   `json:"name_pattern,omitempty" jsonschema:"glob on the process name or executable, e.g. python*"`
 	MinCPUPercent float64  `json:"min_cpu_percent,omitempty"`
@@ -54,20 +54,20 @@ type ProcessFilter struct {
 	KernelThreads bool     `json:"include_kernel_threads,omitempty" jsonschema:"also list kernel threads (hidden by default)"`
 }
 
-// ProcessListIn is process.list_processes: a filter, a sort and a page by
+// processListIn is process.list_processes: a filter, a sort and a page by
 // limit and offset (spec 002 addendum §5).
-type ProcessListIn struct {
-	Filter    ProcessFilter `json:"filter,omitzero"`
+type processListIn struct {
+	Filter    processFilter `json:"filter,omitzero"`
 	SortBy    string        `json:"sort_by,omitempty"`
 	SortOrder string        `json:"sort_order,omitempty"`
 	Limit     int           `json:"limit,omitempty"`
 	Offset    int           `json:"offset,omitempty"`
 }
 
-// ProcessListOut is one page, with the total matching and whether more follow
+// processListOut is one page, with the total matching and whether more follow
 // (spec 002 addendum §5.2).
-type ProcessListOut struct {
-	Processes      []ProcessSummary `json:"processes"`
+type processListOut struct {
+	Processes      []processSummary `json:"processes"`
 	TotalCount     int              `json:"total_count" jsonschema:"processes matching the filter"`
 	ReturnedCount  int              `json:"returned_count"`
 	HasMore        bool             `json:"has_more"`
@@ -77,29 +77,29 @@ type ProcessListOut struct {
 	CPUCount       int              `json:"cpu_count"`
 }
 
-// PIDIn names a process.
-type PIDIn struct {
+// processPIDIn names a process.
+type processPIDIn struct {
 	PID int `json:"pid"`
 }
 
-// IOCounters are a process's read and write calls and bytes
+// ioCounters are a process's read and write calls and bytes
 // (process.get_process_details' io_counters, spec 002 addendum §2.4).
-type IOCounters struct {
+type ioCounters struct {
 	ReadCount  uint64 `json:"read_count"`
 	WriteCount uint64 `json:"write_count"`
 	ReadBytes  uint64 `json:"read_bytes"`
 	WriteBytes uint64 `json:"write_bytes"`
 }
 
-// OpenFile is one file descriptor.
-type OpenFile struct {
+// openFile is one file descriptor.
+type openFile struct {
 	Path string `json:"path"`
 	FD   int    `json:"fd"`
 	Mode string `json:"mode,omitempty"`
 }
 
-// ProcConn is one socket of the process.
-type ProcConn struct {
+// procConn is one socket of the process.
+type procConn struct {
 	FD            int    `json:"fd"`
 	Family        string `json:"family"`
 	Type          string `json:"type"`
@@ -110,44 +110,44 @@ type ProcConn struct {
 	Status        string `json:"status,omitempty"`
 }
 
-// MemoryMap is one mapped file, aggregated.
-type MemoryMap struct {
+// memoryMap is one mapped file, aggregated.
+type memoryMap struct {
 	Path  string `json:"path"`
 	RSS   uint64 `json:"rss"`
 	Size  uint64 `json:"size"`
 	Perms string `json:"perms,omitempty"`
 }
 
-// CPUTimes is a process's CPU seconds in user and system mode
+// cpuTimes is a process's CPU seconds in user and system mode
 // (process.get_process_details' cpu_times, spec 002 addendum §2.4).
-type CPUTimes struct {
+type cpuTimes struct {
 	User   float64 `json:"user"`
 	System float64 `json:"system"`
 }
 
-// ProcessDetail is process.get_process_details: the summary plus I/O, open
+// processDetail is process.get_process_details: the summary plus I/O, open
 // files, sockets, memory maps, environment and CPU times (spec 002 addendum §2.4).
-type ProcessDetail struct {
-	ProcessSummary
-	IOCounters  *IOCounters       `json:"io_counters,omitempty"`
-	OpenFiles   []OpenFile        `json:"open_files"`
-	Connections []ProcConn        `json:"connections"`
-	MemoryMaps  []MemoryMap       `json:"memory_maps" jsonschema:"the 20 largest mappings by resident size"`
+type processDetail struct {
+	processSummary
+	IOCounters  *ioCounters       `json:"io_counters,omitempty"`
+	OpenFiles   []openFile        `json:"open_files"`
+	Connections []procConn        `json:"connections"`
+	MemoryMaps  []memoryMap       `json:"memory_maps" jsonschema:"the 20 largest mappings by resident size"`
 	Environment map[string]string `json:"environment,omitempty" jsonschema:"values of secret-looking keys are redacted"`
-	CPUTimes    CPUTimes          `json:"cpu_times"`
+	CPUTimes    cpuTimes          `json:"cpu_times"`
 	Hidden      []string          `json:"not_visible" jsonschema:"what the unprivileged agent may not read for this process"`
 	Truncated   bool              `json:"truncated,omitempty"`
 }
 
-// SignalIn is process.send_signal.
-type SignalIn struct {
+// processSignalIn is process.send_signal.
+type processSignalIn struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
 	tool.GuardArgs
 }
 
-// SignalOut says what was signalled.
-type SignalOut struct {
+// processSignalOut says what was signalled.
+type processSignalOut struct {
 	PID          int      `json:"pid"`
 	Name         string   `json:"name"`
 	Username     string   `json:"username"`
@@ -214,7 +214,7 @@ func (a *Agent) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]f
 
 func (a *Agent) registerProcess() {
 	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
-	tool.Add(a.tools, tool.Spec[ProcessListIn, ProcessListOut]{
+	tool.Add(a.tools, tool.Spec[processListIn, processListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -225,7 +225,7 @@ func (a *Agent) registerProcess() {
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(1000000), tool.Default(0))},
 		OutProps: []tool.Prop{tool.P("processes.status", tool.Enum(processStatuses...))},
 		Run:      a.listProcesses,
-		Summary: func(in ProcessListIn, o ProcessListOut) string {
+		Summary: func(in processListIn, o processListOut) string {
 			s := fmt.Sprintf("%d of %d processes", o.ReturnedCount, o.TotalCount)
 			if len(o.Processes) > 0 && in.SortBy == "cpu_percent" {
 				p := o.Processes[0]
@@ -234,26 +234,26 @@ func (a *Agent) registerProcess() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[PIDIn, ProcessDetail]{
+	tool.Add(a.tools, tool.Spec[processPIDIn, processDetail]{
 		ID: "process.get_process_details", Title: "Process details",
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("pid", tool.Min(1), tool.Max(1<<22))},
-		Example:     &PIDIn{PID: 2},
+		Example:     &processPIDIn{PID: 2},
 		Run:         a.processDetails,
-		Summary: func(_ PIDIn, d ProcessDetail) string {
+		Summary: func(_ processPIDIn, d processDetail) string {
 			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[SignalIn, SignalOut]{
+	tool.Add(a.tools, tool.Spec[processSignalIn, processSignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("pid", tool.Min(2), tool.Max(1<<22)), tool.P("signal", tool.Enum(signalNames()...))},
-		Example:     &SignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
+		Example:     &processSignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
 		Run:         a.sendSignal,
-		Summary: func(in SignalIn, o SignalOut) string {
+		Summary: func(in processSignalIn, o processSignalOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would send SIG%s to pid %d (%s, %s)", o.Signal, o.PID, o.Name, o.Username)
 			}
@@ -266,8 +266,8 @@ func (a *Agent) registerProcess() {
 	})
 }
 
-func (a *Agent) summaryOfProc(p procs.Proc, cpu map[int]float64, memTotal uint64) ProcessSummary {
-	s := ProcessSummary{PID: p.PID, Name: p.Name, Cmdline: clipArgs(p.Cmdline, 512), Exe: p.Exe, Cwd: p.Cwd, Status: p.State,
+func (a *Agent) summaryOfProc(p procs.Proc, cpu map[int]float64, memTotal uint64) processSummary {
+	s := processSummary{PID: p.PID, Name: p.Name, Cmdline: clipArgs(p.Cmdline, 512), Exe: p.Exe, Cwd: p.Cwd, Status: p.State,
 		Username: p.Username, CreateTime: float64(p.StartTime.UnixMilli()) / 1000, CPUPercent: round1(cpu[p.PID]),
 		MemoryRSS: p.RSS, MemoryVMS: p.VMS, NumThreads: max(p.Threads, 1), PPID: p.PPID, Nice: p.Nice}
 	if memTotal > 0 {
@@ -297,7 +297,7 @@ func clipArgs(args []string, n int) []string {
 	return out
 }
 
-func (f ProcessFilter) match(p procs.Proc, s ProcessSummary) bool {
+func (f processFilter) match(p procs.Proc, s processSummary) bool {
 	switch {
 	case p.Kernel && !f.KernelThreads:
 		return false
@@ -323,18 +323,18 @@ func (f ProcessFilter) match(p procs.Proc, s ProcessSummary) bool {
 	return true
 }
 
-func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListIn) (ProcessListOut, error) {
+func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in processListIn) (processListOut, error) {
 	if in.Filter.NamePattern != "" {
 		if _, err := path.Match(in.Filter.NamePattern, ""); err != nil {
-			return ProcessListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
+			return processListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
 		}
 	}
 	pair, err := a.cpu.sample(ctx)
 	if err != nil {
-		return ProcessListOut{}, fmt.Errorf("agent: reading processes: %w", err)
+		return processListOut{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
 	snap, cpu, window := pair.snap, pair.cpu, pair.window
-	match := make([]ProcessSummary, 0, len(snap.Procs))
+	match := make([]processSummary, 0, len(snap.Procs))
 	for _, p := range snap.Procs {
 		s := a.summaryOfProc(p, cpu, snap.MemTotal)
 		if in.Filter.match(p, s) {
@@ -342,7 +342,7 @@ func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListI
 		}
 	}
 	sortProcesses(match, in.SortBy, in.SortOrder == "desc")
-	out := ProcessListOut{Processes: []ProcessSummary{}, TotalCount: len(match), SampleInterval: int(window.Milliseconds()), CPUCount: snap.CPUs}
+	out := processListOut{Processes: []processSummary{}, TotalCount: len(match), SampleInterval: int(window.Milliseconds()), CPUCount: snap.CPUs}
 	budget := processPageBytes
 	i := in.Offset
 	for ; i < len(match) && len(out.Processes) < in.Limit; i++ {
@@ -363,7 +363,7 @@ func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in ProcessListI
 }
 
 // approxJSONSize is a cheap upper estimate of a summary's JSON size.
-func approxJSONSize(s ProcessSummary) int {
+func approxJSONSize(s processSummary) int {
 	n := 330 + len(s.Name) + len(s.Exe) + len(s.Cwd) + len(s.Username)
 	for _, a := range s.Cmdline {
 		n += len(a) + 3
@@ -371,8 +371,8 @@ func approxJSONSize(s ProcessSummary) int {
 	return n
 }
 
-func sortProcesses(ps []ProcessSummary, by string, desc bool) {
-	key := func(a, b ProcessSummary) int {
+func sortProcesses(ps []processSummary, by string, desc bool) {
+	key := func(a, b processSummary) int {
 		switch by {
 		case "memory_percent", "memory_rss":
 			return cmp.Compare(a.MemoryRSS, b.MemoryRSS)
@@ -387,7 +387,7 @@ func sortProcesses(ps []ProcessSummary, by string, desc bool) {
 		}
 		return cmp.Compare(a.CPUPercent, b.CPUPercent)
 	}
-	cmpElem := func(a, b ProcessSummary) int {
+	cmpElem := func(a, b processSummary) int {
 		c := key(a, b)
 		if desc {
 			c = -c
@@ -405,33 +405,33 @@ func (a *Agent) noProcess(pid int) *tool.Error {
 		Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
 }
 
-func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (ProcessDetail, error) {
+func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in processPIDIn) (processDetail, error) {
 	snap, cpu, err := a.procCPU(ctx, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return ProcessDetail{}, a.noProcess(in.PID)
+		return processDetail{}, a.noProcess(in.PID)
 	}
 	if err != nil {
-		return ProcessDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
+		return processDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
 	d, err := procs.ReadDetail(a.root, in.PID, procs.LiveOptions())
 	if errors.Is(err, fs.ErrNotExist) {
-		return ProcessDetail{}, a.noProcess(in.PID)
+		return processDetail{}, a.noProcess(in.PID)
 	}
 	if err != nil {
-		return ProcessDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
+		return processDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
-	out := ProcessDetail{ProcessSummary: a.summaryOfProc(d.Proc, cpu, snap.MemTotal), OpenFiles: []OpenFile{}, Connections: []ProcConn{},
-		MemoryMaps: []MemoryMap{}, Environment: d.Environment, CPUTimes: CPUTimes{User: round2(d.CPUUser), System: round2(d.CPUSystem)},
+	out := processDetail{processSummary: a.summaryOfProc(d.Proc, cpu, snap.MemTotal), OpenFiles: []openFile{}, Connections: []procConn{},
+		MemoryMaps: []memoryMap{}, Environment: d.Environment, CPUTimes: cpuTimes{User: round2(d.CPUUser), System: round2(d.CPUSystem)},
 		Hidden: nonNil(d.Hidden), Truncated: d.Truncated}
 	out.Cmdline = clipArgs(d.Cmdline, 4096)
 	if d.IO != nil {
-		out.IOCounters = &IOCounters{ReadCount: d.IO.ReadCount, WriteCount: d.IO.WriteCount, ReadBytes: d.IO.ReadBytes, WriteBytes: d.IO.WriteBytes}
+		out.IOCounters = &ioCounters{ReadCount: d.IO.ReadCount, WriteCount: d.IO.WriteCount, ReadBytes: d.IO.ReadBytes, WriteBytes: d.IO.WriteBytes}
 	}
 	for _, f := range d.OpenFiles {
-		out.OpenFiles = append(out.OpenFiles, OpenFile{Path: f.Path, FD: f.FD, Mode: f.Mode})
+		out.OpenFiles = append(out.OpenFiles, openFile{Path: f.Path, FD: f.FD, Mode: f.Mode})
 	}
 	for _, m := range d.Maps {
-		out.MemoryMaps = append(out.MemoryMaps, MemoryMap{Path: m.Path, RSS: m.RSS, Size: m.Size, Perms: m.Perms})
+		out.MemoryMaps = append(out.MemoryMaps, memoryMap{Path: m.Path, RSS: m.RSS, Size: m.Size, Perms: m.Perms})
 	}
 	if len(d.SocketInodes) > 0 {
 		conns, err := a.net.Connections(ctx, nil)
@@ -445,7 +445,7 @@ func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (Pro
 				if !ok {
 					continue
 				}
-				pc := ProcConn{FD: fd, Family: "AF_INET", Type: "SOCK_STREAM", LocalAddress: c.LocalAddr, LocalPort: c.LocalPort,
+				pc := procConn{FD: fd, Family: "AF_INET", Type: "SOCK_STREAM", LocalAddress: c.LocalAddr, LocalPort: c.LocalPort,
 					RemoteAddress: c.RemoteAddr, RemotePort: c.RemotePort, Status: c.State}
 				if strings.HasSuffix(c.Proto, "6") {
 					pc.Family = "AF_INET6"
@@ -462,7 +462,7 @@ func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in PIDIn) (Pro
 
 // signalCheck is the agent's half of the signal rules; the helper repeats
 // them from its own reading of /proc and the config.
-func (a *Agent) signalCheck(ctx context.Context, in SignalIn) (procs.Identity, string, error) {
+func (a *Agent) signalCheck(ctx context.Context, in processSignalIn) (procs.Identity, string, error) {
 	if !slices.Contains(a.conf().Process.AllowedSignals, in.Signal) {
 		return procs.Identity{}, "", tool.Errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
 			With("parameter", "signal").With("allowed_signals", a.conf().Process.AllowedSignals).
@@ -523,13 +523,13 @@ func (a *Agent) isSelf(ctx context.Context, pid int) bool {
 	return err == nil && pid == st.PID
 }
 
-func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in SignalIn) (SignalOut, error) {
+func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in processSignalIn) (processSignalOut, error) {
 	in.Signal = strings.TrimPrefix(in.Signal, "SIG")
 	id, user, err := a.signalCheck(ctx, in)
 	if err != nil {
-		return SignalOut{}, err
+		return processSignalOut{}, err
 	}
-	out := SignalOut{PID: id.PID, Name: id.Name, Username: user, Signal: in.Signal, StillRunning: true}
+	out := processSignalOut{PID: id.PID, Name: id.Name, Username: user, Signal: in.Signal, StillRunning: true}
 	if c.DryRun {
 		out.DryRun = true
 		out.Plan = []string{fmt.Sprintf("ask the root helper to send SIG%s to pid %d (%s, user %s) if it is still the same process", in.Signal, id.PID, id.Name, user)}

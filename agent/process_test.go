@@ -73,7 +73,7 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 	}
 	if busyCPU <= 0 || busyAt < 0 || sleepAt < 0 || busyAt > sleepAt {
 		t.Errorf("busy loop %d at %d with %v%% CPU, sleeper at %d: %v", busy.Process.Pid, busyAt, busyCPU, sleepAt,
-			pluck(sc.Processes, func(p ProcessSummary) string { return p.Name }))
+			pluck(sc.Processes, func(p processSummary) string { return p.Name }))
 	}
 
 	// Pages: limit and offset walk the same order.
@@ -104,9 +104,9 @@ func TestListProcessesFiltersSortsPages(t *testing.T) {
 			t.Fatalf("status filter let %+v through", p)
 		}
 	}
-	_, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}})
+	_, e := callAs[processListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"status": []any{"flying"}}})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad status
-	_, e = callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}})
+	_, e = callAs[processListOut](t, r, admin, "process_list_processes", map[string]any{"filter": map[string]any{"name_pattern": "[x"}})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad glob
 }
 
@@ -115,7 +115,7 @@ func TestProcessDetailsRedactsSecrets(t *testing.T) {
 	c := child(t, []string{"MY_API_KEY=s3cret", "DATABASE_URL=postgres://u:pw@db/x", "GREETING=hello"}, "sleep", "300")
 	waitFor(t, "child env", 2*time.Second, func() bool { return alive(c.Process.Pid) })
 	res := r.call(t, admin, "process_get_process_details", map[string]any{"pid": c.Process.Pid})
-	sc, e := decodeResult[ProcessDetail](t, res)
+	sc, e := decodeResult[processDetail](t, res)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -123,12 +123,12 @@ func TestProcessDetailsRedactsSecrets(t *testing.T) {
 	if env["GREETING"] != "hello" || env["MY_API_KEY"] == "s3cret" || env["DATABASE_URL"] == "postgres://u:pw@db/x" {
 		t.Fatalf("environment not redacted: %v", env)
 	}
-	// A typed CPUTimes cannot tell absent from zero (a new sleep has used
+	// A typed cpuTimes cannot tell absent from zero (a new sleep has used
 	// none), so that cpu_times is there is read from the wire.
 	if sc.Name != "sleep" || !strings.Contains(asJSON(t, res.StructuredContent), `"cpu_times":{`) {
 		t.Fatalf("details: %+v", sc)
 	}
-	_, e = callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 4000000})
+	_, e = callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 4000000})
 	wantErr(t, e, CodeNotFound, nil) // missing pid
 }
 
@@ -140,9 +140,9 @@ func TestSendSignal(t *testing.T) {
 	pid := target.Process.Pid
 	args := map[string]any{"pid": pid, "signal": "TERM"}
 
-	_, e := callAs[SignalOut](t, r, operator, "process_send_signal", args)
+	_, e := callAs[processSignalOut](t, r, operator, "process_send_signal", args)
 	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
-	if out, e := callAs[SignalOut](t, r, operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); e != nil || out.Sent {
+	if out, e := callAs[processSignalOut](t, r, operator, "process_send_signal", map[string]any{"pid": pid, "signal": "TERM", "dry_run": true}); e != nil || out.Sent {
 		t.Fatalf("dry run: %+v %v", out, e)
 	}
 	if !alive(pid) {
@@ -154,7 +154,7 @@ func TestSendSignal(t *testing.T) {
 		"the agent":                     {"pid": os.Getpid(), "signal": "TERM"},
 		"KILL (not in allowed_signals)": {"pid": pid, "signal": "KILL"},
 	} {
-		if _, e := callAs[SignalOut](t, r, admin, "process_send_signal", guard(a)); !isCode(e, CodePermissionDenied) && !(name == "pid 1" && isCode(e, CodeInvalidArgument)) {
+		if _, e := callAs[processSignalOut](t, r, admin, "process_send_signal", guard(a)); !isCode(e, CodePermissionDenied) && !(name == "pid 1" && isCode(e, CodeInvalidArgument)) {
 			t.Errorf("%s: %v", name, e)
 		}
 	}
@@ -180,7 +180,7 @@ func TestSendSignal(t *testing.T) {
 		t.Fatal("a refused helper call killed the process")
 	}
 
-	out, e := callAs[SignalOut](t, r, operator, "process_send_signal", guard(args))
+	out, e := callAs[processSignalOut](t, r, operator, "process_send_signal", guard(args))
 	if e != nil || !out.Sent || out.Name != "sleep" {
 		t.Fatalf("TERM: %+v %v", out, e)
 	}
@@ -194,7 +194,7 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 		c.Process.ProtectedUsers = []string{me}
 	})
 	target := child(t, nil, "sleep", "300")
-	_, e := callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	_, e := callAs[processSignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
 	if !isCode(e, CodePermissionDenied) {
 		t.Fatalf("protected user %s: %v", me, e)
 	}
@@ -206,7 +206,7 @@ func TestSignalsToProtectedUsersAndWhenOff(t *testing.T) {
 	}
 
 	r2 := newRig(t, func(c *config.Config) { c.Process.Signals = false })
-	_, e = callAs[SignalOut](t, r2, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
+	_, e = callAs[processSignalOut](t, r2, admin, "process_send_signal", map[string]any{"pid": target.Process.Pid, "signal": "TERM", "confirm": true, "reason": "x"})
 	if !isCode(e, CodePermissionDenied) || !alive(target.Process.Pid) {
 		t.Fatalf("signals off: %v", e)
 	}
@@ -222,7 +222,7 @@ func TestProcessDetailsReadsOneProcess(t *testing.T) {
 	r.a.cpu.read = func(ctx context.Context) (procs.Snapshot, error) { tables.Add(1); return read(ctx) }
 	const ffmpeg = 1342 // the simulated board's busy process: 0.87 of a core
 	check := func(when string) {
-		sc, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
+		sc, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg})
 		if e != nil {
 			t.Fatalf("%s: %v", when, e)
 		}

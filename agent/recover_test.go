@@ -34,11 +34,11 @@ func loggedError(r *rig, msg string, want ...string) bool {
 // the agent and the same session go on serving.
 func TestAToolPanicCostsOnlyItsCall(t *testing.T) {
 	r := newRig(t, nil)
-	tool.Add(r.a.tools, tool.Spec[NoArgs, NoArgs]{ID: "system.explode", Title: "Explode", Description: "Writes to a nil map.",
-		Run: func(context.Context, *tool.Call, NoArgs) (NoArgs, error) {
+	tool.Add(r.a.tools, tool.Spec[noArgs, noArgs]{ID: "system.explode", Title: "Explode", Description: "Writes to a nil map.",
+		Run: func(context.Context, *tool.Call, noArgs) (noArgs, error) {
 			var m map[string]int
 			m["pin"] = 1 // the kind of bug a recover is for
-			return NoArgs{}, nil
+			return noArgs{}, nil
 		}})
 	tl, ok := r.a.tools.Get("system.explode")
 	if err := r.a.tools.Err(); err != nil || !ok {
@@ -47,16 +47,16 @@ func TestAToolPanicCostsOnlyItsCall(t *testing.T) {
 	r.a.server.AddTool(tl.MCP(), r.a.handler(tl))
 
 	for range 2 { // a second panic is handled like the first
-		_, e := callAs[NoArgs](t, r, admin, "system_explode", nil)
+		_, e := callAs[noArgs](t, r, admin, "system_explode", nil)
 		wantErr(t, e, CodeInternal, nil)
 		if strings.Contains(e.Message, "nil map") || strings.Contains(e.Message, "goroutine") {
 			t.Fatalf("the panic reached the client: %s", e.Message)
 		}
 	}
-	if _, e := callAs[BasicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
+	if _, e := callAs[basicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
 		t.Fatalf("after the panics, on the same session: %+v", e)
 	}
-	if _, e := callAs[BasicInfo](t, r, reader, "system_get_basic_info", nil); e != nil {
+	if _, e := callAs[basicInfo](t, r, reader, "system_get_basic_info", nil); e != nil {
 		t.Fatalf("after the panics, another session: %+v", e)
 	}
 	audit, e := callAs[AuditLogsOut](t, r, admin, "logs_get_recent_audit_logs", map[string]any{"tool": "system_explode"})
@@ -93,7 +93,7 @@ func TestARequestPanicCostsOnlyThatRequest(t *testing.T) {
 	if json.Unmarshal(we.Data, &data) != nil || data.ErrorCode != CodeInternal {
 		t.Fatalf("data %s, want error_code %s", we.Data, CodeInternal)
 	}
-	if _, e := callAs[BasicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
+	if _, e := callAs[basicInfo](t, r, admin, "system_get_basic_info", nil); e != nil {
 		t.Fatalf("after the panic, on the same session: %+v", e)
 	}
 	if !loggedError(r, "request panicked", "method=prompts/get", "prompt bug", "recover_test.go") {

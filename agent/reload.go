@@ -23,8 +23,8 @@ type loadedConfig struct {
 // privileged request against its own reading of the file.
 func (a *Agent) conf() *config.Config { return a.cfg.Load().cfg }
 
-// ConfigGeneration is the configuration's generation and when it was loaded.
-func (a *Agent) ConfigGeneration() (uint64, time.Time) {
+// configGeneration is the configuration's generation and when it was loaded.
+func (a *Agent) configGeneration() (uint64, time.Time) {
 	l := a.cfg.Load()
 	return l.gen, l.at
 }

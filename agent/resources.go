@@ -267,10 +267,10 @@ func (a *Agent) auditRead(p identity.Principal, id string, terr *tool.Error) {
 	}
 }
 
-// StateSummary is raspi://state/summary: short keys, no nulls, capped lists,
+// stateSummary is raspi://state/summary: short keys, no nulls, capped lists,
 // so it stays well under 1,500 bytes. Each part is shown only to whoever
 // may call the tool it comes from; Hidden names the parts left out.
-type StateSummary struct {
+type stateSummary struct {
 	Model     string         `json:"model,omitempty"`
 	Mode      string         `json:"mode"`
 	UptimeS   uint64         `json:"uptime_s,omitempty"`
@@ -278,7 +278,7 @@ type StateSummary struct {
 	CPUPct    *float64       `json:"cpu_pct,omitempty"`
 	MemPct    *float64       `json:"mem_pct,omitempty"`
 	DiskPct   *float64       `json:"disk_pct,omitempty"`
-	Throttle  *SummaryThrot  `json:"throttle,omitempty"`
+	Throttle  *summaryThrot  `json:"throttle,omitempty"`
 	Failed    []string       `json:"failed_units,omitempty"`
 	Jobs      []string       `json:"pending_jobs,omitempty"`
 	Denials   []string       `json:"recent_denials,omitempty"`
@@ -290,8 +290,8 @@ type StateSummary struct {
 	Next      string         `json:"next"`
 }
 
-// SummaryThrot is the firmware's flags by name, now and since boot.
-type SummaryThrot struct {
+// summaryThrot is the firmware's flags by name, now and since boot.
+type summaryThrot struct {
 	Now       []string `json:"now"`
 	SinceBoot []string `json:"since_boot"`
 }
@@ -309,8 +309,8 @@ func (a *Agent) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (
 
 func ptr1(v float64) *float64 { r := round1(v); return &r }
 
-func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSummary {
-	s := StateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
+func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSummary {
+	s := stateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
 	allowed := func(id string) bool {
 		if a.pipe.May(p, id) != nil {
 			s.Hidden = append(s.Hidden, id)
@@ -344,7 +344,7 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) StateSum
 				s.DiskPct = ptr1(float64(h.DiskUsedBytes) * 100 / float64(h.DiskTotalBytes))
 			}
 			if t := h.Throttle; t != nil {
-				s.Throttle = &SummaryThrot{Now: flags(t.UnderVoltage, t.FreqCapped, t.Throttled, t.SoftTempLimit),
+				s.Throttle = &summaryThrot{Now: flags(t.UnderVoltage, t.FreqCapped, t.Throttled, t.SoftTempLimit),
 					SinceBoot: flags(t.UnderVoltageOccurred, t.FreqCappedOccurred, t.ThrottledOccurred, t.SoftTempLimitOccurred)}
 			}
 		}

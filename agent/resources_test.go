@@ -85,7 +85,7 @@ func testResources(t *testing.T, era string) {
 	}
 
 	sum := readText(t, s, uriSummary)
-	var st StateSummary
+	var st stateSummary
 	if err := json.Unmarshal([]byte(sum), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func testResources(t *testing.T, era string) {
 			t.Errorf("contract lacks %q", want)
 		}
 	}
-	var pins PinsOut
+	var pins gpioListOut
 	if err := json.Unmarshal([]byte(readText(t, s, uriPins)), &pins); err != nil || len(pins.Pins) != len(r.cfg.GPIO.Pins) {
 		t.Errorf("pins %+v, %v", pins, err)
 	}
@@ -203,7 +203,7 @@ func TestResourceRefusedLikeItsTool(t *testing.T) {
 		t.Errorf("resource refused with %+v, tool with %+v", got, tool)
 	}
 	// The summary leaves the part out and says so, rather than failing.
-	var st StateSummary
+	var st stateSummary
 	_ = json.Unmarshal([]byte(readText(t, s, uriSummary)), &st)
 	if slices.Contains(st.Domains, "gpio") {
 		t.Errorf("summary says gpio is on: %+v", st)

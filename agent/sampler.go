@@ -15,7 +15,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
 
-// Sampler runs the sampling jobs. Each running job reads the device on its own
+// sampler runs the sampling jobs. Each running job reads the device on its own
 // ticker; samples wait in memory and are written in one transaction per
 // flush interval, which spares the SD card (every commit rewrites a handful
 // of 4 KiB pages however few samples it carries) at the cost of at most one
@@ -24,7 +24,7 @@ import (
 // or shutdown and shortly before it is due (Flush), and as soon as a sample
 // shows the supply in under-voltage, the usual prelude to a brown-out. Jobs
 // live in the jobs bucket, so they resume after a restart or a reboot.
-type Sampler struct {
+type sampler struct {
 	db   *store.DB
 	sys  sysinfo.Source
 	ctr  sysinfo.CounterSource // nil: no network or disk rates
@@ -53,17 +53,17 @@ type Sampler struct {
 	done      chan struct{}
 }
 
-// NewSampler builds a sampler; Start runs it.
-func NewSampler(db *store.DB, sys sysinfo.Source, cfg config.Metrics, log *slog.Logger) *Sampler {
+// newSampler builds a sampler; Start runs it.
+func newSampler(db *store.DB, sys sysinfo.Source, cfg config.Metrics, log *slog.Logger) *sampler {
 	ctr, _ := sys.(sysinfo.CounterSource)
-	return &Sampler{db: db, sys: sys, ctr: ctr, cfg: cfg, log: log, now: time.Now, unit: time.Second,
+	return &sampler{db: db, sys: sys, ctr: ctr, cfg: cfg, log: log, now: time.Now, unit: time.Second,
 		running: map[string]context.CancelFunc{}, buf: map[string][]store.Sample{}, last: map[string]time.Time{},
 		flushC: make(chan struct{}, 1)}
 }
 
 // Start resumes the stored running jobs, creates the default job on first
 // run, and starts the flusher.
-func (s *Sampler) Start(ctx context.Context) error {
+func (s *sampler) Start(ctx context.Context) error {
 	s.ctx, s.stop = context.WithCancel(ctx)
 	ctx = s.ctx
 	s.done = make(chan struct{})
@@ -93,7 +93,7 @@ func (s *Sampler) Start(ctx context.Context) error {
 }
 
 // Close stops every job and writes what is buffered.
-func (s *Sampler) Close() error {
+func (s *sampler) Close() error {
 	if s.stop == nil {
 		return nil
 	}
@@ -103,7 +103,7 @@ func (s *Sampler) Close() error {
 	return s.flush()
 }
 
-func (s *Sampler) flusher(ctx context.Context) {
+func (s *sampler) flusher(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.cfg.FlushInterval.D())
 	defer t.Stop()
@@ -122,10 +122,10 @@ func (s *Sampler) flusher(ctx context.Context) {
 
 // Flush writes the buffered samples now, for callers about to put them at
 // risk: the power tools before a reboot or shutdown they scheduled.
-func (s *Sampler) Flush() error { return s.flush() }
+func (s *sampler) Flush() error { return s.flush() }
 
 // flushSoon asks the flusher for a flush without waiting for it.
-func (s *Sampler) flushSoon() {
+func (s *sampler) flushSoon() {
 	select {
 	case s.flushC <- struct{}{}:
 	default:
@@ -135,7 +135,7 @@ func (s *Sampler) flushSoon() {
 // flush writes the buffer, one transaction per job. Retention rides along
 // in the same commits once per pruneEvery: a prune of its own would be a
 // commit (meta page, fsync) of its own.
-func (s *Sampler) flush() error {
+func (s *sampler) flush() error {
 	s.flushing.Lock()
 	defer s.flushing.Unlock()
 	s.mu.Lock()
@@ -198,7 +198,7 @@ func retentionBound(now time.Time, j store.Job) time.Time {
 // prune applies retention to the jobs the flush did not write (those it
 // wrote were pruned in the same commit), and forgets stopped jobs once
 // their history is gone.
-func (s *Sampler) prune(jobs map[string]store.Job, flushed map[string][]store.Sample) error {
+func (s *sampler) prune(jobs map[string]store.Job, flushed map[string][]store.Sample) error {
 	now := s.now()
 	for _, j := range jobs {
 		if _, ok := flushed[j.ID]; !ok {
@@ -226,7 +226,7 @@ const throttleUnderVoltage = 1 << 0
 var errTooManyJobs = errors.New("too many sampling jobs")
 
 // Create stores and starts a job.
-func (s *Sampler) create(interval, retention int, by string, isDefault bool) (store.Job, error) {
+func (s *sampler) create(interval, retention int, by string, isDefault bool) (store.Job, error) {
 	s.mu.Lock()
 	n := len(s.running)
 	s.mu.Unlock()
@@ -246,7 +246,7 @@ func (s *Sampler) create(interval, retention int, by string, isDefault bool) (st
 }
 
 // StopJob marks a job stopped (its samples stay until retention removes them).
-func (s *Sampler) StopJob(id string) (store.Job, error) {
+func (s *sampler) StopJob(id string) (store.Job, error) {
 	j, err := s.db.GetJob(id)
 	if err != nil {
 		return store.Job{}, err
@@ -266,7 +266,7 @@ func (s *Sampler) StopJob(id string) (store.Job, error) {
 	return j, nil
 }
 
-func (s *Sampler) run(ctx context.Context, j store.Job) {
+func (s *sampler) run(ctx context.Context, j store.Job) {
 	jctx, cancel := context.WithCancel(ctx)
 	s.mu.Lock()
 	s.running[j.ID] = cancel
@@ -322,7 +322,7 @@ func (s *Sampler) run(ctx context.Context, j store.Job) {
 
 // read takes one sample; rates need the previous counters, so the first
 // sample of a run has none.
-func (s *Sampler) read(ctx context.Context, prev *sysinfo.Counters) (store.Sample, *sysinfo.Counters, error) {
+func (s *sampler) read(ctx context.Context, prev *sysinfo.Counters) (store.Sample, *sysinfo.Counters, error) {
 	h, err := s.sys.Health(ctx)
 	if err != nil {
 		return store.Sample{}, nil, err
@@ -370,7 +370,7 @@ func sampleOf(h sysinfo.Health) store.Sample {
 // recent returns up to n of a job's newest samples, newest first, buffered
 // ones included: with a long flush interval a new job has nothing stored
 // for a while.
-func (s *Sampler) recent(job string, n int) []store.Sample {
+func (s *sampler) recent(job string, n int) []store.Sample {
 	s.mu.Lock()
 	pending := s.buf[job]
 	out := make([]store.Sample, 0, n)
@@ -389,7 +389,7 @@ func (s *Sampler) recent(job string, n int) []store.Sample {
 
 // Scan calls fn for a job's samples in [from, until), oldest first: the
 // stored ones, then those still waiting for the next flush.
-func (s *Sampler) Scan(job string, from, until time.Time, fn func(store.Sample) bool) error {
+func (s *sampler) Scan(job string, from, until time.Time, fn func(store.Sample) bool) error {
 	// No flush may run between taking the buffer and reading the file, or
 	// samples in flight between the two would be in neither.
 	s.flushing.Lock()
@@ -421,8 +421,8 @@ func (s *Sampler) Scan(job string, from, until time.Time, fn func(store.Sample) 
 	return nil
 }
 
-// JobInfo is a job with what it has gathered.
-type JobInfo struct {
+// jobInfo is a job with what it has gathered.
+type jobInfo struct {
 	store.Job
 	Samples  int
 	First    time.Time
@@ -431,12 +431,12 @@ type JobInfo struct {
 }
 
 // Jobs lists every job with its sample counts.
-func (s *Sampler) Jobs() ([]JobInfo, error) {
+func (s *sampler) Jobs() ([]jobInfo, error) {
 	jobs, err := s.db.ListJobs()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]JobInfo, 0, len(jobs))
+	out := make([]jobInfo, 0, len(jobs))
 	for _, j := range jobs {
 		s.flushing.Lock()
 		st, err := s.db.SampleStats(j.ID)
@@ -449,7 +449,7 @@ func (s *Sampler) Jobs() ([]JobInfo, error) {
 		last := s.last[j.ID]
 		s.mu.Unlock()
 		s.flushing.Unlock()
-		ji := JobInfo{Job: j, Samples: st.Count + len(pend), First: st.First, Last: last, Buffered: len(pend)}
+		ji := jobInfo{Job: j, Samples: st.Count + len(pend), First: st.First, Last: last, Buffered: len(pend)}
 		if ji.First.IsZero() && len(pend) > 0 {
 			ji.First = pend[0].Time
 		}
@@ -461,7 +461,7 @@ func (s *Sampler) Jobs() ([]JobInfo, error) {
 
 // resolveJob picks the job a query means: the given id, else the default
 // job, else the newest running one.
-func (s *Sampler) resolveJob(id string) (store.Job, error) {
+func (s *sampler) resolveJob(id string) (store.Job, error) {
 	if id != "" {
 		j, err := s.db.GetJob(id)
 		if errors.Is(err, store.ErrJobNotFound) {
@@ -492,24 +492,24 @@ func (s *Sampler) resolveJob(id string) (store.Job, error) {
 }
 
 // Stats of the sampler for status screens.
-func (s *Sampler) Stats() (taken int64, lastFlush time.Time, flushErr error) {
+func (s *sampler) Stats() (taken int64, lastFlush time.Time, flushErr error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.taken, s.lastFlush, s.flushErr
 }
 
-// SamplerHealth is how the sampler keeps up, for /metrics.
-type SamplerHealth struct {
-	Jobs     []JobLag
+// samplerHealth is how the sampler keeps up, for /metrics.
+type samplerHealth struct {
+	Jobs     []jobLag
 	Buffered int  // samples taken and not yet flushed to the store
 	FlushOK  bool // the last flush reached the store
 }
 
-// JobLag is how far a sampling job is behind: the age of its newest sample
+// jobLag is how far a sampling job is behind: the age of its newest sample
 // beyond one interval (0 is on time; a growing value is a job that stopped
 // sampling). Measured is false for a job that is not running or has no
 // sample yet, which has no lag to speak of.
-type JobLag struct {
+type jobLag struct {
 	ID       string
 	Lag      time.Duration
 	Measured bool
@@ -517,15 +517,15 @@ type JobLag struct {
 
 // Health reports how the sampler keeps up, read under its own lock so that
 // no caller reaches into its state.
-func (s *Sampler) Health() (SamplerHealth, error) {
+func (s *sampler) Health() (samplerHealth, error) {
 	jobs, err := s.db.ListJobs()
 	if err != nil {
-		return SamplerHealth{}, err
+		return samplerHealth{}, err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := SamplerHealth{FlushOK: s.flushErr == nil, Jobs: make([]JobLag, len(jobs))}
+	h := samplerHealth{FlushOK: s.flushErr == nil, Jobs: make([]jobLag, len(jobs))}
 	for _, b := range s.buf {
 		h.Buffered += len(b)
 	}

@@ -41,7 +41,7 @@ func TestUnderVoltageFlushes(t *testing.T) {
 	board := &sagBoard{Source: sysinfo.NewSim(sysinfo.SimOptions{})}
 	cfg := r.cfg.Metrics
 	cfg.FlushInterval = config.Duration(time.Hour)
-	s := NewSampler(r.db, board, cfg, r.a.log)
+	s := newSampler(r.db, board, cfg, r.a.log)
 	s.unit = 10 * time.Millisecond
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestFlushWritesSamplesWhenRetentionFails(t *testing.T) {
 	if err := db.PutJob(store.Job{ID: "job-r", IntervalSeconds: 5, RetentionHours: 48, Status: "running", CreatedAt: old}); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSampler(db, sysinfo.NewSim(sysinfo.SimOptions{}), config.Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := newSampler(db, sysinfo.NewSim(sysinfo.SimOptions{}), config.Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	fresh := store.Sample{Time: time.Now().UTC().Truncate(time.Millisecond), CPUPercent: 7}
 	s.buf["job-r"] = []store.Sample{fresh}
 	if err := s.flush(); err == nil {

@@ -39,8 +39,8 @@ const (
 	CheckFail = "fail"
 )
 
-// SelftestCheck is one row of the matrix.
-type SelftestCheck struct {
+// selftestCheck is one row of the matrix.
+type selftestCheck struct {
 	Name    string `json:"name" jsonschema:"what was checked, e.g. helper, agent_socket, gpio_pin_17"`
 	Status  string `json:"status" jsonschema:"pass, warn or fail"`
 	Detail  string `json:"detail" jsonschema:"what was found"`
@@ -53,7 +53,7 @@ type SelftestOut struct {
 	Pass    int             `json:"pass"`
 	Warn    int             `json:"warn"`
 	Fail    int             `json:"fail"`
-	Checks  []SelftestCheck `json:"checks"`
+	Checks  []selftestCheck `json:"checks"`
 	Device  string          `json:"device" jsonschema:"the board checked"`
 	Mode    string          `json:"mode" jsonschema:"device, or sim in laptop mode"`
 	Version string          `json:"version"`
@@ -74,14 +74,14 @@ func dbLimit() int64 {
 }
 
 func (a *Agent) registerSelftest() {
-	tool.Add(a.tools, tool.Spec[NoArgs, SelftestOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, SelftestOut]{
 		ID: "selftest.run", Title: "Self-test of this device",
 		Description: "A pass/warn/fail matrix of the live device: root helper and its version, socket modes and owners, database size, " +
 			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
 			"each failure with a fix_hint. Read only.",
 		Rule: tool.Rule{MinRole: identity.RoleRead},
-		Run:  func(ctx context.Context, _ *tool.Call, _ NoArgs) (SelftestOut, error) { return a.Selftest(ctx), nil },
-		Summary: func(_ NoArgs, o SelftestOut) string {
+		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return a.selftest(ctx), nil },
+		Summary: func(_ noArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)
 			for _, c := range o.Checks {
 				if c.Status == CheckFail {
@@ -94,18 +94,18 @@ func (a *Agent) registerSelftest() {
 	})
 }
 
-// Selftest runs every check; `raspi-mcp status --check` shows the same.
-func (a *Agent) Selftest(ctx context.Context) SelftestOut {
-	out := SelftestOut{Mode: a.mode, Version: a.version, Checks: []SelftestCheck{}}
-	record := func(c SelftestCheck) { out.Checks = append(out.Checks, c) }
+// selftest runs every check; `raspi-mcp status --check` shows the same.
+func (a *Agent) selftest(ctx context.Context) SelftestOut {
+	out := SelftestOut{Mode: a.mode, Version: a.version, Checks: []selftestCheck{}}
+	record := func(c selftestCheck) { out.Checks = append(out.Checks, c) }
 	pass := func(name, f string, args ...any) {
-		record(SelftestCheck{Name: name, Status: CheckPass, Detail: fmt.Sprintf(f, args...)})
+		record(selftestCheck{Name: name, Status: CheckPass, Detail: fmt.Sprintf(f, args...)})
 	}
 	warn := func(name, hint, f string, args ...any) {
-		record(SelftestCheck{Name: name, Status: CheckWarn, Detail: fmt.Sprintf(f, args...), FixHint: hint})
+		record(selftestCheck{Name: name, Status: CheckWarn, Detail: fmt.Sprintf(f, args...), FixHint: hint})
 	}
 	fail := func(name, hint, f string, args ...any) {
-		record(SelftestCheck{Name: name, Status: CheckFail, Detail: fmt.Sprintf(f, args...), FixHint: hint})
+		record(selftestCheck{Name: name, Status: CheckFail, Detail: fmt.Sprintf(f, args...), FixHint: hint})
 	}
 	bounded := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, checkTimeout) }
 	restartHelper := "sudo systemctl restart raspi-mcp-helper; journalctl -u raspi-mcp-helper says why it stopped"
@@ -310,13 +310,13 @@ func (a *Agent) Selftest(ctx context.Context) SelftestOut {
 // checkSockets checks both sockets' modes and owners: the agent's is for
 // the agent's user and [agent] socket_group, the helper's for the agent's
 // user only. Neither may be open to everyone.
-func (a *Agent) checkSockets(record func(SelftestCheck)) {
+func (a *Agent) checkSockets(record func(selftestCheck)) {
 	me := os.Getuid()
 	for _, s := range []struct{ name, path, group string }{
 		{"agent_socket", a.conf().Agent.Socket, a.conf().Agent.SocketGroup},
 		{"helper_socket", a.conf().Helper.Socket, ""},
 	} {
-		c := SelftestCheck{Name: s.name, Status: CheckPass}
+		c := selftestCheck{Name: s.name, Status: CheckPass}
 		fi, err := os.Stat(s.path)
 		if err != nil {
 			c.Status, c.Detail = CheckFail, err.Error()

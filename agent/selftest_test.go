@@ -26,7 +26,7 @@ func runSelftest(t *testing.T, s *mcp.ClientSession) SelftestOut {
 	return out
 }
 
-func checkNamed(t *testing.T, out SelftestOut, name string) SelftestCheck {
+func checkNamed(t *testing.T, out SelftestOut, name string) selftestCheck {
 	t.Helper()
 	for _, c := range out.Checks {
 		if c.Name == name {
@@ -34,7 +34,7 @@ func checkNamed(t *testing.T, out SelftestOut, name string) SelftestCheck {
 		}
 	}
 	t.Fatalf("no check %q in %+v", name, out.Checks)
-	return SelftestCheck{}
+	return selftestCheck{}
 }
 
 // On the simulated board every check passes or only warns, and each check

@@ -28,30 +28,30 @@ import (
 // version by itself. The job in the agent's database is completed by
 // whichever agent is running when the updater ends.
 
-// UpdateServerIn is manage.update_server: the tool catalog's channel and
+// serverUpdateIn is manage.update_server: the tool catalog's channel and
 // target_version (spec 002 §8.2), and a flag without which no downgrade
 // happens.
-type UpdateServerIn struct {
+type serverUpdateIn struct {
 	Channel        string `json:"channel,omitempty" jsonschema:"the repository suite to update from: stable (default) or beta"`
 	TargetVersion  string `json:"target_version,omitempty" jsonschema:"a version the channel offers; default: the channel's newest"`
 	AllowDowngrade bool   `json:"allow_downgrade,omitempty" jsonschema:"allow target_version to be older than the installed version; never implied"`
 	tool.GuardArgs
 }
 
-// CommonStatus is the tool catalog's status of a long-running operation
+// commonStatus is the tool catalog's status of a long-running operation
 // (spec 002 §8.4): pending, running, succeeded or failed.
-type CommonStatus struct {
+type commonStatus struct {
 	Status     string `json:"status" jsonschema:"pending, running, succeeded or failed"`
 	StartedAt  string `json:"started_at,omitempty"`
 	FinishedAt string `json:"finished_at,omitempty"`
 	Message    string `json:"message,omitempty"`
 }
 
-// UpdateServerOut is the catalog's UpdateStatus with what the plan shows.
-type UpdateServerOut struct {
+// serverUpdateOut is the catalog's UpdateStatus with what the plan shows.
+type serverUpdateOut struct {
 	OldVersion           string       `json:"old_version,omitempty" jsonschema:"the installed version"`
 	NewVersion           string       `json:"new_version,omitempty" jsonschema:"the version to install"`
-	Status               CommonStatus `json:"status"`
+	Status               commonStatus `json:"status"`
 	Channel              string       `json:"channel"`
 	Downgrade            bool         `json:"downgrade,omitempty"`
 	DownloadBytes        int64        `json:"download_bytes,omitempty" jsonschema:"the package's size as the repository states it"`
@@ -62,12 +62,12 @@ type UpdateServerOut struct {
 	Plan                 []string     `json:"plan,omitempty"`
 }
 
-// LastUpdateStatus is manage.get_server_status's last_update: the catalog's
+// lastUpdateStatus is manage.get_server_status's last_update: the catalog's
 // common status with the versions, and the outcome (succeeded, failed:
 // nothing changed or even the rollback failed, rolled_back: the previous
 // version is running again) with its reason.
-type LastUpdateStatus struct {
-	CommonStatus
+type lastUpdateStatus struct {
+	commonStatus
 	JobID   string `json:"job_id"`
 	From    string `json:"from"`
 	To      string `json:"to"`
@@ -83,7 +83,7 @@ type LastUpdateStatus struct {
 var updateCore = []string{"helper", "database", "audit_chain", "audit_witness"}
 
 func (a *Agent) registerSelfUpdate() {
-	tool.Add(a.tools, tool.Spec[UpdateServerIn, UpdateServerOut]{
+	tool.Add(a.tools, tool.Spec[serverUpdateIn, serverUpdateOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
 		Description: "Update raspi-mcp itself from its apt repository (channel stable or beta; default the channel's newest version). " +
 			"Both services restart: reconnect afterwards. The new version must pass its own start-up check within [manage] update_health_timeout, " +
@@ -95,7 +95,7 @@ func (a *Agent) registerSelfUpdate() {
 			tool.P("allow_downgrade", tool.Default(false))},
 		Slow: true, // the helper's update.plan reads apt's cache (proto.Systemd)
 		Run:  a.updateServer,
-		Summary: func(in UpdateServerIn, o UpdateServerOut) string {
+		Summary: func(in serverUpdateIn, o serverUpdateOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would update raspi-mcp %s to %s from %s", o.OldVersion, o.NewVersion, o.Channel)
 			}
@@ -105,24 +105,24 @@ func (a *Agent) registerSelfUpdate() {
 	})
 }
 
-func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerIn) (UpdateServerOut, error) {
+func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in serverUpdateIn) (serverUpdateOut, error) {
 	if in.Channel == "" {
 		in.Channel = "stable"
 	}
 	if !slices.Contains(proto.UpdateChannels, in.Channel) {
-		return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "unknown channel %q: want stable or beta", in.Channel).With("parameter", "channel")
+		return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "unknown channel %q: want stable or beta", in.Channel).With("parameter", "channel")
 	}
 	if in.TargetVersion != "" {
 		if err := selfupdate.ValidVersion(in.TargetVersion); err != nil {
-			return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "target_version: %v", strings.TrimPrefix(err.Error(), "selfupdate: ")).With("parameter", "target_version")
+			return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "target_version: %v", strings.TrimPrefix(err.Error(), "selfupdate: ")).With("parameter", "target_version")
 		}
 	} else if in.AllowDowngrade {
-		return UpdateServerOut{}, tool.Errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
+		return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
 			With("parameter", "allow_downgrade")
 	}
 	plan, err := client.Call(ctx, a.helper, proto.UpdatePlan, proto.UpdatePlanReq{})
 	if err != nil {
-		return UpdateServerOut{}, err
+		return serverUpdateOut{}, err
 	}
 	var offered []proto.PackageCandidate
 	for _, cand := range plan.Candidates {
@@ -135,8 +135,8 @@ func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in UpdateServerI
 	for i, o := range offered {
 		versions[i] = o.Version
 	}
-	out := UpdateServerOut{OldVersion: plan.Installed, Channel: in.Channel, Restarts: plan.Restarts,
-		HealthTimeoutSeconds: int(plan.HealthTimeout.Seconds()), Status: CommonStatus{Status: "pending"}}
+	out := serverUpdateOut{OldVersion: plan.Installed, Channel: in.Channel, Restarts: plan.Restarts,
+		HealthTimeoutSeconds: int(plan.HealthTimeout.Seconds()), Status: commonStatus{Status: "pending"}}
 	var target proto.PackageCandidate
 	switch {
 	case len(offered) == 0:
@@ -201,7 +201,7 @@ func newSelfUpdateWatch(a *Agent, fault string) *selfUpdateWatch {
 	return &selfUpdateWatch{a: a, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
 }
 
-func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in UpdateServerIn, out UpdateServerOut) (UpdateServerOut, error) {
+func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in serverUpdateIn, out serverUpdateOut) (serverUpdateOut, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id, err := store.NewJobID()
@@ -230,7 +230,7 @@ func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in UpdateServ
 	if w.a.mode == "sim" {
 		what = "the simulated package manager swaps the version, then this agent checks itself as the new one"
 	}
-	out.Status = CommonStatus{Status: "running", StartedAt: resp.Run.Started.UTC().Format(time.RFC3339),
+	out.Status = commonStatus{Status: "running", StartedAt: resp.Run.Started.UTC().Format(time.RFC3339),
 		Message: fmt.Sprintf("the updater runs as %s; %s", resp.Run.Unit, what)}
 	return out, nil
 }
@@ -322,7 +322,7 @@ func (a *Agent) startupCheck(ctx context.Context, fault string) (healthy bool, r
 	if fault != "" {
 		return false, "start-up check fault: " + fault, false
 	}
-	st := a.Selftest(ctx)
+	st := a.selftest(ctx)
 	var bad []string
 	helperOnly := true
 	for _, c := range st.Checks {
@@ -348,18 +348,18 @@ func (a *Agent) startupCheck(ctx context.Context, fault string) (healthy bool, r
 
 // lastUpdate is manage.get_server_status's last_update: the update under
 // way, else how the latest one ended; nil if there never was one.
-func (a *Agent) lastUpdate() (*LastUpdateStatus, error) {
+func (a *Agent) lastUpdate() (*lastUpdateStatus, error) {
 	if j, ok, err := a.store.PendingUpdate(); err != nil {
 		return nil, err
 	} else if ok {
-		return &LastUpdateStatus{CommonStatus: CommonStatus{Status: "running", StartedAt: j.Started.Format(time.RFC3339)},
+		return &lastUpdateStatus{commonStatus: commonStatus{Status: "running", StartedAt: j.Started.Format(time.RFC3339)},
 			JobID: j.ID, From: j.From, To: j.To}, nil
 	}
 	l, ok, err := a.store.LastSelfUpdate()
 	if err != nil || !ok {
 		return nil, err
 	}
-	s := &LastUpdateStatus{CommonStatus: CommonStatus{Status: "failed", StartedAt: l.Started.Format(time.RFC3339),
+	s := &lastUpdateStatus{commonStatus: commonStatus{Status: "failed", StartedAt: l.Started.Format(time.RFC3339),
 		FinishedAt: l.Finished.Format(time.RFC3339), Message: l.Reason}, JobID: l.ID, From: l.From, To: l.To, Outcome: l.Outcome, Reason: l.Reason}
 	if l.Outcome == selfupdate.PhaseSucceeded {
 		s.Status, s.Message = "succeeded", fmt.Sprintf("raspi-mcp %s is running", l.To)

@@ -38,13 +38,13 @@ func installed(t *testing.T, r *rig) string {
 
 func TestUpdateServerDenials(t *testing.T) {
 	off := newSimRig(t, updatesOff)
-	_, e := callAs[UpdateServerOut](t, off, admin, "manage_update_server", map[string]any{"dry_run": true})
+	_, e := callAs[serverUpdateOut](t, off, admin, "manage_update_server", map[string]any{"dry_run": true})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"config_key": "[manage] updates", "tool": "manage.update_server"})
 
 	r := newSimRig(t, updatesOn)
-	_, e = callAs[UpdateServerOut](t, r, operator, "manage_update_server", map[string]any{"dry_run": true})
+	_, e = callAs[serverUpdateOut](t, r, operator, "manage_update_server", map[string]any{"dry_run": true})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"required_role": "admin", "role": "operate", "tool": "manage.update_server"})
-	_, e = callAs[UpdateServerOut](t, r, admin, "manage_update_server", map[string]any{"confirm": true, "reason": "update"})
+	_, e = callAs[serverUpdateOut](t, r, admin, "manage_update_server", map[string]any{"confirm": true, "reason": "update"})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"risk": "critical", "tool": "manage.update_server"})
 	if installed(t, r) != "1.0.0" || off.auditCount() == 0 {
 		t.Fatalf("a denied call changed %s or was not audited", installed(t, r))
@@ -69,7 +69,7 @@ func TestUpdateServerRefusesBadInput(t *testing.T) {
 	} {
 		args := tc.args
 		args["dry_run"] = true
-		_, e := callAs[UpdateServerOut](t, r, admin, "manage_update_server", args)
+		_, e := callAs[serverUpdateOut](t, r, admin, "manage_update_server", args)
 		if e == nil || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
 			t.Errorf("%s: got %+v, want %s with %q", name, e, tc.code, tc.msg)
 		}
@@ -81,7 +81,7 @@ func TestUpdateServerRefusesBadInput(t *testing.T) {
 
 func TestUpdateServerDryRunChangesNothing(t *testing.T) {
 	r := newSimRig(t, updatesOn)
-	out, e := callAs[UpdateServerOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true})
+	out, e := callAs[serverUpdateOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -89,11 +89,11 @@ func TestUpdateServerDryRunChangesNothing(t *testing.T) {
 		out.HealthTimeoutSeconds != 120 || len(out.Plan) != 5 || out.Status.Status != "pending" || out.JobID != "" {
 		t.Fatalf("dry run %+v", out)
 	}
-	beta, e := callAs[UpdateServerOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true, "channel": "beta"})
+	beta, e := callAs[serverUpdateOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true, "channel": "beta"})
 	if e != nil || beta.NewVersion != "1.2.0~beta1" {
 		t.Fatalf("beta: %+v %+v", beta, e)
 	}
-	down, e := callAs[UpdateServerOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true, "target_version": "0.9.0", "allow_downgrade": true})
+	down, e := callAs[serverUpdateOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true, "target_version": "0.9.0", "allow_downgrade": true})
 	if e != nil || !down.Downgrade || down.NewVersion != "0.9.0" {
 		t.Fatalf("downgrade: %+v %+v", down, e)
 	}
@@ -108,7 +108,7 @@ func TestUpdateServerDryRunChangesNothing(t *testing.T) {
 func TestUpdateServerSucceedsAndIsRecorded(t *testing.T) {
 	r := newSimRig(t, updatesOn)
 	p := prepare(t, r, admin, "manage_update_server", map[string]any{"reason": "new release"})
-	c, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	c, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -117,14 +117,14 @@ func TestUpdateServerSucceedsAndIsRecorded(t *testing.T) {
 		t.Fatalf("commit result %v", c.Result)
 	}
 	// Until the new agent has checked itself, the job is listed and cannot be cancelled.
-	jobs, e := callAs[JobsOut](t, r, admin, "manage_list_jobs", map[string]any{})
+	jobs, e := callAs[jobsListOut](t, r, admin, "manage_list_jobs", map[string]any{})
 	if e != nil || jobs.TotalCount == 0 || jobs.Jobs[0].JobID != job || jobs.Jobs[0].Kind != "self_update" {
 		t.Fatalf("jobs %+v %+v", jobs, e)
 	}
-	_, e = callAs[CancelJobOut](t, r, admin, "manage_cancel_job", map[string]any{"job_id": job})
+	_, e = callAs[jobsCancelOut](t, r, admin, "manage_cancel_job", map[string]any{"job_id": job})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"job_id": job})
 	// A second update while this one runs is refused.
-	_, e = callAs[UpdateServerOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true, "channel": "beta"})
+	_, e = callAs[serverUpdateOut](t, r, admin, "manage_update_server", map[string]any{"dry_run": true, "channel": "beta"})
 	wantErr(t, e, CodeFailedPrecondition, map[string]any{"job_id": job})
 	st, e := callAs[ServerStatus](t, r, admin, "manage_get_server_status", map[string]any{})
 	if e != nil || st.LastUpdate == nil || st.LastUpdate.Status != "running" {
@@ -162,7 +162,7 @@ func TestUpdateServerRollsBackABrokenRelease(t *testing.T) {
 	// test build with -X main.selfCheckFault would.
 	r.a.selfUpdate.fault = "database: migration 9 failed"
 	p := prepare(t, r, admin, "manage_update_server", map[string]any{"reason": "new release"})
-	if _, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token}); e != nil {
+	if _, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token}); e != nil {
 		t.Fatal(e)
 	}
 	finishUpdate(t, r)
@@ -209,7 +209,7 @@ func newAgentOn(t *testing.T, r *rig) *Agent {
 func TestTheNewAgentCompletesTheJob(t *testing.T) {
 	r := newSimRig(t, updatesOn)
 	p := prepare(t, r, admin, "manage_update_server", map[string]any{"reason": "new release"})
-	c, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
+	c, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -228,7 +228,7 @@ func TestTheNewAgentCompletesTheJob(t *testing.T) {
 func TestAJobTheHelperForgotEndsAsFailed(t *testing.T) {
 	r := newSimRig(t, updatesOn)
 	p := prepare(t, r, admin, "manage_update_server", map[string]any{"reason": "new release"})
-	if _, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token}); e != nil {
+	if _, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token}); e != nil {
 		t.Fatal(e)
 	}
 	finishUpdate(t, r)

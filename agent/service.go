@@ -20,10 +20,10 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// ServiceSummary is one systemd service as service.list_services lists it:
+// serviceSummary is one systemd service as service.list_services lists it:
 // name, state, sub-state, enablement, main pid and resource use (spec 002
 // addendum §2.1), plus whether this device lets the caller change the unit.
-type ServiceSummary struct {
+type serviceSummary struct {
 	Name          string   `json:"name"`
 	DisplayName   string   `json:"display_name,omitempty"`
 	Status        string   `json:"status"`
@@ -45,8 +45,8 @@ type ServiceSummary struct {
 
 var serviceStatuses = []any{"active", "inactive", "activating", "deactivating", "failed"}
 
-// ServiceListIn filters service.list_services.
-type ServiceListIn struct {
+// serviceListIn filters service.list_services.
+type serviceListIn struct {
 	State   string `json:"state,omitempty" jsonschema:"only units in this state"`
 	Pattern string `json:"pattern,omitempty" jsonschema:"glob on the unit name, e.g. nginx* or *.service"`
 	Enabled *bool  `json:"enabled,omitempty" jsonschema:"only units that do (true) or do not (false) start at boot"`
@@ -54,9 +54,9 @@ type ServiceListIn struct {
 	Offset  int    `json:"offset,omitempty"`
 }
 
-// ServiceListOut is one page of services.
-type ServiceListOut struct {
-	Services      []ServiceSummary `json:"services"`
+// serviceListOut is one page of services.
+type serviceListOut struct {
+	Services      []serviceSummary `json:"services"`
 	TotalCount    int              `json:"total_count"`
 	ReturnedCount int              `json:"returned_count"`
 	HasMore       bool             `json:"has_more"`
@@ -64,20 +64,20 @@ type ServiceListOut struct {
 	Failed        []string         `json:"failed" jsonschema:"every failed unit, whatever the filter"`
 }
 
-// ServiceNameIn names one unit.
-type ServiceNameIn struct {
+// serviceValidateIn names one unit.
+type serviceValidateIn struct {
 	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 }
 
-// ServiceStatusIn is service.get_status.
-type ServiceStatusIn struct {
+// serviceStatusIn is service.get_status.
+type serviceStatusIn struct {
 	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 	LogLines    int    `json:"log_lines,omitempty" jsonschema:"how many of the unit's latest journal lines to include"`
 }
 
-// Dependencies of a unit: what it requires, wants and orders itself against,
+// dependencies of a unit: what it requires, wants and orders itself against,
 // and what requires or wants it (service.get_status, spec 002 addendum §2.2).
-type Dependencies struct {
+type dependencies struct {
 	Requires   []string `json:"requires"`
 	Wants      []string `json:"wants"`
 	RequiredBy []string `json:"required_by"`
@@ -86,18 +86,18 @@ type Dependencies struct {
 	Before     []string `json:"before"`
 }
 
-// LogLine is one journal line of a unit.
-type LogLine struct {
+// logLine is one journal line of a unit.
+type logLine struct {
 	Timestamp string `json:"timestamp"`
 	Level     string `json:"level"`
 	Message   string `json:"message"`
 }
 
-// ServiceDetail is service.get_status: the summary plus the unit file,
+// serviceDetail is service.get_status: the summary plus the unit file,
 // commands, user, environment, restart policy, dependencies and recent logs
 // (spec 002 addendum §2.2).
-type ServiceDetail struct {
-	ServiceSummary
+type serviceDetail struct {
+	serviceSummary
 	UnitFilePath     string            `json:"unit_file_path,omitempty"`
 	FragmentPath     string            `json:"fragment_path,omitempty"`
 	ExecStart        []string          `json:"exec_start"`
@@ -107,16 +107,16 @@ type ServiceDetail struct {
 	Group            string            `json:"group,omitempty"`
 	Environment      map[string]string `json:"environment" jsonschema:"values of secret-looking keys are redacted"`
 	RestartPolicy    string            `json:"restart_policy,omitempty"`
-	Dependencies     Dependencies      `json:"dependencies"`
+	Dependencies     dependencies      `json:"dependencies"`
 	ActiveDependents []string          `json:"active_dependents" jsonschema:"active units that need this one: stopping it affects them"`
-	RecentLogs       []LogLine         `json:"recent_logs"`
+	RecentLogs       []logLine         `json:"recent_logs"`
 	LogsNote         string            `json:"logs_note,omitempty"`
 }
 
-// ServiceControlIn is service.control_service: a unit and an action (the tool
+// serviceControlIn is service.control_service: a unit and an action (the tool
 // catalog's start example, spec 002 §2.6.4), and force to stop a unit that
 // active units depend on (spec 002 addendum §6.1).
-type ServiceControlIn struct {
+type serviceControlIn struct {
 	ServiceName                 string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 	Action                      string `json:"action"`
 	Force                       bool   `json:"force,omitempty" jsonschema:"stop even though active units depend on it (admin only)"`
@@ -124,10 +124,10 @@ type ServiceControlIn struct {
 	tool.GuardArgs
 }
 
-// ServiceControlOut is the unit's state after the action and before it (the
+// serviceControlOut is the unit's state after the action and before it (the
 // tool catalog's example answer, spec 002 §2.6.4), with sub-states and
 // systemd's job result.
-type ServiceControlOut struct {
+type serviceControlOut struct {
 	ServiceName       string   `json:"service_name"`
 	Action            string   `json:"action"`
 	Status            string   `json:"status" jsonschema:"after the job; for a dry run, now"`
@@ -142,35 +142,35 @@ type ServiceControlOut struct {
 	Plan              []string `json:"plan,omitempty"`
 }
 
-// ServiceEnableIn is service.set_enabled.
-type ServiceEnableIn struct {
+// serviceEnableIn is service.set_enabled.
+type serviceEnableIn struct {
 	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
 	Enabled     bool   `json:"enabled" jsonschema:"true: start at boot; false: do not"`
 	tool.GuardArgs
 }
 
-// FileChange is one symlink systemd created or removed.
-type FileChange struct {
+// fileChange is one symlink systemd created or removed.
+type fileChange struct {
 	Type        string `json:"type"`
 	File        string `json:"file"`
 	Destination string `json:"destination,omitempty"`
 }
 
-// ServiceEnableOut reports the unit file state around the change.
-type ServiceEnableOut struct {
+// serviceEnableOut reports the unit file state around the change.
+type serviceEnableOut struct {
 	ServiceName           string       `json:"service_name"`
 	Enabled               bool         `json:"enabled"`
 	UnitFileState         string       `json:"unit_file_state"`
 	PreviousUnitFileState string       `json:"previous_unit_file_state"`
-	Changes               []FileChange `json:"changes"`
+	Changes               []fileChange `json:"changes"`
 	Warnings              []string     `json:"warnings" jsonschema:"from validating the unit file first"`
 	DryRun                bool         `json:"dry_run,omitempty"`
 	Plan                  []string     `json:"plan,omitempty"`
 }
 
-// ValidationOut is service.validate_unit_file: whether the unit file is valid,
+// serviceValidateOut is service.validate_unit_file: whether the unit file is valid,
 // its warnings and errors, and whether it can be enabled (spec 002 addendum §6.2).
-type ValidationOut struct {
+type serviceValidateOut struct {
 	ServiceName  string   `json:"service_name"`
 	Valid        bool     `json:"valid"`
 	Warnings     []string `json:"warnings"`
@@ -209,7 +209,7 @@ func (u *unitCPU) percents(now time.Time, list []units.Unit) map[string]float64 
 func (a *Agent) registerService() {
 	gate := config.SwitchServiceControl
 	nameProp := tool.P("service_name", tool.MinLen(1), tool.MaxLen(proto.MaxUnitName))
-	tool.Add(a.tools, tool.Spec[ServiceListIn, ServiceListOut]{
+	tool.Add(a.tools, tool.Spec[serviceListIn, serviceListOut]{
 		ID: "service.list_services", Title: "Services",
 		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -217,7 +217,7 @@ func (a *Agent) registerService() {
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0))},
 		OutProps: []tool.Prop{tool.P("services.status", tool.Enum(serviceStatuses...))},
 		Run:      a.listServices,
-		Summary: func(in ServiceListIn, o ServiceListOut) string {
+		Summary: func(in serviceListIn, o serviceListOut) string {
 			s := fmt.Sprintf("%d of %d services", o.ReturnedCount, o.TotalCount)
 			if len(o.Failed) > 0 {
 				s += fmt.Sprintf("; FAILED: %s", strings.Join(o.Failed, ", "))
@@ -225,15 +225,15 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ServiceStatusIn, ServiceDetail]{
+	tool.Add(a.tools, tool.Spec[serviceStatusIn, serviceDetail]{
 		ID: "service.get_status", Title: "Service status",
 		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp, tool.P("log_lines", tool.Min(0), tool.Max(50), tool.Default(10))},
 		OutProps:    []tool.Prop{tool.P("status", tool.Enum(serviceStatuses...))},
-		Example:     &ServiceStatusIn{ServiceName: "nginx.service"},
+		Example:     &serviceStatusIn{ServiceName: "nginx.service"},
 		Run:         a.serviceStatus,
-		Summary: func(_ ServiceStatusIn, d ServiceDetail) string {
+		Summary: func(_ serviceStatusIn, d serviceDetail) string {
 			s := fmt.Sprintf("%s is %s (%s)", d.Name, d.Status, d.SubStatus)
 			if d.PID > 0 {
 				s += fmt.Sprintf(", pid %d", d.PID)
@@ -244,7 +244,7 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ServiceControlIn, ServiceControlOut]{
+	tool.Add(a.tools, tool.Spec[serviceControlIn, serviceControlOut]{
 		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
 		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
@@ -252,16 +252,16 @@ func (a *Agent) registerService() {
 		Props:       []tool.Prop{nameProp, tool.P("action", tool.Enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
 		OutProps:    []tool.Prop{tool.P("timestamp", tool.Format("date-time"))},
 		Slow:        true, // waits for systemd's job
-		Example:     &ServiceControlIn{ServiceName: "nginx.service", Action: "restart"},
+		Example:     &serviceControlIn{ServiceName: "nginx.service", Action: "restart"},
 		Run:         a.controlService,
-		Summary: func(in ServiceControlIn, o ServiceControlOut) string {
+		Summary: func(in serviceControlIn, o serviceControlOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would %s %s (now %s)", o.Action, o.ServiceName, o.Status)
 			}
 			return fmt.Sprintf("%s %s: %s → %s (job %s)", o.Action, o.ServiceName, o.PreviousStatus, o.Status, o.JobResult)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ServiceEnableIn, ServiceEnableOut]{
+	tool.Add(a.tools, tool.Spec[serviceEnableIn, serviceEnableOut]{
 		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
 		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
@@ -269,33 +269,33 @@ func (a *Agent) registerService() {
 		Destructive: true, // disabling stops a service from coming back after a reboot
 		Props:       []tool.Prop{nameProp},
 		Slow:        true, // validates the unit file and reloads systemd
-		Example:     &ServiceEnableIn{ServiceName: "nginx.service", Enabled: true},
+		Example:     &serviceEnableIn{ServiceName: "nginx.service", Enabled: true},
 		Run:         a.setEnabled,
-		Summary: func(in ServiceEnableIn, o ServiceEnableOut) string {
+		Summary: func(in serviceEnableIn, o serviceEnableOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would %s %s (now %s)", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState)
 			}
 			return fmt.Sprintf("%s %s: %s → %s", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState, o.UnitFileState)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ServiceNameIn, ValidationOut]{
+	tool.Add(a.tools, tool.Spec[serviceValidateIn, serviceValidateOut]{
 		ID: "service.validate_unit_file", Title: "Validate a unit file",
 		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp},
-		Example:     &ServiceNameIn{ServiceName: "nginx.service"},
-		Run: func(ctx context.Context, _ *tool.Call, in ServiceNameIn) (ValidationOut, error) {
+		Example:     &serviceValidateIn{ServiceName: "nginx.service"},
+		Run: func(ctx context.Context, _ *tool.Call, in serviceValidateIn) (serviceValidateOut, error) {
 			name, err := a.unitName(in.ServiceName)
 			if err != nil {
-				return ValidationOut{}, err
+				return serviceValidateOut{}, err
 			}
 			v, err := a.units.Validate(ctx, name)
 			if err != nil {
-				return ValidationOut{}, a.unitErr(name, err)
+				return serviceValidateOut{}, a.unitErr(name, err)
 			}
-			return ValidationOut{ServiceName: name, Valid: v.Valid, Warnings: nonNil(v.Warnings), Errors: nonNil(v.Errors), CanEnable: v.CanEnable, FragmentPath: v.FragmentPath}, nil
+			return serviceValidateOut{ServiceName: name, Valid: v.Valid, Warnings: nonNil(v.Warnings), Errors: nonNil(v.Errors), CanEnable: v.CanEnable, FragmentPath: v.FragmentPath}, nil
 		},
-		Summary: func(_ ServiceNameIn, v ValidationOut) string {
+		Summary: func(_ serviceValidateIn, v serviceValidateOut) string {
 			if v.Valid {
 				return fmt.Sprintf("%s is valid (%d warnings)", v.ServiceName, len(v.Warnings))
 			}
@@ -349,8 +349,8 @@ func enabledState(s string) bool {
 	return s == "enabled" || s == "enabled-runtime" || s == "alias"
 }
 
-func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) ServiceSummary {
-	s := ServiceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
+func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) serviceSummary {
+	s := serviceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
 		PID: u.MainPID, MemoryBytes: u.MemoryBytes, RestartCount: u.Restarts, UnitFileState: u.UnitFileState, Description: u.Description,
 		DisplayName: u.Description, CanStart: u.CanStart, CanStop: u.CanStop, CanReload: u.CanReload,
 		Changeable: a.conf().Service.Control && config.UnitMatches(a.conf().Service.Allow, u.Name)}
@@ -371,20 +371,20 @@ func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) S
 	return s
 }
 
-func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in ServiceListIn) (ServiceListOut, error) {
+func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in serviceListIn) (serviceListOut, error) {
 	if in.Pattern != "" {
 		if _, err := path.Match(in.Pattern, ""); err != nil {
-			return ServiceListOut{}, tool.Errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).With("parameter", "pattern")
+			return serviceListOut{}, tool.Errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).With("parameter", "pattern")
 		}
 	}
 	list, err := a.units.List(ctx)
 	if err != nil {
-		return ServiceListOut{}, a.unitErr("", err)
+		return serviceListOut{}, a.unitErr("", err)
 	}
 	now := time.Now()
 	cpu := a.unitCPU.percents(now, list)
-	out := ServiceListOut{Services: []ServiceSummary{}, Failed: []string{}}
-	var match []ServiceSummary
+	out := serviceListOut{Services: []serviceSummary{}, Failed: []string{}}
+	var match []serviceSummary
 	for _, u := range list {
 		s := a.summaryOf(u, cpu, now)
 		if s.Status == "failed" {
@@ -413,24 +413,24 @@ func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in ServiceListIn
 	return out, nil
 }
 
-func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatusIn) (ServiceDetail, error) {
+func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in serviceStatusIn) (serviceDetail, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
-		return ServiceDetail{}, err
+		return serviceDetail{}, err
 	}
 	d, err := a.units.Get(ctx, name)
 	if err != nil {
-		return ServiceDetail{}, a.unitErr(name, err)
+		return serviceDetail{}, a.unitErr(name, err)
 	}
 	deps, err := a.units.ActiveDependents(ctx, name)
 	if err != nil {
-		return ServiceDetail{}, a.unitErr(name, err)
+		return serviceDetail{}, a.unitErr(name, err)
 	}
 	now := time.Now()
-	out := ServiceDetail{ServiceSummary: a.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
+	out := serviceDetail{serviceSummary: a.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
 		ExecStart: nonNil(d.ExecStart), ExecStop: nonNil(d.ExecStop), WorkingDirectory: d.WorkingDirectory, User: d.User, Group: d.Group,
-		Environment: map[string]string{}, RestartPolicy: d.Restart, ActiveDependents: nonNil(deps), RecentLogs: []LogLine{},
-		Dependencies: Dependencies{Requires: nonNil(d.Requires), Wants: nonNil(d.Wants), RequiredBy: nonNil(d.RequiredBy),
+		Environment: map[string]string{}, RestartPolicy: d.Restart, ActiveDependents: nonNil(deps), RecentLogs: []logLine{},
+		Dependencies: dependencies{Requires: nonNil(d.Requires), Wants: nonNil(d.Wants), RequiredBy: nonNil(d.RequiredBy),
 			WantedBy: nonNil(d.WantedBy), After: nonNil(d.After), Before: nonNil(d.Before)}}
 	for k, v := range d.Environment {
 		out.Environment[k] = procs.RedactValue(k, v)
@@ -444,7 +444,7 @@ func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in ServiceStatu
 				out.LogsNote = "journal: " + err.Error()
 			}
 			for _, e := range res.Entries {
-				out.RecentLogs = append(out.RecentLogs, LogLine{Timestamp: e.Time.UTC().Format(time.RFC3339), Level: e.Level, Message: e.Message})
+				out.RecentLogs = append(out.RecentLogs, logLine{Timestamp: e.Time.UTC().Format(time.RFC3339), Level: e.Level, Message: e.Message})
 			}
 		}
 	}
@@ -465,19 +465,19 @@ func (a *Agent) changeable(name string) error {
 	return nil
 }
 
-func (a *Agent) controlService(ctx context.Context, c *tool.Call, in ServiceControlIn) (ServiceControlOut, error) {
+func (a *Agent) controlService(ctx context.Context, c *tool.Call, in serviceControlIn) (serviceControlOut, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
-		return ServiceControlOut{}, err
+		return serviceControlOut{}, err
 	}
 	if err := a.changeable(name); err != nil {
-		return ServiceControlOut{}, err
+		return serviceControlOut{}, err
 	}
 	d, err := a.units.Get(ctx, name)
 	if err != nil {
-		return ServiceControlOut{}, a.unitErr(name, err)
+		return serviceControlOut{}, a.unitErr(name, err)
 	}
-	out := ServiceControlOut{ServiceName: name, Action: in.Action, PreviousStatus: status(d.ActiveState), PreviousSubStatus: d.SubState,
+	out := serviceControlOut{ServiceName: name, Action: in.Action, PreviousStatus: status(d.ActiveState), PreviousSubStatus: d.SubState,
 		Status: status(d.ActiveState), SubStatus: d.SubState, MainPID: d.MainPID, Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	if in.Action == proto.ServiceReload && !d.CanReload {
 		return out, tool.Errf(CodeFailedPrecondition, "%s cannot reload (it has no ExecReload)", name).With("service_name", name).
@@ -527,20 +527,20 @@ func (a *Agent) controlService(ctx context.Context, c *tool.Call, in ServiceCont
 	return out, nil
 }
 
-func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in ServiceEnableIn) (ServiceEnableOut, error) {
+func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in serviceEnableIn) (serviceEnableOut, error) {
 	name, err := a.unitName(in.ServiceName)
 	if err != nil {
-		return ServiceEnableOut{}, err
+		return serviceEnableOut{}, err
 	}
 	if err := a.changeable(name); err != nil {
-		return ServiceEnableOut{}, err
+		return serviceEnableOut{}, err
 	}
 	d, err := a.units.Get(ctx, name)
 	if err != nil {
-		return ServiceEnableOut{}, a.unitErr(name, err)
+		return serviceEnableOut{}, a.unitErr(name, err)
 	}
-	out := ServiceEnableOut{ServiceName: name, Enabled: in.Enabled, PreviousUnitFileState: d.UnitFileState, UnitFileState: d.UnitFileState,
-		Changes: []FileChange{}, Warnings: []string{}}
+	out := serviceEnableOut{ServiceName: name, Enabled: in.Enabled, PreviousUnitFileState: d.UnitFileState, UnitFileState: d.UnitFileState,
+		Changes: []fileChange{}, Warnings: []string{}}
 	if in.Enabled {
 		v, err := a.units.Validate(ctx, name)
 		if err != nil {
@@ -563,7 +563,7 @@ func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in ServiceEnableIn
 	}
 	out.PreviousUnitFileState, out.UnitFileState = resp.Before, resp.After
 	for _, ch := range resp.Changes {
-		out.Changes = append(out.Changes, FileChange{Type: ch.Type, File: ch.File, Destination: ch.Destination})
+		out.Changes = append(out.Changes, fileChange{Type: ch.Type, File: ch.File, Destination: ch.Destination})
 	}
 	return out, nil
 }

@@ -40,16 +40,16 @@ func (r *rig) unitState(name string) string {
 
 func TestListServicesFiltersAndPages(t *testing.T) {
 	r := newRig(t, nil)
-	list := func(args map[string]any) ServiceListOut {
+	list := func(args map[string]any) serviceListOut {
 		t.Helper()
-		out, e := callAs[ServiceListOut](t, r, admin, "service_list_services", args)
+		out, e := callAs[serviceListOut](t, r, admin, "service_list_services", args)
 		if e != nil {
 			t.Fatal(e)
 		}
 		return out
 	}
-	unitNames := func(l ServiceListOut) []string {
-		return pluck(l.Services, func(s ServiceSummary) string { return s.Name })
+	unitNames := func(l serviceListOut) []string {
+		return pluck(l.Services, func(s serviceSummary) string { return s.Name })
 	}
 	sc := list(map[string]any{})
 	all := unitNames(sc)
@@ -84,15 +84,15 @@ func TestListServicesFiltersAndPages(t *testing.T) {
 		}
 	}
 
-	_, e := callAs[ServiceListOut](t, r, admin, "service_list_services", map[string]any{"pattern": "[nginx"})
+	_, e := callAs[serviceListOut](t, r, admin, "service_list_services", map[string]any{"pattern": "[nginx"})
 	wantErr(t, e, CodeInvalidArgument, nil) // bad glob
 }
 
 func TestServiceStatusNotFoundAndLogs(t *testing.T) {
 	r := newRig(t, nil)
-	status := func(args map[string]any) ServiceDetail {
+	status := func(args map[string]any) serviceDetail {
 		t.Helper()
-		out, e := callAs[ServiceDetail](t, r, admin, "service_get_status", args)
+		out, e := callAs[serviceDetail](t, r, admin, "service_get_status", args)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -105,13 +105,13 @@ func TestServiceStatusNotFoundAndLogs(t *testing.T) {
 	if deps := sc.ActiveDependents; !slices.Contains(deps, "bluetooth.service") {
 		t.Fatalf("active_dependents = %v", deps)
 	}
-	_, e := callAs[ServiceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "no-such-thing"})
+	_, e := callAs[serviceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "no-such-thing"})
 	wantErr(t, e, CodeNotFound, nil) // missing unit
-	_, e = callAs[ServiceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "-h"})
+	_, e = callAs[serviceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "-h"})
 	wantErr(t, e, CodeInvalidArgument, nil) // option-like name
 
 	// A restart writes journal lines the status then shows.
-	if _, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", map[string]any{"service_name": "nginx", "action": "restart", "confirm": true, "reason": "test"}); e != nil {
+	if _, e := callAs[serviceControlOut](t, r, admin, "service_control_service", map[string]any{"service_name": "nginx", "action": "restart", "confirm": true, "reason": "test"}); e != nil {
 		t.Fatal(e)
 	}
 	if sc = status(map[string]any{"service_name": "nginx", "log_lines": 5}); len(sc.RecentLogs) == 0 {
@@ -129,30 +129,30 @@ func TestControlServiceGuardsDryRunAndSuccess(t *testing.T) {
 	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
 	stop := map[string]any{"service_name": "nginx.service", "action": "stop"}
 
-	_, e := callAs[ServiceControlOut](t, r, reader, "service_control_service", stop)
+	_, e := callAs[serviceControlOut](t, r, reader, "service_control_service", stop)
 	wantErr(t, e, CodePermissionDenied, nil) // read role
-	_, e = callAs[ServiceControlOut](t, r, operator, "service_control_service", stop)
+	_, e = callAs[serviceControlOut](t, r, operator, "service_control_service", stop)
 	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
 	n := r.auditCount()
-	sc, e := callAs[ServiceControlOut](t, r, operator, "service_control_service", map[string]any{"service_name": "nginx", "action": "stop", "dry_run": true})
+	sc, e := callAs[serviceControlOut](t, r, operator, "service_control_service", map[string]any{"service_name": "nginx", "action": "stop", "dry_run": true})
 	if e != nil || !sc.DryRun || r.unitState("nginx.service") != "active" || r.auditCount() != n+1 {
 		t.Fatalf("dry run: %+v %v (nginx %s)", sc, e, r.unitState("nginx.service"))
 	}
-	sc, e = callAs[ServiceControlOut](t, r, operator, "service_control_service", map[string]any{"service_name": "nginx", "action": "stop", "confirm": true, "reason": "maintenance"})
+	sc, e = callAs[serviceControlOut](t, r, operator, "service_control_service", map[string]any{"service_name": "nginx", "action": "stop", "confirm": true, "reason": "maintenance"})
 	if e != nil || sc.PreviousStatus != "active" || sc.Status != "inactive" || sc.JobResult != "done" {
 		t.Fatalf("stop: %+v %v", sc, e)
 	}
 	if got := r.unitState("nginx.service"); got != "inactive" {
 		t.Fatalf("nginx is %s after stop", got)
 	}
-	sc, e = callAs[ServiceControlOut](t, r, operator, "service_control_service", map[string]any{"service_name": "nginx", "action": "start", "confirm": true, "reason": "back"})
+	sc, e = callAs[serviceControlOut](t, r, operator, "service_control_service", map[string]any{"service_name": "nginx", "action": "start", "confirm": true, "reason": "back"})
 	if e != nil || sc.PreviousStatus != "inactive" || sc.Status != "active" {
 		t.Fatalf("start: %+v %v", sc, e)
 	}
 
 	// Off switch: refused before anything reaches the helper.
 	r.cfg.Service.Control = false
-	_, e = callAs[ServiceControlOut](t, r, admin, "service_control_service", map[string]any{"service_name": "nginx", "action": "stop", "confirm": true, "reason": "x"})
+	_, e = callAs[serviceControlOut](t, r, admin, "service_control_service", map[string]any{"service_name": "nginx", "action": "stop", "confirm": true, "reason": "x"})
 	wantErr(t, e, CodePermissionDenied, nil) // control off
 	if got := r.unitState("nginx.service"); got != "active" {
 		t.Fatalf("nginx is %s after a refused stop", got)
@@ -161,7 +161,7 @@ func TestControlServiceGuardsDryRunAndSuccess(t *testing.T) {
 
 func TestStopOutsideAllowListIsRefusedByAgentAndHelper(t *testing.T) {
 	r := newRig(t, nil)
-	_, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", map[string]any{"service_name": "ssh", "action": "stop", "confirm": true, "reason": "x"})
+	_, e := callAs[serviceControlOut](t, r, admin, "service_control_service", map[string]any{"service_name": "ssh", "action": "stop", "confirm": true, "reason": "x"})
 	wantErr(t, e, CodePermissionDenied, nil) // the agent's allow list
 	// The helper has its own copy of the allow list: bypass the agent.
 	_, err := client.Call(context.Background(), r.helper, proto.ServiceControl, proto.ServiceControlReq{Unit: "ssh.service", Action: "stop"})
@@ -181,16 +181,16 @@ func TestStopOutsideAllowListIsRefusedByAgentAndHelper(t *testing.T) {
 func TestStopWithActiveDependents(t *testing.T) {
 	r := newRig(t, nil)
 	args := map[string]any{"service_name": "dbus", "action": "stop", "confirm": true, "reason": "test"}
-	_, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", args)
+	_, e := callAs[serviceControlOut](t, r, admin, "service_control_service", args)
 	wantErr(t, e, CodeFailedPrecondition, nil) // active dependents
 	deps := strs(e.Details["dependent_services"])
 	if !slices.Contains(deps, "bluetooth.service") || !slices.Contains(deps, "avahi-daemon.service") {
 		t.Fatalf("dependent_services = %v", deps)
 	}
 	args["force"] = true
-	_, e = callAs[ServiceControlOut](t, r, operator, "service_control_service", args)
+	_, e = callAs[serviceControlOut](t, r, operator, "service_control_service", args)
 	wantErr(t, e, CodePermissionDenied, nil) // force as operator
-	_, e = callAs[ServiceControlOut](t, r, admin, "service_control_service", args)
+	_, e = callAs[serviceControlOut](t, r, admin, "service_control_service", args)
 	wantErr(t, e, CodeFailedPrecondition, nil) // force without confirm_breaking_dependencies
 	if got := r.unitState("dbus.service"); got != "active" {
 		t.Fatalf("dbus is %s after refusals", got)
@@ -202,7 +202,7 @@ func TestStopWithActiveDependents(t *testing.T) {
 		t.Fatalf("helper without force: %v", err)
 	}
 	args["confirm_breaking_dependencies"] = true
-	sc, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", args)
+	sc, e := callAs[serviceControlOut](t, r, admin, "service_control_service", args)
 	if e != nil || sc.Status != "inactive" || len(sc.DependentsStopped) != 2 {
 		t.Fatalf("forced stop: %+v %v", sc, e)
 	}
@@ -211,15 +211,15 @@ func TestStopWithActiveDependents(t *testing.T) {
 func TestSetEnabledAndValidate(t *testing.T) {
 	r := newRig(t, nil)
 	args := map[string]any{"service_name": "motion", "enabled": true}
-	_, e := callAs[ServiceEnableOut](t, r, operator, "service_set_enabled", args)
+	_, e := callAs[serviceEnableOut](t, r, operator, "service_set_enabled", args)
 	wantErr(t, e, CodeFailedPrecondition, nil) // no confirm
 	args["dry_run"] = true
-	if sc, e := callAs[ServiceEnableOut](t, r, operator, "service_set_enabled", args); e != nil || sc.PreviousUnitFileState != "disabled" {
+	if sc, e := callAs[serviceEnableOut](t, r, operator, "service_set_enabled", args); e != nil || sc.PreviousUnitFileState != "disabled" {
 		t.Fatalf("dry run: %+v %v", sc, e)
 	}
 	delete(args, "dry_run")
 	args["confirm"], args["reason"] = true, "start at boot"
-	sc, e := callAs[ServiceEnableOut](t, r, operator, "service_set_enabled", args)
+	sc, e := callAs[serviceEnableOut](t, r, operator, "service_set_enabled", args)
 	if e != nil || sc.UnitFileState != "enabled" || sc.PreviousUnitFileState != "disabled" {
 		t.Fatalf("enable: %+v %v", sc, e)
 	}
@@ -228,18 +228,18 @@ func TestSetEnabledAndValidate(t *testing.T) {
 		t.Fatalf("motion unit file state %q", d.UnitFileState)
 	}
 	args["enabled"] = false
-	if sc, e = callAs[ServiceEnableOut](t, r, operator, "service_set_enabled", args); e != nil || sc.UnitFileState != "disabled" {
+	if sc, e = callAs[serviceEnableOut](t, r, operator, "service_set_enabled", args); e != nil || sc.UnitFileState != "disabled" {
 		t.Fatalf("disable: %+v %v", sc, e)
 	}
 
-	v, e := callAs[ValidationOut](t, r, operator, "service_validate_unit_file", map[string]any{"service_name": "nginx"})
+	v, e := callAs[serviceValidateOut](t, r, operator, "service_validate_unit_file", map[string]any{"service_name": "nginx"})
 	if e != nil || !v.Valid {
 		t.Fatalf("validate nginx: %+v %v", v, e)
 	}
 	// dbus.service is static: it has no [Install] section to enable it with.
-	_, e = callAs[ServiceEnableOut](t, r, admin, "service_set_enabled", map[string]any{"service_name": "dbus", "enabled": true, "confirm": true, "reason": "x"})
+	_, e = callAs[serviceEnableOut](t, r, admin, "service_set_enabled", map[string]any{"service_name": "dbus", "enabled": true, "confirm": true, "reason": "x"})
 	wantErr(t, e, CodeFailedPrecondition, nil) // enable a static unit
-	_, e = callAs[ServiceEnableOut](t, r, admin, "service_set_enabled", map[string]any{"service_name": "ssh", "enabled": false, "confirm": true, "reason": "x"})
+	_, e = callAs[serviceEnableOut](t, r, admin, "service_set_enabled", map[string]any{"service_name": "ssh", "enabled": false, "confirm": true, "reason": "x"})
 	wantErr(t, e, CodePermissionDenied, nil) // outside allow list
 }
 

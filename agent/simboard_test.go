@@ -52,7 +52,7 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 		{}, {"name_pattern": "sh"}, {"name_pattern": "sleep"}, {"name_pattern": "*marker*"},
 		{"username": currentUser(t)}, {"include_kernel_threads": true},
 	} {
-		sc, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", map[string]any{"filter": f, "limit": 1000})
+		sc, e := callAs[processListOut](t, r, admin, "process_list_processes", map[string]any{"filter": f, "limit": 1000})
 		if e != nil {
 			t.Fatalf("list %v: %v", f, e)
 		}
@@ -71,7 +71,7 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 		}
 	}
 	for _, p := range []int{pid, os.Getpid()} {
-		d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": p})
+		d, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": p})
 		switch {
 		case inTable(p):
 			if e != nil || hostMentioned(t, d, word) {
@@ -80,7 +80,7 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 		case !isCode(e, CodeNotFound):
 			t.Errorf("details of the host's pid %d: %+v %v; want not_found", p, d, e)
 		}
-		_, e = callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": p, "signal": "KILL", "confirm": true, "reason": "test"})
+		_, e = callAs[processSignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": p, "signal": "KILL", "confirm": true, "reason": "test"})
 		if !inTable(p) && !isCode(e, CodeNotFound) {
 			t.Errorf("KILL to the host's pid %d: %v; want not_found", p, e)
 		}
@@ -109,7 +109,7 @@ func TestSimBoardHidesHostProcesses(t *testing.T) {
 // the system tools and the process list, and the busy program is on top.
 func TestSimBoardCountsAgree(t *testing.T) {
 	r := newSimRig(t, nil)
-	basic, e := callAs[BasicInfo](t, r, admin, "system_get_basic_info", nil)
+	basic, e := callAs[basicInfo](t, r, admin, "system_get_basic_info", nil)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -132,7 +132,7 @@ func TestSimBoardCountsAgree(t *testing.T) {
 		t.Errorf("memory: health %v (%v), basic info %v", health.MemoryTotalBytes, e, basic.MemoryTotalBytes)
 	}
 	// Uptime counts from the boot the process table started at.
-	init, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 1})
+	init, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": 1})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -169,8 +169,8 @@ func TestSimBoardSignals(t *testing.T) {
 		return snap.Procs[i]
 	}
 	sshd, self, ffmpeg := by("sshd"), by("raspi-mcp"), by("ffmpeg")
-	send := func(pid int, sig string) (SignalOut, *tool.Error) {
-		return callAs[SignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
+	send := func(pid int, sig string) (processSignalOut, *tool.Error) {
+		return callAs[processSignalOut](t, r, admin, "process_send_signal", map[string]any{"pid": pid, "signal": sig, "confirm": true, "reason": "test"})
 	}
 	if _, e := send(sshd.PID, "TERM"); !isCode(e, CodePermissionDenied) || !strings.Contains(fmt.Sprint(*e), "protected") {
 		t.Errorf("TERM to root's sshd: %+v", e)
@@ -193,16 +193,16 @@ func TestSimBoardSignals(t *testing.T) {
 	if out, e := send(ffmpeg.PID, "STOP"); e != nil || !out.Sent || !out.StillRunning {
 		t.Fatalf("STOP ffmpeg: %+v %v", out, e)
 	}
-	if d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID}); e != nil || d.Status != "stopped" {
+	if d, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID}); e != nil || d.Status != "stopped" {
 		t.Fatalf("ffmpeg after STOP: %v %v", d.Status, e)
 	}
 	if out, e := send(ffmpeg.PID, "TERM"); e != nil || !out.Sent || out.StillRunning {
 		t.Fatalf("TERM ffmpeg: %+v %v", out, e)
 	}
-	_, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID})
+	_, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PID})
 	wantErr(t, e, CodeNotFound, nil) // ffmpeg after TERM
 	// Its shell lives on, as a login shell does when its job ends.
-	if d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PPID}); e != nil || d.Name != "bash" {
+	if d, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": ffmpeg.PPID}); e != nil || d.Name != "bash" {
 		t.Fatalf("ffmpeg's parent: %+v %v", d, e)
 	}
 }
@@ -211,16 +211,16 @@ func TestSimBoardSignals(t *testing.T) {
 // the host's addresses appears, and the counters are the system metrics'.
 func TestSimBoardNetwork(t *testing.T) {
 	r := newSimRig(t, nil)
-	netInfo := func() NetworkInfo {
+	netInfo := func() networkInfo {
 		t.Helper()
-		info, e := callAs[NetworkInfo](t, r, admin, "system_get_network_info", nil)
+		info, e := callAs[networkInfo](t, r, admin, "system_get_network_info", nil)
 		if e != nil {
 			t.Fatal(e)
 		}
 		return info
 	}
 	info := netInfo()
-	if got := pluck(info.Interfaces, func(i NetInterface) string { return i.Name }); !slices.Equal(got, []string{"lo", "eth0", "wlan0"}) {
+	if got := pluck(info.Interfaces, func(i netInterface) string { return i.Name }); !slices.Equal(got, []string{"lo", "eth0", "wlan0"}) {
 		t.Fatalf("interfaces %v; want the board's lo, eth0, wlan0", got)
 	}
 	text := asJSON(t, info) // all of it, to search for the host's addresses
@@ -246,10 +246,10 @@ func TestSimBoardNetwork(t *testing.T) {
 			t.Errorf("the host's MAC %s (%s) appears", mac, hi.Name)
 		}
 	}
-	if status, e := callAs[NetStatus](t, r, admin, "network_get_status", nil); e != nil || !status.Online {
+	if status, e := callAs[netStatus](t, r, admin, "network_get_status", nil); e != nil || !status.Online {
 		t.Errorf("the board is offline: %+v %v", status, e)
 	}
-	det, e := callAs[DetailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", map[string]any{"include_connections": true, "include_routing_table": true})
+	det, e := callAs[detailedNetworkInfo](t, r, admin, "system_get_detailed_network_info", map[string]any{"include_connections": true, "include_routing_table": true})
 	if e != nil || det.ConnectionsTotal != 7 || !strings.Contains(asJSON(t, det.Connections), "51514") {
 		t.Errorf("connections are not the board's: %+v %v", det.Connections, e)
 	}
@@ -277,7 +277,7 @@ func TestSimBoardNetwork(t *testing.T) {
 	}
 }
 
-func eth0Recv(t *testing.T, info NetworkInfo) float64 {
+func eth0Recv(t *testing.T, info networkInfo) float64 {
 	t.Helper()
 	for _, i := range info.Interfaces {
 		if i.Name == "eth0" {
@@ -289,24 +289,24 @@ func eth0Recv(t *testing.T, info NetworkInfo) float64 {
 }
 
 // listProcs is process_list_processes with args, which must succeed.
-func listProcs(t *testing.T, r *rig, args map[string]any) ProcessListOut {
+func listProcs(t *testing.T, r *rig, args map[string]any) processListOut {
 	t.Helper()
-	out, e := callAs[ProcessListOut](t, r, admin, "process_list_processes", args)
+	out, e := callAs[processListOut](t, r, admin, "process_list_processes", args)
 	if e != nil {
 		t.Fatal(e)
 	}
 	return out
 }
 
-func pids(l ProcessListOut) []int {
-	return pluck(l.Processes, func(p ProcessSummary) int { return p.PID })
+func pids(l processListOut) []int {
+	return pluck(l.Processes, func(p processSummary) int { return p.PID })
 }
 
 // On a fresh board every running service's main pid is a process of the
 // table with the unit's program, started when the unit says it was.
 func TestSimBoardServicesAreItsProcesses(t *testing.T) {
 	r := newSimRig(t, nil)
-	list, e := callAs[ServiceListOut](t, r, admin, "service_list_services", map[string]any{"state": "active"})
+	list, e := callAs[serviceListOut](t, r, admin, "service_list_services", map[string]any{"state": "active"})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -320,7 +320,7 @@ func TestSimBoardServicesAreItsProcesses(t *testing.T) {
 		if pid == 0 {
 			continue // a oneshot or socket-activated unit has no main process
 		}
-		d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": pid})
+		d, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": pid})
 		if e != nil {
 			t.Errorf("%v's main pid %v is not a process: %v", s.Name, pid, e)
 			continue
@@ -358,28 +358,28 @@ func TestSimBoardServicesAndProcessesMove(t *testing.T) {
 		}
 		return m
 	}
-	if _, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); e != nil {
+	if _, e := callAs[serviceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "nginx", "action": "stop"})); e != nil {
 		t.Fatal(e)
 	}
 	if got := procsNamed("nginx"); len(got) != 0 {
 		t.Errorf("nginx processes after the unit stopped: %v", got)
 	}
-	sc, e := callAs[ServiceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
+	sc, e := callAs[serviceControlOut](t, r, admin, "service_control_service", with(map[string]any{"service_name": "motion", "action": "start"}))
 	if e != nil {
 		t.Fatal(e)
 	}
 	pid := sc.MainPID
-	if d, e := callAs[ProcessDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": pid}); e != nil || d.Name != "motion" || d.Username != "motion" {
+	if d, e := callAs[processDetail](t, r, admin, "process_get_process_details", map[string]any{"pid": pid}); e != nil || d.Name != "motion" || d.Username != "motion" {
 		t.Fatalf("motion's main pid %v: %+v %v", pid, d, e)
 	}
 	dbus := procsNamed("dbus-daemon")
 	if len(dbus) != 1 {
 		t.Fatalf("dbus-daemon: %v", dbus)
 	}
-	if out, e := callAs[SignalOut](t, r, admin, "process_send_signal", with(map[string]any{"pid": dbus[0], "signal": "TERM"})); e != nil || out.StillRunning {
+	if out, e := callAs[processSignalOut](t, r, admin, "process_send_signal", with(map[string]any{"pid": dbus[0], "signal": "TERM"})); e != nil || out.StillRunning {
 		t.Fatalf("TERM dbus-daemon: %+v %v", out, e)
 	}
-	if st, e := callAs[ServiceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "dbus"}); e != nil || st.Status != "inactive" {
+	if st, e := callAs[serviceDetail](t, r, admin, "service_get_status", map[string]any{"service_name": "dbus"}); e != nil || st.Status != "inactive" {
 		t.Errorf("dbus.service after its process got TERM: %v %v", st.Status, e)
 	}
 }

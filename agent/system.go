@@ -15,12 +15,12 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
-// NoArgs is the input of tools without parameters.
-type NoArgs struct{}
+// noArgs is the input of tools without parameters.
+type noArgs struct{}
 
-// BasicInfo is system.get_basic_info: host name, model, CPU, memory, OS,
+// basicInfo is system.get_basic_info: host name, model, CPU, memory, OS,
 // kernel and uptime (tool catalog, spec 002 §3.1), plus serial and board revision.
-type BasicInfo struct {
+type basicInfo struct {
 	Hostname         string `json:"hostname"`
 	Model            string `json:"model"`
 	CPUArch          string `json:"cpu_arch"`
@@ -34,16 +34,16 @@ type BasicInfo struct {
 	Revision         string `json:"revision,omitempty" jsonschema:"Raspberry Pi board revision code"`
 }
 
-// ThrottlingFlags are the health snapshot's under-voltage, frequency-capped
+// throttlingFlags are the health snapshot's under-voltage, frequency-capped
 // and throttled flags (tool catalog, spec 002 §3.2): what the firmware reports right now.
-type ThrottlingFlags struct {
+type throttlingFlags struct {
 	UnderVoltage bool `json:"under_voltage"`
 	FreqCapped   bool `json:"freq_capped"`
 	Throttled    bool `json:"throttled"`
 }
 
-// ThrottlingHistory adds the since-boot bits, which answer "why did it throttle last night".
-type ThrottlingHistory struct {
+// throttlingHistory adds the since-boot bits, which answer "why did it throttle last night".
+type throttlingHistory struct {
 	SoftTempLimit         bool   `json:"soft_temp_limit"`
 	UnderVoltageOccurred  bool   `json:"under_voltage_occurred"`
 	FreqCappedOccurred    bool   `json:"freq_capped_occurred"`
@@ -64,7 +64,7 @@ type HealthSnapshot struct {
 	DiskUsedBytes         uint64             `json:"disk_used_bytes"`
 	DiskTotalBytes        uint64             `json:"disk_total_bytes"`
 	CPUTemperatureCelsius *float64           `json:"cpu_temperature_celsius,omitempty"`
-	ThrottlingFlags       *ThrottlingFlags   `json:"throttling_flags,omitempty"`
+	ThrottlingFlags       *throttlingFlags   `json:"throttling_flags,omitempty"`
 	TemperatureSource     string             `json:"temperature_source,omitempty"`
 	CPUFrequencyMHz       *float64           `json:"cpu_frequency_mhz,omitempty"`
 	LoadAverage           [3]float64         `json:"load_average" jsonschema:"1, 5 and 15 minute load averages"`
@@ -72,9 +72,9 @@ type HealthSnapshot struct {
 	SwapUsedBytes         uint64             `json:"swap_used_bytes"`
 	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
 	UptimeSeconds         uint64             `json:"uptime_seconds"`
-	ThrottlingHistory     *ThrottlingHistory `json:"throttling_history,omitempty"`
-	Network               *NetworkBlock      `json:"network,omitempty" jsonschema:"network rates now, per interface and in total; absent when the counters cannot be read"`
-	DiskIO                *DiskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
+	ThrottlingHistory     *throttlingHistory `json:"throttling_history,omitempty"`
+	Network               *networkBlock      `json:"network,omitempty" jsonschema:"network rates now, per interface and in total; absent when the counters cannot be read"`
+	DiskIO                *diskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
 }
 
 var healthProps = []tool.Prop{
@@ -82,24 +82,24 @@ var healthProps = []tool.Prop{
 	tool.P("cpu_usage_percent", tool.Min(0), tool.Max(100)),
 }
 
-// PowerIn is the input of system.reboot and system.shutdown: a delay (the tool
+// systemRebootIn is the input of system.reboot and system.shutdown: a delay (the tool
 // catalog's delay_seconds, spec 002 §3.3) or a time, and the guard arguments.
-type PowerIn struct {
+type systemRebootIn struct {
 	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
 	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
 	tool.GuardArgs
 }
 
-// ShutdownIn is system.shutdown: the reboot's parameters plus the force flag
+// systemShutdownIn is system.shutdown: the reboot's parameters plus the force flag
 // the tool catalog foresees for it (spec 002 §3.4).
-type ShutdownIn struct {
-	PowerIn
+type systemShutdownIn struct {
+	systemRebootIn
 	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off; without it a pending reboot is kept and the call refused. Services always stop cleanly: there is no unclean power-off"`
 }
 
-// PowerOut is the reboot's result, whether it is scheduled and in how many
+// SystemPowerOut is the reboot's result, whether it is scheduled and in how many
 // seconds (tool catalog, spec 002 §3.3), with additive fields.
-type PowerOut struct {
+type SystemPowerOut struct {
 	Scheduled             bool     `json:"scheduled"`
 	EffectiveAfterSeconds int      `json:"effective_after_seconds"`
 	Action                string   `json:"action" jsonschema:"reboot or poweroff"`
@@ -110,8 +110,8 @@ type PowerOut struct {
 	Plan                  []string `json:"plan,omitempty"`
 }
 
-// CancelPowerOut is system.cancel_scheduled_power_action.
-type CancelPowerOut struct {
+// systemCancelPowerOut is system.cancel_scheduled_power_action.
+type systemCancelPowerOut struct {
 	Cancelled bool     `json:"cancelled"`
 	Action    string   `json:"action,omitempty"`
 	WasDueAt  string   `json:"was_due_at,omitempty"`
@@ -119,30 +119,30 @@ type CancelPowerOut struct {
 	Plan      []string `json:"plan,omitempty"`
 }
 
-// CancelIn is the input of cancelling tools: guard arguments only.
-type CancelIn struct {
+// systemCancelPowerIn is the input of cancelling tools: guard arguments only.
+type systemCancelPowerIn struct {
 	tool.GuardArgs
 }
 
 func (a *Agent) registerSystem() {
-	tool.Add(a.tools, tool.Spec[NoArgs, BasicInfo]{
+	tool.Add(a.tools, tool.Spec[noArgs, basicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
 		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
-		Run:         func(ctx context.Context, _ *tool.Call, _ NoArgs) (BasicInfo, error) { return a.basicInfo(ctx) },
-		Summary: func(_ NoArgs, b BasicInfo) string {
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (basicInfo, error) { return a.basicInfo(ctx) },
+		Summary: func(_ noArgs, b basicInfo) string {
 			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
 		},
 	})
 	tool.Add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
 		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
-	tool.Add(a.tools, tool.Spec[NoArgs, Capabilities]{
+	tool.Add(a.tools, tool.Spec[noArgs, capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, c *tool.Call, _ NoArgs) (Capabilities, error) { return a.capabilities(ctx, c) },
-		Summary: func(_ NoArgs, cp Capabilities) string {
+		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (capabilities, error) { return a.capabilities(ctx, c) },
+		Summary: func(_ noArgs, cp capabilities) string {
 			n := 0
 			for _, d := range cp.Domains {
 				for _, t := range d.Tools {
@@ -155,43 +155,43 @@ func (a *Agent) registerSystem() {
 		},
 	})
 	powerProps := []tool.Prop{tool.P("delay_seconds", tool.Min(0), tool.Max(proto.MaxDelaySeconds), tool.Default(5)), tool.P("at", tool.Format("date-time"), tool.MaxLen(40))}
-	tool.Add(a.tools, tool.Spec[PowerIn, PowerOut]{
+	tool.Add(a.tools, tool.Spec[systemRebootIn, SystemPowerOut]{
 		ID: "system.reboot", Title: "Reboot",
 		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *tool.Call, in PowerIn) (PowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in systemRebootIn) (SystemPowerOut, error) {
 			return a.power(ctx, c, proto.ActionReboot, in)
 		},
 		Summary: powerLine,
 	})
-	tool.Add(a.tools, tool.Spec[ShutdownIn, PowerOut]{
+	tool.Add(a.tools, tool.Spec[systemShutdownIn, SystemPowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
 		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, tool.P("force", tool.Default(false))),
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *tool.Call, in ShutdownIn) (PowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, in systemShutdownIn) (SystemPowerOut, error) {
 			if err := a.pendingReboot(ctx, in.Force); err != nil {
-				return PowerOut{}, err
+				return SystemPowerOut{}, err
 			}
-			return a.power(ctx, c, proto.ActionPoweroff, in.PowerIn)
+			return a.power(ctx, c, proto.ActionPoweroff, in.systemRebootIn)
 		},
-		Summary: func(in ShutdownIn, o PowerOut) string { return powerLine(in.PowerIn, o) },
+		Summary: func(in systemShutdownIn, o SystemPowerOut) string { return powerLine(in.systemRebootIn, o) },
 	})
-	tool.Add(a.tools, tool.Spec[CancelIn, CancelPowerOut]{
+	tool.Add(a.tools, tool.Spec[systemCancelPowerIn, systemCancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
 		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Idempotent:  true,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
-		Run: func(ctx context.Context, c *tool.Call, _ CancelIn) (CancelPowerOut, error) {
+		Run: func(ctx context.Context, c *tool.Call, _ systemCancelPowerIn) (systemCancelPowerOut, error) {
 			return a.cancelPower(ctx, c)
 		},
-		Summary: func(_ CancelIn, o CancelPowerOut) string {
+		Summary: func(_ systemCancelPowerIn, o systemCancelPowerOut) string {
 			switch {
 			case o.DryRun && o.Action != "":
 				return fmt.Sprintf("would cancel the %s due at %s", o.Action, o.WasDueAt)
@@ -205,26 +205,26 @@ func (a *Agent) registerSystem() {
 
 // healthSpec is the snapshot tool; system and metrics both expose it, since the
 // tool catalog gives metrics.get_realtime_metrics the same result (spec 002 §3.2, §4.1).
-func (a *Agent) healthSpec(id, title, desc string) tool.Spec[NoArgs, HealthSnapshot] {
-	return tool.Spec[NoArgs, HealthSnapshot]{
+func (a *Agent) healthSpec(id, title, desc string) tool.Spec[noArgs, HealthSnapshot] {
+	return tool.Spec[noArgs, HealthSnapshot]{
 		ID: id, Title: title, Description: desc,
 		Rule:     tool.Rule{MinRole: identity.RoleRead},
 		OutProps: healthProps,
-		Run:      func(ctx context.Context, _ *tool.Call, _ NoArgs) (HealthSnapshot, error) { return a.health(ctx) },
-		Summary:  func(_ NoArgs, h HealthSnapshot) string { return healthLine(h) },
+		Run:      func(ctx context.Context, _ *tool.Call, _ noArgs) (HealthSnapshot, error) { return a.health(ctx) },
+		Summary:  func(_ noArgs, h HealthSnapshot) string { return healthLine(h) },
 	}
 }
 
-func (a *Agent) basicInfo(ctx context.Context) (BasicInfo, error) {
+func (a *Agent) basicInfo(ctx context.Context) (basicInfo, error) {
 	b, err := a.sys.Basic(ctx)
 	if err != nil {
-		return BasicInfo{}, err
+		return basicInfo{}, err
 	}
 	cores := b.CPUCores
 	if cores < 1 {
 		cores = 1
 	}
-	return BasicInfo{Hostname: b.Hostname, Model: b.Model, CPUArch: b.CPUArch, CPUCores: cores, MemoryTotalBytes: b.MemoryTotalBytes,
+	return basicInfo{Hostname: b.Hostname, Model: b.Model, CPUArch: b.CPUArch, CPUCores: cores, MemoryTotalBytes: b.MemoryTotalBytes,
 		OSName: b.OSName, OSVersion: b.OSVersion, KernelVersion: b.KernelVersion, UptimeSeconds: b.UptimeSeconds,
 		Serial: b.Serial, Revision: b.Revision}, nil
 }
@@ -260,8 +260,8 @@ func snapshotOf(h sysinfo.Health) HealthSnapshot {
 		SwapUsedBytes: h.SwapUsedBytes, SwapTotalBytes: h.SwapTotalBytes, UptimeSeconds: h.UptimeSeconds,
 	}
 	if t := h.Throttle; t != nil {
-		s.ThrottlingFlags = &ThrottlingFlags{UnderVoltage: t.UnderVoltage, FreqCapped: t.FreqCapped, Throttled: t.Throttled}
-		s.ThrottlingHistory = &ThrottlingHistory{SoftTempLimit: t.SoftTempLimit, UnderVoltageOccurred: t.UnderVoltageOccurred,
+		s.ThrottlingFlags = &throttlingFlags{UnderVoltage: t.UnderVoltage, FreqCapped: t.FreqCapped, Throttled: t.Throttled}
+		s.ThrottlingHistory = &throttlingHistory{SoftTempLimit: t.SoftTempLimit, UnderVoltageOccurred: t.UnderVoltageOccurred,
 			FreqCappedOccurred: t.FreqCappedOccurred, ThrottledOccurred: t.ThrottledOccurred, SoftTempLimitOccurred: t.SoftTempLimitOccurred,
 			Raw: fmt.Sprintf("0x%x", t.Raw), Source: t.Source}
 	}
@@ -293,31 +293,31 @@ func healthLine(h HealthSnapshot) string {
 // keeps it in the jobs queue and enforces the minimum interval between two
 // power actions. A dry run asks the helper what is scheduled now, so a
 // passing dry run also proves the helper is reachable.
-func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in PowerIn) (PowerOut, error) {
+func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in systemRebootIn) (SystemPowerOut, error) {
 	now := time.Now()
 	req := proto.PowerScheduleReq{Action: action, DelaySeconds: in.DelaySeconds, Reason: c.Reason}
 	when := now.Add(time.Duration(in.DelaySeconds) * time.Second)
 	if in.At != "" {
 		at, err := parseTime("at", in.At)
 		if err != nil {
-			return PowerOut{}, err
+			return SystemPowerOut{}, err
 		}
 		if at.Before(now) || at.After(now.Add(proto.MaxAhead)) {
-			return PowerOut{}, tool.Errf(CodeInvalidArgument, "at %s is not between now and 7 days ahead", in.At).With("parameter", "at")
+			return SystemPowerOut{}, tool.Errf(CodeInvalidArgument, "at %s is not between now and 7 days ahead", in.At).With("parameter", "at")
 		}
 		req.DelaySeconds, req.At, when = 0, at, at
 	}
 	if err := req.Validate(); err != nil {
-		return PowerOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
+		return SystemPowerOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
 	}
 	if err := a.powerRateLimit(when); err != nil {
-		return PowerOut{}, err
+		return SystemPowerOut{}, err
 	}
 	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
-		return PowerOut{}, err
+		return SystemPowerOut{}, err
 	}
-	out := PowerOut{Action: action, EffectiveAfterSeconds: max(0, int(when.Sub(now).Round(time.Second).Seconds()))}
+	out := SystemPowerOut{Action: action, EffectiveAfterSeconds: max(0, int(when.Sub(now).Round(time.Second).Seconds()))}
 	if state.Scheduled {
 		out.Replaces = fmt.Sprintf("%s at %s", state.Action, state.At.UTC().Format(time.RFC3339))
 	}
@@ -331,15 +331,15 @@ func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in Power
 	}
 	resp, err := client.Call(ctx, a.helper, proto.PowerSchedule, req)
 	if err != nil {
-		return PowerOut{}, err
+		return SystemPowerOut{}, err
 	}
 	id, err := store.NewJobID()
 	if err != nil {
-		return PowerOut{}, err
+		return SystemPowerOut{}, err
 	}
 	job := store.PowerJob{ID: id, Action: action, At: resp.At, Created: now, Principal: c.Principal.Name, CorrelationID: c.CorrelationID, Reason: c.Reason}
 	if err := a.store.PutPowerJob(job); err != nil {
-		return PowerOut{}, tool.Errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
+		return SystemPowerOut{}, tool.Errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
 	}
 	a.powerJobs.wake()
 	// The buffered samples are at risk from here on: write them now (the
@@ -393,12 +393,12 @@ func (a *Agent) powerRateLimit(when time.Time) error {
 	return nil
 }
 
-func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (CancelPowerOut, error) {
+func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (systemCancelPowerOut, error) {
 	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
-		return CancelPowerOut{}, err
+		return systemCancelPowerOut{}, err
 	}
-	out := CancelPowerOut{}
+	out := systemCancelPowerOut{}
 	if state.Scheduled {
 		out.Action, out.WasDueAt = state.Action, state.At.UTC().Format(time.RFC3339)
 	}
@@ -412,10 +412,10 @@ func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (CancelPowerOut, 
 	}
 	resp, err := client.Call(ctx, a.helper, proto.PowerCancel, proto.PowerCancelReq{})
 	if err != nil {
-		return CancelPowerOut{}, err
+		return systemCancelPowerOut{}, err
 	}
 	if err := a.store.FinishPower(false, time.Time{}); err != nil {
-		return CancelPowerOut{}, err
+		return systemCancelPowerOut{}, err
 	}
 	out.Cancelled = resp.Cancelled
 	if resp.Action != "" {
@@ -424,7 +424,7 @@ func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (CancelPowerOut, 
 	return out, nil
 }
 
-func powerLine(_ PowerIn, o PowerOut) string {
+func powerLine(_ systemRebootIn, o SystemPowerOut) string {
 	if o.DryRun {
 		return fmt.Sprintf("would %s in %d s", o.Action, o.EffectiveAfterSeconds)
 	}

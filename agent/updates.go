@@ -27,8 +27,8 @@ import (
 // arguments carry it), recomputes the plan and refuses when it is no
 // longer the same, so what runs is what the person saw.
 
-// ServerPackage is the package raspi-mcp itself is installed from.
-const ServerPackage = "raspi-mcp"
+// serverPackage is the package raspi-mcp itself is installed from.
+const serverPackage = "raspi-mcp"
 
 // osJobKind is manage_list_jobs' kind for a run of apt.
 const osJobKind = "os_update"
@@ -66,10 +66,10 @@ func (p *previews) get(hash string) (apt.Plan, bool) {
 	return apt.Plan{}, false
 }
 
-// RunStatus is the tool catalog's common status object (spec 002 §8.4:
+// aptRunStatus is the tool catalog's common status object (spec 002 §8.4:
 // status pending, running, succeeded or failed; start and end times;
 // progress in percent; a message), used by the update tools' results.
-type RunStatus struct {
+type aptRunStatus struct {
 	Status          string  `json:"status"`
 	StartedAt       string  `json:"started_at,omitempty"`
 	FinishedAt      string  `json:"finished_at,omitempty"`
@@ -77,9 +77,9 @@ type RunStatus struct {
 	Message         string  `json:"message,omitempty"`
 }
 
-// ServerUpdate is raspi-mcp's own package: installed against candidate on
+// serverUpdate is raspi-mcp's own package: installed against candidate on
 // the channel apt offers it from. manage_update_server reads it too.
-type ServerUpdate struct {
+type serverUpdate struct {
 	Installed       string
 	Candidate       string
 	UpdateAvailable bool
@@ -91,34 +91,34 @@ type ServerUpdate struct {
 
 // serverUpdate reads apt-cache policy raspi-mcp. Not installed from a
 // package (a build from source), the running version stands in.
-func (a *Agent) serverUpdate(ctx context.Context) (ServerUpdate, error) {
+func (a *Agent) serverUpdate(ctx context.Context) (serverUpdate, error) {
 	if a.apt == nil {
-		return ServerUpdate{}, tool.Errf(CodeUnavailable, "this agent has no package manager to ask")
+		return serverUpdate{}, tool.Errf(CodeUnavailable, "this agent has no package manager to ask")
 	}
-	pol, err := a.apt.Policy(ctx, ServerPackage)
+	pol, err := a.apt.Policy(ctx, serverPackage)
 	if err != nil {
-		return ServerUpdate{}, err
+		return serverUpdate{}, err
 	}
 	st, err := a.apt.State(ctx)
 	if err != nil {
-		return ServerUpdate{}, err
+		return serverUpdate{}, err
 	}
-	u := ServerUpdate{Installed: pol.Installed, Candidate: pol.Candidate, UpdateAvailable: pol.UpdateAvailable(), LastChecked: st.ListsUpdated}
+	u := serverUpdate{Installed: pol.Installed, Candidate: pol.Candidate, UpdateAvailable: pol.UpdateAvailable(), LastChecked: st.ListsUpdated}
 	if len(pol.CandidateSuites) > 0 {
 		u.Channel = pol.CandidateSuites[0]
 	}
 	if u.Candidate != "" {
-		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, ServerPackage, u.Candidate); err != nil {
+		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, serverPackage, u.Candidate); err != nil {
 			return u, err
 		}
 	}
 	return u, nil
 }
 
-// CheckUpdatesOut is manage.check_for_updates: the spec's self-update
+// updatesCheckOut is manage.check_for_updates: the spec's self-update
 // answer (§2.6.6: update_available, current_version, latest_version,
 // last_checked) and the OS's pending updates beside it.
-type CheckUpdatesOut struct {
+type updatesCheckOut struct {
 	UpdateAvailable bool      `json:"update_available"`
 	CurrentVersion  string    `json:"current_version" jsonschema:"raspi-mcp as installed by the package manager; the running version when it was not installed from a package"`
 	LatestVersion   string    `json:"latest_version" jsonschema:"the candidate apt would install; equal to current_version when there is none"`
@@ -127,11 +127,11 @@ type CheckUpdatesOut struct {
 	ReleaseDate     string    `json:"release_date,omitempty" jsonschema:"when the candidate was published, where the repository says"`
 	ReleaseNotesURL string    `json:"release_notes_url,omitempty"`
 	LastChecked     string    `json:"last_checked,omitempty" jsonschema:"when the package lists were last refreshed (apt-get update)"`
-	OS              OSPending `json:"os"`
+	OS              osPending `json:"os"`
 }
 
-// OSPending is what the OS has waiting.
-type OSPending struct {
+// osPending is what the OS has waiting.
+type osPending struct {
 	Upgradable     int          `json:"upgradable" jsonschema:"packages a full upgrade would upgrade"`
 	Security       int          `json:"security" jsonschema:"of which fixes from a security archive"`
 	NewPackages    int          `json:"new_packages"`
@@ -142,24 +142,24 @@ type OSPending struct {
 	ListsUpdatedAt string       `json:"lists_updated_at,omitempty"`
 	DpkgLock       *apt.Holder  `json:"dpkg_lock,omitempty" jsonschema:"who holds the dpkg lock right now"`
 	PlanHash       string       `json:"plan_hash"`
-	Jobs           []OSJobBrief `json:"jobs,omitempty" jsonschema:"runs of apt the helper remembers"`
+	Jobs           []osJobBrief `json:"jobs,omitempty" jsonschema:"runs of apt the helper remembers"`
 }
 
-// OSJobBrief is one run of apt.
-type OSJobBrief struct {
+// osJobBrief is one run of apt.
+type osJobBrief struct {
 	JobID string `json:"job_id"`
 	Kind  string `json:"kind"`
 	State string `json:"state"`
 }
 
-// PreviewIn is manage.preview_os_updates.
-type PreviewIn struct {
+// updatesPreviewIn is manage.preview_os_updates.
+type updatesPreviewIn struct {
 	Refresh *bool `json:"refresh,omitempty" jsonschema:"refresh the package lists first (apt-get update); default true"`
 	tool.GuardArgs
 }
 
-// PreviewOut is the plan a full upgrade would carry out now.
-type PreviewOut struct {
+// updatesPreviewOut is the plan a full upgrade would carry out now.
+type updatesPreviewOut struct {
 	PlanHash                string       `json:"plan_hash" jsonschema:"pass it to manage_apply_os_updates; it names exactly these versions"`
 	Upgrades                []apt.Change `json:"upgrades"`
 	Installs                []apt.Change `json:"installs" jsonschema:"new packages the upgrade brings in"`
@@ -172,48 +172,48 @@ type PreviewOut struct {
 	RebootPackages          []string     `json:"reboot_packages,omitempty"`
 	ListsUpdatedAt          string       `json:"lists_updated_at,omitempty"`
 	Refreshed               bool         `json:"refreshed"`
-	Status                  RunStatus    `json:"status" jsonschema:"the refresh of the package lists"`
+	Status                  aptRunStatus `json:"status" jsonschema:"the refresh of the package lists"`
 	DryRun                  bool         `json:"dry_run,omitempty"`
 	Plan                    []string     `json:"plan,omitempty"`
 }
 
-// ApplyIn is manage.apply_os_updates.
-type ApplyIn struct {
+// updatesApplyIn is manage.apply_os_updates.
+type updatesApplyIn struct {
 	PlanHash string `json:"plan_hash" jsonschema:"from manage_preview_os_updates"`
 	tool.GuardArgs
 }
 
-// UpdateOSIn is manage.update_os: preview and apply in one call; a
+// updatesUpdateOSIn is manage.update_os: preview and apply in one call; a
 // plan_hash binds it to a preview as apply does.
-type UpdateOSIn struct {
+type updatesUpdateOSIn struct {
 	PlanHash string `json:"plan_hash,omitempty" jsonschema:"optional: the preview's plan_hash, to install only if the plan is still that one"`
 	tool.GuardArgs
 }
 
-// PackageVersions is one package around an apply.
-type PackageVersions struct {
+// packageVersions is one package around an apply.
+type packageVersions struct {
 	Name   string `json:"name"`
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
 	Target string `json:"target,omitempty" jsonschema:"the version the plan installs; empty for a removal"`
 }
 
-// ApplyOut is the outcome of installing a plan.
-type ApplyOut struct {
-	Status            RunStatus         `json:"status"`
-	JobID             string            `json:"job_id,omitempty" jsonschema:"in manage_list_jobs; manage_cancel_job stops it before dpkg starts"`
-	PlanHash          string            `json:"plan_hash"`
-	Packages          []PackageVersions `json:"packages"`
-	ConffilesKept     []string          `json:"conffiles_kept" jsonschema:"configuration files you changed that were kept; the package's new version is beside each as .dpkg-dist"`
-	ConffilesReplaced []string          `json:"conffiles_replaced"`
-	RebootRequired    bool              `json:"reboot_required"`
-	DryRun            bool              `json:"dry_run,omitempty"`
-	Plan              []string          `json:"plan,omitempty"`
-	Preview           *PreviewOut       `json:"preview,omitempty" jsonschema:"manage_update_os: the plan it installed"`
+// updatesApplyOut is the outcome of installing a plan.
+type updatesApplyOut struct {
+	Status            aptRunStatus       `json:"status"`
+	JobID             string             `json:"job_id,omitempty" jsonschema:"in manage_list_jobs; manage_cancel_job stops it before dpkg starts"`
+	PlanHash          string             `json:"plan_hash"`
+	Packages          []packageVersions  `json:"packages"`
+	ConffilesKept     []string           `json:"conffiles_kept" jsonschema:"configuration files you changed that were kept; the package's new version is beside each as .dpkg-dist"`
+	ConffilesReplaced []string           `json:"conffiles_replaced"`
+	RebootRequired    bool               `json:"reboot_required"`
+	DryRun            bool               `json:"dry_run,omitempty"`
+	Plan              []string           `json:"plan,omitempty"`
+	Preview           *updatesPreviewOut `json:"preview,omitempty" jsonschema:"manage_update_os: the plan it installed"`
 }
 
 func (a *Agent) registerUpdates() {
-	tool.Add(a.tools, tool.Spec[NoArgs, CheckUpdatesOut]{
+	tool.Add(a.tools, tool.Spec[noArgs, updatesCheckOut]{
 		ID: "manage.check_for_updates", Title: "Check for updates",
 		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -221,7 +221,7 @@ func (a *Agent) registerUpdates() {
 			tool.P("os.lists_updated_at", tool.Format("date-time"))},
 		Slow: true,
 		Run:  a.checkForUpdates,
-		Summary: func(_ NoArgs, o CheckUpdatesOut) string {
+		Summary: func(_ noArgs, o updatesCheckOut) string {
 			s := "raspi-mcp " + o.CurrentVersion + " is current"
 			if o.UpdateAvailable {
 				s = fmt.Sprintf("raspi-mcp %s available (installed %s, channel %s)", o.LatestVersion, o.CurrentVersion, o.Channel)
@@ -233,42 +233,42 @@ func (a *Agent) registerUpdates() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[PreviewIn, PreviewOut]{
+	tool.Add(a.tools, tool.Spec[updatesPreviewIn, updatesPreviewOut]{
 		ID: "manage.preview_os_updates", Title: "Preview OS updates",
 		Description: "Refresh the package lists (unless refresh is false) and show what a full upgrade would do: every package with its versions and archive, security fixes, new packages, removals, held packages, download size, disk space and whether a reboot will be needed, with a plan_hash naming exactly that plan. Installs nothing; apply it with manage_apply_os_updates. Needs [manage] updates.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: config.SwitchManageUpdates},
 		Props:       []tool.Prop{tool.P("refresh", tool.Default(true))},
 		OutProps:    []tool.Prop{tool.P("lists_updated_at", tool.Format("date-time"))},
 		Run:         a.previewOSUpdates,
-		Summary: func(_ PreviewIn, o PreviewOut) string {
+		Summary: func(_ updatesPreviewIn, o updatesPreviewOut) string {
 			return fmt.Sprintf("%d upgrades (%d security), %d new, %d removed, %d held; %s to download; plan %s", len(o.Upgrades), o.SecurityCount,
 				len(o.Installs), len(o.Removals), len(o.Held), bytesText(o.DownloadBytes), o.PlanHash)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[ApplyIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[updatesApplyIn, updatesApplyOut]{
 		ID: "manage.apply_os_updates", Title: "Apply OS updates",
 		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash): refused with the difference if the packages on offer changed since. Configuration files you changed are kept. Runs as a job (manage_list_jobs) that manage_cancel_job can stop until dpkg starts. Critical: change_prepare then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
-		Example:     &ApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
-		Run: func(ctx context.Context, c *tool.Call, in ApplyIn) (ApplyOut, error) {
+		Example:     &updatesApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
+		Run: func(ctx context.Context, c *tool.Call, in updatesApplyIn) (updatesApplyOut, error) {
 			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
 		},
 		Summary: applySummary,
 	})
-	tool.Add(a.tools, tool.Spec[UpdateOSIn, ApplyOut]{
+	tool.Add(a.tools, tool.Spec[updatesUpdateOSIn, updatesApplyOut]{
 		ID: "manage.update_os", Title: "Update the OS",
 		Description: "Preview and apply in one step: refresh the package lists, work out the full upgrade and install it, with the plan in the audit trail. With plan_hash it installs only if the plan is still that one. Critical: change_prepare (whose plan is this tool's dry run) then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
 		Run:         a.updateOS,
-		Summary:     func(_ UpdateOSIn, o ApplyOut) string { return applySummary(ApplyIn{}, o) },
+		Summary:     func(_ updatesUpdateOSIn, o updatesApplyOut) string { return applySummary(updatesApplyIn{}, o) },
 	})
 }
 
-func applySummary(_ ApplyIn, o ApplyOut) string {
+func applySummary(_ updatesApplyIn, o updatesApplyOut) string {
 	if o.DryRun {
 		return fmt.Sprintf("would install plan %s: %d packages", o.PlanHash, len(o.Packages))
 	}
@@ -309,15 +309,15 @@ func (a *Agent) needApt() error {
 	return nil
 }
 
-func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ NoArgs) (CheckUpdatesOut, error) {
+func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ noArgs) (updatesCheckOut, error) {
 	if err := a.needApt(); err != nil {
-		return CheckUpdatesOut{}, err
+		return updatesCheckOut{}, err
 	}
 	u, err := a.serverUpdate(ctx)
 	if err != nil {
-		return CheckUpdatesOut{}, err
+		return updatesCheckOut{}, err
 	}
-	out := CheckUpdatesOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
+	out := updatesCheckOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
 		Channel: u.Channel, LastChecked: timeText(u.LastChecked), ReleaseDate: timeText(u.ReleaseDate), ReleaseNotesURL: u.ReleaseNotesURL}
 	if out.CurrentVersion == "" {
 		out.CurrentVersion = a.version
@@ -333,12 +333,12 @@ func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ NoArgs) (Ch
 	if err != nil {
 		return out, err
 	}
-	out.OS = OSPending{Upgradable: len(plan.Upgrades), Security: plan.SecurityCount(), NewPackages: len(plan.Installs), Removals: len(plan.Removals),
+	out.OS = osPending{Upgradable: len(plan.Upgrades), Security: plan.SecurityCount(), NewPackages: len(plan.Installs), Removals: len(plan.Removals),
 		Held: len(plan.Held), RebootRequired: st.RebootRequired, RebootPackages: st.RebootPackages, ListsUpdatedAt: timeText(st.ListsUpdated),
 		DpkgLock: st.Lock, PlanHash: plan.Hash()}
 	if runs, err := a.aptRuns(ctx); err == nil {
 		for _, r := range runs {
-			out.OS.Jobs = append(out.OS.Jobs, OSJobBrief{JobID: r.ID, Kind: r.Kind, State: r.State})
+			out.OS.Jobs = append(out.OS.Jobs, osJobBrief{JobID: r.ID, Kind: r.Kind, State: r.State})
 		}
 	}
 	return out, nil
@@ -413,8 +413,8 @@ func (a *Agent) waitRun(ctx context.Context, pr *progressOut, id string) (proto.
 	}
 }
 
-func runStatus(r proto.AptRun) RunStatus {
-	s := RunStatus{Status: r.State, StartedAt: timeText(r.StartedAt), FinishedAt: timeText(r.FinishedAt), ProgressPercent: r.Percent, Message: r.Message}
+func runStatus(r proto.AptRun) aptRunStatus {
+	s := aptRunStatus{Status: r.State, StartedAt: timeText(r.StartedAt), FinishedAt: timeText(r.FinishedAt), ProgressPercent: r.Percent, Message: r.Message}
 	if r.State == apt.StateCancelled {
 		// The common status has no "cancelled": a cancelled run failed
 		// to do what it was asked, and the message says why.
@@ -436,16 +436,16 @@ func (a *Agent) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, err
 	return a.waitRun(ctx, pr, run.ID)
 }
 
-func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in PreviewIn) (PreviewOut, error) {
+func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in updatesPreviewIn) (updatesPreviewOut, error) {
 	return a.preview(ctx, c, in, newProgress(c, 0, 100))
 }
 
-func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *progressOut) (PreviewOut, error) {
+func (a *Agent) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, pr *progressOut) (updatesPreviewOut, error) {
 	if err := a.needApt(); err != nil {
-		return PreviewOut{}, err
+		return updatesPreviewOut{}, err
 	}
 	refresh := in.Refresh == nil || *in.Refresh
-	out := PreviewOut{Status: RunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
+	out := updatesPreviewOut{Status: aptRunStatus{Status: "succeeded", ProgressPercent: 100, Message: "package lists not refreshed"}}
 	if refresh && c.DryRun {
 		out.Plan = append(out.Plan, "refresh the package lists (apt-get update) through the root helper")
 	}
@@ -473,7 +473,7 @@ func (a *Agent) preview(ctx context.Context, c *tool.Call, in PreviewIn, pr *pro
 }
 
 // fillPreview simulates the upgrade and fills the plan's fields.
-func (a *Agent) fillPreview(ctx context.Context, out *PreviewOut) error {
+func (a *Agent) fillPreview(ctx context.Context, out *updatesPreviewOut) error {
 	plan, err := a.apt.Simulate(ctx)
 	if err != nil {
 		return err
@@ -534,31 +534,31 @@ func planLines(p apt.Plan) []string {
 	return out
 }
 
-func packagesOf(p apt.Plan) []PackageVersions {
-	var out []PackageVersions
+func packagesOf(p apt.Plan) []packageVersions {
+	var out []packageVersions
 	for _, c := range append(slices.Clip(p.Upgrades), p.Installs...) {
-		out = append(out, PackageVersions{Name: c.Name, Before: c.From, Target: c.To})
+		out = append(out, packageVersions{Name: c.Name, Before: c.From, Target: c.To})
 	}
 	for _, c := range p.Removals {
-		out = append(out, PackageVersions{Name: c.Name, Before: c.From})
+		out = append(out, packageVersions{Name: c.Name, Before: c.From})
 	}
 	return out
 }
 
 // applyOSUpdates installs the plan named by hash (any current plan when
 // hash is "" and bound is false: manage_update_os without a hash).
-func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (ApplyOut, error) {
+func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (updatesApplyOut, error) {
 	if err := a.needApt(); err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
 	if bound && !strings.HasPrefix(hash, "sha256:") {
-		return ApplyOut{}, tool.Errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).With("parameter", "plan_hash")
+		return updatesApplyOut{}, tool.Errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).With("parameter", "plan_hash")
 	}
 	plan, err := a.currentPlan(ctx, hash)
 	if err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
-	out := ApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
+	out := updatesApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
 	if plan.Empty() {
 		return out, tool.Errf(CodeFailedPrecondition, "there is nothing to install: the plan is empty").With("plan_hash", out.PlanHash).
 			Suggest(tool.SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
@@ -572,7 +572,7 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, b
 			return out, tool.Errf(CodeResourceExhausted, "the dpkg lock is held by pid %d (%s)", st.Lock.PID, st.Lock.Command).
 				With("holder_pid", st.Lock.PID).With("holder_command", st.Lock.Command).Retry()
 		}
-		out.DryRun, out.Status = true, RunStatus{Status: "pending"}
+		out.DryRun, out.Status = true, aptRunStatus{Status: "pending"}
 		out.Plan = append(planLines(plan), "download every package first (cancellable), then install with dpkg keeping changed configuration files")
 		return out, nil
 	}
@@ -591,7 +591,7 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, b
 	select {
 	case run = <-done:
 	case <-ctx.Done():
-		out.Status = RunStatus{Status: "running", StartedAt: timeText(run.StartedAt), Message: "still running: follow it in manage_list_jobs"}
+		out.Status = aptRunStatus{Status: "running", StartedAt: timeText(run.StartedAt), Message: "still running: follow it in manage_list_jobs"}
 		return out, nil
 	}
 	return a.applyResult(ctx, out, run, plan)
@@ -635,7 +635,7 @@ func (a *Agent) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
 	}
 }
 
-func (a *Agent) applyResult(ctx context.Context, out ApplyOut, run proto.AptRun, plan apt.Plan) (ApplyOut, error) {
+func (a *Agent) applyResult(ctx context.Context, out updatesApplyOut, run proto.AptRun, plan apt.Plan) (updatesApplyOut, error) {
 	out.Status = runStatus(run)
 	out.ConffilesKept = append(out.ConffilesKept, run.ConffilesKept...)
 	out.ConffilesReplaced = append(out.ConffilesReplaced, run.ConffilesReplaced...)
@@ -670,15 +670,15 @@ func protoPackages(cs []apt.Change) []proto.AptPackage {
 // updateOS is preview and apply in one: the dry run (change_prepare's
 // plan) is the preview without a refresh; the real call refreshes,
 // previews and, if plan_hash is given, applies only that plan.
-func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in UpdateOSIn) (ApplyOut, error) {
+func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in updatesUpdateOSIn) (updatesApplyOut, error) {
 	if err := a.needApt(); err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
 	// The refresh counts for the first tenth of the progress.
 	pr := newProgress(c, 0, 10)
-	pre, err := a.preview(ctx, c, PreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
+	pre, err := a.preview(ctx, c, updatesPreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
 	if err != nil {
-		return ApplyOut{}, err
+		return updatesApplyOut{}, err
 	}
 	pr.lo, pr.span = 10, 90
 	out, err := a.applyOSUpdates(ctx, c, in.PlanHash, in.PlanHash != "", pr)
@@ -691,14 +691,14 @@ func ptrTo[T any](v T) *T { return &v }
 
 // osJobs are the helper's apt runs as manage_list_jobs shows them.
 // The helper client bounds the call with its own timeout.
-func (a *Agent) osJobs() []QueuedJob {
+func (a *Agent) osJobs() []queuedJob {
 	runs, err := a.aptRuns(context.Background())
 	if err != nil {
 		return nil
 	}
-	var out []QueuedJob
+	var out []queuedJob
 	for _, r := range runs {
-		j := QueuedJob{JobID: r.ID, Kind: osJobKind, Status: r.State,
+		j := queuedJob{JobID: r.ID, Kind: osJobKind, Status: r.State,
 			Summary: fmt.Sprintf("%s: %s %.0f%% %s", r.Kind, r.Phase, r.Percent, r.Message), Cancel: "nothing: it has ended"}
 		if r.PlanHash != "" {
 			j.Summary += " (plan " + r.PlanHash + ")"

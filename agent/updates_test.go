@@ -33,9 +33,9 @@ func (r *rig) installed(t *testing.T, name string) string {
 	return v
 }
 
-func preview(t *testing.T, r *rig, args map[string]any) PreviewOut {
+func preview(t *testing.T, r *rig, args map[string]any) updatesPreviewOut {
 	t.Helper()
-	out, e := callAs[PreviewOut](t, r, operator, "manage_preview_os_updates", args)
+	out, e := callAs[updatesPreviewOut](t, r, operator, "manage_preview_os_updates", args)
 	if e != nil {
 		t.Fatalf("preview: %+v", e)
 	}
@@ -44,7 +44,7 @@ func preview(t *testing.T, r *rig, args map[string]any) PreviewOut {
 
 func TestCheckForUpdates(t *testing.T) {
 	r := newSimRig(t, nil)
-	out, e := callAs[CheckUpdatesOut](t, r, reader, "manage_check_for_updates", map[string]any{})
+	out, e := callAs[updatesCheckOut](t, r, reader, "manage_check_for_updates", map[string]any{})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -59,11 +59,11 @@ func TestCheckForUpdates(t *testing.T) {
 	if err := r.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "apt-get install vim", Lock: apt.LockFrontend}); err != nil {
 		t.Fatal(err)
 	}
-	out, e = callAs[CheckUpdatesOut](t, r, reader, "manage_check_for_updates", map[string]any{})
+	out, e = callAs[updatesCheckOut](t, r, reader, "manage_check_for_updates", map[string]any{})
 	if e != nil || out.OS.DpkgLock == nil || out.OS.DpkgLock.PID != 4711 {
 		t.Errorf("with the lock held: %+v, %v", out.OS, e)
 	}
-	_, e = callAs[CheckUpdatesOut](t, r, reader, "manage_check_for_updates", map[string]any{"refresh": true})
+	_, e = callAs[updatesCheckOut](t, r, reader, "manage_check_for_updates", map[string]any{"refresh": true})
 	wantErr(t, e, CodeInvalidArgument, nil)
 }
 
@@ -71,7 +71,7 @@ func TestPreviewOSUpdates(t *testing.T) {
 	r := newSimRig(t, updatesOn)
 	before, _ := r.aptSim().State(t.Context())
 
-	dry, e := callAs[PreviewOut](t, r, operator, "manage_preview_os_updates", map[string]any{"dry_run": true})
+	dry, e := callAs[updatesPreviewOut](t, r, operator, "manage_preview_os_updates", map[string]any{"dry_run": true})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -106,21 +106,21 @@ func TestPreviewOSUpdates(t *testing.T) {
 
 func TestPreviewOSUpdatesDenied(t *testing.T) {
 	off := newSimRig(t, updatesOff)
-	_, e := callAs[PreviewOut](t, off, operator, "manage_preview_os_updates", map[string]any{})
+	_, e := callAs[updatesPreviewOut](t, off, operator, "manage_preview_os_updates", map[string]any{})
 	wantErr(t, e, CodePermissionDenied, nil)
 	if !strings.Contains(e.Message, "updates") {
 		t.Errorf("denial does not name the switch: %s", e.Message)
 	}
 	on := newSimRig(t, updatesOn)
-	_, e = callAs[PreviewOut](t, on, reader, "manage_preview_os_updates", map[string]any{})
+	_, e = callAs[updatesPreviewOut](t, on, reader, "manage_preview_os_updates", map[string]any{})
 	wantErr(t, e, CodePermissionDenied, nil)
-	_, e = callAs[PreviewOut](t, on, operator, "manage_preview_os_updates", map[string]any{"refresh": "yes please"})
+	_, e = callAs[updatesPreviewOut](t, on, operator, "manage_preview_os_updates", map[string]any{"refresh": "yes please"})
 	wantErr(t, e, CodeInvalidArgument, nil)
 	// The dpkg lock held by someone else: the refresh is refused naming it.
 	if err := on.aptSim().HoldLock(&apt.Holder{PID: 4711, Command: "unattended-upgrade", Lock: apt.LockFrontend}); err != nil {
 		t.Fatal(err)
 	}
-	_, e = callAs[PreviewOut](t, on, operator, "manage_preview_os_updates", map[string]any{})
+	_, e = callAs[updatesPreviewOut](t, on, operator, "manage_preview_os_updates", map[string]any{})
 	wantErr(t, e, CodeResourceExhausted, nil)
 	if e.Details["holder_pid"] != 4711.0 || !strings.Contains(e.Message, "unattended-upgrade") {
 		t.Errorf("lock error: %+v", e)
@@ -132,13 +132,13 @@ func TestPreviewOSUpdatesDenied(t *testing.T) {
 }
 
 // commit runs change_commit and returns the applied call's result.
-func commitApply(t *testing.T, r *rig, token string) (ApplyOut, *tool.Error) {
+func commitApply(t *testing.T, r *rig, token string) (updatesApplyOut, *tool.Error) {
 	t.Helper()
-	out, e := callAs[CommitOut](t, r, admin, "change_commit", map[string]any{"token": token})
+	out, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": token})
 	if e != nil {
-		return ApplyOut{}, e
+		return updatesApplyOut{}, e
 	}
-	var res ApplyOut
+	var res updatesApplyOut
 	strictDecode(t, "commit result", out.Result, &res)
 	return res, nil
 }
@@ -149,15 +149,15 @@ func TestApplyOSUpdates(t *testing.T) {
 	args := map[string]any{"plan_hash": pre.PlanHash, "reason": "monthly updates"}
 
 	// Critical: no direct call, no operator, no bad hash.
-	_, e := callAs[ApplyOut](t, r, admin, "manage_apply_os_updates", args)
+	_, e := callAs[updatesApplyOut](t, r, admin, "manage_apply_os_updates", args)
 	wantErr(t, e, CodeFailedPrecondition, nil)
-	_, e = callAs[PrepareOut](t, r, operator, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
+	_, e = callAs[changePrepareOut](t, r, operator, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
 	wantErr(t, e, CodePermissionDenied, nil)
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": "sha256:x"}})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": "sha256:x"}})
 	wantErr(t, e, CodeInvalidArgument, nil)
 
 	p := prepare(t, r, admin, "manage_apply_os_updates", args)
-	var plan ApplyOut
+	var plan updatesApplyOut
 	strictDecode(t, "plan", p.Plan, &plan)
 	if !plan.DryRun || plan.PlanHash != pre.PlanHash || len(plan.Packages) != 6 || r.installed(t, "openssl") != "3.0.14-1~deb12u2" {
 		t.Fatalf("prepare's plan: %+v", plan)
@@ -202,14 +202,14 @@ func TestApplyOSUpdates(t *testing.T) {
 	if !ended {
 		t.Errorf("no audit record of the run's end with versions: %+v", recs)
 	}
-	jobs, e := callAs[JobsOut](t, r, reader, "manage_list_jobs", map[string]any{})
-	if e != nil || !slices.ContainsFunc(jobs.Jobs, func(j QueuedJob) bool {
+	jobs, e := callAs[jobsListOut](t, r, reader, "manage_list_jobs", map[string]any{})
+	if e != nil || !slices.ContainsFunc(jobs.Jobs, func(j queuedJob) bool {
 		return j.JobID == out.JobID && j.Kind == "os_update" && j.Status == "succeeded"
 	}) {
 		t.Errorf("jobs: %+v, %v", jobs, e)
 	}
 	// Nothing left to do: a second apply of the old plan is stale.
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
 	wantErr(t, e, CodeFailedPrecondition, nil)
 }
 
@@ -235,16 +235,16 @@ func TestApplyOSUpdatesStalePlan(t *testing.T) {
 		t.Error("a stale plan installed something")
 	}
 	// The same at prepare time.
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
 	wantErr(t, e, CodeFailedPrecondition, nil)
 }
 
 func TestApplyOSUpdatesDenied(t *testing.T) {
 	off := newSimRig(t, updatesOff)
 	hash := apt.Plan{}.Hash()
-	_, e := callAs[PrepareOut](t, off, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": hash}})
+	_, e := callAs[changePrepareOut](t, off, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": hash}})
 	wantErr(t, e, CodePermissionDenied, nil)
-	_, e = callAs[PrepareOut](t, off, admin, "change_prepare", map[string]any{"tool": "manage_update_os", "arguments": map[string]any{}})
+	_, e = callAs[changePrepareOut](t, off, admin, "change_prepare", map[string]any{"tool": "manage_update_os", "arguments": map[string]any{}})
 	wantErr(t, e, CodePermissionDenied, nil)
 
 	r := newSimRig(t, updatesOn)
@@ -259,7 +259,7 @@ func TestApplyOSUpdatesDenied(t *testing.T) {
 	if e.Details["holder_pid"] != 4711.0 || e.Details["holder_command"] != "apt-get install vim" {
 		t.Errorf("lock: %+v", e.Details)
 	}
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": args})
 	wantErr(t, e, CodeResourceExhausted, nil)
 	if r.installed(t, "openssl") != "3.0.14-1~deb12u2" {
 		t.Error("installed while the lock was held")
@@ -285,11 +285,11 @@ func startApply(t *testing.T, r *rig) (<-chan *mcp.CallToolResult, string) {
 }
 
 // osJob waits until manage_list_jobs shows the running apply in phase.
-func osJob(t *testing.T, r *rig, phase string) QueuedJob {
+func osJob(t *testing.T, r *rig, phase string) queuedJob {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)
 	for time.Now().Before(deadline) {
-		jobs, e := callAs[JobsOut](t, r, reader, "manage_list_jobs", map[string]any{})
+		jobs, e := callAs[jobsListOut](t, r, reader, "manage_list_jobs", map[string]any{})
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -301,7 +301,7 @@ func osJob(t *testing.T, r *rig, phase string) QueuedJob {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no running apply in phase %s", phase)
-	return QueuedJob{}
+	return queuedJob{}
 }
 
 func TestCancelOSUpdateBeforeUnpacking(t *testing.T) {
@@ -314,18 +314,18 @@ func TestCancelOSUpdateBeforeUnpacking(t *testing.T) {
 	if !strings.Contains(j.Cancel, "nothing is installed") {
 		t.Errorf("cancel effect: %q", j.Cancel)
 	}
-	_, e := callAs[CancelJobOut](t, r, reader, "manage_cancel_job", map[string]any{"job_id": j.JobID})
+	_, e := callAs[jobsCancelOut](t, r, reader, "manage_cancel_job", map[string]any{"job_id": j.JobID})
 	wantErr(t, e, CodePermissionDenied, nil)
-	dry, e := callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": j.JobID, "dry_run": true})
+	dry, e := callAs[jobsCancelOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": j.JobID, "dry_run": true})
 	if e != nil || !dry.DryRun || dry.Cancelled {
 		t.Fatalf("dry run: %+v, %v", dry, e)
 	}
-	out, e := callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": j.JobID})
+	out, e := callAs[jobsCancelOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": j.JobID})
 	if e != nil || !out.Cancelled || out.Kind != "os_update" {
 		t.Fatalf("cancel: %+v, %v", out, e)
 	}
 	res := <-done
-	_, e = decodeResult[CommitOut](t, res)
+	_, e = decodeResult[changeCommitOut](t, res)
 	wantErr(t, e, CodeFailedPrecondition, nil)
 	if !strings.Contains(e.Message, "cancelled") {
 		t.Errorf("apply after cancel: %s", e.Message)
@@ -345,7 +345,7 @@ func TestCancelOSUpdateRefusedAfterUnpacking(t *testing.T) {
 	if !strings.Contains(j.Cancel, "refused") {
 		t.Errorf("cancel effect: %q", j.Cancel)
 	}
-	_, e := callAs[CancelJobOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": j.JobID})
+	_, e := callAs[jobsCancelOut](t, r, operator, "manage_cancel_job", map[string]any{"job_id": j.JobID})
 	wantErr(t, e, CodeFailedPrecondition, nil)
 	if !strings.Contains(e.Message, "dpkg has started") {
 		t.Errorf("refusal does not say why: %s", e.Message)
@@ -354,7 +354,7 @@ func TestCancelOSUpdateRefusedAfterUnpacking(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := <-done
-	out, e := decodeResult[CommitOut](t, res)
+	out, e := decodeResult[changeCommitOut](t, res)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -366,7 +366,7 @@ func TestCancelOSUpdateRefusedAfterUnpacking(t *testing.T) {
 func TestUpdateOS(t *testing.T) {
 	r := newSimRig(t, updatesOn)
 	p := prepare(t, r, admin, "manage_update_os", map[string]any{"reason": "all in one"})
-	var plan ApplyOut
+	var plan updatesApplyOut
 	strictDecode(t, "plan", p.Plan, &plan)
 	if !plan.DryRun || plan.Preview == nil || len(plan.Preview.Upgrades) != 5 || plan.Preview.Refreshed {
 		t.Fatalf("plan: %+v", plan)
@@ -382,9 +382,9 @@ func TestUpdateOS(t *testing.T) {
 		t.Error("raspi-mcp was not upgraded")
 	}
 	// Nothing left to install, and a hash that is no longer the plan.
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_update_os", "arguments": map[string]any{}})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_update_os", "arguments": map[string]any{}})
 	wantErr(t, e, CodeFailedPrecondition, nil)
-	_, e = callAs[PrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_update_os", "arguments": map[string]any{"plan_hash": plan.PlanHash}})
+	_, e = callAs[changePrepareOut](t, r, admin, "change_prepare", map[string]any{"tool": "manage_update_os", "arguments": map[string]any{"plan_hash": plan.PlanHash}})
 	wantErr(t, e, CodeFailedPrecondition, nil)
 }
 

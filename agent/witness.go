@@ -279,10 +279,10 @@ func (a *Agent) appendAudit(rec store.AuditRecord) (store.AuditRecord, error) {
 	return stored, nil
 }
 
-// PruneAudit is audit retention: it deletes records older than before,
+// pruneAudit is audit retention: it deletes records older than before,
 // after the helper has witnessed the checkpoint, so verification can tell
 // the prune from a deletion. Without a witness nothing is pruned.
-func (a *Agent) PruneAudit(ctx context.Context, before time.Time) (int, error) {
+func (a *Agent) pruneAudit(ctx context.Context, before time.Time) (int, error) {
 	return a.store.PruneAuditWitnessed(before, func(cp store.WitnessPoint) error {
 		return a.witness.checkpoint(ctx, cp)
 	})

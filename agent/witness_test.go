@@ -93,11 +93,11 @@ func TestEveryRecordWitnessedBeforeAnswer(t *testing.T) {
 			t.Fatalf("after call %d the witness holds %+v, want record %d %s", i, head, last.Seq, last.Hash)
 		}
 	}
-	v, err := r.a.VerifyAudit()
+	v, err := r.a.verifyAudit()
 	if err != nil || !v.OK || v.Witness == nil || v.Witness.Seq != 3 || v.Witness.Unwitnessed != 0 || v.StoredCount != 3 {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
-	st, err := r.a.Status(context.Background(), admin)
+	st, err := r.a.status(context.Background(), admin)
 	if err != nil || st.Audit.Tampered || st.Audit.WitnessSeq != 3 || st.Audit.Unwitnessed != 0 {
 		t.Fatalf("status audit = %+v, %v", st.Audit, err)
 	}
@@ -110,11 +110,11 @@ func TestWitnessHelperDown(t *testing.T) {
 	r.denied()
 	r.killHelper()
 	r.denied()
-	st, _ := r.a.Status(context.Background(), admin)
+	st, _ := r.a.status(context.Background(), admin)
 	if st.Audit.Unwitnessed != 1 || st.Audit.WitnessError == "" || st.Audit.Tampered {
 		t.Fatalf("status with the helper down = %+v", st.Audit)
 	}
-	if v, _ := r.a.VerifyAudit(); !v.OK || v.Witness.Unwitnessed != 1 {
+	if v, _ := r.a.verifyAudit(); !v.OK || v.Witness.Unwitnessed != 1 {
 		t.Fatalf("an unwitnessed tail is not tampering: %+v", v)
 	}
 	r.startHelper()
@@ -151,11 +151,11 @@ func TestAgentStartsOnCutTrail(t *testing.T) {
 	if lines := r.logged("AUDIT TRAIL TAMPERED"); len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Fatalf("start log = %q, want one error naming %q", lines, want)
 	}
-	st, _ := r.a.Status(context.Background(), admin)
+	st, _ := r.a.status(context.Background(), admin)
 	if !st.Audit.Tampered || len(st.Audit.Findings) != 1 || !strings.Contains(st.Audit.Findings[0], want) {
 		t.Fatalf("status audit = %+v", st.Audit)
 	}
-	v, _ := r.a.VerifyAudit()
+	v, _ := r.a.verifyAudit()
 	if v.OK || len(v.Problems) != 1 || v.Problems[0].Kind != store.ProblemWitnessMissing || v.Problems[0].Detail != want {
 		t.Fatalf("verify = %+v", v)
 	}
@@ -172,7 +172,7 @@ func TestAgentStartsOnCutTrail(t *testing.T) {
 	if head, _ := r.witnessFile().Head(); head.Seq != 6 || head.Hash != rec6.Hash {
 		t.Fatalf("the record after the cut was not witnessed: %+v", head)
 	}
-	v, _ = r.a.VerifyAudit()
+	v, _ = r.a.verifyAudit()
 	kinds := map[string]bool{}
 	for _, p := range v.Problems {
 		kinds[p.Kind] = true
@@ -203,7 +203,7 @@ func TestAgentStartsOnWipedTrail(t *testing.T) {
 	if lines := r.logged("AUDIT TRAIL TAMPERED"); len(lines) != 1 || !strings.Contains(lines[0], "records 1-4 missing") {
 		t.Fatalf("start log = %q", lines)
 	}
-	v, _ := r.a.VerifyAudit()
+	v, _ := r.a.verifyAudit()
 	if v.OK || v.Records != 0 || len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Detail, "no records are stored") {
 		t.Fatalf("verify = %+v", v)
 	}
@@ -223,7 +223,7 @@ func TestWitnessRefusalWhileRunning(t *testing.T) {
 	if lines := r.logged("witness refused head 2"); len(lines) != 1 {
 		t.Fatalf("refusal log = %q", r.appLog.Entries(slog.LevelInfo, "", 20))
 	}
-	st, _ := r.a.Status(context.Background(), admin)
+	st, _ := r.a.status(context.Background(), admin)
 	if !st.Audit.Tampered {
 		t.Fatalf("status = %+v", st.Audit)
 	}
@@ -243,7 +243,7 @@ func TestPruneAuditWithWitness(t *testing.T) {
 	for range 6 {
 		r.denied()
 	}
-	n, err := r.a.PruneAudit(context.Background(), time.Now().Add(time.Hour))
+	n, err := r.a.pruneAudit(context.Background(), time.Now().Add(time.Hour))
 	if err != nil || n != 5 {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
@@ -251,13 +251,13 @@ func TestPruneAuditWithWitness(t *testing.T) {
 		t.Fatalf("witnessed checkpoint = %+v", cp)
 	}
 	r.denied()
-	v, err := r.a.VerifyAudit()
+	v, err := r.a.verifyAudit()
 	if err != nil || !v.OK || v.CheckpointSeq != 5 || v.Records != 2 || v.Witness.CheckpointSeq != 5 || v.Witness.Seq != 7 {
 		t.Fatalf("verify after pruning = %+v, %v", v, err)
 	}
 	// Without the helper nothing is pruned.
 	r.killHelper()
-	if n, err := r.a.PruneAudit(context.Background(), time.Now().Add(time.Hour)); err == nil || n != 0 {
+	if n, err := r.a.pruneAudit(context.Background(), time.Now().Add(time.Hour)); err == nil || n != 0 {
 		t.Fatalf("prune without the witness: %d, %v", n, err)
 	}
 }

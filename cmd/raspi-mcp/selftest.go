@@ -433,7 +433,7 @@ func (r *selftestRig) health(ctx context.Context) (string, error) {
 // each level back, and checks the simulated line itself.
 func (r *selftestRig) gpioWrite(ctx context.Context) (string, error) {
 	for _, v := range []string{"high", "low"} {
-		var w agent.WriteOut
+		var w agent.GPIOWriteOut
 		if _, err := r.call(ctx, "gpio_write_pin", map[string]any{"pin": r.pin, "value": v}, &w); err != nil {
 			return "", err
 		}
@@ -461,7 +461,7 @@ func (r *selftestRig) sensorRead(ctx context.Context) (string, error) {
 		return "", errors.New("no sensor in [i2c] sensors")
 	}
 	sn := r.cfg.I2C.Sensors[0]
-	var o agent.SensorOut
+	var o agent.SensorsReadOut
 	if _, err := r.call(ctx, "sensors_read", map[string]any{"name": sn.Name}, &o); err != nil {
 		return "", err
 	}
@@ -516,7 +516,7 @@ func (r *selftestRig) denied(ctx context.Context) (string, error) {
 }
 
 func (r *selftestRig) rebootDryRun(ctx context.Context) (string, error) {
-	var o agent.PowerOut
+	var o agent.SystemPowerOut
 	if _, err := r.call(ctx, "system_reboot", map[string]any{"dry_run": true, "reason": "selftest"}, &o); err != nil {
 		return "", err
 	}
