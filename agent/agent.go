@@ -138,7 +138,6 @@ type Agent struct {
 	simProcs   *procs.Sim
 	net        network
 	appLog     *applog.Ring
-	unitCPU    unitCPU
 	cpu        *cpuSampler // process readings shared by the process tools
 	witness    *witnesser
 	pipe       *tool.Pipeline // the call pipeline of a.tools (registry.go)

@@ -300,7 +300,7 @@ func TestRebootGuardsDryRunAndAudit(t *testing.T) {
 		recs[2].ErrorCode != CodeFailedPrecondition || recs[3].Decision != "deny" || recs[3].Principal != "bob" {
 		t.Fatalf("audit trail: %+v", recs)
 	}
-	if v, _ := r.a.verifyAudit(); !v.OK {
+	if v, _ := r.verifyAudit(); !v.OK {
 		t.Fatalf("verify: %+v", v)
 	}
 }
@@ -394,7 +394,7 @@ func TestShutdownNeedsChangeToken(t *testing.T) {
 	r.cfg.System.Shutdown = false
 	_, e = callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": p.Token})
 	wantErr(t, e, CodePermissionDenied, nil)
-	if v, _ := r.a.verifyAudit(); !v.OK {
+	if v, _ := r.verifyAudit(); !v.OK {
 		t.Fatalf("verify: %+v", v)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/camera"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -79,8 +80,19 @@ func (o cameraCaptureOut) Content() []mcp.Content {
 	return []mcp.Content{&mcp.ImageContent{Data: o.image, MIMEType: o.mime}}
 }
 
+// cameraTools are the camera namespace's tools: the [camera] settings they
+// read and the helper that takes the photos.
+type cameraTools struct {
+	conf   func() *config.Config
+	helper *client.Client
+}
+
 func (a *Agent) registerCamera() {
-	tool.Add(a.tools, tool.Spec[cameraTakePhotoIn, cameraTakePhotoOut]{
+	(&cameraTools{conf: a.conf, helper: a.helper}).register(a.tools)
+}
+
+func (cam *cameraTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[cameraTakePhotoIn, cameraTakePhotoOut]{
 		ID: "camera.take_photo", Title: "Take a photo",
 		Description: "Take a photo with the camera module and save it on the device under the media root.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
@@ -88,11 +100,11 @@ func (a *Agent) registerCamera() {
 		Run: func(ctx context.Context, c *tool.Call, in cameraTakePhotoIn) (cameraTakePhotoOut, error) {
 			var w, h int
 			fmt.Sscanf(in.Resolution, "%dx%d", &w, &h)
-			return a.photo(ctx, c, proto.CameraCaptureReq{Width: w, Height: h, Format: in.Format, Quality: camera.DefaultQuality})
+			return cam.photo(ctx, c, proto.CameraCaptureReq{Width: w, Height: h, Format: in.Format, Quality: camera.DefaultQuality})
 		},
 		Summary: func(_ cameraTakePhotoIn, o cameraTakePhotoOut) string { return photoLine(o) },
 	})
-	tool.Add(a.tools, tool.Spec[cameraCaptureIn, cameraCaptureOut]{
+	tool.Add(r, tool.Spec[cameraCaptureIn, cameraCaptureOut]{
 		ID: "camera.capture", Title: "Capture an image",
 		Description: "Take a photo and return it as an image (size-capped by config), also saved under the media root.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
@@ -100,12 +112,12 @@ func (a *Agent) registerCamera() {
 			tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg")), tool.P("quality", tool.Min(1), tool.Max(100), tool.Default(85))},
 		Slow:    true,
 		Example: &cameraCaptureIn{Width: 640, Height: 480},
-		Run:     a.capture,
+		Run:     cam.capture,
 		Summary: func(_ cameraCaptureIn, o cameraCaptureOut) string { return photoLine(o.cameraTakePhotoOut) },
 	})
 }
 
-func (a *Agent) photo(ctx context.Context, c *tool.Call, req proto.CameraCaptureReq) (cameraTakePhotoOut, error) {
+func (cam *cameraTools) photo(ctx context.Context, c *tool.Call, req proto.CameraCaptureReq) (cameraTakePhotoOut, error) {
 	if err := req.Validate(); err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) {
@@ -116,12 +128,12 @@ func (a *Agent) photo(ctx context.Context, c *tool.Call, req proto.CameraCapture
 	if c.DryRun {
 		return cameraTakePhotoOut{Width: req.Width, Height: req.Height, Format: req.Format, DryRun: true}, nil
 	}
-	p, err := client.Call(ctx, a.helper, proto.CameraCapture, req)
+	p, err := client.Call(ctx, cam.helper, proto.CameraCapture, req)
 	if err != nil {
 		return cameraTakePhotoOut{}, err
 	}
 	return cameraTakePhotoOut{FilePath: p.Path, Width: p.Width, Height: p.Height, Format: p.Format, SizeBytes: p.SizeBytes, Timestamp: p.Taken.UTC().Format(time.RFC3339),
-		PublicURL: publicURL(a.conf().Camera.PublicURL, a.conf().Camera.MediaRoot, p.Path)}, nil
+		PublicURL: publicURL(cam.conf().Camera.PublicURL, cam.conf().Camera.MediaRoot, p.Path)}, nil
 }
 
 // publicURL is the photo's address under the configured base, or "" when
@@ -141,16 +153,16 @@ func publicURL(base, root, path string) string {
 	return strings.TrimRight(base, "/") + "/" + strings.Join(parts, "/")
 }
 
-func (a *Agent) capture(ctx context.Context, c *tool.Call, in cameraCaptureIn) (cameraCaptureOut, error) {
-	p, err := a.photo(ctx, c, proto.CameraCaptureReq{Width: in.Width, Height: in.Height, Format: in.Format, Quality: in.Quality})
+func (cam *cameraTools) capture(ctx context.Context, c *tool.Call, in cameraCaptureIn) (cameraCaptureOut, error) {
+	p, err := cam.photo(ctx, c, proto.CameraCaptureReq{Width: in.Width, Height: in.Height, Format: in.Format, Quality: in.Quality})
 	if err != nil || p.DryRun {
 		return cameraCaptureOut{cameraTakePhotoOut: p}, err
 	}
 	out := cameraCaptureOut{cameraTakePhotoOut: p, mime: "image/" + p.Format}
-	data, err := camera.ReadCapped(camera.Photo{Path: p.FilePath, SizeBytes: p.SizeBytes}, int64(a.conf().Camera.MaxImageBytes))
+	data, err := camera.ReadCapped(camera.Photo{Path: p.FilePath, SizeBytes: p.SizeBytes}, int64(cam.conf().Camera.MaxImageBytes))
 	switch {
 	case errors.Is(err, camera.ErrTooLarge):
-		out.Note = fmt.Sprintf("%d bytes is over [camera] max_image_bytes (%d): saved on the device only; try a smaller size or jpeg", p.SizeBytes, a.conf().Camera.MaxImageBytes)
+		out.Note = fmt.Sprintf("%d bytes is over [camera] max_image_bytes (%d): saved on the device only; try a smaller size or jpeg", p.SizeBytes, cam.conf().Camera.MaxImageBytes)
 	case err != nil:
 		return cameraCaptureOut{}, err
 	default:

@@ -84,7 +84,7 @@ func (a *Agent) allowedUnits(ctx context.Context, globs []string) []string {
 	var out []string
 	for _, g := range globs {
 		if !strings.ContainsAny(g, "*?[") {
-			if n, err := a.unitName(g); err == nil {
+			if n, err := unitName(g); err == nil {
 				out = append(out, n)
 			}
 		}

@@ -101,56 +101,70 @@ type gpioPWMOut struct {
 	DryRun           bool    `json:"dry_run,omitempty"`
 }
 
+// gpioTools are the gpio namespace's tools: the allowlist they read, the
+// helper that drives the pins, and the leases a timed write leaves.
+type gpioTools struct {
+	conf   func() *config.Config
+	helper *client.Client
+	store  *store.DB           // pending lease reverts
+	wake   func()              // tells the reverter a lease was added
+	wire   func(string) string // a tool's wire name, for suggested calls
+}
+
 func (a *Agent) registerGPIO() {
+	(&gpioTools{conf: a.conf, helper: a.helper, store: a.store, wake: a.reverter.wake, wire: a.wire}).register(a.tools)
+}
+
+func (g *gpioTools) register(r *tool.Registry) {
 	gate := config.SwitchGPIOWrites
 	pinProp := tool.P("pin", tool.Min(1), tool.Max(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
-	tool.Add(a.tools, tool.Spec[noArgs, gpioListOut]{
+	tool.Add(r, tool.Spec[noArgs, gpioListOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
 		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (gpioListOut, error) { return a.listPins(ctx) },
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (gpioListOut, error) { return g.list(ctx) },
 		Summary:     func(_ noArgs, o gpioListOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
 	})
-	tool.Add(a.tools, tool.Spec[gpioReadIn, GpioPinInfo]{
+	tool.Add(r, tool.Spec[gpioReadIn, GpioPinInfo]{
 		ID: "gpio.read_pin", Title: "Read a GPIO pin",
 		Description: "Read an allowed pin's level (high or low).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{pinProp},
 		Example:     &gpioReadIn{Pin: 17},
 		Run: func(ctx context.Context, _ *tool.Call, in gpioReadIn) (GpioPinInfo, error) {
-			if _, err := a.allowedPin(in.Pin); err != nil {
+			if _, err := g.allowedPin(in.Pin); err != nil {
 				return GpioPinInfo{}, err
 			}
-			p, err := client.Call(ctx, a.helper, proto.GPIORead, proto.GPIOReadReq{Pin: in.Pin})
+			p, err := client.Call(ctx, g.helper, proto.GPIORead, proto.GPIOReadReq{Pin: in.Pin})
 			if err != nil {
 				return GpioPinInfo{}, err
 			}
-			return a.pinInfo(p), nil
+			return g.pinInfo(p), nil
 		},
 		Summary: func(in gpioReadIn, o GpioPinInfo) string {
 			return fmt.Sprintf("GPIO%d is %s (%s)", in.Pin, o.Value, o.Mode)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[gpioConfigureIn, GpioPinInfo]{
+	tool.Add(r, tool.Spec[gpioConfigureIn, GpioPinInfo]{
 		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
 		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []tool.Prop{pinProp, tool.P("mode", tool.Enum("input", "output")), tool.P("pull", tool.Enum("none", "up", "down"), tool.Default("none"))},
 		Example:     &gpioConfigureIn{Pin: 17, Mode: "output"},
-		Run:         a.configurePin,
+		Run:         g.configure,
 		Summary: func(in gpioConfigureIn, o GpioPinInfo) string {
 			return fmt.Sprintf("GPIO%d configured as %s, pull %s", in.Pin, in.Mode, in.Pull)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[gpioWriteIn, GPIOWriteOut]{
+	tool.Add(r, tool.Spec[gpioWriteIn, GPIOWriteOut]{
 		ID: "gpio.write_pin", Title: "Write a GPIO pin",
 		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Props:       []tool.Prop{pinProp, tool.P("value", tool.Enum("high", "low")), tool.P("duration_ms", tool.Min(1), tool.Max(600000))},
 		Spelling:    levelSpelling,
 		Example:     &gpioWriteIn{Pin: 17, Value: "high"},
-		Run:         a.writePin,
+		Run:         g.write,
 		Summary: func(in gpioWriteIn, o GPIOWriteOut) string {
 			s := fmt.Sprintf("GPIO%d set %s", in.Pin, in.Value)
 			if o.DryRun {
@@ -162,14 +176,14 @@ func (a *Agent) registerGPIO() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[gpioPWMIn, gpioPWMOut]{
+	tool.Add(r, tool.Spec[gpioPWMIn, gpioPWMOut]{
 		ID: "gpio.set_pwm", Title: "Hardware PWM",
 		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []tool.Prop{pinProp, tool.P("frequency_hz", tool.Min(1), tool.Max(proto.MaxPWMHz)), tool.P("duty_cycle_percent", tool.Min(0), tool.Max(100))},
 		Example:     &gpioPWMIn{Pin: 18, FrequencyHz: 1000, DutyCyclePercent: 50},
-		Run:         a.setPWM,
+		Run:         g.setPWM,
 		Summary: func(in gpioPWMIn, o gpioPWMOut) string {
 			return fmt.Sprintf("PWM on GPIO%d: %.0f Hz, %.1f%%", in.Pin, o.FrequencyHz, o.DutyCyclePercent)
 		},
@@ -177,18 +191,18 @@ func (a *Agent) registerGPIO() {
 }
 
 // allowedPin checks the [gpio] pins allowlist; the helper checks it again.
-func (a *Agent) allowedPin(pin int) (config.Pin, error) {
-	p, ok := a.conf().GPIO.Pin(pin)
+func (g *gpioTools) allowedPin(pin int) (config.Pin, error) {
+	p, ok := g.conf().GPIO.Pin(pin)
 	if !ok {
 		allowed := []int{}
-		for _, q := range a.conf().GPIO.Pins {
+		for _, q := range g.conf().GPIO.Pins {
 			allowed = append(allowed, q.Pin)
 		}
 		sort.Ints(allowed)
 		return config.Pin{}, tool.Errf(CodePermissionDenied, "GPIO%d is not in this device's allowlist", pin).
 			With("parameter", "pin").With("allowed_pins", allowed).
 			Hint("the owner lists allowed pins in [gpio] pins of " + config.DefaultPath).
-			Suggest(tool.SuggestedCall{Tool: a.wire("gpio.list_pins"), Why: "see the allowed pins and what they drive"})
+			Suggest(tool.SuggestedCall{Tool: g.wire("gpio.list_pins"), Why: "see the allowed pins and what they drive"})
 	}
 	return p, nil
 }
@@ -203,8 +217,8 @@ func level(v *int) string {
 	return "low"
 }
 
-func (a *Agent) pinInfo(p proto.GPIOPin) GpioPinInfo {
-	c, _ := a.conf().GPIO.Pin(p.Pin)
+func (g *gpioTools) pinInfo(p proto.GPIOPin) GpioPinInfo {
+	c, _ := g.conf().GPIO.Pin(p.Pin)
 	info := GpioPinInfo{Pin: p.Pin, Mode: p.Mode, Value: level(p.Value), Allowed: true, Name: c.Name, Pull: p.Pull, PWM: c.PWM}
 	if p.Consumer != "" && p.Consumer != "raspi-mcp" {
 		info.Consumer = p.Consumer
@@ -212,49 +226,49 @@ func (a *Agent) pinInfo(p proto.GPIOPin) GpioPinInfo {
 	return info
 }
 
-func (a *Agent) listPins(ctx context.Context) (gpioListOut, error) {
+func (g *gpioTools) list(ctx context.Context) (gpioListOut, error) {
 	out := gpioListOut{Pins: []GpioPinInfo{}}
-	if len(a.conf().GPIO.Pins) == 0 {
+	if len(g.conf().GPIO.Pins) == 0 {
 		return out, nil
 	}
-	pins := make([]int, 0, len(a.conf().GPIO.Pins))
-	for _, p := range a.conf().GPIO.Pins {
+	pins := make([]int, 0, len(g.conf().GPIO.Pins))
+	for _, p := range g.conf().GPIO.Pins {
 		pins = append(pins, p.Pin)
 	}
-	st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
+	st, err := client.Call(ctx, g.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
 	if err != nil {
 		return out, err
 	}
 	for _, p := range st.Pins {
-		out.Pins = append(out.Pins, a.pinInfo(p))
+		out.Pins = append(out.Pins, g.pinInfo(p))
 	}
 	sort.Slice(out.Pins, func(i, j int) bool { return out.Pins[i].Pin < out.Pins[j].Pin })
 	return out, nil
 }
 
-func (a *Agent) configurePin(ctx context.Context, c *tool.Call, in gpioConfigureIn) (GpioPinInfo, error) {
-	if _, err := a.allowedPin(in.Pin); err != nil {
+func (g *gpioTools) configure(ctx context.Context, c *tool.Call, in gpioConfigureIn) (GpioPinInfo, error) {
+	if _, err := g.allowedPin(in.Pin); err != nil {
 		return GpioPinInfo{}, err
 	}
 	req := proto.GPIOConfigureReq{Pin: in.Pin, Mode: in.Mode, Pull: in.Pull}
 	if c.DryRun {
-		st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
+		st, err := client.Call(ctx, g.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
 		if err != nil {
 			return GpioPinInfo{}, err
 		}
-		info := a.pinInfo(st.Pins[0])
+		info := g.pinInfo(st.Pins[0])
 		info.Mode, info.Pull, info.DryRun = in.Mode, in.Pull, true
 		return info, nil
 	}
-	p, err := client.Call(ctx, a.helper, proto.GPIOConfigure, req)
+	p, err := client.Call(ctx, g.helper, proto.GPIOConfigure, req)
 	if err != nil {
 		return GpioPinInfo{}, err
 	}
-	return a.pinInfo(p), nil
+	return g.pinInfo(p), nil
 }
 
-func (a *Agent) writePin(ctx context.Context, c *tool.Call, in gpioWriteIn) (GPIOWriteOut, error) {
-	if _, err := a.allowedPin(in.Pin); err != nil {
+func (g *gpioTools) write(ctx context.Context, c *tool.Call, in gpioWriteIn) (GPIOWriteOut, error) {
+	if _, err := g.allowedPin(in.Pin); err != nil {
 		return GPIOWriteOut{}, err
 	}
 	v := 0
@@ -262,35 +276,35 @@ func (a *Agent) writePin(ctx context.Context, c *tool.Call, in gpioWriteIn) (GPI
 		v = 1
 	}
 	if c.DryRun {
-		st, err := client.Call(ctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
+		st, err := client.Call(ctx, g.helper, proto.GPIOState, proto.GPIOStateReq{Pins: []int{in.Pin}})
 		if err != nil {
 			return GPIOWriteOut{}, err
 		}
-		out := GPIOWriteOut{GpioPinInfo: a.pinInfo(st.Pins[0]), DryRun: true}
+		out := GPIOWriteOut{GpioPinInfo: g.pinInfo(st.Pins[0]), DryRun: true}
 		out.Previous, out.Value = out.Value, in.Value
 		if st.Pins[0].Mode != "output" {
-			return GPIOWriteOut{}, a.notOutput(in.Pin, st.Pins[0].Mode)
+			return GPIOWriteOut{}, g.notOutput(in.Pin, st.Pins[0].Mode)
 		}
 		return out, nil
 	}
 	// A lease already running on this pin keeps its original revert value:
 	// renewing it must not make the leased value permanent.
-	pending, hasPending, err := a.store.GPIORevertOf(in.Pin)
+	pending, hasPending, err := g.store.GPIORevertOf(in.Pin)
 	if err != nil {
 		return GPIOWriteOut{}, err
 	}
-	p, err := client.Call(ctx, a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: in.Pin, Value: v})
+	p, err := client.Call(ctx, g.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: in.Pin, Value: v})
 	if pe := (*proto.Error)(nil); errors.As(err, &pe) && pe.Code == CodeFailedPrecondition && strings.Contains(pe.Message, gpio.ErrNotOutput.Error()) {
-		return GPIOWriteOut{}, a.notOutput(in.Pin, "")
+		return GPIOWriteOut{}, g.notOutput(in.Pin, "")
 	}
 	if err != nil {
 		return GPIOWriteOut{}, err
 	}
-	out := GPIOWriteOut{GpioPinInfo: a.pinInfo(p), Previous: level(p.Previous)}
+	out := GPIOWriteOut{GpioPinInfo: g.pinInfo(p), Previous: level(p.Previous)}
 	switch {
 	case in.DurationMS != nil:
 		back := 1 - v
-		if a.conf().GPIO.Revert == "previous" && p.Previous != nil {
+		if g.conf().GPIO.Revert == "previous" && p.Previous != nil {
 			back = *p.Previous
 		}
 		if hasPending {
@@ -298,14 +312,14 @@ func (a *Agent) writePin(ctx context.Context, c *tool.Call, in gpioWriteIn) (GPI
 		}
 		r := store.GPIORevert{Pin: in.Pin, Value: back, Due: time.Now().Add(time.Duration(*in.DurationMS) * time.Millisecond),
 			Principal: c.Principal.Name, CorrelationID: c.CorrelationID}
-		if err := a.store.PutGPIORevert(r); err != nil {
+		if err := g.store.PutGPIORevert(r); err != nil {
 			return GPIOWriteOut{}, err
 		}
-		a.reverter.wake()
+		g.wake()
 		out.RevertAt, out.RevertTo = r.Due.UTC().Format(time.RFC3339Nano), level(&back)
 	case hasPending:
 		// A permanent write ends any lease on the pin.
-		if err := a.store.DeleteGPIORevert(in.Pin); err != nil {
+		if err := g.store.DeleteGPIORevert(in.Pin); err != nil {
 			return GPIOWriteOut{}, err
 		}
 	}
@@ -314,18 +328,18 @@ func (a *Agent) writePin(ctx context.Context, c *tool.Call, in gpioWriteIn) (GPI
 
 // notOutput is a write to a pin that is not an output, with the call that makes it one.
 // mode is the pin's mode when known, "" when the helper refused the write.
-func (a *Agent) notOutput(pin int, mode string) *tool.Error {
+func (g *gpioTools) notOutput(pin int, mode string) *tool.Error {
 	e := tool.Errf(CodeFailedPrecondition, "GPIO%d is not an output", pin).With("pin", pin)
 	if mode != "" {
 		e = tool.Errf(CodeFailedPrecondition, "GPIO%d is %s, not an output", pin, mode).With("pin", pin).With("mode", mode)
 	}
 	return e.Hint("configure the pin as an output with gpio_configure_pin, then write again").
-		Suggest(tool.SuggestedCall{Tool: a.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": pin, "mode": "output"},
+		Suggest(tool.SuggestedCall{Tool: g.wire("gpio.configure_pin"), Arguments: map[string]any{"pin": pin, "mode": "output"},
 			Why: "make it an output first"})
 }
 
-func (a *Agent) setPWM(ctx context.Context, c *tool.Call, in gpioPWMIn) (gpioPWMOut, error) {
-	p, err := a.allowedPin(in.Pin)
+func (g *gpioTools) setPWM(ctx context.Context, c *tool.Call, in gpioPWMIn) (gpioPWMOut, error) {
+	p, err := g.allowedPin(in.Pin)
 	if err != nil {
 		return gpioPWMOut{}, err
 	}
@@ -336,7 +350,7 @@ func (a *Agent) setPWM(ctx context.Context, c *tool.Call, in gpioPWMIn) (gpioPWM
 	if c.DryRun {
 		return gpioPWMOut{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent, DryRun: true}, nil
 	}
-	st, err := client.Call(ctx, a.helper, proto.PWMSet, proto.PWMSetReq{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent})
+	st, err := client.Call(ctx, g.helper, proto.PWMSet, proto.PWMSetReq{Pin: in.Pin, FrequencyHz: in.FrequencyHz, DutyCyclePercent: in.DutyCyclePercent})
 	if err != nil {
 		return gpioPWMOut{}, err
 	}

@@ -72,7 +72,7 @@ func TestGPIOOnTheSimBoard(t *testing.T) {
 	diff(t, "pwm", gpioPWMOut{Pin: 18, FrequencyHz: 25000, DutyCyclePercent: 40, Enabled: true, Chip: "pwmchip0"}, pwm)
 	_, e = callAs[gpioPWMOut](t, r, operator, "gpio_set_pwm", map[string]any{"pin": 17, "frequency_hz": 100, "duty_cycle_percent": 40})
 	wantErr(t, e, CodePermissionDenied, map[string]any{"parameter": "pin"}) // not a PWM pin
-	if v, _ := r.a.verifyAudit(); !v.OK {
+	if v, _ := r.verifyAudit(); !v.OK {
 		t.Fatal("audit chain broken")
 	}
 }

@@ -39,7 +39,7 @@ func TestIntentIsAudited(t *testing.T) {
 	diff(t, "audit log entry", AuditEntry{Principal: "op", Role: "operate", Tool: "gpio.write_pin", Decision: "allow",
 		Reason: "test", Intent: "water the plants"}, logs.Entries[0],
 		cmpopts.IgnoreFields(AuditEntry{}, "Seq", "Time", "CorrelationID", "DurationMS", "InHash", "OutHash", "Hash"))
-	if v, _ := r.a.verifyAudit(); !v.OK {
+	if v, _ := r.verifyAudit(); !v.OK {
 		t.Fatalf("chain with intent: %+v", v)
 	}
 }

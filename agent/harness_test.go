@@ -334,6 +334,10 @@ func errCode(res *mcp.CallToolResult, sc map[string]any) string {
 	return s
 }
 
+// verifyAudit checks the rig's audit chain against the helper's witness, as
+// logs.verify_audit_chain does, without a call that would add a record.
+func (r *rig) verifyAudit() (AuditVerifyOut, error) { return VerifyFile(r.a.store, r.a.witness.path) }
+
 func (r *rig) auditCount() int {
 	r.t.Helper()
 	n, _, _, _, err := r.db.AuditCounts()

@@ -103,14 +103,26 @@ type SensorsReadOut struct {
 	HumidityPercent *float64 `json:"humidity_percent,omitempty"`
 }
 
+// i2cTools are the i2c and sensors namespaces' tools: the allowlists and
+// sensors they read, and the helper that does the bus transfers.
+type i2cTools struct {
+	conf   func() *config.Config
+	helper *client.Client
+	wire   func(string) string // a tool's wire name, for suggested calls
+}
+
 func (a *Agent) registerI2C() {
+	(&i2cTools{conf: a.conf, helper: a.helper, wire: a.wire}).register(a.tools)
+}
+
+func (t *i2cTools) register(reg *tool.Registry) {
 	addr := []tool.Prop{tool.P("bus", tool.Min(0), tool.Max(255)), tool.P("address", tool.Min(0), tool.Max(127)), tool.P("register", tool.Min(0), tool.Max(255))}
-	tool.Add(a.tools, tool.Spec[noArgs, i2cListBusesOut]{
+	tool.Add(reg, tool.Spec[noArgs, i2cListBusesOut]{
 		ID: "i2c.list_buses", Title: "I2C buses",
 		Description: "The I2C buses (adapters) of this device.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(ctx context.Context, _ *tool.Call, _ noArgs) (i2cListBusesOut, error) {
-			r, err := client.Call(ctx, a.helper, proto.I2CBuses, proto.I2CBusesReq{})
+			r, err := client.Call(ctx, t.helper, proto.I2CBuses, proto.I2CBusesReq{})
 			if err != nil {
 				return i2cListBusesOut{}, err
 			}
@@ -122,17 +134,17 @@ func (a *Agent) registerI2C() {
 		},
 		Summary: func(_ noArgs, o i2cListBusesOut) string { return fmt.Sprintf("%d I2C buses", len(o.Buses)) },
 	})
-	tool.Add(a.tools, tool.Spec[i2cScanIn, i2cScanOut]{
+	tool.Add(reg, tool.Spec[i2cScanIn, i2cScanOut]{
 		ID: "i2c.scan_bus", Title: "Scan an I2C bus",
 		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
 		Example:     &i2cScanIn{Bus: 1},
 		Run: func(ctx context.Context, _ *tool.Call, in i2cScanIn) (i2cScanOut, error) {
-			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, -1); err != nil {
+			if err := allowedI2C(t.conf().I2C.Read, "read", in.Bus, -1); err != nil {
 				return i2cScanOut{}, err
 			}
-			r, err := client.Call(ctx, a.helper, proto.I2CScan, proto.I2CScanReq{Bus: in.Bus})
+			r, err := client.Call(ctx, t.helper, proto.I2CScan, proto.I2CScanReq{Bus: in.Bus})
 			if err != nil {
 				return i2cScanOut{}, err
 			}
@@ -142,17 +154,17 @@ func (a *Agent) registerI2C() {
 			return fmt.Sprintf("bus %d: %s answered, %d held by drivers", in.Bus, hexList(o.Addresses), len(o.InUse))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[i2cReadIn, i2cReadOut]{
+	tool.Add(reg, tool.Spec[i2cReadIn, i2cReadOut]{
 		ID: "i2c.read", Title: "Read I2C",
 		Description: "Read 1..32 bytes from a device, from a register when given.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       append(addr, tool.P("length", tool.Min(1), tool.Max(proto.MaxI2CBytes))),
 		Example:     &i2cReadIn{Bus: 1, Address: 0x76, Length: 1},
 		Run: func(ctx context.Context, _ *tool.Call, in i2cReadIn) (i2cReadOut, error) {
-			if err := a.allowedI2C(a.conf().I2C.Read, "read", in.Bus, in.Address); err != nil {
+			if err := allowedI2C(t.conf().I2C.Read, "read", in.Bus, in.Address); err != nil {
 				return i2cReadOut{}, err
 			}
-			r, err := client.Call(ctx, a.helper, proto.I2CRead, proto.I2CReadReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Length: in.Length})
+			r, err := client.Call(ctx, t.helper, proto.I2CRead, proto.I2CReadReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Length: in.Length})
 			if err != nil {
 				return i2cReadOut{}, err
 			}
@@ -162,7 +174,7 @@ func (a *Agent) registerI2C() {
 			return fmt.Sprintf("read %d bytes from bus %d 0x%02x: %s", len(o.Data), in.Bus, in.Address, hexList(o.Data))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[i2cWriteIn, i2cWriteOut]{
+	tool.Add(reg, tool.Spec[i2cWriteIn, i2cWriteOut]{
 		ID: "i2c.write", Title: "Write I2C",
 		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchI2CWrites},
@@ -173,13 +185,13 @@ func (a *Agent) registerI2C() {
 		})),
 		Example: &i2cWriteIn{Bus: 1, Address: 0x48, Data: []int{1}},
 		Run: func(ctx context.Context, c *tool.Call, in i2cWriteIn) (i2cWriteOut, error) {
-			if err := a.allowedI2C(a.conf().I2C.Write, "write", in.Bus, in.Address); err != nil {
+			if err := allowedI2C(t.conf().I2C.Write, "write", in.Bus, in.Address); err != nil {
 				return i2cWriteOut{}, err
 			}
 			if c.DryRun {
 				return i2cWriteOut{Bus: in.Bus, Address: in.Address, Register: in.Register, BytesWritten: 0, DryRun: true}, nil
 			}
-			r, err := client.Call(ctx, a.helper, proto.I2CWrite, proto.I2CWriteReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Data: in.Data})
+			r, err := client.Call(ctx, t.helper, proto.I2CWrite, proto.I2CWriteReq{Bus: in.Bus, Address: in.Address, Register: in.Register, Data: in.Data})
 			if err != nil {
 				return i2cWriteOut{}, err
 			}
@@ -192,20 +204,20 @@ func (a *Agent) registerI2C() {
 			return fmt.Sprintf("wrote %d bytes to bus %d 0x%02x", o.BytesWritten, in.Bus, in.Address)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[noArgs, sensorsListOut]{
+	tool.Add(reg, tool.Spec[noArgs, sensorsListOut]{
 		ID: "sensors.list", Title: "Sensors",
 		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(context.Context, *tool.Call, noArgs) (sensorsListOut, error) {
 			out := sensorsListOut{Sensors: []sensorInfo{}}
-			for _, s := range a.conf().I2C.Sensors {
+			for _, s := range t.conf().I2C.Sensors {
 				out.Sensors = append(out.Sensors, sensorInfo{Name: s.Name, Type: s.Type, Bus: s.Bus, Address: s.Address})
 			}
 			return out, nil
 		},
 		Summary: func(_ noArgs, o sensorsListOut) string { return fmt.Sprintf("%d sensors", len(o.Sensors)) },
 	})
-	tool.Add(a.tools, tool.Spec[sensorsReadIn, SensorsReadOut]{
+	tool.Add(reg, tool.Spec[sensorsReadIn, SensorsReadOut]{
 		ID: "sensors.read", Title: "Read a sensor",
 		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -213,14 +225,14 @@ func (a *Agent) registerI2C() {
 		Example:     &sensorsReadIn{Name: "case"},
 		Run: func(ctx context.Context, _ *tool.Call, in sensorsReadIn) (SensorsReadOut, error) {
 			found := false
-			for _, s := range a.conf().I2C.Sensors {
+			for _, s := range t.conf().I2C.Sensors {
 				found = found || s.Name == in.Name
 			}
 			if !found {
 				return SensorsReadOut{}, tool.Errf(CodeNotFound, "no sensor named %q", in.Name).With("parameter", "name").
-					Suggest(tool.SuggestedCall{Tool: a.wire("sensors.list"), Why: "see the declared sensors"})
+					Suggest(tool.SuggestedCall{Tool: t.wire("sensors.list"), Why: "see the declared sensors"})
 			}
-			r, err := client.Call(ctx, a.helper, proto.SensorRead, proto.SensorReadReq{Name: in.Name})
+			r, err := client.Call(ctx, t.helper, proto.SensorRead, proto.SensorReadReq{Name: in.Name})
 			if err != nil {
 				return SensorsReadOut{}, err
 			}
@@ -244,7 +256,7 @@ func (a *Agent) registerI2C() {
 
 // allowedI2C checks an [i2c] allowlist (addr -1: any address of the bus,
 // for a scan); the helper checks it again.
-func (a *Agent) allowedI2C(list []string, what string, bus, addr int) error {
+func allowedI2C(list []string, what string, bus, addr int) error {
 	ok := false
 	if addr < 0 {
 		for _, e := range list {

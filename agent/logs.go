@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -103,8 +104,26 @@ type auditProblem struct {
 	Detail string `json:"detail"`
 }
 
+// logsTools are the logs namespace's tools: the audit trail, the journal
+// and raspi-mcp's own log they read, and who may read the audit trail.
+type logsTools struct {
+	conf         func() *config.Config
+	mode         string    // "device" reads its own logs from the journal
+	store        *store.DB // the audit trail
+	witnessPath  string    // the helper's witness of the trail
+	journal      journal.Reader
+	appLog       *applog.Ring // the latest records in memory; may be nil
+	mayReadAudit func(identity.Principal) *tool.Error
+	tools        *tool.Registry // reads a wire name in the audit query's tool filter
+}
+
 func (a *Agent) registerLogs() {
-	tool.Add(a.tools, tool.Spec[auditLogsIn, AuditLogsOut]{
+	(&logsTools{conf: a.conf, mode: a.mode, store: a.store, witnessPath: a.witness.path, journal: a.journal, appLog: a.appLog,
+		mayReadAudit: a.mayReadAudit, tools: a.tools}).register(a.tools)
+}
+
+func (l *logsTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[auditLogsIn, AuditLogsOut]{
 		ID: "logs.get_recent_audit_logs", Title: "Audit trail",
 		Description: "The hash-chained audit trail of this device: every change, denial and failure, newest first, filtered and paginated.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate},
@@ -113,16 +132,16 @@ func (a *Agent) registerLogs() {
 			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
 			tool.P("decision", tool.Enum("allow", "deny", store.DecisionDeclined)), tool.P("tool", tool.MaxLen(100)), tool.P("principal", tool.MaxLen(100)),
 		},
-		Run: a.auditLogs,
+		Run: l.auditLogs,
 		Summary: func(_ auditLogsIn, o AuditLogsOut) string {
 			return fmt.Sprintf("%d of %d audit records", o.ReturnedCount, o.TotalCount)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[noArgs, AuditVerifyOut]{
+	tool.Add(r, tool.Spec[noArgs, AuditVerifyOut]{
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
 		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(context.Context, *tool.Call, noArgs) (AuditVerifyOut, error) { return a.verifyAudit() },
+		Run:         func(context.Context, *tool.Call, noArgs) (AuditVerifyOut, error) { return l.verify() },
 		Summary: func(_ noArgs, o AuditVerifyOut) string {
 			if o.OK {
 				return fmt.Sprintf("audit chain intact: %d records (seq %d..%d)", o.Records, o.FirstSeq, o.LastSeq)
@@ -130,19 +149,19 @@ func (a *Agent) registerLogs() {
 			return fmt.Sprintf("AUDIT CHAIN BROKEN: %d problems in %d records", len(o.Problems), o.Records)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[appLogsIn, appLogsOut]{
+	tool.Add(r, tool.Spec[appLogsIn, appLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
 		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors. Who connected (principal, uid, pid, remote address) shows only to a caller who may read the audit trail.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(500), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0)),
 			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
 			tool.P("min_level", tool.Enum("debug", "info", "warn", "error"), tool.Default("info")), tool.P("source", tool.Enum("all", "agent", "helper"), tool.Default("all"))},
-		Run: a.appLogs,
+		Run: l.appLogs,
 		Summary: func(_ appLogsIn, o appLogsOut) string {
 			return fmt.Sprintf("%d log lines from %s", len(o.Entries), o.From)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[journalQueryIn, journalQueryOut]{
+	tool.Add(r, tool.Spec[journalQueryIn, journalQueryOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
 		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -151,7 +170,7 @@ func (a *Agent) registerLogs() {
 			tool.P("since", tool.MaxLen(40)), tool.P("until", tool.MaxLen(40)), tool.P("grep", tool.MaxLen(200)),
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("max_bytes", tool.Min(1024), tool.Max(65536), tool.Default(32768))},
 		Slow: true,
-		Run:  a.queryJournal,
+		Run:  l.queryJournal,
 		Summary: func(in journalQueryIn, o journalQueryOut) string {
 			s := fmt.Sprintf("%d journal entries", o.ReturnedCount)
 			if o.Truncated {
@@ -231,7 +250,7 @@ const (
 	helperUnit = "raspi-mcp-helper.service"
 )
 
-func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLogsOut, error) {
+func (l *logsTools) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLogsOut, error) {
 	var min slog.Level
 	_ = min.UnmarshalText([]byte(in.MinLevel))
 	since, err := parseTime("since", in.Since)
@@ -250,7 +269,7 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLog
 	want := in.Offset + in.Limit + 1
 	var lines []appLogEntry
 	from, note := "memory", ""
-	if a.mode == "device" {
+	if l.mode == "device" {
 		var us []string
 		if in.Source != "helper" {
 			us = append(us, agentUnit)
@@ -258,7 +277,7 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLog
 		if in.Source != "agent" {
 			us = append(us, helperUnit)
 		}
-		res, err := a.journal.Query(ctx, journal.Query{Units: us, Priority: journalPriority(min), Since: since, Until: until, Limit: want, MaxBytes: 48 << 10})
+		res, err := l.journal.Query(ctx, journal.Query{Units: us, Priority: journalPriority(min), Since: since, Until: until, Limit: want, MaxBytes: 48 << 10})
 		if err == nil {
 			from = "journal"
 			for _, e := range res.Entries {
@@ -277,10 +296,10 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLog
 		if src == "all" {
 			src = ""
 		}
-		if a.appLog == nil {
+		if l.appLog == nil {
 			note = "no in-memory log on this agent"
 		} else {
-			for _, e := range a.appLog.Entries(min, src, math.MaxInt) {
+			for _, e := range l.appLog.Entries(min, src, math.MaxInt) {
 				if (!since.IsZero() && e.Time.Before(since)) || (!until.IsZero() && !e.Time.Before(until)) {
 					continue
 				}
@@ -292,7 +311,7 @@ func (a *Agent) appLogs(ctx context.Context, c *tool.Call, in appLogsIn) (appLog
 	}
 	end := max(0, len(lines)-in.Offset)
 	out := appLogsOut{Entries: append([]appLogEntry{}, lines[max(0, end-in.Limit):end]...), From: from, Note: note}
-	if a.mayReadAudit(c.Principal) != nil {
+	if l.mayReadAudit(c.Principal) != nil {
 		// Who connected, from where, is the audit trail's: a caller who
 		// may not read it gets the lines without it.
 		for i := range out.Entries {
@@ -355,7 +374,7 @@ func relTime(name, s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in journalQueryIn) (journalQueryOut, error) {
+func (l *logsTools) queryJournal(ctx context.Context, _ *tool.Call, in journalQueryIn) (journalQueryOut, error) {
 	now := time.Now()
 	q := journal.Query{Priority: -1, Grep: in.Grep, Limit: in.Limit, MaxBytes: in.MaxBytes}
 	var err error
@@ -383,20 +402,20 @@ func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in journalQueryI
 		if err := (journal.Query{Units: []string{n}}).Validate(); err != nil {
 			return journalQueryOut{}, tool.Errf(CodeInvalidArgument, "unit %q is not a unit name or glob: %v", u, err).With("parameter", "units")
 		}
-		if !config.UnitMatches(a.conf().Logs.JournalUnits, n) {
+		if !config.UnitMatches(l.conf().Logs.JournalUnits, n) {
 			return journalQueryOut{}, tool.Errf(CodePermissionDenied, "the journal of %s is not readable on this device", n).
-				With("unit", n).With("journal_units", a.conf().Logs.JournalUnits).
+				With("unit", n).With("journal_units", l.conf().Logs.JournalUnits).
 				Hint("the owner lists readable units in [logs] journal_units of " + config.DefaultPath)
 		}
 		q.Units = append(q.Units, n)
 	}
-	if len(q.Units) == 0 && !slices.Contains(a.conf().Logs.JournalUnits, "*") {
-		q.Units = slices.Clone(a.conf().Logs.JournalUnits) // journalctl -u takes globs
+	if len(q.Units) == 0 && !slices.Contains(l.conf().Logs.JournalUnits, "*") {
+		q.Units = slices.Clone(l.conf().Logs.JournalUnits) // journalctl -u takes globs
 	}
 	if err := q.Validate(); err != nil {
 		return journalQueryOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
 	}
-	res, err := a.journal.Query(ctx, q)
+	res, err := l.journal.Query(ctx, q)
 	if err != nil {
 		return journalQueryOut{}, tool.Errf(CodeUnavailable, "%v", err).
 			Hint("on a device the agent's user must be in group systemd-journal (the package does this)")
@@ -410,7 +429,7 @@ func (a *Agent) queryJournal(ctx context.Context, _ *tool.Call, in journalQueryI
 	return out, nil
 }
 
-func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in auditLogsIn) (AuditLogsOut, error) {
+func (l *logsTools) auditLogs(_ context.Context, _ *tool.Call, in auditLogsIn) (AuditLogsOut, error) {
 	q := store.AuditQuery{Principal: in.Principal, Decision: in.Decision, OnlyErrors: in.OnlyErrors, Limit: in.Limit, Offset: in.Offset, Oldest: in.Oldest}
 	var err error
 	if q.Since, err = parseTime("since", in.Since); err != nil {
@@ -424,12 +443,12 @@ func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in auditLogsIn) (Audi
 			With("parameter", "since")
 	}
 	q.Tool = in.Tool
-	if t, ok := a.tools.Lookup(strings.TrimSuffix(in.Tool, "*")); ok && !strings.HasSuffix(in.Tool, "*") {
+	if t, ok := l.tools.Lookup(strings.TrimSuffix(in.Tool, "*")); ok && !strings.HasSuffix(in.Tool, "*") {
 		q.Tool = t.ID()
 	} else if strings.HasSuffix(in.Tool, "*") {
 		q.Tool = strings.ReplaceAll(strings.TrimSuffix(in.Tool, "*"), "_", ".") + "*"
 	}
-	recs, total, err := a.store.QueryAudit(q)
+	recs, total, err := l.store.QueryAudit(q)
 	if err != nil {
 		return AuditLogsOut{}, err
 	}
@@ -440,8 +459,8 @@ func (a *Agent) auditLogs(_ context.Context, _ *tool.Call, in auditLogsIn) (Audi
 	return out, nil
 }
 
-// verifyAudit checks the agent's own chain against the helper's witness.
-func (a *Agent) verifyAudit() (AuditVerifyOut, error) { return VerifyFile(a.store, a.witness.path) }
+// verify checks the agent's own chain against the helper's witness.
+func (l *logsTools) verify() (AuditVerifyOut, error) { return VerifyFile(l.store, l.witnessPath) }
 
 // VerifyFile checks the audit chain of a database, and compares it with the
 // helper's witness file at witnessPath (read directly: it is world-readable,

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
@@ -161,12 +162,23 @@ type netStatus struct {
 	Problems         []string         `json:"problems"`
 }
 
+// networkTools are the network namespace's tools (and
+// system.get_network_info, system.get_detailed_network_info): what they read.
+type networkTools struct {
+	net  network // interfaces, routes, sockets
+	root fs.FS   // /proc, for the owners of sockets
+}
+
 func (a *Agent) registerNetwork() {
-	tool.Add(a.tools, tool.Spec[noArgs, netStatus]{
+	(&networkTools{net: a.net, root: a.root}).register(a.tools)
+}
+
+func (n *networkTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[noArgs, netStatus]{
 		ID: "network.get_status", Title: "Network status",
 		Description: "Interfaces with their addresses and Wi-Fi signal, default gateway, DNS servers and whether the device looks online (route, gateway in the ARP table, DNS), with problems spelled out.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (netStatus, error) { return a.netStatus(ctx) },
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (netStatus, error) { return n.status(ctx) },
 		Summary: func(_ noArgs, s netStatus) string {
 			var parts []string
 			for _, i := range s.Interfaces {
@@ -181,23 +193,23 @@ func (a *Agent) registerNetwork() {
 			return fmt.Sprintf("%s; %s", state, strings.Join(parts, ", "))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[noArgs, networkInfo]{
+	tool.Add(r, tool.Spec[noArgs, networkInfo]{
 		ID: "system.get_network_info", Title: "Network interfaces",
 		Description: "Every interface with MAC, MTU, state, IPv4 and IPv6 addresses, traffic counters and Wi-Fi details; the default gateways and DNS servers.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
-		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (networkInfo, error) { return a.networkInfo(ctx) },
-		Summary: func(_ noArgs, n networkInfo) string {
-			return fmt.Sprintf("%d interfaces, gateway %s, DNS %s", len(n.Interfaces), orNone(n.DefaultGateway.IPv4), orNone(strings.Join(n.DNSServers, " ")))
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (networkInfo, error) { return n.info(ctx) },
+		Summary: func(_ noArgs, info networkInfo) string {
+			return fmt.Sprintf("%d interfaces, gateway %s, DNS %s", len(info.Interfaces), orNone(info.DefaultGateway.IPv4), orNone(strings.Join(info.DNSServers, " ")))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[networkDetailedIn, detailedNetworkInfo]{
+	tool.Add(r, tool.Spec[networkDetailedIn, detailedNetworkInfo]{
 		ID: "system.get_detailed_network_info", Title: "Network in detail",
 		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
 		Props: []tool.Prop{tool.P("include_routing_table", tool.Default(false)), tool.P("include_connections", tool.Default(false)), tool.P("connection_state_filter", tool.MaxItems(4)),
 			tool.P("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),
 			tool.P("max_connections", tool.Min(1), tool.Max(1000), tool.Default(200))},
-		Run: a.detailedNetwork,
+		Run: n.detailed,
 		Summary: func(in networkDetailedIn, d detailedNetworkInfo) string {
 			s := fmt.Sprintf("%d interfaces", len(d.Interfaces))
 			if in.IncludeRoutingTable {
@@ -238,16 +250,16 @@ func interfaceOf(i netinfo.Interface) netInterface {
 	return n
 }
 
-func (a *Agent) networkInfo(ctx context.Context) (networkInfo, error) {
-	ifs, err := a.net.Interfaces(ctx)
+func (n *networkTools) info(ctx context.Context) (networkInfo, error) {
+	ifs, err := n.net.Interfaces(ctx)
 	if err != nil {
 		return networkInfo{}, fmt.Errorf("agent: interfaces: %w", err)
 	}
-	routes, err := a.net.Routes(ctx)
+	routes, err := n.net.Routes(ctx)
 	if err != nil {
 		return networkInfo{}, fmt.Errorf("agent: routes: %w", err)
 	}
-	dns, err := a.net.DNSServers(ctx)
+	dns, err := n.net.DNSServers(ctx)
 	if err != nil {
 		dns = nil // a missing resolv.conf is "no DNS", not a failure
 	}
@@ -260,8 +272,8 @@ func (a *Agent) networkInfo(ctx context.Context) (networkInfo, error) {
 	return out, nil
 }
 
-func (a *Agent) netStatus(ctx context.Context) (netStatus, error) {
-	info, err := a.networkInfo(ctx)
+func (n *networkTools) status(ctx context.Context) (netStatus, error) {
+	info, err := n.info(ctx)
 	if err != nil {
 		return netStatus{}, err
 	}
@@ -282,8 +294,8 @@ func (a *Agent) netStatus(ctx context.Context) (netStatus, error) {
 		out.Interfaces = append(out.Interfaces, s)
 	}
 	if g := info.DefaultGateway; g.IPv4 != "" {
-		if neigh, err := a.net.Neighbors(ctx); err == nil {
-			out.GatewayReachable = slices.ContainsFunc(neigh, func(n netinfo.Neighbor) bool { return n.IP == g.IPv4 && n.Complete })
+		if neigh, err := n.net.Neighbors(ctx); err == nil {
+			out.GatewayReachable = slices.ContainsFunc(neigh, func(nb netinfo.Neighbor) bool { return nb.IP == g.IPv4 && nb.Complete })
 		}
 	}
 	if out.DefaultGateway.IPv6 != "" && out.DefaultGateway.IPv4 == "" {
@@ -307,14 +319,14 @@ func (a *Agent) netStatus(ctx context.Context) (netStatus, error) {
 	return out, nil
 }
 
-func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in networkDetailedIn) (detailedNetworkInfo, error) {
-	info, err := a.networkInfo(ctx)
+func (n *networkTools) detailed(ctx context.Context, _ *tool.Call, in networkDetailedIn) (detailedNetworkInfo, error) {
+	info, err := n.info(ctx)
 	if err != nil {
 		return detailedNetworkInfo{}, err
 	}
 	out := detailedNetworkInfo{networkInfo: info}
 	if in.IncludeRoutingTable {
-		routes, err := a.net.Routes(ctx)
+		routes, err := n.net.Routes(ctx)
 		if err != nil {
 			return out, fmt.Errorf("agent: routes: %w", err)
 		}
@@ -329,11 +341,11 @@ func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in networkDet
 		}
 	}
 	if in.IncludeConnections {
-		conns, err := a.net.Connections(ctx, nil)
+		conns, err := n.net.Connections(ctx, nil)
 		if err != nil {
 			return out, fmt.Errorf("agent: connections: %w", err)
 		}
-		owners, _ := procs.InodeOwners(a.root) // only what the agent may see
+		owners, _ := procs.InodeOwners(n.root) // only what the agent may see
 		names := map[int]string{}
 		users := map[int]string{}
 		out.Connections = []connection{}
@@ -345,7 +357,7 @@ func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in networkDet
 			cn := connection{Protocol: c.Proto, LocalAddress: c.LocalAddr, LocalPort: c.LocalPort, RemoteAddress: c.RemoteAddr,
 				RemotePort: c.RemotePort, State: c.State}
 			if _, ok := users[c.UID]; !ok {
-				users[c.UID] = procs.Username(a.root, c.UID)
+				users[c.UID] = procs.Username(n.root, c.UID)
 			}
 			cn.Username = users[c.UID]
 			if c.State == "LISTEN" || c.State == "" {
@@ -354,7 +366,7 @@ func (a *Agent) detailedNetwork(ctx context.Context, _ *tool.Call, in networkDet
 			if pid, ok := owners[c.Inode]; ok && c.Inode != 0 {
 				cn.PID = pid
 				if _, ok := names[pid]; !ok {
-					if id, err := procs.ReadIdentity(a.root, pid); err == nil {
+					if id, err := procs.ReadIdentity(n.root, pid); err == nil {
 						names[pid] = id.Name
 					}
 				}

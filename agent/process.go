@@ -164,11 +164,11 @@ const processPageBytes = 48 << 10
 
 // readProcs reads every process: this machine's, or the simulated
 // board's at one instant.
-func (a *Agent) readProcs() (procs.Snapshot, error) {
-	fsys := a.root
-	if a.simProcs != nil {
+func (p *processTools) readProcs() (procs.Snapshot, error) {
+	fsys := p.root
+	if p.simProcs != nil {
 		var err error
-		if fsys, err = a.simProcs.Snapshot(); err != nil {
+		if fsys, err = p.simProcs.Snapshot(); err != nil {
 			return procs.Snapshot{}, err
 		}
 	}
@@ -177,11 +177,11 @@ func (a *Agent) readProcs() (procs.Snapshot, error) {
 
 // readPID reads one process, from this machine or the simulated board's
 // table at one instant.
-func (a *Agent) readPID(pid int) (procs.Snapshot, error) {
-	fsys := a.root
-	if a.simProcs != nil {
+func (p *processTools) readPID(pid int) (procs.Snapshot, error) {
+	fsys := p.root
+	if p.simProcs != nil {
 		var err error
-		if fsys, err = a.simProcs.Snapshot(); err != nil {
+		if fsys, err = p.simProcs.Snapshot(); err != nil {
 			return procs.Snapshot{}, err
 		}
 	}
@@ -192,29 +192,47 @@ func (a *Agent) readPID(pid int) (procs.Snapshot, error) {
 // that process: against the newest process table the sampler keeps when one
 // is recent, else against its own reading one window earlier. A whole table
 // costs a read of every process for the sake of one.
-func (a *Agent) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]float64, error) {
-	cur, err := a.readPID(pid)
+func (p *processTools) procCPU(ctx context.Context, pid int) (procs.Snapshot, map[int]float64, error) {
+	cur, err := p.readPID(pid)
 	if err != nil {
 		return procs.Snapshot{}, nil, err
 	}
-	prev, ok := a.cpu.baseline(cur.Uptime)
+	prev, ok := p.cpu.baseline(cur.Uptime)
 	if !ok {
 		prev = cur
 		select {
-		case <-a.cpu.after(a.cpu.window):
+		case <-p.cpu.after(p.cpu.window):
 		case <-ctx.Done():
 			return procs.Snapshot{}, nil, ctx.Err()
 		}
-		if cur, err = a.readPID(pid); err != nil {
+		if cur, err = p.readPID(pid); err != nil {
 			return procs.Snapshot{}, nil, err
 		}
 	}
 	return cur, procs.CPUPercent(prev, cur, procs.LiveOptions()), nil
 }
 
+// processTools are the process namespace's tools: what they read and whom
+// they ask.
+type processTools struct {
+	conf     func() *config.Config
+	helper   *client.Client      // sends the signals, and says its own pid
+	root     fs.FS               // /proc and /etc/passwd
+	simProcs *procs.Sim          // laptop mode's process table; nil on a device
+	net      network             // the sockets of a process
+	cpu      *cpuSampler         // readings shared by every caller
+	wire     func(string) string // a tool's wire name, for suggested calls
+}
+
 func (a *Agent) registerProcess() {
-	a.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return a.readProcs() })
-	tool.Add(a.tools, tool.Spec[processListIn, processListOut]{
+	p := &processTools{conf: a.conf, helper: a.helper, root: a.root, simProcs: a.simProcs, net: a.net, wire: a.wire}
+	p.cpu = newCPUSampler(func(context.Context) (procs.Snapshot, error) { return p.readProcs() })
+	a.cpu = p.cpu // the tests reach the readings here
+	p.register(a.tools)
+}
+
+func (p *processTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[processListIn, processListOut]{
 		ID: "process.list_processes", Title: "Processes",
 		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -224,35 +242,35 @@ func (a *Agent) registerProcess() {
 			tool.P("sort_order", tool.Enum("asc", "desc"), tool.Default("desc")),
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(1000000), tool.Default(0))},
 		OutProps: []tool.Prop{tool.P("processes.status", tool.Enum(processStatuses...))},
-		Run:      a.listProcesses,
+		Run:      p.list,
 		Summary: func(in processListIn, o processListOut) string {
 			s := fmt.Sprintf("%d of %d processes", o.ReturnedCount, o.TotalCount)
 			if len(o.Processes) > 0 && in.SortBy == "cpu_percent" {
-				p := o.Processes[0]
-				s += fmt.Sprintf("; top: %s (pid %d) %.1f%% CPU", p.Name, p.PID, p.CPUPercent)
+				top := o.Processes[0]
+				s += fmt.Sprintf("; top: %s (pid %d) %.1f%% CPU", top.Name, top.PID, top.CPUPercent)
 			}
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[processPIDIn, processDetail]{
+	tool.Add(r, tool.Spec[processPIDIn, processDetail]{
 		ID: "process.get_process_details", Title: "Process details",
 		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("pid", tool.Min(1), tool.Max(1<<22))},
 		Example:     &processPIDIn{PID: 2},
-		Run:         a.processDetails,
+		Run:         p.details,
 		Summary: func(_ processPIDIn, d processDetail) string {
 			return fmt.Sprintf("pid %d %s (%s, %s): %.1f%% CPU, %s RSS", d.PID, d.Name, d.Username, d.Status, d.CPUPercent, bytesH(d.MemoryRSS))
 		},
 	})
-	tool.Add(a.tools, tool.Spec[processSignalIn, processSignalOut]{
+	tool.Add(r, tool.Spec[processSignalIn, processSignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
 		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("pid", tool.Min(2), tool.Max(1<<22)), tool.P("signal", tool.Enum(signalNames()...))},
 		Example:     &processSignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
-		Run:         a.sendSignal,
+		Run:         p.signal,
 		Summary: func(in processSignalIn, o processSignalOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would send SIG%s to pid %d (%s, %s)", o.Signal, o.PID, o.Name, o.Username)
@@ -266,7 +284,7 @@ func (a *Agent) registerProcess() {
 	})
 }
 
-func (a *Agent) summaryOfProc(p procs.Proc, cpu map[int]float64, memTotal uint64) processSummary {
+func summaryOfProc(p procs.Proc, cpu map[int]float64, memTotal uint64) processSummary {
 	s := processSummary{PID: p.PID, Name: p.Name, Cmdline: clipArgs(p.Cmdline, 512), Exe: p.Exe, Cwd: p.Cwd, Status: p.State,
 		Username: p.Username, CreateTime: float64(p.StartTime.UnixMilli()) / 1000, CPUPercent: round1(cpu[p.PID]),
 		MemoryRSS: p.RSS, MemoryVMS: p.VMS, NumThreads: max(p.Threads, 1), PPID: p.PPID, Nice: p.Nice}
@@ -323,21 +341,21 @@ func (f processFilter) match(p procs.Proc, s processSummary) bool {
 	return true
 }
 
-func (a *Agent) listProcesses(ctx context.Context, _ *tool.Call, in processListIn) (processListOut, error) {
+func (p *processTools) list(ctx context.Context, _ *tool.Call, in processListIn) (processListOut, error) {
 	if in.Filter.NamePattern != "" {
 		if _, err := path.Match(in.Filter.NamePattern, ""); err != nil {
 			return processListOut{}, tool.Errf(CodeInvalidArgument, "filter.name_pattern %q is not a valid glob: %v", in.Filter.NamePattern, err).With("parameter", "filter.name_pattern")
 		}
 	}
-	pair, err := a.cpu.sample(ctx)
+	pair, err := p.cpu.sample(ctx)
 	if err != nil {
 		return processListOut{}, fmt.Errorf("agent: reading processes: %w", err)
 	}
 	snap, cpu, window := pair.snap, pair.cpu, pair.window
 	match := make([]processSummary, 0, len(snap.Procs))
-	for _, p := range snap.Procs {
-		s := a.summaryOfProc(p, cpu, snap.MemTotal)
-		if in.Filter.match(p, s) {
+	for _, pr := range snap.Procs {
+		s := summaryOfProc(pr, cpu, snap.MemTotal)
+		if in.Filter.match(pr, s) {
 			match = append(match, s)
 		}
 	}
@@ -400,27 +418,27 @@ func sortProcesses(ps []processSummary, by string, desc bool) {
 	sort.SliceStable(ps, func(i, j int) bool { return cmpElem(ps[i], ps[j]) < 0 })
 }
 
-func (a *Agent) noProcess(pid int) *tool.Error {
+func (p *processTools) noProcess(pid int) *tool.Error {
 	return tool.Errf(CodeNotFound, "no process %d", pid).With("pid", pid).
-		Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process by name or user"})
+		Suggest(tool.SuggestedCall{Tool: p.wire("process.list_processes"), Why: "find the process by name or user"})
 }
 
-func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in processPIDIn) (processDetail, error) {
-	snap, cpu, err := a.procCPU(ctx, in.PID)
+func (p *processTools) details(ctx context.Context, _ *tool.Call, in processPIDIn) (processDetail, error) {
+	snap, cpu, err := p.procCPU(ctx, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return processDetail{}, a.noProcess(in.PID)
+		return processDetail{}, p.noProcess(in.PID)
 	}
 	if err != nil {
 		return processDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
-	d, err := procs.ReadDetail(a.root, in.PID, procs.LiveOptions())
+	d, err := procs.ReadDetail(p.root, in.PID, procs.LiveOptions())
 	if errors.Is(err, fs.ErrNotExist) {
-		return processDetail{}, a.noProcess(in.PID)
+		return processDetail{}, p.noProcess(in.PID)
 	}
 	if err != nil {
 		return processDetail{}, fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
-	out := processDetail{processSummary: a.summaryOfProc(d.Proc, cpu, snap.MemTotal), OpenFiles: []openFile{}, Connections: []procConn{},
+	out := processDetail{processSummary: summaryOfProc(d.Proc, cpu, snap.MemTotal), OpenFiles: []openFile{}, Connections: []procConn{},
 		MemoryMaps: []memoryMap{}, Environment: d.Environment, CPUTimes: cpuTimes{User: round2(d.CPUUser), System: round2(d.CPUSystem)},
 		Hidden: nonNil(d.Hidden), Truncated: d.Truncated}
 	out.Cmdline = clipArgs(d.Cmdline, 4096)
@@ -434,7 +452,7 @@ func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in processPIDI
 		out.MemoryMaps = append(out.MemoryMaps, memoryMap{Path: m.Path, RSS: m.RSS, Size: m.Size, Perms: m.Perms})
 	}
 	if len(d.SocketInodes) > 0 {
-		conns, err := a.net.Connections(ctx, nil)
+		conns, err := p.net.Connections(ctx, nil)
 		if err == nil {
 			byInode := map[uint64]int{}
 			for _, s := range d.SocketInodes {
@@ -462,33 +480,33 @@ func (a *Agent) processDetails(ctx context.Context, _ *tool.Call, in processPIDI
 
 // signalCheck is the agent's half of the signal rules; the helper repeats
 // them from its own reading of /proc and the config.
-func (a *Agent) signalCheck(ctx context.Context, in processSignalIn) (procs.Identity, string, error) {
-	if !slices.Contains(a.conf().Process.AllowedSignals, in.Signal) {
+func (p *processTools) signalCheck(ctx context.Context, in processSignalIn) (procs.Identity, string, error) {
+	if !slices.Contains(p.conf().Process.AllowedSignals, in.Signal) {
 		return procs.Identity{}, "", tool.Errf(CodePermissionDenied, "SIG%s is not allowed on this device", in.Signal).
-			With("parameter", "signal").With("allowed_signals", a.conf().Process.AllowedSignals).
+			With("parameter", "signal").With("allowed_signals", p.conf().Process.AllowedSignals).
 			Hint("the owner lists allowed signals in [process] allowed_signals of " + config.DefaultPath)
 	}
-	id, err := procs.ReadIdentity(a.root, in.PID)
+	id, err := procs.ReadIdentity(p.root, in.PID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return id, "", a.noProcess(in.PID)
+		return id, "", p.noProcess(in.PID)
 	}
 	if err != nil {
 		return id, "", fmt.Errorf("agent: process %d: %w", in.PID, err)
 	}
-	user := procs.Username(a.root, id.UID)
+	user := procs.Username(p.root, id.UID)
 	never := func(why string) *tool.Error {
 		return tool.Errf(CodePermissionDenied, "pid %d (%s) %s", id.PID, id.Name, why).With("pid", id.PID).With("name", id.Name).
 			Hint("a fixed rule, not a setting: choose another process").
-			Suggest(tool.SuggestedCall{Tool: a.wire("process.list_processes"), Why: "find the process you meant by name or user"})
+			Suggest(tool.SuggestedCall{Tool: p.wire("process.list_processes"), Why: "find the process you meant by name or user"})
 	}
 	switch {
 	case id.PID == 1 || id.Kernel:
 		return id, user, never("is init or a kernel thread and is never signalled")
-	case a.isSelf(ctx, id.PID):
+	case p.isSelf(ctx, id.PID):
 		return id, user, never("is raspi-mcp itself and is never signalled")
-	case slices.Contains(a.conf().Process.ProtectedUsers, user):
+	case slices.Contains(p.conf().Process.ProtectedUsers, user):
 		return id, user, never(fmt.Sprintf("belongs to %s, a protected user on this device", user)).
-			With("protected_users", a.conf().Process.ProtectedUsers).
+			With("protected_users", p.conf().Process.ProtectedUsers).
 			Hint("[process] protected_users in " + config.DefaultPath + " lists users whose processes are never signalled")
 	}
 	return id, user, nil
@@ -512,20 +530,20 @@ func signalNames() []any {
 // isSelf reports whether pid is raspi-mcp: this process or the helper, or
 // on the simulated board the table's own raspi-mcp processes (its pids say
 // nothing about this machine's).
-func (a *Agent) isSelf(ctx context.Context, pid int) bool {
-	if a.simProcs != nil {
-		return a.simProcs.IsSelf(pid)
+func (p *processTools) isSelf(ctx context.Context, pid int) bool {
+	if p.simProcs != nil {
+		return p.simProcs.IsSelf(pid)
 	}
 	if pid == os.Getpid() {
 		return true
 	}
-	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
+	st, err := client.Call(ctx, p.helper, proto.Status, proto.StatusReq{})
 	return err == nil && pid == st.PID
 }
 
-func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in processSignalIn) (processSignalOut, error) {
+func (p *processTools) signal(ctx context.Context, c *tool.Call, in processSignalIn) (processSignalOut, error) {
 	in.Signal = strings.TrimPrefix(in.Signal, "SIG")
-	id, user, err := a.signalCheck(ctx, in)
+	id, user, err := p.signalCheck(ctx, in)
 	if err != nil {
 		return processSignalOut{}, err
 	}
@@ -535,13 +553,13 @@ func (a *Agent) sendSignal(ctx context.Context, c *tool.Call, in processSignalIn
 		out.Plan = []string{fmt.Sprintf("ask the root helper to send SIG%s to pid %d (%s, user %s) if it is still the same process", in.Signal, id.PID, id.Name, user)}
 		return out, nil
 	}
-	if _, err := client.Call(ctx, a.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: id.PID, StartTicks: id.StartTicks, Signal: in.Signal}); err != nil {
+	if _, err := client.Call(ctx, p.helper, proto.ProcessSignal, proto.ProcessSignalReq{PID: id.PID, StartTicks: id.StartTicks, Signal: in.Signal}); err != nil {
 		return out, err
 	}
 	out.Sent = true
 	// Give a TERM a moment so the answer can say whether it worked.
 	for range 10 {
-		now, err := procs.ReadIdentity(a.root, id.PID)
+		now, err := procs.ReadIdentity(p.root, id.PID)
 		if err != nil || now.StartTicks != id.StartTicks || now.State == "zombie" {
 			out.StillRunning = false
 			break

@@ -56,11 +56,12 @@ func BenchmarkProcessListConcurrent(b *testing.B) {
 	r := newRig(b, nil)
 	read := r.a.cpu.read
 	var reads atomic.Int64
+	r.a.cpu.read = func(ctx context.Context) (procs.Snapshot, error) { reads.Add(1); return read(ctx) }
 	var all []time.Duration
 	var wall time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		r.a.cpu = newCPUSampler(func(ctx context.Context) (procs.Snapshot, error) { reads.Add(1); return read(ctx) })
+		coldProcs(r)
 		b.StartTimer()
 		start := time.Now()
 		all = append(all, listConcurrently(b, r, 50, 2)...)
@@ -109,7 +110,11 @@ func BenchmarkProcessList20Ratio(b *testing.B) {
 	b.ReportMetric(float64(warm20)/float64(warm1), "warm_ratio")
 }
 
-// coldProcs forgets the agent's process readings, as at its start.
+// coldProcs forgets the agent's process readings, as at its start. The
+// process tools hold the sampler itself, so it is emptied, not replaced.
 func coldProcs(r *rig) {
-	r.a.cpu = newCPUSampler(r.a.cpu.read)
+	s := r.a.cpu
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kept = nil
 }

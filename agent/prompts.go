@@ -56,7 +56,7 @@ func (a *Agent) prompts() []promptDef {
 			Description: "Work out why a systemd unit failed and what would fix it.",
 			Arguments:   []*mcp.PromptArgument{{Name: "unit", Description: "the unit, e.g. nginx.service", Required: true}}},
 			func(args map[string]string) (string, error) {
-				unit, err := a.unitName(args["unit"])
+				unit, err := unitName(args["unit"])
 				if err != nil {
 					return "", err
 				}

@@ -200,7 +200,7 @@ func parseWindow(w string) (time.Duration, *tool.Error) {
 // units of [service] allow only: the template is the way to watch the units
 // this device lets a model manage, not a window on every unit.
 func (a *Agent) serviceArgs(u *url.URL) (any, error) {
-	name, err := a.unitName(strings.TrimPrefix(u.Path, "/"))
+	name, err := unitName(strings.TrimPrefix(u.Path, "/"))
 	if err != nil {
 		return nil, err
 	}

@@ -206,17 +206,32 @@ func (u *unitCPU) percents(now time.Time, list []units.Unit) map[string]float64 
 	return out
 }
 
+// serviceTools are the service namespace's tools: the units they read,
+// the helper that changes them, and the journal lines a status shows.
+type serviceTools struct {
+	conf    func() *config.Config
+	units   units.Units    // systemd, read over D-Bus
+	helper  *client.Client // starts, stops, enables
+	journal journal.Reader
+	wire    func(string) string // a tool's wire name, for suggested calls
+	cpu     unitCPU             // each unit's CPU counter at the last listing
+}
+
 func (a *Agent) registerService() {
+	(&serviceTools{conf: a.conf, units: a.units, helper: a.helper, journal: a.journal, wire: a.wire}).register(a.tools)
+}
+
+func (sv *serviceTools) register(r *tool.Registry) {
 	gate := config.SwitchServiceControl
 	nameProp := tool.P("service_name", tool.MinLen(1), tool.MaxLen(proto.MaxUnitName))
-	tool.Add(a.tools, tool.Spec[serviceListIn, serviceListOut]{
+	tool.Add(r, tool.Spec[serviceListIn, serviceListOut]{
 		ID: "service.list_services", Title: "Services",
 		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("state", tool.Enum(serviceStatuses...)), tool.P("pattern", tool.MaxLen(256)),
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0))},
 		OutProps: []tool.Prop{tool.P("services.status", tool.Enum(serviceStatuses...))},
-		Run:      a.listServices,
+		Run:      sv.list,
 		Summary: func(in serviceListIn, o serviceListOut) string {
 			s := fmt.Sprintf("%d of %d services", o.ReturnedCount, o.TotalCount)
 			if len(o.Failed) > 0 {
@@ -225,14 +240,14 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[serviceStatusIn, serviceDetail]{
+	tool.Add(r, tool.Spec[serviceStatusIn, serviceDetail]{
 		ID: "service.get_status", Title: "Service status",
 		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp, tool.P("log_lines", tool.Min(0), tool.Max(50), tool.Default(10))},
 		OutProps:    []tool.Prop{tool.P("status", tool.Enum(serviceStatuses...))},
 		Example:     &serviceStatusIn{ServiceName: "nginx.service"},
-		Run:         a.serviceStatus,
+		Run:         sv.get,
 		Summary: func(_ serviceStatusIn, d serviceDetail) string {
 			s := fmt.Sprintf("%s is %s (%s)", d.Name, d.Status, d.SubStatus)
 			if d.PID > 0 {
@@ -244,7 +259,7 @@ func (a *Agent) registerService() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[serviceControlIn, serviceControlOut]{
+	tool.Add(r, tool.Spec[serviceControlIn, serviceControlOut]{
 		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
 		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
@@ -253,7 +268,7 @@ func (a *Agent) registerService() {
 		OutProps:    []tool.Prop{tool.P("timestamp", tool.Format("date-time"))},
 		Slow:        true, // waits for systemd's job
 		Example:     &serviceControlIn{ServiceName: "nginx.service", Action: "restart"},
-		Run:         a.controlService,
+		Run:         sv.control,
 		Summary: func(in serviceControlIn, o serviceControlOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would %s %s (now %s)", o.Action, o.ServiceName, o.Status)
@@ -261,7 +276,7 @@ func (a *Agent) registerService() {
 			return fmt.Sprintf("%s %s: %s → %s (job %s)", o.Action, o.ServiceName, o.PreviousStatus, o.Status, o.JobResult)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[serviceEnableIn, serviceEnableOut]{
+	tool.Add(r, tool.Spec[serviceEnableIn, serviceEnableOut]{
 		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
 		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
@@ -270,7 +285,7 @@ func (a *Agent) registerService() {
 		Props:       []tool.Prop{nameProp},
 		Slow:        true, // validates the unit file and reloads systemd
 		Example:     &serviceEnableIn{ServiceName: "nginx.service", Enabled: true},
-		Run:         a.setEnabled,
+		Run:         sv.setEnabled,
 		Summary: func(in serviceEnableIn, o serviceEnableOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would %s %s (now %s)", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState)
@@ -278,20 +293,20 @@ func (a *Agent) registerService() {
 			return fmt.Sprintf("%s %s: %s → %s", enableVerb(in.Enabled), o.ServiceName, o.PreviousUnitFileState, o.UnitFileState)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[serviceValidateIn, serviceValidateOut]{
+	tool.Add(r, tool.Spec[serviceValidateIn, serviceValidateOut]{
 		ID: "service.validate_unit_file", Title: "Validate a unit file",
 		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp},
 		Example:     &serviceValidateIn{ServiceName: "nginx.service"},
 		Run: func(ctx context.Context, _ *tool.Call, in serviceValidateIn) (serviceValidateOut, error) {
-			name, err := a.unitName(in.ServiceName)
+			name, err := unitName(in.ServiceName)
 			if err != nil {
 				return serviceValidateOut{}, err
 			}
-			v, err := a.units.Validate(ctx, name)
+			v, err := sv.units.Validate(ctx, name)
 			if err != nil {
-				return serviceValidateOut{}, a.unitErr(name, err)
+				return serviceValidateOut{}, sv.unitErr(name, err)
 			}
 			return serviceValidateOut{ServiceName: name, Valid: v.Valid, Warnings: nonNil(v.Warnings), Errors: nonNil(v.Errors), CanEnable: v.CanEnable, FragmentPath: v.FragmentPath}, nil
 		},
@@ -313,7 +328,7 @@ func enableVerb(on bool) string {
 
 // unitName normalises "nginx" to "nginx.service" and turns a bad name into
 // invalid_argument naming the parameter.
-func (a *Agent) unitName(s string) (string, error) {
+func unitName(s string) (string, error) {
 	n, err := units.Normalize(s)
 	if err != nil {
 		return "", tool.Errf(CodeInvalidArgument, "%v", err).With("parameter", "service_name").With("provided_value", s)
@@ -321,10 +336,10 @@ func (a *Agent) unitName(s string) (string, error) {
 	return n, nil
 }
 
-func (a *Agent) unitErr(name string, err error) error {
+func (sv *serviceTools) unitErr(name string, err error) error {
 	if errors.Is(err, units.ErrNotFound) {
 		return tool.Errf(CodeNotFound, "service %q not found on this system", name).With("service_name", name).
-			Suggest(tool.SuggestedCall{Tool: a.wire("service.list_services"), Arguments: map[string]any{"pattern": "*" + strings.TrimSuffix(name, ".service") + "*"}, Why: "find the unit's exact name"})
+			Suggest(tool.SuggestedCall{Tool: sv.wire("service.list_services"), Arguments: map[string]any{"pattern": "*" + strings.TrimSuffix(name, ".service") + "*"}, Why: "find the unit's exact name"})
 	}
 	var te *tool.Error
 	if errors.As(err, &te) {
@@ -349,11 +364,11 @@ func enabledState(s string) bool {
 	return s == "enabled" || s == "enabled-runtime" || s == "alias"
 }
 
-func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) serviceSummary {
+func (sv *serviceTools) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) serviceSummary {
 	s := serviceSummary{Name: u.Name, Status: status(u.ActiveState), SubStatus: u.SubState, Enabled: enabledState(u.UnitFileState),
 		PID: u.MainPID, MemoryBytes: u.MemoryBytes, RestartCount: u.Restarts, UnitFileState: u.UnitFileState, Description: u.Description,
 		DisplayName: u.Description, CanStart: u.CanStart, CanStop: u.CanStop, CanReload: u.CanReload,
-		Changeable: a.conf().Service.Control && config.UnitMatches(a.conf().Service.Allow, u.Name)}
+		Changeable: sv.conf().Service.Control && config.UnitMatches(sv.conf().Service.Allow, u.Name)}
 	switch u.UnitFileState {
 	case "static", "masked":
 		s.Preset = u.UnitFileState
@@ -371,22 +386,22 @@ func (a *Agent) summaryOf(u units.Unit, cpu map[string]float64, now time.Time) s
 	return s
 }
 
-func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in serviceListIn) (serviceListOut, error) {
+func (sv *serviceTools) list(ctx context.Context, _ *tool.Call, in serviceListIn) (serviceListOut, error) {
 	if in.Pattern != "" {
 		if _, err := path.Match(in.Pattern, ""); err != nil {
 			return serviceListOut{}, tool.Errf(CodeInvalidArgument, "pattern %q is not a valid glob: %v", in.Pattern, err).With("parameter", "pattern")
 		}
 	}
-	list, err := a.units.List(ctx)
+	list, err := sv.units.List(ctx)
 	if err != nil {
-		return serviceListOut{}, a.unitErr("", err)
+		return serviceListOut{}, sv.unitErr("", err)
 	}
 	now := time.Now()
-	cpu := a.unitCPU.percents(now, list)
+	cpu := sv.cpu.percents(now, list)
 	out := serviceListOut{Services: []serviceSummary{}, Failed: []string{}}
 	var match []serviceSummary
 	for _, u := range list {
-		s := a.summaryOf(u, cpu, now)
+		s := sv.summaryOf(u, cpu, now)
 		if s.Status == "failed" {
 			out.Failed = append(out.Failed, s.Name)
 		}
@@ -413,21 +428,21 @@ func (a *Agent) listServices(ctx context.Context, _ *tool.Call, in serviceListIn
 	return out, nil
 }
 
-func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in serviceStatusIn) (serviceDetail, error) {
-	name, err := a.unitName(in.ServiceName)
+func (sv *serviceTools) get(ctx context.Context, _ *tool.Call, in serviceStatusIn) (serviceDetail, error) {
+	name, err := unitName(in.ServiceName)
 	if err != nil {
 		return serviceDetail{}, err
 	}
-	d, err := a.units.Get(ctx, name)
+	d, err := sv.units.Get(ctx, name)
 	if err != nil {
-		return serviceDetail{}, a.unitErr(name, err)
+		return serviceDetail{}, sv.unitErr(name, err)
 	}
-	deps, err := a.units.ActiveDependents(ctx, name)
+	deps, err := sv.units.ActiveDependents(ctx, name)
 	if err != nil {
-		return serviceDetail{}, a.unitErr(name, err)
+		return serviceDetail{}, sv.unitErr(name, err)
 	}
 	now := time.Now()
-	out := serviceDetail{serviceSummary: a.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
+	out := serviceDetail{serviceSummary: sv.summaryOf(d.Unit, nil, now), UnitFilePath: d.FragmentPath, FragmentPath: d.FragmentPath,
 		ExecStart: nonNil(d.ExecStart), ExecStop: nonNil(d.ExecStop), WorkingDirectory: d.WorkingDirectory, User: d.User, Group: d.Group,
 		Environment: map[string]string{}, RestartPolicy: d.Restart, ActiveDependents: nonNil(deps), RecentLogs: []logLine{},
 		Dependencies: dependencies{Requires: nonNil(d.Requires), Wants: nonNil(d.Wants), RequiredBy: nonNil(d.RequiredBy),
@@ -436,10 +451,10 @@ func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in serviceStatu
 		out.Environment[k] = procs.RedactValue(k, v)
 	}
 	if in.LogLines > 0 {
-		if !config.UnitMatches(a.conf().Logs.JournalUnits, name) {
+		if !config.UnitMatches(sv.conf().Logs.JournalUnits, name) {
 			out.LogsNote = "this unit's journal is not in [logs] journal_units"
 		} else {
-			res, err := a.journal.Query(ctx, journal.Query{Units: []string{name}, Priority: -1, Limit: in.LogLines, MaxBytes: 8 << 10})
+			res, err := sv.journal.Query(ctx, journal.Query{Units: []string{name}, Priority: -1, Limit: in.LogLines, MaxBytes: 8 << 10})
 			if err != nil {
 				out.LogsNote = "journal: " + err.Error()
 			}
@@ -452,9 +467,9 @@ func (a *Agent) serviceStatus(ctx context.Context, _ *tool.Call, in serviceStatu
 }
 
 // changeable checks the allow list; the helper checks it again.
-func (a *Agent) changeable(name string) error {
-	if !config.UnitMatches(a.conf().Service.Allow, name) {
-		allow := a.conf().Service.Allow
+func (sv *serviceTools) changeable(name string) error {
+	if !config.UnitMatches(sv.conf().Service.Allow, name) {
+		allow := sv.conf().Service.Allow
 		if allow == nil {
 			allow = []string{}
 		}
@@ -465,17 +480,17 @@ func (a *Agent) changeable(name string) error {
 	return nil
 }
 
-func (a *Agent) controlService(ctx context.Context, c *tool.Call, in serviceControlIn) (serviceControlOut, error) {
-	name, err := a.unitName(in.ServiceName)
+func (sv *serviceTools) control(ctx context.Context, c *tool.Call, in serviceControlIn) (serviceControlOut, error) {
+	name, err := unitName(in.ServiceName)
 	if err != nil {
 		return serviceControlOut{}, err
 	}
-	if err := a.changeable(name); err != nil {
+	if err := sv.changeable(name); err != nil {
 		return serviceControlOut{}, err
 	}
-	d, err := a.units.Get(ctx, name)
+	d, err := sv.units.Get(ctx, name)
 	if err != nil {
-		return serviceControlOut{}, a.unitErr(name, err)
+		return serviceControlOut{}, sv.unitErr(name, err)
 	}
 	out := serviceControlOut{ServiceName: name, Action: in.Action, PreviousStatus: status(d.ActiveState), PreviousSubStatus: d.SubState,
 		Status: status(d.ActiveState), SubStatus: d.SubState, MainPID: d.MainPID, Timestamp: time.Now().UTC().Format(time.RFC3339)}
@@ -485,8 +500,8 @@ func (a *Agent) controlService(ctx context.Context, c *tool.Call, in serviceCont
 	}
 	var deps []string
 	if in.Action == proto.ServiceStop {
-		if deps, err = a.units.ActiveDependents(ctx, name); err != nil {
-			return out, a.unitErr(name, err)
+		if deps, err = sv.units.ActiveDependents(ctx, name); err != nil {
+			return out, sv.unitErr(name, err)
 		}
 	}
 	if len(deps) > 0 {
@@ -512,7 +527,7 @@ func (a *Agent) controlService(ctx context.Context, c *tool.Call, in serviceCont
 		}
 		return out, nil
 	}
-	resp, err := client.Call(ctx, a.helper, proto.ServiceControl, proto.ServiceControlReq{Unit: name, Action: in.Action, Force: len(deps) > 0})
+	resp, err := client.Call(ctx, sv.helper, proto.ServiceControl, proto.ServiceControlReq{Unit: name, Action: in.Action, Force: len(deps) > 0})
 	if err != nil {
 		return out, err
 	}
@@ -522,29 +537,29 @@ func (a *Agent) controlService(ctx context.Context, c *tool.Call, in serviceCont
 	if resp.Job != "done" {
 		return out, tool.Errf(CodeFailedPrecondition, "systemd's %s job for %s ended with %q; %s is now %s (%s)", in.Action, name, resp.Job, name, resp.After.ActiveState, resp.After.SubState).
 			With("service_name", name).With("job_result", resp.Job).With("previous_status", out.PreviousStatus).With("status", out.Status).
-			Suggest(tool.SuggestedCall{Tool: a.wire("service.get_status"), Arguments: map[string]any{"service_name": name, "log_lines": 20}, Why: "read the unit's journal lines to see why"})
+			Suggest(tool.SuggestedCall{Tool: sv.wire("service.get_status"), Arguments: map[string]any{"service_name": name, "log_lines": 20}, Why: "read the unit's journal lines to see why"})
 	}
 	return out, nil
 }
 
-func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in serviceEnableIn) (serviceEnableOut, error) {
-	name, err := a.unitName(in.ServiceName)
+func (sv *serviceTools) setEnabled(ctx context.Context, c *tool.Call, in serviceEnableIn) (serviceEnableOut, error) {
+	name, err := unitName(in.ServiceName)
 	if err != nil {
 		return serviceEnableOut{}, err
 	}
-	if err := a.changeable(name); err != nil {
+	if err := sv.changeable(name); err != nil {
 		return serviceEnableOut{}, err
 	}
-	d, err := a.units.Get(ctx, name)
+	d, err := sv.units.Get(ctx, name)
 	if err != nil {
-		return serviceEnableOut{}, a.unitErr(name, err)
+		return serviceEnableOut{}, sv.unitErr(name, err)
 	}
 	out := serviceEnableOut{ServiceName: name, Enabled: in.Enabled, PreviousUnitFileState: d.UnitFileState, UnitFileState: d.UnitFileState,
 		Changes: []fileChange{}, Warnings: []string{}}
 	if in.Enabled {
-		v, err := a.units.Validate(ctx, name)
+		v, err := sv.units.Validate(ctx, name)
 		if err != nil {
-			return out, a.unitErr(name, err)
+			return out, sv.unitErr(name, err)
 		}
 		out.Warnings = nonNil(v.Warnings)
 		if !v.CanEnable || !v.Valid {
@@ -557,7 +572,7 @@ func (a *Agent) setEnabled(ctx context.Context, c *tool.Call, in serviceEnableIn
 		out.Plan = []string{fmt.Sprintf("ask systemd (through the root helper) to %s %s (now %s)", enableVerb(in.Enabled), name, d.UnitFileState)}
 		return out, nil
 	}
-	resp, err := client.Call(ctx, a.helper, proto.ServiceEnable, proto.ServiceEnableReq{Unit: name, Enabled: in.Enabled})
+	resp, err := client.Call(ctx, sv.helper, proto.ServiceEnable, proto.ServiceEnableReq{Unit: name, Enabled: in.Enabled})
 	if err != nil {
 		return out, err
 	}

@@ -93,7 +93,7 @@ func TestEveryRecordWitnessedBeforeAnswer(t *testing.T) {
 			t.Fatalf("after call %d the witness holds %+v, want record %d %s", i, head, last.Seq, last.Hash)
 		}
 	}
-	v, err := r.a.verifyAudit()
+	v, err := r.verifyAudit()
 	if err != nil || !v.OK || v.Witness == nil || v.Witness.Seq != 3 || v.Witness.Unwitnessed != 0 || v.StoredCount != 3 {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
@@ -114,7 +114,7 @@ func TestWitnessHelperDown(t *testing.T) {
 	if st.Audit.Unwitnessed != 1 || st.Audit.WitnessError == "" || st.Audit.Tampered {
 		t.Fatalf("status with the helper down = %+v", st.Audit)
 	}
-	if v, _ := r.a.verifyAudit(); !v.OK || v.Witness.Unwitnessed != 1 {
+	if v, _ := r.verifyAudit(); !v.OK || v.Witness.Unwitnessed != 1 {
 		t.Fatalf("an unwitnessed tail is not tampering: %+v", v)
 	}
 	r.startHelper()
@@ -155,7 +155,7 @@ func TestAgentStartsOnCutTrail(t *testing.T) {
 	if !st.Audit.Tampered || len(st.Audit.Findings) != 1 || !strings.Contains(st.Audit.Findings[0], want) {
 		t.Fatalf("status audit = %+v", st.Audit)
 	}
-	v, _ := r.a.verifyAudit()
+	v, _ := r.verifyAudit()
 	if v.OK || len(v.Problems) != 1 || v.Problems[0].Kind != store.ProblemWitnessMissing || v.Problems[0].Detail != want {
 		t.Fatalf("verify = %+v", v)
 	}
@@ -172,7 +172,7 @@ func TestAgentStartsOnCutTrail(t *testing.T) {
 	if head, _ := r.witnessFile().Head(); head.Seq != 6 || head.Hash != rec6.Hash {
 		t.Fatalf("the record after the cut was not witnessed: %+v", head)
 	}
-	v, _ = r.a.verifyAudit()
+	v, _ = r.verifyAudit()
 	kinds := map[string]bool{}
 	for _, p := range v.Problems {
 		kinds[p.Kind] = true
@@ -203,7 +203,7 @@ func TestAgentStartsOnWipedTrail(t *testing.T) {
 	if lines := r.logged("AUDIT TRAIL TAMPERED"); len(lines) != 1 || !strings.Contains(lines[0], "records 1-4 missing") {
 		t.Fatalf("start log = %q", lines)
 	}
-	v, _ := r.a.verifyAudit()
+	v, _ := r.verifyAudit()
 	if v.OK || v.Records != 0 || len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Detail, "no records are stored") {
 		t.Fatalf("verify = %+v", v)
 	}
@@ -251,7 +251,7 @@ func TestPruneAuditWithWitness(t *testing.T) {
 		t.Fatalf("witnessed checkpoint = %+v", cp)
 	}
 	r.denied()
-	v, err := r.a.verifyAudit()
+	v, err := r.verifyAudit()
 	if err != nil || !v.OK || v.CheckpointSeq != 5 || v.Records != 2 || v.Witness.CheckpointSeq != 5 || v.Witness.Seq != 7 {
 		t.Fatalf("verify after pruning = %+v, %v", v, err)
 	}
