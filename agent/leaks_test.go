@@ -105,7 +105,9 @@ func TestAppLogsWithholdWhoFromNonAuditReaders(t *testing.T) {
 	r := newRig(t, nil)
 	r.a.log.Warn("refused a handover", "principal", "mallory-x", "uid", 1009, "pid", 4711, "remote", "192.0.2.77:40001", "err", "no such session")
 	r.a.log.With("principal", "mallory y").Info("session opened")
-	secrets := []string{"mallory", "1009", "4711", "192.0.2.77"}
+	// Keyed as the log line writes them: a bare 1009 may be part of a
+	// temporary directory's random name in another line.
+	secrets := []string{"mallory", "uid=1009", "pid=4711", "192.0.2.77"}
 
 	res := r.call(t, reader, "logs_get_recent_app_logs", map[string]any{"limit": 500})
 	out, e := decodeResult[appLogsOut](t, res)
