@@ -260,7 +260,7 @@ func endsWithin(body io.Reader) <-chan error {
 // Attack 12: revoking a token ends its open stream and session; its next
 // request is 401.
 func TestHTTPRevokeEndsStreams(t *testing.T) {
-	h := newHTTPRig(t, nil, HTTPOptions{})
+	h := newHTTPRig(t, nil, HTTPOptions{Recheck: 50 * time.Millisecond})
 	id := h.rawSession(t, "s-read")
 	stream := h.openStream(t, "s-read", id)
 	defer stream.Close()
@@ -273,7 +273,7 @@ func TestHTTPRevokeEndsStreams(t *testing.T) {
 	case <-time.After(hangGuard):
 		t.Fatal("a revoked token's stream is still open")
 	}
-	waitFor(t, "the revoked token's session to close", time.Second, func() bool { return h.a.doors.HTTPSessions() == 0 })
+	waitFor(t, "the revoked token's session to close", hangGuard, func() bool { return h.a.doors.HTTPSessions() == 0 })
 	if resp, _ := h.postRaw(t, "s-read", `{"jsonrpc":"2.0","id":7,"method":"ping"}`, map[string]string{"Mcp-Session-Id": id}); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the revoked token's next request: %d", resp.StatusCode)
 	}
@@ -288,7 +288,7 @@ func TestHTTPExpiryEndsStreams(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tokens := newFakeTokens()
 	tokens.tokens["s-short"] = bearer.Token{Name: "short", Role: bearer.RoleRead, Expires: now.Add(time.Hour)}
-	h := newHTTPRig(t, nil, HTTPOptions{Now: clock, Tokens: tokens})
+	h := newHTTPRig(t, nil, HTTPOptions{Now: clock, Tokens: tokens, Recheck: 50 * time.Millisecond})
 	id := h.rawSession(t, "s-short")
 	stream := h.openStream(t, "s-short", id)
 	defer stream.Close()
@@ -384,7 +384,7 @@ func TestHTTPInFlightCap(t *testing.T) {
 		t.Fatal("another token refused for the read token's streams")
 	}
 	sa.Close()
-	waitFor(t, "the closed stream to free its slot", time.Second, func() bool {
+	waitFor(t, "the closed stream to free its slot", hangGuard, func() bool {
 		resp, _ := h.postRaw(t, "s-read", ping, map[string]string{"Mcp-Session-Id": b})
 		return resp.StatusCode == 200
 	})

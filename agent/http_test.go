@@ -482,7 +482,7 @@ func TestHTTPSessionCap(t *testing.T) {
 	modern := h.mustConnect(t, "s-read", "2026-07-28")
 	callHTTP(t, modern, "system_get_capabilities", nil)
 	first.Close()
-	waitFor(t, "the closed session to leave", time.Second, func() bool { return h.a.doors.HTTPSessions() == 0 })
+	waitFor(t, "the closed session to leave", hangGuard, func() bool { return h.a.doors.HTTPSessions() == 0 })
 	h.mustConnect(t, "s-read", "2025-11-25")
 }
 
@@ -490,7 +490,7 @@ func TestHTTPSessionCap(t *testing.T) {
 // fingerprint connects, one that trusts only the system's roots does not.
 func TestHTTPSelfSignedTLS(t *testing.T) {
 	h := newHTTPRig(t, func(c *config.Config) { c.HTTP.TLS = true }, HTTPOptions{})
-	waitFor(t, "the endpoint to serve", time.Second, func() bool { return h.a.doors.HTTPStatus() != nil })
+	waitFor(t, "the endpoint to serve", hangGuard, func() bool { return h.a.doors.HTTPStatus() != nil })
 	st := h.a.doors.HTTPStatus()
 	if !strings.HasPrefix(st.URL, "https://") || !strings.HasPrefix(st.Fingerprint, "sha256:") {
 		t.Fatalf("status %+v", st)
