@@ -268,13 +268,15 @@ func (w *watcher) hold(ss *mcp.ServerSession, key string, listen bool, lim confi
 	switch {
 	case h != nil:
 	case len(keys) >= lim.PerSession:
+		n := len(keys) // read under w.mu: drop may change keys once it is let go
 		w.mu.Unlock()
-		return tool.Errf(CodeResourceExhausted, "this session holds %d subscriptions, the most [subscriptions] per_session allows", len(keys)).
+		return tool.Errf(CodeResourceExhausted, "this session holds %d subscriptions, the most [subscriptions] per_session allows", n).
 			With("bound", "subscriptions.per_session").With("limit", lim.PerSession).
 			Hint("unsubscribe from a resource you no longer need, then subscribe again")
 	case w.total >= lim.Total:
+		n := w.total
 		w.mu.Unlock()
-		return tool.Errf(CodeResourceExhausted, "the agent holds %d subscriptions over all sessions, the most [subscriptions] total allows", w.total).
+		return tool.Errf(CodeResourceExhausted, "the agent holds %d subscriptions over all sessions, the most [subscriptions] total allows", n).
 			With("bound", "subscriptions.total").With("limit", lim.Total).Retry().
 			Hint("retry when other clients have unsubscribed or left; the device owner can raise [subscriptions] total")
 	default:
