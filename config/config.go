@@ -455,7 +455,56 @@ type Guard struct {
 	// ElicitationTimeout is how long the person has to answer; no answer
 	// in time counts as a decline.
 	ElicitationTimeout Duration `toml:"elicitation_timeout"`
+
+	// High and Critical name the channel that approves a call of that
+	// risk: ChannelClient (the MCP client: elicitation, confirm and
+	// reason, change tokens) or ChannelDevice (the Pi itself: the button
+	// when one is wired, or `raspi-mcp approve` at the console). Whatever
+	// they say, a configuration change that widens a power needs the
+	// device.
+	High     string `toml:"high"`
+	Critical string `toml:"critical"`
+	// ApprovalTimeout is how long a call waits for a device approval; no
+	// answer in time is a decline.
+	ApprovalTimeout Duration `toml:"approval_timeout"`
+	// Approvers are the users besides root who may approve at the console
+	// (`raspi-mcp approve`, by peer credentials). Never the principal that
+	// asked: a user cannot approve their own call unless as root.
+	Approvers []string `toml:"approvers"`
+	// Button is a push button on a GPIO input, held by the root helper.
+	Button Button `toml:"button"`
 }
+
+// Approval channels of [guard] high and critical.
+const (
+	ChannelClient = "client"
+	ChannelDevice = "device"
+)
+
+// Button is the approval button ([guard.button]): a short press approves
+// the one call waiting, a long press declines it. Its pins are reserved: no
+// tool may configure, read or write them.
+type Button struct {
+	// Pin is the BCM pin of the button's input; -1 (the default) means
+	// no button is wired.
+	Pin int `toml:"pin"`
+	// Pull is the input's bias: "up" (a button to ground, the default),
+	// "down" or "none".
+	Pull string `toml:"pull"`
+	// ActiveLow says a press reads 0 (true with pull "up").
+	ActiveLow bool `toml:"active_low"`
+	// Debounce is how long the line must hold a level to count.
+	Debounce Duration `toml:"debounce"`
+	// LongPress is how long a hold must last to decline rather than
+	// approve.
+	LongPress Duration `toml:"long_press"`
+	// LED is the BCM pin of an optional LED that blinks while a call
+	// waits and shows the outcome; -1 (the default) means none.
+	LED int `toml:"led"`
+}
+
+// Wired reports whether a button is configured.
+func (b Button) Wired() bool { return b.Pin >= 0 }
 
 // Elicitation modes of [guard] elicitation.
 const (
@@ -585,11 +634,13 @@ func Default() Config {
 		Change:   Change{TokenTTL: Duration(5 * time.Minute)},
 		HTTP:     defaultHTTP(),
 		Sessions: defaultSessions(),
-		Guard:    Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second)},
-		System:   System{MinPowerInterval: Duration(10 * time.Minute)},
-		GPIO:     GPIO{Revert: "previous", Pins: []Pin{}},
-		Camera:   Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
-		I2C:      I2C{Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
+		Guard: Guard{Elicitation: ElicitPreferred, ElicitationTimeout: Duration(120 * time.Second),
+			High: ChannelClient, Critical: ChannelDevice, ApprovalTimeout: Duration(2 * time.Minute), Approvers: []string{},
+			Button: Button{Pin: -1, LED: -1, Pull: "up", ActiveLow: true, Debounce: Duration(30 * time.Millisecond), LongPress: Duration(1500 * time.Millisecond)}},
+		System: System{MinPowerInterval: Duration(10 * time.Minute)},
+		GPIO:   GPIO{Revert: "previous", Pins: []Pin{}},
+		Camera: Camera{MediaRoot: "/var/lib/raspi-mcp/media", MaxImageBytes: 1 << 20},
+		I2C:    I2C{Read: []string{}, Write: []string{}, Sensors: []Sensor{}},
 		Metrics: Metrics{DefaultJob: true, DefaultInterval: Duration(10 * time.Second),
 			DefaultRetention: Duration(48 * time.Hour), FlushInterval: Duration(45 * time.Minute), MaxJobs: 8},
 		Logs:    Logs{JournalUnits: []string{"*"}},
@@ -769,6 +820,9 @@ func (c Config) Validate() error {
 	}
 	if d := c.Guard.ElicitationTimeout.D(); d < time.Second || d > time.Hour {
 		return fmt.Errorf("guard.elicitation_timeout: want 1s..1h, got %s", d)
+	}
+	if err := c.Guard.validateApproval(); err != nil {
+		return err
 	}
 	if d := c.Manage.UpdateHealthTimeout.D(); d < 10*time.Second || d > 30*time.Minute {
 		return fmt.Errorf("manage.update_health_timeout: want 10s..30m, got %s", d)
@@ -1040,4 +1094,71 @@ func LaptopFrom(base Config, dir, user string) Config {
 		s.Set(&c, true)
 	}
 	return c
+}
+
+// validateApproval checks [guard]'s channels and [guard.button].
+func (g Guard) validateApproval() error {
+	for _, ch := range []struct{ key, v string }{{"guard.high", g.High}, {"guard.critical", g.Critical}} {
+		if ch.v != ChannelClient && ch.v != ChannelDevice {
+			return fmt.Errorf("guard: %s: want %q or %q, got %q", ch.key, ChannelClient, ChannelDevice, ch.v)
+		}
+	}
+	if d := g.ApprovalTimeout.D(); d < 5*time.Second || d > 30*time.Minute {
+		return fmt.Errorf("guard.approval_timeout: want 5s..30m, got %s", d)
+	}
+	for _, u := range g.Approvers {
+		if u == "" || strings.ContainsAny(u, " \t\n/:") {
+			return fmt.Errorf("guard.approvers: %q is not a user name", u)
+		}
+	}
+	b := g.Button
+	if b.Pin < -1 || b.Pin > 63 {
+		return fmt.Errorf("guard.button.pin: want a BCM pin 0..63, or -1 for none, got %d", b.Pin)
+	}
+	if b.LED < -1 || b.LED > 63 {
+		return fmt.Errorf("guard.button.led: want a BCM pin 0..63, or -1 for none, got %d", b.LED)
+	}
+	if b.LED >= 0 && !b.Wired() {
+		return fmt.Errorf("guard.button.led: an LED (pin %d) needs a button: set guard.button.pin", b.LED)
+	}
+	if b.Wired() && b.LED == b.Pin {
+		return fmt.Errorf("guard.button: pin and led are both %d", b.Pin)
+	}
+	switch b.Pull {
+	case "up", "down", "none":
+	default:
+		return fmt.Errorf("guard.button.pull: want \"up\", \"down\" or \"none\", got %q", b.Pull)
+	}
+	if d := b.Debounce.D(); d < time.Millisecond || d > time.Second {
+		return fmt.Errorf("guard.button.debounce: want 1ms..1s, got %s", d)
+	}
+	if d := b.LongPress.D(); d < 200*time.Millisecond || d > 10*time.Second || d <= b.Debounce.D() {
+		return fmt.Errorf("guard.button.long_press: want 200ms..10s and longer than debounce, got %s", d)
+	}
+	return nil
+}
+
+// ReservedPins are the BCM pins the approval button holds (its input and
+// LED): no tool may configure, read or write them.
+func (g Guard) ReservedPins() []int {
+	var pins []int
+	if g.Button.Wired() {
+		pins = append(pins, g.Button.Pin)
+		if g.Button.LED >= 0 {
+			pins = append(pins, g.Button.LED)
+		}
+	}
+	return pins
+}
+
+// DeviceApproves reports whether a call of risk ("high", "critical") needs
+// a device approval under this configuration.
+func (g Guard) DeviceApproves(risk string) bool {
+	switch risk {
+	case "high":
+		return g.High == ChannelDevice
+	case "critical":
+		return g.Critical == ChannelDevice
+	}
+	return false
 }
