@@ -36,6 +36,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
+	"github.com/raspi-mcp/raspi-mcp/agent/approval"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/agent/transport"
@@ -140,8 +141,9 @@ type Agent struct {
 	appLog     *applog.Ring
 	cpu        *cpuSampler // process readings shared by the process tools
 	witness    *witnesser
-	pipe       *tool.Pipeline // the call pipeline of a.tools (registry.go)
-	watch      *watch         // helper and upstream state, for notifications (notify.go)
+	pipe       *tool.Pipeline   // the call pipeline of a.tools (registry.go)
+	approvals  *approval.Broker // calls waiting for the device's approval (approvals.go)
+	watch      *watch           // helper and upstream state, for notifications (notify.go)
 
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
@@ -181,7 +183,9 @@ func New(o Options) (*Agent, error) {
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
 	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
+	a.approvals = a.newApprovals(nil)
 	a.pipe = a.newPipeline()
+	a.declineLeftWaits()
 	a.watch = newWatch()
 	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)

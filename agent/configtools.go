@@ -142,12 +142,25 @@ func (a *Agent) registerConfigTools() {
 	})
 	tool.Add(a.tools, tool.Spec[configApplyIn, configApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
-		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: needs change_prepare then change_commit (or the person's confirmation). Keys that decide who may do what are refused.",
+		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: approved on the Pi (button or `raspi-mcp approve`) unless the owner lets the client approve; a change that widens a power always needs the Pi. Keys that decide who may do what are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
 		Destructive: true,
 		Props:       []tool.Prop{candidate, tool.P("expect_diff_hash", tool.MaxLen(71))},
 		Example:     &configApplyIn{configCandidateIn: configCandidateIn{TOML: "[gpio]\nwrites = true\n"}},
 		Run:         a.configApply,
+		// Whatever [guard] critical says, a change that widens a power
+		// is approved on the device: a model must not be able to grant
+		// itself powers through its own client.
+		NeedsDevice: func(_ context.Context, _ *tool.Call, in configApplyIn) (string, error) {
+			next, err := a.candidate(in.TOML)
+			if err != nil {
+				return "", err
+			}
+			if w := config.Widenings(*a.conf(), next); len(w) > 0 {
+				return "it widens what tools may do: " + strings.Join(w, "; "), nil
+			}
+			return "", nil
+		},
 		Summary: func(_ configApplyIn, o configApplyOut) string {
 			if !o.Applied {
 				return "would apply: " + diffLine(o.configDiffOut)

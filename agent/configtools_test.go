@@ -134,9 +134,11 @@ func TestConfigDiff(t *testing.T) {
 	}
 }
 
-// apply commits manage_config_apply of toml through a change token.
+// apply commits manage_config_apply of toml through a change token, and
+// approves it on the device when it widens a power.
 func apply(t *testing.T, r *rig, toml string) (configApplyOut, *tool.Error) {
 	t.Helper()
+	defer deviceAnswers(t, r, true)()
 	tok := prepare(t, r, admin, "manage_config_apply", map[string]any{"toml": toml})
 	out, e := callAs[changeCommitOut](t, r, admin, "change_commit", map[string]any{"token": tok.Token})
 	if e != nil {
@@ -153,9 +155,17 @@ func TestConfigApplyTurnsAWriteSwitchOnAndOff(t *testing.T) {
 	if _, e := callAs[map[string]any](t, r, admin, "gpio_write_pin", write); e == nil || e.Code != CodePermissionDenied {
 		t.Fatalf("write with [gpio] writes off: %+v", e)
 	}
-	// Denials: no token, a reader, an operator, a forbidden key.
+	// Denials: declined on the device (a widening goes there even without
+	// a token), a reader, an operator, a forbidden key.
+	stop := deviceAnswers(t, r, false)
 	_, e := callAs[configApplyOut](t, r, admin, "manage_config_apply", map[string]any{"toml": gpioWritesOnTOML, "confirm": true, "reason": "x"})
-	wantErr(t, e, CodeFailedPrecondition, map[string]any{"tool": "manage.config_apply", "risk": "critical"})
+	wantErr(t, e, CodePermissionDenied, map[string]any{"tool": "manage.config_apply", "channel": "console:root", "approval_id": "1"})
+	if n := stop(); n != 1 {
+		t.Fatalf("%d calls came to the device, want 1", n)
+	}
+	if _, err := os.Stat(mcpDropIn(r)); err == nil {
+		t.Fatal("a declined apply wrote the drop-in")
+	}
 	for _, p := range []Principal{reader, operator} {
 		_, e := callAs[changePrepareOut](t, r, p, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": map[string]any{"toml": gpioWritesOnTOML}})
 		wantErr(t, e, CodePermissionDenied, map[string]any{"tool": "manage.config_apply", "required_role": "admin", "role": p.Role.String()})

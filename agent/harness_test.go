@@ -94,6 +94,10 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Laptop(dir, currentUser(t))
+	// Most tests exercise the client's channel (confirm and reason, change
+	// tokens, elicitation), as an owner who lowered critical to the client
+	// has it; approvals_test.go puts critical calls to the device.
+	cfg.Guard.Critical = config.ChannelClient
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -34,6 +34,9 @@ type AuditEntry struct {
 	Reason        string `json:"reason,omitempty"`
 	Intent        string `json:"intent,omitempty"`
 	Elicitation   string `json:"elicitation,omitempty" jsonschema:"the person's answer when the client asked them to confirm"`
+	Channel       string `json:"channel,omitempty" jsonschema:"what approved or refused a high or critical call: button, console:USER, client:elicitation, client:change_token or client:confirm"`
+	Approver      string `json:"approver,omitempty" jsonschema:"who answered on the device"`
+	WaitedMS      int64  `json:"waited_ms,omitempty" jsonschema:"how long the call waited for the device"`
 	ErrorCode     string `json:"error_code,omitempty"`
 	Message       string `json:"message,omitempty"`
 	DurationMS    int64  `json:"duration_ms"`
@@ -47,7 +50,7 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	for _, r := range recs {
 		out = append(out, AuditEntry{Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano), CorrelationID: r.CorrelationID,
 			Principal: r.Principal, Remote: r.Remote, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
-			Elicitation: r.Elicitation, ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
+			Elicitation: r.Elicitation, Channel: r.Channel, Approver: r.Approver, WaitedMS: r.WaitedMS, ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
 	}
 	return out
 }

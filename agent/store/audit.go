@@ -39,8 +39,16 @@ type AuditRecord struct {
 	// confirm the call (action and form content, as JSON); omitted when
 	// nobody was asked, so older records hash as before.
 	Elicitation string `json:"elicitation,omitempty"`
-	PrevHash    string `json:"prev_hash"`
-	Hash        string `json:"hash"`
+	// Channel is what approved (or refused) a high or critical call:
+	// "button", "console:USER", "client:elicitation",
+	// "client:change_token" or "client:confirm"; Approver who answered on
+	// the device; WaitedMS how long the call waited for it. Omitted when
+	// empty, so older records hash as before.
+	Channel  string `json:"channel,omitempty"`
+	Approver string `json:"approver,omitempty"`
+	WaitedMS int64  `json:"waited_ms,omitempty"`
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
 }
 
 // Decision values. AppendAudit refuses anything else because counts and the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -265,26 +266,30 @@ func (p *Pipeline) question(ctx context.Context, t *Tool, c *Call, args []byte, 
 	if t.MCP() != nil && t.MCP().Title != "" {
 		title = t.MCP().Title
 	}
-	fmt.Fprintf(&b, "%s wants to run %s (%s, %s risk) on %s.\n", c.Principal.Name, title, t.Name(), t.Rule().Risk, device)
+	// Who asks, the tool, then the plan in the agent's own words: clients
+	// show the first lines and fold the rest (Claude Code shows three). The
+	// model's own words come last, quoted on one line, so a reason cannot
+	// pass for a line of ours.
+	fmt.Fprintf(&b, "%s asks to run %s (%s, %s risk) on %s.\n", OneLine(c.Principal.Name, 64), title, t.Name(), t.Rule().Risk, device)
+	if plan != "" {
+		fmt.Fprintf(&b, "Plan: %s\n", OneLine(plan, 600))
+	}
 	var shown map[string]any
 	_ = json.Unmarshal(args, &shown)
 	for _, k := range []string{"confirm", "reason", "intent", "dry_run"} {
 		delete(shown, k)
 	}
 	if js, err := json.Marshal(shown); err == nil && len(shown) > 0 {
-		fmt.Fprintf(&b, "Arguments: %s\n", Truncate(string(js), 400))
+		fmt.Fprintf(&b, "Arguments: %s\n", OneLine(string(js), 400))
 	}
 	if c.Reason != "" {
-		fmt.Fprintf(&b, "Reason given: %s\n", c.Reason)
-	}
-	if plan != "" {
-		fmt.Fprintf(&b, "Plan: %s\n", plan)
+		fmt.Fprintf(&b, "The model's reason (its words, not ours): %q\n", OneLine(c.Reason, 200))
 	}
 	b.WriteString("Tick confirm and accept to run it; decline to refuse.")
 	schema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"confirm": map[string]any{"type": "boolean", "title": "Run " + title + " on " + device, "default": false},
+			"confirm": map[string]any{"type": "boolean", "title": checkboxLabel(t), "default": false},
 			"note":    map[string]any{"type": "string", "title": "Note for the audit trail (optional)", "maxLength": 200},
 		},
 		"required": []string{"confirm"},
@@ -322,4 +327,13 @@ func (p *Pipeline) plan(ctx context.Context, t *Tool, c *Call, args []byte) (str
 	}
 	js, _ := json.Marshal(out)
 	return Truncate(sum+" "+string(js), 600), nil
+}
+
+// checkboxLabel is the confirm box's label: clients cut it at about 50
+// characters, so it says what runs within 40.
+func checkboxLabel(t *Tool) string {
+	if l := "Run " + t.Name(); utf8.RuneCountInString(l) <= 40 {
+		return l
+	}
+	return "Run this call"
 }

@@ -54,6 +54,12 @@ type Record struct {
 	Upstream      string
 	Remote        string
 	Elicitation   string
+	// Channel is what approved (or refused) a high or critical call:
+	// ChannelButton, "console:USER", ChannelElicitation, ChannelToken,
+	// ChannelConfirm; "" for calls that need no approval.
+	Channel  string
+	Approver string // who answered on the device: "button", a user name
+	WaitedMS int64  // how long the call waited for the device
 }
 
 // Result interfaces a tool's result type may implement.
@@ -98,6 +104,13 @@ type PipelineOptions struct {
 	// Device names the device for the question put to the person; nil:
 	// "this Raspberry Pi".
 	Device func(ctx context.Context) string
+	// Approver waits for approvals on the device (the button, the
+	// console); nil: a call that needs one is refused.
+	Approver DeviceApprover
+	// Waiting tells the client of a call that waits for the device what
+	// the person should do (progress and a log message) until stop is
+	// called; may be nil.
+	Waiting func(ctx context.Context, t *Tool, c *Call, msg string) (stop func())
 	// CheckOutput reports whether results are checked against their
 	// output schemas; nil: never.
 	CheckOutput func() bool
@@ -206,11 +219,17 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 		_ = json.Unmarshal(args, &g)
 		c.Guard = Guard(g)
 		ask := p.askingOf(c)
-		standIn, gerr := p.personGate(t, c, ask)
+		// A call the device approves needs no guard of the client's
+		// channel, and the client is not asked: the device is.
+		why, gerr := p.deviceReason(ctx, t, c, args)
+		standIn := false
+		if gerr == nil && why == "" {
+			standIn, gerr = p.personGate(t, c, ask)
+		}
 		var pa personAnswer
 		if gerr != nil {
 			decision, o.err = DecisionDeny, gerr
-		} else if derr := Decide(p.conf(), c.Principal, t.Rule(), c.Guard, c.committed || standIn); derr != nil {
+		} else if derr := Decide(p.conf(), c.Principal, t.Rule(), c.Guard, c.committed || standIn || why != ""); derr != nil {
 			decision, o.err = DecisionDeny, derr
 			if t.Rule().Risk == RiskCritical && derr.Code == errcode.FailedPrecondition {
 				var m map[string]any
@@ -218,32 +237,19 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 				derr.Suggest(SuggestedCall{Tool: p.wire(PrepareID), Arguments: map[string]any{"tool": t.Name(), "arguments": m},
 					Why: "get a single-use change token for exactly this call"})
 			}
+		} else if why != "" {
+			if pa = p.awaitDevice(ctx, t, c, args, why); pa.err != nil {
+				decision, o.err = pa.decision, pa.err
+			} else {
+				o.out, o.summary, o.err, decision = p.run(ctx, t, c, args)
+			}
 		} else if pa = p.askPerson(ctx, t, c, ask, args); pa.input != nil {
 			return outcome{input: pa.input}
 		} else if pa.err != nil {
 			decision, o.err, elicited = pa.decision, pa.err, pa.answer
 		} else {
 			elicited = pa.answer
-			stop := func() {}
-			if p.o.Progress != nil {
-				stop = p.o.Progress(ctx, t, c)
-			}
-			out, sum, err := t.Run(ctx, c, args)
-			stop()
-			if err != nil {
-				te, internal := p.toError(err)
-				if internal {
-					p.o.Log.Error("tool failed", "tool", t.ID(), "correlation_id", c.CorrelationID, "err", err)
-				}
-				o.err = te
-				// An allowlist (the agent's or the helper's) refused it:
-				// a denial, recorded as one, though found past Decide.
-				if te.Code == errcode.PermissionDenied {
-					decision = DecisionDeny
-				}
-			} else {
-				o.out, o.summary = out, sum
-			}
+			o.out, o.summary, o.err, decision = p.run(ctx, t, c, args)
 		}
 	}
 	if o.err != nil {
@@ -261,6 +267,7 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 			Tool: t.ID(), Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
 			Elicitation: elicited, Remote: c.Principal.Remote,
 		}
+		rec.Channel, rec.Approver, rec.WaitedMS = channelOf(t, c, elicited)
 		ref, err := p.Record(rec, RawOrEmpty(raw), o.out, o.err)
 		if err != nil {
 			// The action may have happened; say so rather than pretend.
@@ -273,6 +280,47 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 	}
 	p.count(t, decision, o.err)
 	return o
+}
+
+// run runs an allowed call's handler, with progress for a slow tool.
+func (p *Pipeline) run(ctx context.Context, t *Tool, c *Call, args []byte) (out any, sum string, te *Error, decision string) {
+	stop := func() {}
+	if p.o.Progress != nil {
+		stop = p.o.Progress(ctx, t, c)
+	}
+	out, sum, err := t.Run(ctx, c, args)
+	stop()
+	if err == nil {
+		return out, sum, nil, DecisionAllow
+	}
+	te, internal := p.toError(err)
+	if internal {
+		p.o.Log.Error("tool failed", "tool", t.ID(), "correlation_id", c.CorrelationID, "err", err)
+	}
+	// An allowlist (the agent's or the helper's) refused it: a denial,
+	// recorded as one, though found past Decide.
+	if te.Code == errcode.PermissionDenied {
+		return nil, "", te, DecisionDeny
+	}
+	return nil, "", te, DecisionAllow
+}
+
+// channelOf is what approved a high or critical call, for its audit
+// record: the device's answer when it was asked, else the client's guard.
+func channelOf(t *Tool, c *Call, elicited string) (channel, approver string, waitedMS int64) {
+	switch {
+	case c.approval != nil:
+		return c.approval.Channel, c.approval.Approver, ms(c.approval.Waited)
+	case t.Rule().Risk < RiskHigh || c.DryRun:
+		return "", "", 0
+	case elicited != "":
+		return ChannelElicitation, "", 0
+	case c.committed:
+		return ChannelToken, "", 0
+	case c.Confirm:
+		return ChannelConfirm, "", 0
+	}
+	return "", "", 0
 }
 
 // count records one finished call: its decision, and its error if it failed.

@@ -113,6 +113,7 @@ type pipeRig struct {
 	runs   atomic.Int64 // handler runs that were not dry runs
 	pipe   *Pipeline
 	server *mcp.Server
+	device fakeDevice
 }
 
 var (
@@ -123,6 +124,8 @@ var (
 func newPipeRig(t *testing.T) *pipeRig {
 	r := &pipeRig{t: t, cfg: config.Default(), audit: &fakeAudit{}, tokens: &fakeTokens{m: map[string]Token{}}}
 	r.cfg.Guard.ElicitationTimeout = config.Duration(5 * time.Second)
+	// The client's channel; approval_test.go puts calls to the device.
+	r.cfg.Guard.Critical = config.ChannelClient
 	r.who.Store(&operator)
 	reg := NewRegistry(Options{CheckOutput: true})
 	run := func(_ context.Context, c *Call, in guardedIn) (ranOut, error) {
@@ -143,6 +146,7 @@ func newPipeRig(t *testing.T) *pipeRig {
 		return badOut{}, nil
 	}})
 	r.pipe = NewPipeline(reg, PipelineOptions{Config: func() *config.Config { return &r.cfg }, Audit: r.audit.append, Tokens: r.tokens,
+		Approver: &r.device,
 		Log:         slog.New(slog.DiscardHandler),
 		CheckOutput: func() bool { return true }})
 	Add(reg, Spec[PrepareIn, PrepareOut]{ID: PrepareID, Rule: Rule{MinRole: identity.RoleRead, Risk: RiskLow}, Run: r.pipe.Prepare})

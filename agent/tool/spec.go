@@ -51,6 +51,8 @@ type Tool struct {
 	spelling func(args map[string]any)
 	// run decodes validated arguments and runs the typed handler.
 	run RunFunc
+	// needsDevice is Spec.NeedsDevice on raw arguments; nil for most tools.
+	needsDevice func(ctx context.Context, c *Call, args []byte) (string, error)
 
 	// stats counts the tool's calls for status and /metrics; only the
 	// pipeline counts.
@@ -135,6 +137,8 @@ type Call struct {
 	// request is the client's request, for its capabilities, protocol era and
 	// answers to our input requests; nil for calls made inside the agent.
 	request *mcp.CallToolRequest
+	// approval is how the device answered, when it was asked.
+	approval *ApprovalOutcome
 }
 
 // Request is the client's request the call answers; nil for a call made
@@ -184,6 +188,11 @@ type Spec[In, Out any] struct {
 	// pointer, so that a zero In can be an example too. tools/list does not
 	// show it.
 	Example *In
+	// NeedsDevice, when set, says why this call needs an approval on the
+	// device whatever [guard] says for its risk ("" when it does not): a
+	// configuration change that widens a power. It sees the validated
+	// arguments of a real (not dry) call, before the policy decision.
+	NeedsDevice func(ctx context.Context, c *Call, in In) (string, error)
 }
 
 // nonNullable drops the "null" that Go pointers, slices and maps get in
@@ -277,6 +286,16 @@ func build[In, Out any](r *Registry, s Spec[In, Out]) (*Tool, error) {
 		}
 		return out, sum, nil
 	})
+	if err == nil && s.NeedsDevice != nil {
+		needs := s.NeedsDevice
+		t.needsDevice = func(ctx context.Context, c *Call, args []byte) (string, error) {
+			var v In
+			if err := decodeArgs(args, &v); err != nil {
+				return "", err
+			}
+			return needs(ctx, c, v)
+		}
+	}
 	if err != nil || s.Example == nil {
 		return t, err
 	}
