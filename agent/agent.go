@@ -132,7 +132,6 @@ type Agent struct {
 	selfUpdate *selfUpdateWatch
 	units      units.Units
 	apt        apt.Source // nil: the update tools answer unavailable
-	prevs      previews
 	journal    journal.Reader
 	root       fs.FS
 	simProcs   *procs.Sim
@@ -186,7 +185,7 @@ func New(o Options) (*Agent, error) {
 	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
-	a.selfUpdate = newSelfUpdateWatch(a, o.SelfCheckFault)
+	a.selfUpdate = a.newSelfUpdateWatch(o.SelfCheckFault)
 	a.updates = newWatcher(a)
 	a.registerSystem()
 	a.registerMetrics()

@@ -108,10 +108,4 @@ func (a *Agent) wire(id string) string {
 	return id
 }
 
-// rule is the rule of a local tool, which always exists.
-func (a *Agent) rule(id string) tool.Rule {
-	t, _ := a.tools.Get(id)
-	return t.Rule()
-}
-
 func ms(d time.Duration) int64 { return d.Milliseconds() }

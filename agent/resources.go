@@ -360,7 +360,7 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSum
 		}
 	}
 	if allowed("manage.list_jobs") {
-		if jobs, err := a.queuedJobs(); err == nil {
+		if jobs, err := a.jobQueue().list(); err == nil {
 			for _, j := range jobs.Jobs {
 				if j.Kind != "sampling" {
 					s.Jobs = append(s.Jobs, j.JobID+": "+j.Summary)
