@@ -492,7 +492,7 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 			m := *p
 			orig := p.Name
 			m.Name = lanWireName(name, p.Name)
-			if a.localPrompt(m.Name) {
+			if a.prompts().local(m.Name) {
 				continue // "triage" + "failed_unit" would replace our own prompt
 			}
 			if safely(func() { a.server.AddPrompt(&m, a.lanPromptHandler(d, orig)) }) == nil {
