@@ -45,6 +45,19 @@ func (a *Agent) newPipeline() *tool.Pipeline {
 	})
 }
 
+// mayReadDomain is nil when p may read an upstream's resources and prompts
+// (domain is the upstream's name, id the read as the audit trail names it),
+// else the refusal: role read and the domain switched on, as any read tool
+// of that domain would need. The pipeline's May answers for a registered
+// tool, and no tool stands behind such a read (resources/read and
+// prompts/get are not tools of the upstream), so the decision with the rule
+// a read has is made here, with the pipeline's wiring, and the catalog
+// (lan.go) only asks.
+func (a *Agent) mayReadDomain(p identity.Principal, domain, id string) *tool.Error {
+	rule := tool.Rule{Tool: id, Domain: domain, MinRole: identity.RoleRead, Risk: tool.RiskRead}
+	return tool.Decide(a.conf(), p, rule, tool.Guard{}, false)
+}
+
 // appendRecord is the pipeline's audit record in the agent's trail.
 func (a *Agent) appendRecord(r tool.Record) (string, error) {
 	stored, err := a.appendAudit(store.AuditRecord{
