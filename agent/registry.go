@@ -27,7 +27,7 @@ func (a *Agent) newPipeline() *tool.Pipeline {
 		Audit:    a.appendRecord,
 		Tokens:   changeTokens{a.store},
 		MapError: toToolError,
-		Lookup:   a.lookupFor,
+		Lookup:   catalogLookup{a.tools}.lookupFor,
 		Progress: a.progress,
 		Denied:   a.tellDenied,
 		Count:    a.count,
