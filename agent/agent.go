@@ -125,7 +125,7 @@ type Agent struct {
 	started    time.Time
 	server     *mcp.Server
 	tools      *tool.Registry
-	lan        []*lanDomain // mounted LAN MCP servers ([[upstream]])
+	lan        *lanServers // mounted LAN MCP servers ([[upstream]])
 	sampler    *sampler
 	io         ioMeter // the health snapshot's network and disk rates
 	reverter   *reverter
@@ -133,7 +133,6 @@ type Agent struct {
 	selfUpdate *selfUpdateWatch
 	units      units.Units
 	apt        apt.Source // nil: the update tools answer unavailable
-	prevs      previews
 	journal    journal.Reader
 	root       fs.FS
 	simProcs   *procs.Sim
@@ -190,7 +189,7 @@ func New(o Options) (*Agent, error) {
 	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
 	a.powerJobs = newPowerWatch(a)
-	a.selfUpdate = newSelfUpdateWatch(a, o.SelfCheckFault)
+	a.selfUpdate = a.newSelfUpdateWatch(o.SelfCheckFault)
 	a.updates = newWatcher(a)
 	a.registerSystem()
 	a.registerMetrics()
@@ -231,6 +230,7 @@ func New(o Options) (*Agent, error) {
 	for _, t := range a.tools.All() {
 		a.server.AddTool(t.MCP(), a.handler(t))
 	}
+	a.lan.server = a.server // the upstreams mount their tools, resources and prompts on it when they connect
 	a.registerResources()
 	a.registerPrompts()
 	a.doors = transport.New(transport.Options{Server: a.server, Config: a.conf, Log: a.log, Audit: a.auditDoor})
@@ -262,7 +262,7 @@ func (a *Agent) Serve(ctx context.Context, ln *net.UnixListener) error {
 	// The LAN clients stop with the reverts, before Serve returns.
 	var lanWG sync.WaitGroup
 	defer func() { stopReverts(); lanWG.Wait() }()
-	a.runLAN(rctx, &lanWG)
+	a.lan.run(rctx, &lanWG)
 	// On the way out, everything buffered is written: a clean stop loses no sample.
 	defer func() {
 		if err := a.sampler.Close(); err != nil {

@@ -17,41 +17,45 @@ func TestRecentAppLogs(t *testing.T) {
 	r.a.log.Warn("helper call failed", "method", "gpio.write")
 	r.a.log.Info("all good")
 	r.appLog.Add(applog.Entry{Time: time.Now(), Source: "helper", Level: 8, Message: "privhelper: refused peer"})
-	res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"min_level": "warn"})
-	if res.IsError {
-		t.Fatal(sc)
+	res, _ := r.as(admin, "logs_get_recent_app_logs", map[string]any{"min_level": "warn"})
+	out, e := decodeResult[appLogsOut](t, res)
+	if e != nil {
+		t.Fatal(e)
 	}
-	got := names(sc, "entries", "message")
-	if len(got) != 2 || got[0] != "helper call failed" || got[1] != "privhelper: refused peer" || sc["from"] != "memory" {
-		t.Fatalf("warn and above: %v", sc)
+	got := appLogField(out, func(l appLogEntry) string { return l.Message })
+	if len(got) != 2 || got[0] != "helper call failed" || got[1] != "privhelper: refused peer" || out.From != "memory" {
+		t.Fatalf("warn and above: %+v", out)
 	}
-	_, sc = r.as(admin, "logs_get_recent_app_logs", map[string]any{"source": "helper"})
-	if got := names(sc, "entries", "source"); len(got) != 1 || got[0] != "helper" {
-		t.Fatalf("helper only: %v", sc)
+	res, _ = r.as(admin, "logs_get_recent_app_logs", map[string]any{"source": "helper"})
+	out, _ = decodeResult[appLogsOut](t, res)
+	if got := appLogField(out, func(l appLogEntry) string { return l.Source }); len(got) != 1 || got[0] != "helper" {
+		t.Fatalf("helper only: %+v", out)
 	}
-	if res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"min_level": "loud"}); errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad level: %v", sc)
+	res, _ = r.as(admin, "logs_get_recent_app_logs", map[string]any{"min_level": "loud"})
+	if _, e := decodeResult[appLogsOut](t, res); e == nil || e.Code != CodeInvalidArgument {
+		t.Fatalf("bad level: %+v", e)
 	}
 }
 
 func TestQueryJournal(t *testing.T) {
 	r := newRig(t, nil)
 	r.as(admin, "service_control_service", map[string]any{"service_name": "nginx", "action": "restart", "confirm": true, "reason": "journal"})
-	res, sc := r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx", "since": "1h"})
-	if res.IsError {
-		t.Fatal(sc)
+	res, _ := r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx", "since": "1h"})
+	out, e := decodeResult[journalQueryOut](t, res)
+	if e != nil {
+		t.Fatal(e)
 	}
-	if sc["returned_count"].(float64) == 0 {
-		t.Fatalf("no nginx lines after a restart: %v", sc)
+	if out.ReturnedCount == 0 {
+		t.Fatalf("no nginx lines after a restart: %+v", out)
 	}
-	for _, u := range names(sc, "entries", "unit") {
-		if u != "nginx.service" {
-			t.Fatalf("unit filter let %s through", u)
+	for _, l := range out.Entries {
+		if l.Unit != "nginx.service" {
+			t.Fatalf("unit filter let %s through", l.Unit)
 		}
 	}
-	_, sc = r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx", "grep": "NO SUCH TEXT ANYWHERE"})
-	if sc["returned_count"].(float64) != 0 {
-		t.Fatalf("grep: %v", sc)
+	res, _ = r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx", "grep": "NO SUCH TEXT ANYWHERE"})
+	if out, _ = decodeResult[journalQueryOut](t, res); out.ReturnedCount != 0 {
+		t.Fatalf("grep: %+v", out)
 	}
 	for name, args := range map[string]map[string]any{
 		"bad since":      {"since": "yesterday"},
@@ -59,21 +63,32 @@ func TestQueryJournal(t *testing.T) {
 		"option as unit": {"unit": "-f"},
 		"bad priority":   {"priority": "loud"},
 	} {
-		if res, sc := r.as(admin, "logs_query_journal", args); errCode(res, sc) != CodeInvalidArgument {
-			t.Errorf("%s: %v", name, sc)
+		res, _ := r.as(admin, "logs_query_journal", args)
+		if _, e := decodeResult[journalQueryOut](t, res); e == nil || e.Code != CodeInvalidArgument {
+			t.Errorf("%s: %+v", name, e)
 		}
 	}
 	r.cfg.Logs.JournalUnits = []string{"ssh*"}
-	res, sc = r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx"})
-	if errCode(res, sc) != CodePermissionDenied || !strings.Contains(sc["error"].(map[string]any)["fix_hint"].(string), "journal_units") {
-		t.Fatalf("unit outside journal_units: %v", sc)
+	res, _ = r.as(admin, "logs_query_journal", map[string]any{"unit": "nginx"})
+	if _, e = decodeResult[journalQueryOut](t, res); e == nil || e.Code != CodePermissionDenied || !strings.Contains(e.FixHint, "journal_units") {
+		t.Fatalf("unit outside journal_units: %+v", e)
 	}
-	_, sc = r.as(admin, "logs_query_journal", map[string]any{})
-	for _, u := range names(sc, "entries", "unit") {
-		if !strings.HasPrefix(u, "ssh") {
-			t.Fatalf("a query without units read %s outside journal_units", u)
+	res, _ = r.as(admin, "logs_query_journal", map[string]any{})
+	out, _ = decodeResult[journalQueryOut](t, res)
+	for _, l := range out.Entries {
+		if !strings.HasPrefix(l.Unit, "ssh") {
+			t.Fatalf("a query without units read %s outside journal_units", l.Unit)
 		}
 	}
+}
+
+// appLogField is one field of every line of a page, oldest first.
+func appLogField(out appLogsOut, field func(appLogEntry) string) []string {
+	var got []string
+	for _, l := range out.Entries {
+		got = append(got, field(l))
+	}
+	return got
 }
 
 // Pagination as the other list tools have it: limit, offset, since, until;
@@ -84,28 +99,31 @@ func TestAppLogsPages(t *testing.T) {
 	for i := range 10 {
 		r.appLog.Add(applog.Entry{Time: t0.Add(time.Duration(i) * time.Minute), Source: "agent", Level: 8, Message: fmt.Sprintf("line %d", i)})
 	}
-	page := func(args map[string]any) map[string]any {
+	page := func(args map[string]any) appLogsOut {
 		args["min_level"], args["since"] = "error", t0.Format(time.RFC3339)
-		res, sc := r.as(admin, "logs_get_recent_app_logs", args)
-		if res.IsError {
-			t.Fatal(sc)
+		res, _ := r.as(admin, "logs_get_recent_app_logs", args)
+		out, e := decodeResult[appLogsOut](t, res)
+		if e != nil {
+			t.Fatal(e)
 		}
-		return sc
+		return out
 	}
-	sc := page(map[string]any{"limit": 4})
-	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 6 line 7 line 8 line 9]" || sc["has_more"] != true || sc["next_offset"].(float64) != 4 {
-		t.Fatalf("first page: %v %v", got, sc)
+	message := func(l appLogEntry) string { return l.Message }
+	out := page(map[string]any{"limit": 4})
+	if got := fmt.Sprint(appLogField(out, message)); got != "[line 6 line 7 line 8 line 9]" || !out.HasMore || out.NextOffset != 4 {
+		t.Fatalf("first page: %v %+v", got, out)
 	}
-	sc = page(map[string]any{"limit": 4, "offset": 8})
-	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 0 line 1]" || sc["has_more"] != false || sc["returned_count"].(float64) != 2 {
-		t.Fatalf("last page: %v %v", got, sc)
+	out = page(map[string]any{"limit": 4, "offset": 8})
+	if got := fmt.Sprint(appLogField(out, message)); got != "[line 0 line 1]" || out.HasMore || out.ReturnedCount != 2 {
+		t.Fatalf("last page: %v %+v", got, out)
 	}
-	sc = page(map[string]any{"until": t0.Add(3 * time.Minute).Format(time.RFC3339)})
-	if got := fmt.Sprint(names(sc, "entries", "message")); got != "[line 0 line 1 line 2]" {
+	out = page(map[string]any{"until": t0.Add(3 * time.Minute).Format(time.RFC3339)})
+	if got := fmt.Sprint(appLogField(out, message)); got != "[line 0 line 1 line 2]" {
 		t.Fatalf("until: %v", got)
 	}
-	if res, sc := r.as(admin, "logs_get_recent_app_logs", map[string]any{"since": "yesterday"}); errCode(res, sc) != CodeInvalidArgument {
-		t.Fatalf("bad since: %v", sc)
+	res, _ := r.as(admin, "logs_get_recent_app_logs", map[string]any{"since": "yesterday"})
+	if _, e := decodeResult[appLogsOut](t, res); e == nil || e.Code != CodeInvalidArgument {
+		t.Fatalf("bad since: %+v", e)
 	}
 }
 

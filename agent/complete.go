@@ -67,7 +67,7 @@ func (a *Agent) completeByName(name string) []string {
 			values = append(values, u.Name)
 		}
 	case "job_id", "job":
-		if jobs, err := a.queuedJobs(); err == nil {
+		if jobs, err := a.jobQueue().list(); err == nil {
 			for _, j := range jobs.Jobs {
 				values = append(values, j.JobID)
 			}

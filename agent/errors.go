@@ -56,9 +56,26 @@ func toToolError(err error) (te *tool.Error, internal bool) {
 	return tool.Errf(CodeInternal, "internal error; the agent log has the details"), true
 }
 
+// catalogLookup is the pipeline's Lookup (tool.PipelineOptions): which of
+// the catalog's read tools lists the valid values of a parameter.
+//
+// It is a table here rather than a field of each tool.Spec because the
+// answer is mostly the parameter's, not the tool's: a pin of any tool is
+// looked up in gpio.list_pins, a unit in service.list_services, a
+// plan_hash in a new preview; some answers take the call's own arguments
+// (an I²C address is scanned for on the bus the call named); and the
+// domain's list tool is the fallback for its objects. A per-spec field
+// would repeat the same id on every tool that takes a pin, and could not
+// carry the arguments without a func per tool; tool.Spec has none, and the
+// pipeline (agent/tool) stays the catalog's business-free half. The ids are
+// resolved in the registry on each use, so a renamed tool yields no
+// suggestion rather than a wrong one, and TestCatalogLookupNamesRegisteredTools
+// fails when a branch names a tool the catalog no longer has.
+type catalogLookup struct{ tools *tool.Registry }
+
 // lookupFor is the read tool that lists the valid values of t's parameter
 // param ("" for the objects t works on), with what it needs from args.
-func (a *Agent) lookupFor(t *tool.Tool, param string, args map[string]any) (tool.SuggestedCall, bool) {
+func (l catalogLookup) lookupFor(t *tool.Tool, param string, args map[string]any) (tool.SuggestedCall, bool) {
 	domain, _, _ := strings.Cut(t.ID(), ".")
 	id, why := "", ""
 	var with map[string]any
@@ -95,7 +112,7 @@ func (a *Agent) lookupFor(t *tool.Tool, param string, args map[string]any) (tool
 	case domain == "metrics":
 		id, why = "metrics.list_sampling_jobs", "see the sampling jobs and their ids"
 	}
-	lt, ok := a.tools.Get(id)
+	lt, ok := l.tools.Get(id)
 	if !ok || lt == t {
 		return tool.SuggestedCall{}, false
 	}

@@ -515,7 +515,7 @@ func (a *Agent) collectOwn(e *emitter) {
 	if up, known := a.watch.helper(); known {
 		e.bool(famHelperUp, up)
 	}
-	for _, d := range a.lan {
+	for _, d := range a.lan.domains {
 		st := d.client.Status()
 		e.bool(famUpstreamUp, st.State == upstream.StateUp, d.cfg.Name)
 		if st.P50Latency > 0 {

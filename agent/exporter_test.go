@@ -176,16 +176,16 @@ func TestMetricsCountDecisions(t *testing.T) {
 	}
 
 	// A reader may not reboot, not even as a dry run.
-	res, sc := r.as(reader, "system_reboot", map[string]any{"dry_run": true, "confirm": true, "reason": "test"})
-	if !res.IsError || errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("reader's reboot: %v", sc)
+	res, _ := r.as(reader, "system_reboot", map[string]any{"dry_run": true, "confirm": true, "reason": "test"})
+	if _, e := decodeResult[SystemPowerOut](t, res); e == nil || e.Code != CodePermissionDenied {
+		t.Fatalf("reader's reboot: %+v", e)
 	}
 	if ev := r.pw.Events(); len(ev) != 0 {
 		t.Fatalf("the denied call reached the power backend: %v", ev)
 	}
-	res, sc = r.as(reader, "system_get_health_snapshot", map[string]any{})
-	if res.IsError {
-		t.Fatalf("health: %v", sc)
+	res, _ = r.as(reader, "system_get_health_snapshot", map[string]any{})
+	if _, e := decodeResult[HealthSnapshot](t, res); e != nil {
+		t.Fatalf("health: %+v", e)
 	}
 
 	m = samples(t, getMetrics(t, r.a))
@@ -400,8 +400,9 @@ func TestPackagedScrapeConfig(t *testing.T) {
 func TestMetricsUpstreamAndHelper(t *testing.T) {
 	f := newFakeLAN(t)
 	r, _ := lanRig(t, f)
-	if res, sc := r.as(reader, "hs4_devices_get_level", map[string]any{}); res.IsError {
-		t.Fatalf("upstream read: %v", sc)
+	res, _ := r.as(reader, "hs4_devices_get_level", map[string]any{})
+	if _, e := decodeResult[levelOut](t, res); e != nil {
+		t.Fatalf("upstream read: %+v", e)
 	}
 	var m map[string]float64
 	lag := func() (float64, bool) {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -51,30 +52,61 @@ func guardProps() map[string]map[string]any {
 	}
 }
 
+// lanServers are the mounted upstreams and what mounting them takes: the
+// registry their tools join, the server that lists them and their
+// resources and prompts, the pipeline's handler and audit record, and the
+// policy for a read of an upstream's resources and prompts.
+type lanServers struct {
+	domains []*lanDomain
+	conf    func() *config.Config
+	log     *slog.Logger
+	version string // the client version the upstreams see
+	tools   *tool.Registry
+	// server serves the mounted tools, resources and prompts. It is made
+	// after the catalog (and so after the upstreams' names are checked);
+	// New sets it before anything connects.
+	server  *mcp.Server
+	handler func(*tool.Tool) mcp.ToolHandler                                     // the pipeline's
+	record  func(rec tool.Record, in, out any, terr *tool.Error) (string, error) // the pipeline's Record
+	mayRead func(p identity.Principal, domain, id string) *tool.Error            // a read of an upstream's resource or prompt
+	local   func(prompt string) bool                                             // the agent's own prompts, which an upstream's must not replace
+}
+
 // newLAN creates a client per enabled upstream. It refuses, before anything
 // is served, an upstream whose name is a local namespace.
 func (a *Agent) newLAN() error {
+	l := &lanServers{conf: a.conf, log: a.log, version: a.version, tools: a.tools, handler: a.handler,
+		record: a.pipe.Record, mayRead: a.mayReadDomain, local: a.prompts().local}
+	if err := l.connect(); err != nil {
+		return err
+	}
+	a.lan = l
+	return nil
+}
+
+// connect creates the upstreams' clients.
+func (l *lanServers) connect() error {
 	local := map[string]bool{}
-	for _, t := range a.tools.All() {
+	for _, t := range l.tools.All() {
 		local[strings.SplitN(t.ID(), ".", 2)[0]] = true
 	}
 	names := make([]string, 0, len(local))
 	for n := range local {
 		names = append(names, n)
 	}
-	if err := a.conf().CheckUpstreamNames(names); err != nil {
+	if err := l.conf().CheckUpstreamNames(names); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	for _, u := range a.conf().Upstreams {
+	for _, u := range l.conf().Upstreams {
 		if !u.IsEnabled() {
 			continue
 		}
 		u = u.WithDefaults()
 		d := &lanDomain{cfg: u}
 		o := upstream.Options{
-			Name: u.Name, URL: u.URL, Timeout: u.CallTimeout(), Logger: a.log.With("upstream", u.Name),
-			ClientName: "raspi-mcp", ClientVersion: a.version,
-			OnToolsChanged: func() { a.syncLAN(d); a.syncLANExtras(d) },
+			Name: u.Name, URL: u.URL, Timeout: u.CallTimeout(), Logger: l.log.With("upstream", u.Name),
+			ClientName: "raspi-mcp", ClientVersion: l.version,
+			OnToolsChanged: func() { l.syncLAN(d); l.syncLANExtras(d) },
 		}
 		if u.Command != "" {
 			o.Command = append([]string{u.Command}, u.Args...)
@@ -93,14 +125,14 @@ func (a *Agent) newLAN() error {
 			return fmt.Errorf("agent: upstream %q: %w", u.Name, err)
 		}
 		d.client = upstream.New(o)
-		a.lan = append(a.lan, d)
+		l.domains = append(l.domains, d)
 	}
 	return nil
 }
 
-// runLAN keeps every upstream connected until ctx ends.
-func (a *Agent) runLAN(ctx context.Context, wg *sync.WaitGroup) {
-	for _, d := range a.lan {
+// run keeps every upstream connected until ctx ends.
+func (l *lanServers) run(ctx context.Context, wg *sync.WaitGroup) {
+	for _, d := range l.domains {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -110,33 +142,33 @@ func (a *Agent) runLAN(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // syncLAN replaces d's mounted tools with what the upstream lists now.
-func (a *Agent) syncLAN(d *lanDomain) {
+func (l *lanServers) syncLAN(d *lanDomain) {
 	prefix := d.cfg.Name + "."
-	gone := a.tools.Unmount(func(t *tool.Tool) bool { return strings.HasPrefix(t.ID(), prefix) })
+	gone := l.tools.Unmount(func(t *tool.Tool) bool { return strings.HasPrefix(t.ID(), prefix) })
 	if len(gone) > 0 {
 		names := make([]string, len(gone))
 		for i, t := range gone {
 			names[i] = t.Name()
 		}
-		a.server.RemoveTools(names...)
+		l.server.RemoveTools(names...)
 	}
 	var skipped []string
 	for _, ut := range d.client.Tools() {
 		if !d.cfg.Exposes(ut.Name) {
 			continue
 		}
-		t, err := a.lanTool(d, ut)
+		t, err := l.lanTool(d, ut)
 		if err == nil {
-			err = a.tools.Mount(t)
+			err = l.tools.Mount(t)
 		}
 		if err == nil {
-			err = safely(func() { a.server.AddTool(t.MCP(), a.handler(t)) })
+			err = safely(func() { l.server.AddTool(t.MCP(), l.handler(t)) })
 			if err != nil {
-				a.tools.Unmount(func(x *tool.Tool) bool { return x == t })
+				l.tools.Unmount(func(x *tool.Tool) bool { return x == t })
 			}
 		}
 		if err != nil {
-			a.log.Warn("upstream tool not mounted", "upstream", d.cfg.Name, "tool", ut.Name, "err", err)
+			l.log.Warn("upstream tool not mounted", "upstream", d.cfg.Name, "tool", ut.Name, "err", err)
 			skipped = append(skipped, fmt.Sprintf("%s: %v", ut.Name, err))
 		}
 	}
@@ -180,7 +212,7 @@ func lanWireName(prefix, name string) string {
 }
 
 // lanTool builds the local tool that fronts one upstream tool.
-func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool.Tool, error) {
+func (l *lanServers) lanTool(d *lanDomain, ut *mcp.Tool) (*tool.Tool, error) {
 	readOnlyHint := ut.Annotations != nil && ut.Annotations.ReadOnlyHint
 	roleName, riskName := d.cfg.RuleFor(ut.Name, readOnlyHint)
 	role, _ := identity.ParseRole(roleName) // config.Validate has vetted it; a bad name would be identity.RoleNone, refused
@@ -244,7 +276,7 @@ func (a *Agent) lanTool(d *lanDomain, ut *mcp.Tool) (*tool.Tool, error) {
 		Meta: mcp.Meta{"id": id, "risk": risk.String(), "min_role": role.String(), "stability": stable, "upstream": d.cfg.Name}}
 	name, readOnly := ut.Name, !mutating
 	run := func(ctx context.Context, c *tool.Call, args []byte) (any, string, error) {
-		return a.lanCall(ctx, d, name, readOnly, own, c, args)
+		return l.lanCall(ctx, d, name, readOnly, own, c, args)
 	}
 	return tool.Foreign(id, wire, tool.Rule{MinRole: role, Risk: risk, Tool: id, Domain: d.cfg.Name}, stable, listing, lanCheck, run), nil
 }
@@ -302,7 +334,7 @@ func (r lanResult) MarshalJSON() ([]byte, error) {
 	}{r.res.Content, r.res.StructuredContent})
 }
 
-func (a *Agent) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *tool.Call, raw []byte) (any, string, error) {
+func (l *lanServers) lanCall(ctx context.Context, d *lanDomain, name string, readOnly bool, own map[string]bool, c *tool.Call, raw []byte) (any, string, error) {
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, "", tool.Errf(CodeInvalidArgument, "arguments must be a JSON object")
@@ -415,13 +447,16 @@ type upstreamStatus struct {
 	Token        string   `json:"token,omitempty" jsonschema:"where the token comes from (env: or file:), never the token"`
 }
 
-func (a *Agent) lanStatus() []upstreamStatus {
+// lanStatus is the mounted upstreams' status.
+func (a *Agent) lanStatus() []upstreamStatus { return a.lan.status() }
+
+func (l *lanServers) status() []upstreamStatus {
 	out := []upstreamStatus{}
-	for _, d := range a.lan {
+	for _, d := range l.domains {
 		st := d.client.Status()
 		prefix := d.cfg.Name + "."
 		mounted := 0
-		for _, t := range a.tools.All() {
+		for _, t := range l.tools.All() {
 			if strings.HasPrefix(t.ID(), prefix) {
 				mounted++
 			}
@@ -453,14 +488,14 @@ type lanExtras struct {
 
 func lanURI(prefix, uri string) string { return prefix + "+" + uri }
 
-func (a *Agent) syncLANExtras(d *lanDomain) {
+func (l *lanServers) syncLANExtras(d *lanDomain) {
 	d.mu.Lock()
 	old := d.extras
 	d.extras = lanExtras{}
 	d.mu.Unlock()
-	a.server.RemoveResources(old.uris...)
-	a.server.RemoveResourceTemplates(old.templates...)
-	a.server.RemovePrompts(old.prompts...)
+	l.server.RemoveResources(old.uris...)
+	l.server.RemoveResourceTemplates(old.templates...)
+	l.server.RemovePrompts(old.prompts...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.CallTimeout())
 	defer cancel()
@@ -473,7 +508,7 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 			}
 			m := *r
 			m.URI, m.Name = lanURI(name, r.URI), name+"_"+r.Name
-			if safely(func() { a.server.AddResource(&m, a.lanResourceHandler(d)) }) == nil {
+			if safely(func() { l.server.AddResource(&m, l.lanResourceHandler(d)) }) == nil {
 				ex.uris = append(ex.uris, m.URI)
 			}
 		}
@@ -482,7 +517,7 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 		for _, rt := range ts {
 			m := *rt
 			m.URITemplate, m.Name = lanURI(name, rt.URITemplate), name+"_"+rt.Name
-			if safely(func() { a.server.AddResourceTemplate(&m, a.lanResourceHandler(d)) }) == nil {
+			if safely(func() { l.server.AddResourceTemplate(&m, l.lanResourceHandler(d)) }) == nil {
 				ex.templates = append(ex.templates, m.URITemplate)
 			}
 		}
@@ -492,10 +527,10 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 			m := *p
 			orig := p.Name
 			m.Name = lanWireName(name, p.Name)
-			if a.localPrompt(m.Name) {
+			if l.local(m.Name) {
 				continue // "triage" + "failed_unit" would replace our own prompt
 			}
-			if safely(func() { a.server.AddPrompt(&m, a.lanPromptHandler(d, orig)) }) == nil {
+			if safely(func() { l.server.AddPrompt(&m, l.lanPromptHandler(d, orig)) }) == nil {
 				ex.prompts = append(ex.prompts, m.Name)
 			}
 		}
@@ -507,17 +542,16 @@ func (a *Agent) syncLANExtras(d *lanDomain) {
 
 // lanRead runs one resource read or prompt get: policy as a read of the
 // upstream's domain, the upstream call, then an audit record.
-func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do func(context.Context) (any, error)) (any, error) {
+func (l *lanServers) lanRead(ctx context.Context, d *lanDomain, id string, in any, do func(context.Context) (any, error)) (any, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
 		p = identity.Principal{Name: "unknown", UID: -1}
 	}
 	start := time.Now()
-	rule := tool.Rule{Tool: id, Domain: d.cfg.Name, MinRole: identity.RoleRead, Risk: tool.RiskRead}
 	decision := "allow"
 	var out any
 	var terr *tool.Error
-	if derr := tool.Decide(a.conf(), p, rule, tool.Guard{}, false); derr != nil {
+	if derr := l.mayRead(p, d.cfg.Name, id); derr != nil {
 		decision, terr = "deny", derr
 	} else if res, err := do(ctx); err != nil {
 		terr = lanError(d.cfg.Name, id, err)
@@ -526,8 +560,8 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 	}
 	rec := tool.Record{Time: start.UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: decision, DurationMS: ms(time.Since(start)), Remote: p.Remote}
-	if _, err := a.pipe.Record(rec, in, out, terr); err != nil {
-		a.log.Error("audit append failed", "tool", id, "err", err)
+	if _, err := l.record(rec, in, out, terr); err != nil {
+		l.log.Error("audit append failed", "tool", id, "err", err)
 		return nil, errors.New("the audit trail could not be written")
 	}
 	if terr != nil {
@@ -538,14 +572,14 @@ func (a *Agent) lanRead(ctx context.Context, d *lanDomain, id string, in any, do
 	return out, nil
 }
 
-func (a *Agent) lanResourceHandler(d *lanDomain) mcp.ResourceHandler {
+func (l *lanServers) lanResourceHandler(d *lanDomain) mcp.ResourceHandler {
 	prefix := d.cfg.Name + "+"
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		uri, ok := strings.CutPrefix(req.Params.URI, prefix)
 		if !ok {
 			return nil, mcp.ResourceNotFoundError(req.Params.URI)
 		}
-		out, err := a.lanRead(ctx, d, d.cfg.Name+".resources/read", map[string]any{"uri": uri}, func(ctx context.Context) (any, error) {
+		out, err := l.lanRead(ctx, d, d.cfg.Name+".resources/read", map[string]any{"uri": uri}, func(ctx context.Context) (any, error) {
 			res, err := d.client.ReadResource(ctx, uri)
 			if err != nil {
 				return nil, err
@@ -562,9 +596,9 @@ func (a *Agent) lanResourceHandler(d *lanDomain) mcp.ResourceHandler {
 	}
 }
 
-func (a *Agent) lanPromptHandler(d *lanDomain, name string) mcp.PromptHandler {
+func (l *lanServers) lanPromptHandler(d *lanDomain, name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		out, err := a.lanRead(ctx, d, d.cfg.Name+".prompts/get", map[string]any{"name": name, "arguments": req.Params.Arguments}, func(ctx context.Context) (any, error) {
+		out, err := l.lanRead(ctx, d, d.cfg.Name+".prompts/get", map[string]any{"name": name, "arguments": req.Params.Arguments}, func(ctx context.Context) (any, error) {
 			return d.client.GetPrompt(ctx, name, req.Params.Arguments)
 		})
 		if err != nil {

@@ -130,7 +130,7 @@ func lanRigWith(t *testing.T, f *fakeLAN, timeout time.Duration, opts *mcp.Clien
 	cs := r.serveWith(opts)
 	// Tools are mounted one at a time: wait until our client lists every
 	// one the upstream exposes, not just the first to appear.
-	d := r.a.lan[0]
+	d := r.a.lan.domains[0]
 	waitFor(t, "the upstream's tools", hangGuard, func() bool {
 		want := 0
 		for _, ut := range d.client.Tools() {

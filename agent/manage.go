@@ -104,14 +104,45 @@ type callStats struct {
 	Failed int64 `json:"failed"`
 }
 
-func (a *Agent) registerManage() {
-	tool.Add(a.tools, tool.Spec[noArgs, ServerStatus]{
+// manageTools are the server-status tool's: what the status reports and
+// where each part is read. The doors and the LAN upstreams are built after
+// the catalog (from the server it fills), so they are read through funcs.
+type manageTools struct {
+	loaded               func() *loadedConfig // the configuration in force and its generation
+	version, build, mode string
+	started              time.Time
+	store                *store.DB // audit counts, the database's size, the last self-update
+	helper               *client.Client
+	witness              *witnesser
+	tools                *tool.Registry // the tool count and call counters
+	sampler              *sampler
+	mayReadAudit         auditReader
+	device               func(context.Context) (deviceCaps, error)
+	upstreams            func() []upstreamStatus
+	http                 func() *httpStatus
+	wire                 func(string) string
+}
+
+// newManageTools is the status tool's view of the agent; the tests read
+// the status through it without a call that would add an audit record.
+func (a *Agent) newManageTools() *manageTools {
+	return &manageTools{loaded: a.cfg.Load, version: a.version, build: a.build, mode: a.mode, started: a.started,
+		store: a.store, helper: a.helper, witness: a.witness, tools: a.tools, sampler: a.sampler, mayReadAudit: a.mayReadAudit,
+		device: a.device, upstreams: a.lanStatus, http: func() *httpStatus { return a.doors.HTTPStatus() }, wire: a.wire}
+}
+
+func (a *Agent) registerManage() { a.newManageTools().register(a.tools) }
+
+func (m *manageTools) conf() *config.Config { return m.loaded().cfg }
+
+func (m *manageTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[noArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
 		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
 		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (ServerStatus, error) {
-			return a.status(ctx, c.Principal)
+			return m.status(ctx, c.Principal)
 		},
 		Summary: func(_ noArgs, s ServerStatus) string {
 			h := "helper DOWN"
@@ -129,12 +160,12 @@ func (a *Agent) registerManage() {
 }
 
 // status gathers the server status.
-func (a *Agent) status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
-	l := a.cfg.Load()
+func (m *manageTools) status(ctx context.Context, p identity.Principal) (ServerStatus, error) {
+	l := m.loaded()
 	cfg := l.cfg
 	s := ServerStatus{
-		Version: a.version, Build: a.build, StartedAt: a.started.UTC().Format(time.RFC3339), Mode: a.mode, PID: pid(),
-		UptimeSeconds: int64(time.Since(a.started).Seconds()),
+		Version: m.version, Build: m.build, StartedAt: m.started.UTC().Format(time.RFC3339), Mode: m.mode, PID: pid(),
+		UptimeSeconds: int64(time.Since(m.started).Seconds()),
 		Caller:        caller{Principal: p.Name, Role: p.Role.String()},
 		ConfigSummary: map[string]any{
 			"socket": cfg.Agent.Socket, "helper_socket": cfg.Helper.Socket, "state": cfg.Agent.State,
@@ -147,16 +178,16 @@ func (a *Agent) status(ctx context.Context, p identity.Principal) (ServerStatus,
 			"generation": l.gen, "loaded_at": l.at.UTC().Format(time.RFC3339),
 		},
 		Helper:   helperStatus{Socket: cfg.Helper.Socket},
-		Database: databaseStatus{Path: a.store.Path()},
-		HTTP:     a.doors.HTTPStatus(),
+		Database: databaseStatus{Path: m.store.Path()},
+		HTTP:     m.http(),
 	}
-	if st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
+	if st, err := client.Call(ctx, m.helper, proto.Status, proto.StatusReq{}); err != nil {
 		s.Helper.Error = err.Error()
 	} else {
 		s.Helper = helperStatus{Reachable: true, Version: st.Helper, PID: st.PID, Backend: st.Backend,
-			StartedAt: st.StartedAt.UTC().Format(time.RFC3339), Socket: a.conf().Helper.Socket}
+			StartedAt: st.StartedAt.UTC().Format(time.RFC3339), Socket: m.conf().Helper.Socket}
 	}
-	total, denied, errs, last, err := a.store.AuditCounts()
+	total, denied, errs, last, err := m.store.AuditCounts()
 	if err != nil {
 		return s, err
 	}
@@ -165,42 +196,42 @@ func (a *Agent) status(ctx context.Context, p identity.Principal) (ServerStatus,
 		s.Audit.LastTime = last.Time.UTC().Format(time.RFC3339)
 		s.Audit.LastSeq = last.Seq
 	}
-	acked, werr, findings := a.witness.status()
+	acked, werr, findings := m.witness.status()
 	s.Audit.Tampered, s.Audit.Findings = len(findings) > 0, findings
 	s.Audit.WitnessSeq, s.Audit.WitnessError = acked.Seq, werr
 	if last.Seq > acked.Seq {
 		s.Audit.Unwitnessed = int(min(last.Seq-acked.Seq, uint64(total)))
 	}
-	if s.Database.SizeBytes, err = a.store.Size(); err != nil {
+	if s.Database.SizeBytes, err = m.store.Size(); err != nil {
 		return s, err
 	}
-	tools := a.tools.All()
+	tools := m.tools.All()
 	s.Tools = len(tools)
 	for _, t := range tools {
 		st := t.Stats()
 		s.Calls.Total += st.Calls
 		s.Calls.Failed += st.Failures
 	}
-	if s.Recent, s.Problems, err = a.recentProblems(p); err != nil {
+	if s.Recent, s.Problems, err = m.recentProblems(p); err != nil {
 		return s, err
 	}
-	s.Upstreams = a.lanStatus()
-	jobs, err := a.jobsFor(p)
+	s.Upstreams = m.upstreams()
+	jobs, err := jobsFor(m.sampler, m.mayReadAudit, p)
 	if err != nil {
 		return s, err
 	}
-	taken, flushed, ferr := a.sampler.Stats()
-	s.Sampling = samplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: a.conf().Metrics.FlushInterval.D().String()}
+	taken, flushed, ferr := m.sampler.Stats()
+	s.Sampling = samplingStatus{Jobs: jobs.Jobs, SamplesTaken: taken, FlushInterval: m.conf().Metrics.FlushInterval.D().String()}
 	if !flushed.IsZero() {
 		s.Sampling.LastFlush = flushed.UTC().Format(time.RFC3339)
 	}
 	if ferr != nil {
 		s.Sampling.FlushError = ferr.Error()
 	}
-	if d, err := a.device(ctx); err == nil {
+	if d, err := m.device(ctx); err == nil {
 		s.Device = d
 	}
-	if s.LastUpdate, err = a.lastUpdate(); err != nil {
+	if s.LastUpdate, err = lastUpdate(m.store); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -218,25 +249,36 @@ func (a *Agent) mayReadAudit(p identity.Principal) *tool.Error {
 	return a.pipe.May(p, auditTool)
 }
 
+// auditRole is the role the audit trail's tool asks for, as the status
+// names it to a caller it withholds the records from.
+func auditRole(r *tool.Registry) identity.Role {
+	t, _ := r.Get(auditTool)
+	return t.Rule().MinRole
+}
+
 // withheldName stands in for another principal's name a caller may not read.
 const withheldName = "[withheld]"
+
+// auditReader is mayReadAudit as the tools that show principals' names
+// hold it: a namespace gets this one question, not the pipeline.
+type auditReader func(identity.Principal) *tool.Error
 
 // nameFor is principal name as p may see it: its own, or anyone's to an
 // audit reader; withheldName otherwise. Who queued a job is the audit
 // trail's to say.
-func (a *Agent) nameFor(p identity.Principal, name string) string {
-	if name == "" || name == p.Name || a.mayReadAudit(p) == nil {
+func (may auditReader) nameFor(p identity.Principal, name string) string {
+	if name == "" || name == p.Name || may(p) == nil {
 		return name
 	}
 	return withheldName
 }
 
-// jobsFor is the sampling jobs as p may see them.
-func (a *Agent) jobsFor(p identity.Principal) (jobList, error) {
-	l, err := a.listJobs()
+// jobsFor is the sampling jobs of s as p may see them.
+func jobsFor(s *sampler, may auditReader, p identity.Principal) (jobList, error) {
+	l, err := listJobs(s)
 	for i := range l.Jobs {
 		if !l.Jobs[i].Default { // the default job's is "config", no principal
-			l.Jobs[i].CreatedBy = a.nameFor(p, l.Jobs[i].CreatedBy)
+			l.Jobs[i].CreatedBy = may.nameFor(p, l.Jobs[i].CreatedBy)
 		}
 	}
 	return l, err
@@ -246,25 +288,25 @@ func (a *Agent) jobsFor(p identity.Principal) (jobList, error) {
 // calls: counts of the last hour and day for every caller, the records
 // themselves (who, from where, why) only for a caller who may read the
 // audit trail.
-func (a *Agent) recentProblems(p identity.Principal) ([]AuditEntry, problemCounts, error) {
+func (m *manageTools) recentProblems(p identity.Principal) ([]AuditEntry, problemCounts, error) {
 	var pc problemCounts
 	now := time.Now()
 	for _, w := range []struct {
 		n    *int
 		back time.Duration
 	}{{&pc.LastHour, time.Hour}, {&pc.LastDay, 24 * time.Hour}} {
-		_, n, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Since: now.Add(-w.back), Limit: 1})
+		_, n, err := m.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Since: now.Add(-w.back), Limit: 1})
 		if err != nil {
 			return nil, pc, err
 		}
 		*w.n = n
 	}
-	if derr := a.mayReadAudit(p); derr != nil {
+	if derr := m.mayReadAudit(p); derr != nil {
 		pc.Withheld = fmt.Sprintf("who called, from where and why is the audit trail's, which %s shows to role %s and above: %s",
-			a.wire(auditTool), a.rule(auditTool).MinRole, derr.Message)
+			m.wire(auditTool), auditRole(m.tools), derr.Message)
 		return []AuditEntry{}, pc, nil
 	}
-	recs, _, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 5})
+	recs, _, err := m.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 5})
 	if err != nil {
 		return nil, pc, err
 	}
@@ -306,15 +348,45 @@ type jobsCancelOut struct {
 
 const gpioJobPrefix = "gpio-revert-"
 
+// jobQueue is everything queued on the device that survives a restart,
+// each kind read where it is kept.
+type jobQueue struct {
+	store   *store.DB      // a scheduled power action, a self-update, GPIO reverts
+	sampler *sampler       // sampling jobs
+	helper  *client.Client // runs of apt
+}
+
+func (a *Agent) jobQueue() jobQueue {
+	return jobQueue{store: a.store, sampler: a.sampler, helper: a.helper}
+}
+
+// jobsTools are manage.list_jobs and manage.cancel_job: the queue, and for
+// cancelling, what stops each kind of job. Cancelling asks the pipeline
+// whether the caller may call the job's own tool, so that namespace's
+// switch applies.
+type jobsTools struct {
+	queue        jobQueue
+	may          func(identity.Principal, string) *tool.Error // the pipeline's May
+	mayReadAudit auditReader
+	cancelPower  func(context.Context, *tool.Call) (systemCancelPowerOut, error)
+	revert       func(context.Context, store.GPIORevert) error // reverts a timed GPIO write now
+	wire         func(string) string
+}
+
 func (a *Agent) registerJobs() {
-	tool.Add(a.tools, tool.Spec[noArgs, jobsListOut]{
+	(&jobsTools{queue: a.jobQueue(), may: a.pipe.May, mayReadAudit: a.mayReadAudit, cancelPower: a.cancelPower,
+		revert: a.reverter.revert, wire: a.wire}).register(a.tools)
+}
+
+func (jt *jobsTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[noArgs, jobsListOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
 		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (jobsListOut, error) {
-			out, err := a.queuedJobs()
+			out, err := jt.queue.list()
 			for i := range out.Jobs {
-				out.Jobs[i].CreatedBy = a.nameFor(c.Principal, out.Jobs[i].CreatedBy)
+				out.Jobs[i].CreatedBy = jt.mayReadAudit.nameFor(c.Principal, out.Jobs[i].CreatedBy)
 			}
 			return out, err
 		},
@@ -328,13 +400,13 @@ func (a *Agent) registerJobs() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[jobsCancelIn, jobsCancelOut]{
+	tool.Add(r, tool.Spec[jobsCancelIn, jobsCancelOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
 		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &jobsCancelIn{JobID: "job-nope"}, // no such job: cancels nothing
-		Run:         a.cancelJob,
+		Run:         jt.cancel,
 		Summary: func(_ jobsCancelIn, o jobsCancelOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would cancel %s (%s): %s", o.JobID, o.Kind, o.Effect)
@@ -344,22 +416,23 @@ func (a *Agent) registerJobs() {
 	})
 }
 
-func (a *Agent) queuedJobs() (jobsListOut, error) {
+// list is the queue as stored: who queued each job by name, withheld by the caller.
+func (q jobQueue) list() (jobsListOut, error) {
 	out := jobsListOut{Jobs: []queuedJob{}}
-	if pj, ok, err := a.store.PendingPower(); err != nil {
+	if pj, ok, err := q.store.PendingPower(); err != nil {
 		return out, err
 	} else if ok {
 		out.Jobs = append(out.Jobs, queuedJob{JobID: pj.ID, Kind: "power", Status: "scheduled", Due: pj.At.UTC().Format(time.RFC3339),
 			Summary: fmt.Sprintf("%s at %s", pj.Action, pj.At.UTC().Format(time.RFC3339)), CreatedBy: pj.Principal, Cancel: "the " + pj.Action + " is called off"})
 	}
-	if uj, ok, err := a.store.PendingUpdate(); err != nil {
+	if uj, ok, err := q.store.PendingUpdate(); err != nil {
 		return out, err
 	} else if ok {
 		out.Jobs = append(out.Jobs, queuedJob{JobID: uj.ID, Kind: "self_update", Status: "running",
 			Summary: fmt.Sprintf("raspi-mcp %s to %s from %s", uj.From, uj.To, uj.Channel), CreatedBy: uj.Principal,
 			Cancel: "cannot be cancelled: it ends by itself, and rolls back if the new version is not healthy"})
 	}
-	reverts, err := a.store.ListGPIOReverts()
+	reverts, err := q.store.ListGPIOReverts()
 	if err != nil {
 		return out, err
 	}
@@ -368,7 +441,7 @@ func (a *Agent) queuedJobs() (jobsListOut, error) {
 			Due: r.Due.UTC().Format(time.RFC3339), Summary: fmt.Sprintf("GPIO%d back to %s", r.Pin, level(&r.Value)), CreatedBy: r.Principal,
 			Cancel: "the pin reverts now"})
 	}
-	sampling, err := a.listJobs()
+	sampling, err := listJobs(q.sampler)
 	if err != nil {
 		return out, err
 	}
@@ -376,20 +449,20 @@ func (a *Agent) queuedJobs() (jobsListOut, error) {
 		out.Jobs = append(out.Jobs, queuedJob{JobID: j.JobID, Kind: "sampling", Status: j.Status, CreatedBy: j.CreatedBy,
 			Summary: fmt.Sprintf("every %d s, kept %d h, %d samples", j.IntervalSeconds, j.RetentionHours, j.Samples), Cancel: "sampling stops; samples stay"})
 	}
-	out.Jobs = append(out.Jobs, a.osJobs()...)
+	out.Jobs = append(out.Jobs, osJobs(q.helper)...)
 	out.TotalCount = len(out.Jobs)
 	return out, nil
 }
 
-func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in jobsCancelIn) (jobsCancelOut, error) {
-	list, err := a.queuedJobs()
+func (jt *jobsTools) cancel(ctx context.Context, c *tool.Call, in jobsCancelIn) (jobsCancelOut, error) {
+	list, err := jt.queue.list()
 	if err != nil {
 		return jobsCancelOut{}, err
 	}
 	i := slices.IndexFunc(list.Jobs, func(j queuedJob) bool { return j.JobID == in.JobID })
 	if i < 0 {
 		return jobsCancelOut{}, tool.Errf(CodeNotFound, "no queued job %q", in.JobID).With("parameter", "job_id").
-			Suggest(tool.SuggestedCall{Tool: a.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
+			Suggest(tool.SuggestedCall{Tool: jt.wire("manage.list_jobs"), Why: "see the queued jobs and their ids"})
 	}
 	j := list.Jobs[i]
 	out := jobsCancelOut{JobID: j.JobID, Kind: j.Kind, Effect: j.Cancel}
@@ -405,7 +478,7 @@ func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in jobsCancelIn) (j
 		"power":       "system.cancel_scheduled_power_action",
 		osJobKind:     "manage.preview_os_updates",
 	}
-	if err := a.pipe.May(c.Principal, gates[j.Kind]); err != nil {
+	if err := jt.may(c.Principal, gates[j.Kind]); err != nil {
 		return out, err
 	}
 	if c.DryRun {
@@ -414,22 +487,22 @@ func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in jobsCancelIn) (j
 	}
 	switch j.Kind {
 	case osJobKind:
-		if err := a.cancelOSJob(ctx, j.JobID); err != nil {
+		if err := cancelOSJob(ctx, jt.queue.helper, j.JobID); err != nil {
 			return out, err
 		}
 	case "power":
-		if _, err := a.cancelPower(ctx, c); err != nil {
+		if _, err := jt.cancelPower(ctx, c); err != nil {
 			return out, err
 		}
 	case "gpio_revert":
 		var pin int
 		fmt.Sscanf(strings.TrimPrefix(j.JobID, gpioJobPrefix), "%d", &pin)
-		rv, ok, err := a.store.GPIORevertOf(pin)
+		rv, ok, err := jt.queue.store.GPIORevertOf(pin)
 		if err != nil {
 			return out, err
 		}
 		if ok {
-			if err := a.reverter.revert(ctx, rv); err != nil {
+			if err := jt.revert(ctx, rv); err != nil {
 				return out, err
 			}
 		}
@@ -438,7 +511,7 @@ func (a *Agent) cancelJob(ctx context.Context, c *tool.Call, in jobsCancelIn) (j
 			out.Effect = "already stopped"
 			return out, nil
 		}
-		if _, err := a.sampler.StopJob(j.JobID); err != nil {
+		if _, err := jt.queue.sampler.StopJob(j.JobID); err != nil {
 			return out, err
 		}
 	}

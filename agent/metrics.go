@@ -189,38 +189,57 @@ type anomalyOut struct {
 
 var summaryMetrics = []string{"cpu_percent", "cpu_temperature_celsius", "memory_percent", "load1", "disk_percent", "cpu_frequency_mhz", "swap_percent"}
 
+// metricsTools are the metrics namespace's tools: the sampler whose jobs
+// and samples they start, stop and read, the job limit in the config, and
+// who may see who started a job (the audit trail's to say).
+type metricsTools struct {
+	conf         func() *config.Config
+	sampler      *sampler
+	mayReadAudit auditReader
+	wire         func(string) string // a tool's wire name, for suggested calls
+}
+
 func (a *Agent) registerMetrics() {
+	// The realtime snapshot is system's health snapshot under a second name
+	// (system.go builds it), so it is added here, before the rest of the
+	// namespace, as it always was.
 	tool.Add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
+	(&metricsTools{conf: a.conf, sampler: a.sampler, mayReadAudit: a.mayReadAudit, wire: a.wire}).register(a.tools)
+}
+
+func (mt *metricsTools) register(r *tool.Registry) {
 	jobsGate := config.SwitchMetricsJobs
-	tool.Add(a.tools, tool.Spec[samplingStartIn, jobStatus]{
+	tool.Add(r, tool.Spec[samplingStartIn, jobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
 		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Props:       []tool.Prop{tool.P("interval_seconds", tool.Min(5), tool.Max(3600)), tool.P("retention_hours", tool.Min(1), tool.Max(168), tool.Default(24))},
 		Example:     &samplingStartIn{IntervalSeconds: 10},
-		Run:         a.startJob,
+		Run:         mt.startJob,
 		Summary: func(_ samplingStartIn, o jobStatus) string {
 			return fmt.Sprintf("sampling job %s %s: every %d s, kept %d h", o.JobID, o.Status, o.IntervalSeconds, o.RetentionHours)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[samplingStopIn, jobStatus]{
+	tool.Add(r, tool.Spec[samplingStopIn, jobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
 		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Idempotent:  true,
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &samplingStopIn{JobID: "job-nope"}, // no such job: stops nothing
-		Run:         a.stopJob,
+		Run:         mt.stopJob,
 		Summary: func(_ samplingStopIn, o jobStatus) string {
 			return fmt.Sprintf("sampling job %s %s", o.JobID, o.Status)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[noArgs, jobList]{
+	tool.Add(r, tool.Spec[noArgs, jobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
 		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(_ context.Context, c *tool.Call, _ noArgs) (jobList, error) { return a.jobsFor(c.Principal) },
+		Run: func(_ context.Context, c *tool.Call, _ noArgs) (jobList, error) {
+			return jobsFor(mt.sampler, mt.mayReadAudit, c.Principal)
+		},
 		Summary: func(_ noArgs, l jobList) string {
 			run := 0
 			for _, j := range l.Jobs {
@@ -231,18 +250,18 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d sampling jobs, %d running", len(l.Jobs), run)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[metricsSamplesIn, metricsSamplesOut]{
+	tool.Add(r, tool.Spec[metricsSamplesIn, metricsSamplesOut]{
 		ID: "metrics.get_samples", Title: "Raw samples",
 		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
 			tool.P("job_id", tool.MaxLen(64)), tool.P("cursor", tool.MaxLen(64))},
-		Run: a.getSamples,
+		Run: mt.getSamples,
 		Summary: func(_ metricsSamplesIn, o metricsSamplesOut) string {
 			return fmt.Sprintf("%d samples of %s (more: %v)", o.ReturnedCount, o.JobID, o.HasMore)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[metricsHistoryIn, metricsHistoryOut]{
+	tool.Add(r, tool.Spec[metricsHistoryIn, metricsHistoryOut]{
 		ID: "metrics.query_history", Title: "Metric history",
 		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
@@ -251,7 +270,7 @@ func (a *Agent) registerMetrics() {
 		OutProps: []tool.Prop{tool.P("start_time", tool.Format("date-time")), tool.P("end_time", tool.Format("date-time"))},
 		Spelling: historySpelling,
 		Example:  &metricsHistoryIn{MetricNames: []string{"cpu_percent"}},
-		Run:      a.queryHistory,
+		Run:      mt.queryHistory,
 		Summary: func(_ metricsHistoryIn, o metricsHistoryOut) string {
 			n := 0
 			for _, s := range o.Metrics {
@@ -264,24 +283,24 @@ func (a *Agent) registerMetrics() {
 			return fmt.Sprintf("%d series, %d points at %s %s%s", len(o.Metrics), n, o.Resolution, o.Aggregation, c)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[metricsSummaryIn, metricsSummaryOut]{
+	tool.Add(r, tool.Spec[metricsSummaryIn, metricsSummaryOut]{
 		ID: "metrics.get_summary", Title: "Metrics summary",
 		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("window", tool.Default("1h"), tool.MaxLen(8)), tool.P("job_id", tool.MaxLen(64))},
-		Run:         a.summary,
+		Run:         mt.summary,
 		Summary:     summaryLine,
 	})
 }
 
-func (a *Agent) startJob(ctx context.Context, c *tool.Call, in samplingStartIn) (jobStatus, error) {
+func (mt *metricsTools) startJob(ctx context.Context, c *tool.Call, in samplingStartIn) (jobStatus, error) {
 	if c.DryRun {
 		return jobStatus{JobID: "dry-run", IntervalSeconds: in.IntervalSeconds, RetentionHours: in.RetentionHours, Status: "created", DryRun: true}, nil
 	}
-	j, err := a.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
+	j, err := mt.sampler.create(in.IntervalSeconds, in.RetentionHours, c.Principal.Name, false)
 	if errors.Is(err, errTooManyJobs) {
-		return jobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", a.conf().Metrics.MaxJobs).
-			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
+		return jobStatus{}, tool.Errf(CodeResourceExhausted, "at most %d sampling jobs may run", mt.conf().Metrics.MaxJobs).
+			Suggest(tool.SuggestedCall{Tool: mt.wire("metrics.list_sampling_jobs"), Why: "find a job to stop or reuse"})
 	}
 	if err != nil {
 		return jobStatus{}, err
@@ -289,11 +308,11 @@ func (a *Agent) startJob(ctx context.Context, c *tool.Call, in samplingStartIn) 
 	return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) stopJob(_ context.Context, c *tool.Call, in samplingStopIn) (jobStatus, error) {
-	j, err := a.sampler.db.GetJob(in.JobID)
+func (mt *metricsTools) stopJob(_ context.Context, c *tool.Call, in samplingStopIn) (jobStatus, error) {
+	j, err := mt.sampler.db.GetJob(in.JobID)
 	if errors.Is(err, store.ErrJobNotFound) {
 		return jobStatus{}, tool.Errf(CodeNotFound, "no sampling job %q", in.JobID).With("parameter", "job_id").
-			Suggest(tool.SuggestedCall{Tool: a.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
+			Suggest(tool.SuggestedCall{Tool: mt.wire("metrics.list_sampling_jobs"), Why: "see the jobs and their ids"})
 	}
 	if err != nil {
 		return jobStatus{}, err
@@ -301,14 +320,15 @@ func (a *Agent) stopJob(_ context.Context, c *tool.Call, in samplingStopIn) (job
 	if c.DryRun {
 		return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status, DryRun: true}, nil
 	}
-	if j, err = a.sampler.StopJob(in.JobID); err != nil {
+	if j, err = mt.sampler.StopJob(in.JobID); err != nil {
 		return jobStatus{}, err
 	}
 	return jobStatus{JobID: j.ID, IntervalSeconds: j.IntervalSeconds, RetentionHours: j.RetentionHours, Status: j.Status}, nil
 }
 
-func (a *Agent) listJobs() (jobList, error) {
-	infos, err := a.sampler.Jobs()
+// listJobs is every sampling job with what it has gathered, names as stored.
+func listJobs(s *sampler) (jobList, error) {
+	infos, err := s.Jobs()
 	if err != nil {
 		return jobList{}, err
 	}
@@ -352,8 +372,8 @@ func window(sinceName, since, untilName, until string, span time.Duration) (time
 	return s, u, nil
 }
 
-func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in metricsSamplesIn) (metricsSamplesOut, error) {
-	job, err := a.sampler.resolveJob(in.JobID)
+func (mt *metricsTools) getSamples(_ context.Context, _ *tool.Call, in metricsSamplesIn) (metricsSamplesOut, error) {
+	job, err := mt.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return metricsSamplesOut{}, err
 	}
@@ -370,7 +390,7 @@ func (a *Agent) getSamples(_ context.Context, _ *tool.Call, in metricsSamplesIn)
 	}
 	out := metricsSamplesOut{JobID: job.ID, Samples: []sampleRecord{}}
 	size := 0
-	err = a.sampler.Scan(job.ID, from, until, func(s store.Sample) bool {
+	err = mt.sampler.Scan(job.ID, from, until, func(s store.Sample) bool {
 		so := sampleOut(s)
 		b, _ := json.Marshal(so)
 		if len(out.Samples) == in.Limit || size+len(b) > maxSampleBytes {
@@ -405,8 +425,8 @@ func sampleOut(s store.Sample) sampleRecord {
 
 func r2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in metricsHistoryIn) (metricsHistoryOut, error) {
-	job, err := a.sampler.resolveJob(in.JobID)
+func (mt *metricsTools) queryHistory(_ context.Context, _ *tool.Call, in metricsHistoryIn) (metricsHistoryOut, error) {
+	job, err := mt.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return metricsHistoryOut{}, err
 	}
@@ -429,7 +449,7 @@ func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in metricsHistoryI
 		}
 		seen[m] = true
 		if getters[i], err = series.Lookup(m); err != nil {
-			return metricsHistoryOut{}, a.unknownMetric(job.ID, m)
+			return metricsHistoryOut{}, mt.unknownMetric(job.ID, m)
 		}
 	}
 	used := series.Fit(end.Sub(start), res, len(in.MetricNames), maxPoints)
@@ -443,7 +463,7 @@ func (a *Agent) queryHistory(_ context.Context, _ *tool.Call, in metricsHistoryI
 	for i, g := range getters {
 		ds[i] = series.NewDownsampler(g, start, end, used, series.Aggregation(in.Aggregation))
 	}
-	err = a.sampler.Scan(job.ID, start, end, func(s store.Sample) bool {
+	err = mt.sampler.Scan(job.ID, start, end, func(s store.Sample) bool {
 		for _, d := range ds {
 			d.Add(s)
 		}
@@ -476,14 +496,14 @@ func sig(v float64) float64 {
 }
 
 // unknownMetric lists the names the job's newest stored samples offer.
-func (a *Agent) unknownMetric(job, name string) error {
-	recent := a.sampler.recent(job, 5)
+func (mt *metricsTools) unknownMetric(job, name string) error {
+	recent := mt.sampler.recent(job, 5)
 	return tool.Errf(CodeInvalidArgument, "unknown metric %q", name).With("parameter", "metric_names").With("known_metrics", series.Names(recent)).
 		Hint("use a name from known_metrics; device metrics are net.<interface>.<field> and disk.<device>.<field>")
 }
 
-func (a *Agent) summary(_ context.Context, _ *tool.Call, in metricsSummaryIn) (metricsSummaryOut, error) {
-	job, err := a.sampler.resolveJob(in.JobID)
+func (mt *metricsTools) summary(_ context.Context, _ *tool.Call, in metricsSummaryIn) (metricsSummaryOut, error) {
+	job, err := mt.sampler.resolveJob(in.JobID)
 	if err != nil {
 		return metricsSummaryOut{}, err
 	}
@@ -494,7 +514,7 @@ func (a *Agent) summary(_ context.Context, _ *tool.Call, in metricsSummaryIn) (m
 	end := time.Now().Add(time.Second)
 	start := end.Add(-span)
 	var samples []store.Sample
-	err = a.sampler.Scan(job.ID, start, end, func(s store.Sample) bool {
+	err = mt.sampler.Scan(job.ID, start, end, func(s store.Sample) bool {
 		s.Net, s.Disk = nil, nil // the summary needs the scalars only
 		samples = append(samples, s)
 		return true

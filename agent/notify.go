@@ -91,7 +91,7 @@ func (a *Agent) lookOnce(ctx context.Context) {
 			a.broadcast(ctx, mcp.LoggingLevel("notice"), map[string]any{"event": "helper_up", "message": "the root helper answers again"})
 		}
 	}
-	for _, d := range a.lan {
+	for _, d := range a.lan.domains {
 		st := d.client.Status().State
 		w.mu.Lock()
 		was, seen := w.upstream[d.cfg.Name]

@@ -57,9 +57,9 @@ func TestDenialOfTheClientsOwnCallIsShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A high-risk call without confirm is refused by policy.
-	res, sc := r.asSession(s, "service_control_service", map[string]any{"service_name": "nginx", "action": "restart"})
-	if errCode(res, sc) != CodeFailedPrecondition {
-		t.Fatalf("restart without confirm: %v", sc)
+	res, _ := r.asSession(s, "service_control_service", map[string]any{"service_name": "nginx", "action": "restart"})
+	if _, e := decodeResult[serviceControlOut](t, res); e == nil || e.Code != CodeFailedPrecondition {
+		t.Fatalf("restart without confirm: %+v", e)
 	}
 	waitFor(t, "the denial message", 60*time.Second, func() bool { return m.has("call_denied") })
 }
@@ -146,12 +146,15 @@ func TestLANToolsAskThePersonAndUpstreamStateIsShown(t *testing.T) {
 		return ok
 	})
 	// Critical upstream tool: the person's answer stands in for the token.
-	if res, sc, rec := callOnce(t, r, s, "hs4_delete_all", map[string]any{"reason": "reset"}); errCode(res, sc) != CodePermissionDenied || rec.Decision != store.DecisionDeclined || f.writes.Load() != 0 {
-		t.Fatalf("declined upstream call: %v %+v", sc, rec)
+	// delete_all answers an empty object (lan_test.go's fake upstream).
+	res, _, rec := callOnce(t, r, s, "hs4_delete_all", map[string]any{"reason": "reset"})
+	if _, e := decodeResult[struct{}](t, res); e == nil || e.Code != CodePermissionDenied || rec.Decision != store.DecisionDeclined || f.writes.Load() != 0 {
+		t.Fatalf("declined upstream call: %+v %+v", e, rec)
 	}
 	answer = "accept"
-	if res, sc, rec := callOnce(t, r, s, "hs4_delete_all", map[string]any{"reason": "reset"}); res.IsError || rec.Decision != store.DecisionAllow || rec.Elicitation == "" || f.writes.Load() != 1 {
-		t.Fatalf("accepted upstream call: %v %+v", sc, rec)
+	res, _, rec = callOnce(t, r, s, "hs4_delete_all", map[string]any{"reason": "reset"})
+	if _, e := decodeResult[struct{}](t, res); e != nil || rec.Decision != store.DecisionAllow || rec.Elicitation == "" || f.writes.Load() != 1 {
+		t.Fatalf("accepted upstream call: %+v %+v", e, rec)
 	}
 	addr := f.addr
 	f.http.CloseClientConnections()

@@ -22,8 +22,19 @@ type promptDef struct {
 	text func(args map[string]string) (string, error)
 }
 
-func (a *Agent) prompts() []promptDef {
-	w := a.wire
+// prompts are the agent's prompts: they read the allowlists in force (the
+// units a restart is offered for, the pins by label) and name tools by their
+// wire names.
+type prompts struct {
+	conf func() *config.Config
+	wire func(string) string
+}
+
+func (a *Agent) prompts() prompts { return prompts{conf: a.conf, wire: a.wire} }
+
+// defs are the prompts with their texts.
+func (pr prompts) defs() []promptDef {
+	w := pr.wire
 	return []promptDef{
 		{&mcp.Prompt{Name: "diagnose_throttling", Title: "Diagnose throttling",
 			Description: "Find out whether and why this Pi throttles: heat or power, now and over the last day.",
@@ -61,7 +72,7 @@ func (a *Agent) prompts() []promptDef {
 					return "", err
 				}
 				restart := "it is not in [service] allow, so do not try to restart it: tell the person what to change"
-				if a.allowedUnit(unit) {
+				if allowedUnit(pr.conf(), unit) {
 					restart = fmt.Sprintf(`if a restart is the fix and the person agrees, call %s with {"service_name": "%s", "action": "restart", "dry_run": true} first, then for real with confirm: true and their reason`, w("service.control_service"), unit)
 				}
 				return fmt.Sprintf(`Triage the failed unit %[1]s.
@@ -76,7 +87,7 @@ func (a *Agent) prompts() []promptDef {
 			Description: "Change an allowlisted pin with a dry run first and a timed revert, so a mistake undoes itself.",
 			Arguments:   []*mcp.PromptArgument{{Name: "pin", Description: "BCM number or name of an allowlisted pin", Required: true}}},
 			func(args map[string]string) (string, error) {
-				pin, ok := a.pinByLabel(args["pin"])
+				pin, ok := pr.pinByLabel(args["pin"])
 				if !ok {
 					return "", tool.Errf(CodeInvalidArgument, "pin %q is not on this device's allowlist ([[gpio.pins]])", args["pin"]).
 						With("pin", args["pin"]).Hint("complete the pin argument for the allowed pins, or read " + uriPins)
@@ -105,12 +116,12 @@ func (a *Agent) prompts() []promptDef {
 }
 
 func (a *Agent) registerPrompts() {
-	for _, d := range a.prompts() {
-		a.server.AddPrompt(d.p, a.promptHandler(d))
+	for _, d := range a.prompts().defs() {
+		a.server.AddPrompt(d.p, promptHandler(d))
 	}
 }
 
-func (a *Agent) promptHandler(d promptDef) mcp.PromptHandler {
+func promptHandler(d promptDef) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		for _, arg := range d.p.Arguments {
 			if arg.Required && strings.TrimSpace(req.Params.Arguments[arg.Name]) == "" {
@@ -127,10 +138,10 @@ func (a *Agent) promptHandler(d promptDef) mcp.PromptHandler {
 	}
 }
 
-// localPrompt reports whether name is one of ours, which an upstream's
+// local reports whether name is one of our prompts, which an upstream's
 // prompt must not replace.
-func (a *Agent) localPrompt(name string) bool {
-	for _, d := range a.prompts() {
+func (pr prompts) local(name string) bool {
+	for _, d := range pr.defs() {
 		if d.p.Name == name {
 			return true
 		}
@@ -139,10 +150,10 @@ func (a *Agent) localPrompt(name string) bool {
 }
 
 // pinByLabel finds an allowlisted pin by BCM number ("17", "GPIO17") or name.
-func (a *Agent) pinByLabel(s string) (config.Pin, bool) {
+func (pr prompts) pinByLabel(s string) (config.Pin, bool) {
 	s = strings.TrimSpace(s)
 	n, err := strconv.Atoi(strings.TrimPrefix(strings.ToUpper(s), "GPIO"))
-	for _, p := range a.conf().GPIO.Pins {
+	for _, p := range pr.conf().GPIO.Pins {
 		if (err == nil && p.Pin == n) || (s != "" && strings.EqualFold(p.Name, s)) {
 			return p, true
 		}

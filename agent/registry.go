@@ -27,7 +27,7 @@ func (a *Agent) newPipeline() *tool.Pipeline {
 		Audit:    a.appendRecord,
 		Tokens:   changeTokens{a.store},
 		MapError: toToolError,
-		Lookup:   a.lookupFor,
+		Lookup:   catalogLookup{a.tools}.lookupFor,
 		Progress: a.progress,
 		Denied:   a.tellDenied,
 		Approver: a.approvals,
@@ -45,6 +45,19 @@ func (a *Agent) newPipeline() *tool.Pipeline {
 		Capabilities: "system.get_capabilities",
 		Status:       "manage.get_server_status",
 	})
+}
+
+// mayReadDomain is nil when p may read an upstream's resources and prompts
+// (domain is the upstream's name, id the read as the audit trail names it),
+// else the refusal: role read and the domain switched on, as any read tool
+// of that domain would need. The pipeline's May answers for a registered
+// tool, and no tool stands behind such a read (resources/read and
+// prompts/get are not tools of the upstream), so the decision with the rule
+// a read has is made here, with the pipeline's wiring, and the catalog
+// (lan.go) only asks.
+func (a *Agent) mayReadDomain(p identity.Principal, domain, id string) *tool.Error {
+	rule := tool.Rule{Tool: id, Domain: domain, MinRole: identity.RoleRead, Risk: tool.RiskRead}
+	return tool.Decide(a.conf(), p, rule, tool.Guard{}, false)
 }
 
 // appendRecord is the pipeline's audit record in the agent's trail.
@@ -109,12 +122,6 @@ func (a *Agent) wire(id string) string {
 		return t.Name()
 	}
 	return id
-}
-
-// rule is the rule of a local tool, which always exists.
-func (a *Agent) rule(id string) tool.Rule {
-	t, _ := a.tools.Get(id)
-	return t.Rule()
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -44,35 +47,69 @@ const (
 	mimeMarkdown = "text/markdown"
 )
 
+// resources are the raspi:// resources and templates: those that show what
+// a tool shows read through the pipeline's Call, the configuration and the
+// summary ask its May and record a refusal through its Record, and the
+// summary reads each part of the device from where the tool it stands for
+// would.
+type resources struct {
+	conf      func() *config.Config
+	mode      string
+	call      func(ctx context.Context, p identity.Principal, id string, args any, ss *mcp.ServerSession) (any, *tool.Error)
+	may       func(identity.Principal, string) *tool.Error
+	denied    readAuditor
+	contract  func() string
+	sys       sysinfo.Source
+	units     units.Units // nil: no failed units in the summary
+	queue     jobQueue
+	store     *store.DB // the latest denials
+	helper    *client.Client
+	upstreams func() []upstreamStatus
+	wire      func(string) string
+}
+
+// newResources is the resources' view of the agent; the tests read the
+// summary and the configuration through it.
+func (a *Agent) newResources() *resources {
+	return &resources{conf: a.conf, mode: a.mode, call: a.pipe.Call, may: a.pipe.May, denied: a.readAuditor(), contract: a.contract,
+		sys: a.sys, units: a.units, queue: a.jobQueue(), store: a.store, helper: a.helper, upstreams: a.lanStatus, wire: a.wire}
+}
+
 // registerResources adds the raspi:// resources and templates; the server
 // then declares the resources capability.
 func (a *Agent) registerResources() {
+	a.newResources().register(a.server)
+	// Innermost, added before the agent's other middleware (agent.go).
+	a.server.AddReceivingMiddleware(a.subscriptionMiddleware)
+}
+
+func (rs *resources) register(server *mcp.Server) {
 	static := []struct {
 		uri, name, title, mime, desc string
 		read                         func(context.Context, *mcp.ReadResourceRequest) (string, error)
 	}{
 		{uriSummary, "state_summary", "Device summary", mimeJSON,
 			"Start here: the device in under 1,500 bytes (model, uptime, temperature, throttling now and since boot, CPU/memory/disk, failed units, pending jobs, recent denials, helper and upstream health, which domains are on). Subscribe to hear when any of it changes.",
-			a.readSummary},
+			rs.readSummary},
 		{uriContract, "agent_contract", "How to work with this server", mimeMarkdown,
 			"The rules for a model: where to start, which tools need confirm, a reason, a change token or the person's confirmation, how to read errors, what never to do.",
-			func(context.Context, *mcp.ReadResourceRequest) (string, error) { return a.contract(), nil }},
+			func(context.Context, *mcp.ReadResourceRequest) (string, error) { return rs.contract(), nil }},
 		{uriHealth, "health", "Health snapshot", mimeJSON,
 			"What system_get_health_snapshot returns: CPU, memory, disk, temperature, throttling, network and disk I/O rates. Subscribable.",
-			a.readTool("system.get_health_snapshot", nil)},
+			rs.readTool("system.get_health_snapshot", nil)},
 		{uriPins, "gpio_pins", "GPIO pins", mimeJSON,
 			"What gpio_list_pins returns: the allowlisted pins with name, mode, value and pull.",
-			a.readTool("gpio.list_pins", nil)},
+			rs.readTool("gpio.list_pins", nil)},
 		{uriConfig, "config_effective", "Effective configuration", mimeJSON,
 			"The merged configuration in force, as TOML inside JSON; secrets appear only as their env: or file: references. Readable by whoever may call manage_get_server_status.",
-			a.readConfig},
+			rs.readConfig},
 		{uriAudit, "audit_recent", "Recent audit records", mimeJSON,
 			"What logs_get_recent_audit_logs returns for the latest 20 records, newest first.",
-			a.readTool("logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil })},
+			rs.readTool("logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil })},
 	}
 	for _, r := range static {
-		a.server.AddResource(&mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc},
-			a.resourceHandler(r.mime, r.read))
+		server.AddResource(&mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc},
+			resourceHandler(r.mime, r.read))
 	}
 	templates := []struct {
 		tmpl, name, title, desc string
@@ -80,24 +117,22 @@ func (a *Agent) registerResources() {
 	}{
 		{tmplMetric, "metric", "Metric series",
 			"One metric's history as JSON, as metrics_query_history returns it: window is a duration back from now (default 1h, at most 7d), resolution a bucket size (10s, 1m, 5m, 1h). Subscribable.",
-			a.readTool("metrics.query_history", metricArgs)},
+			rs.readTool("metrics.query_history", metricArgs)},
 		{tmplService, "service", "Service status",
 			"What service_get_status returns for one unit of [service] allow.",
-			a.readTool("service.get_status", a.serviceArgs)},
+			rs.readTool("service.get_status", rs.serviceArgs)},
 		{tmplJournal, "journal", "Unit journal",
 			"What logs_query_journal returns for one unit within [logs] journal_units: the latest lines (default 50, at most 500).",
-			a.readTool("logs.query_journal", journalArgs)},
+			rs.readTool("logs.query_journal", journalArgs)},
 	}
 	for _, t := range templates {
-		a.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.tmpl, Name: t.name, Title: t.title, MIMEType: mimeJSON, Description: t.desc},
-			a.resourceHandler(mimeJSON, t.read))
+		server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.tmpl, Name: t.name, Title: t.title, MIMEType: mimeJSON, Description: t.desc},
+			resourceHandler(mimeJSON, t.read))
 	}
-	// Innermost, added before the agent's other middleware (agent.go).
-	a.server.AddReceivingMiddleware(a.subscriptionMiddleware)
 }
 
 // resourceHandler wraps a reader into the SDK's handler: one text content.
-func (a *Agent) resourceHandler(mime string, read func(context.Context, *mcp.ReadResourceRequest) (string, error)) mcp.ResourceHandler {
+func resourceHandler(mime string, read func(context.Context, *mcp.ReadResourceRequest) (string, error)) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		text, err := read(ctx, req)
 		if err != nil {
@@ -109,7 +144,7 @@ func (a *Agent) resourceHandler(mime string, read func(context.Context, *mcp.Rea
 
 // readTool reads a resource by calling tool id with the arguments args
 // derives from the URI (nil: none).
-func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(context.Context, *mcp.ReadResourceRequest) (string, error) {
+func (rs *resources) readTool(id string, args func(*url.URL) (any, error)) func(context.Context, *mcp.ReadResourceRequest) (string, error) {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 		u, err := url.Parse(req.Params.URI)
 		if err != nil {
@@ -122,7 +157,7 @@ func (a *Agent) readTool(id string, args func(*url.URL) (any, error)) func(conte
 				return "", resourceError(te)
 			}
 		}
-		out, terr := a.pipe.Call(ctx, principalOrUnknown(ctx), id, in, req.Session)
+		out, terr := rs.call(ctx, principalOrUnknown(ctx), id, in, req.Session)
 		if terr != nil {
 			return "", resourceError(terr)
 		}
@@ -199,12 +234,12 @@ func parseWindow(w string) (time.Duration, *tool.Error) {
 // serviceArgs maps raspi://service/{unit} onto service.get_status, for the
 // units of [service] allow only: the template is the way to watch the units
 // this device lets a model manage, not a window on every unit.
-func (a *Agent) serviceArgs(u *url.URL) (any, error) {
+func (rs *resources) serviceArgs(u *url.URL) (any, error) {
 	name, err := unitName(strings.TrimPrefix(u.Path, "/"))
 	if err != nil {
 		return nil, err
 	}
-	if !a.allowedUnit(name) {
+	if !allowedUnit(rs.conf(), name) {
 		return nil, tool.Errf(CodePermissionDenied, "%s is not in [service] allow, so raspi://service/ does not show it", name).
 			With("unit", name).With("config_key", "[service] allow").
 			Hint("call service_get_status for other units, or complete raspi://service/{unit} to see the allowed ones")
@@ -212,8 +247,9 @@ func (a *Agent) serviceArgs(u *url.URL) (any, error) {
 	return map[string]any{"service_name": name}, nil
 }
 
-func (a *Agent) allowedUnit(name string) bool {
-	return config.UnitMatches(a.conf().Service.Allow, name)
+// allowedUnit reports whether c's [service] allow admits unit name.
+func allowedUnit(c *config.Config, name string) bool {
+	return config.UnitMatches(c.Service.Allow, name)
 }
 
 // journalArgs maps raspi://journal/{unit}{?lines} onto logs.query_journal,
@@ -238,13 +274,13 @@ func journalArgs(u *url.URL) (any, error) {
 // manage.get_server_status, which already summarises it. Upstream tokens
 // are references ("env:NAME", "file:/path") by construction (config
 // refuses inline secrets), so the TOML holds no secret.
-func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
+func (rs *resources) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 	p := principalOrUnknown(ctx)
-	if derr := a.pipe.May(p, "manage.get_server_status"); derr != nil {
-		a.auditRead(p, "resources.config_effective", derr)
+	if derr := rs.may(p, "manage.get_server_status"); derr != nil {
+		rs.denied.deny(p, "resources.config_effective", derr)
 		return "", resourceError(derr)
 	}
-	c := *a.conf()
+	c := *rs.conf()
 	c.Upstreams = slices.Clone(c.Upstreams)
 	for i := range c.Upstreams {
 		c.Upstreams[i].Token = c.Upstreams[i].TokenRef()
@@ -253,17 +289,24 @@ func (a *Agent) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (s
 	if err := toml.NewEncoder(&b).Encode(c); err != nil {
 		return "", resourceError(tool.Errf(CodeInternal, "config: %v", err))
 	}
-	js, _ := json.Marshal(map[string]any{"path": config.DefaultPath, "mode": a.mode, "toml": b.String()})
+	js, _ := json.Marshal(map[string]any{"path": config.DefaultPath, "mode": rs.mode, "toml": b.String()})
 	return string(js), nil
 }
 
-// auditRead records a refused read that did not go through a tool's
-// pipeline, as a denied tool call is.
-func (a *Agent) auditRead(p identity.Principal, id string, terr *tool.Error) {
+// readAuditor records a refused read that did not go through a tool's
+// pipeline (a resource, a subscription), as a denied tool call is.
+type readAuditor struct {
+	record func(rec tool.Record, in, out any, terr *tool.Error) (string, error) // the pipeline's Record
+	log    *slog.Logger
+}
+
+func (a *Agent) readAuditor() readAuditor { return readAuditor{record: a.pipe.Record, log: a.log} }
+
+func (r readAuditor) deny(p identity.Principal, id string, terr *tool.Error) {
 	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: tool.NewCorrelationID(), Principal: p.Name, Role: p.Role.String(),
 		Tool: id, Decision: "deny", Remote: p.Remote}
-	if _, err := a.pipe.Record(rec, map[string]any{}, nil, terr); err != nil {
-		a.log.Error("audit append failed", "tool", id, "err", err)
+	if _, err := r.record(rec, map[string]any{}, nil, terr); err != nil {
+		r.log.Error("audit append failed", "tool", id, "err", err)
 	}
 }
 
@@ -298,8 +341,8 @@ type summaryThrot struct {
 
 const summaryListCap = 5
 
-func (a *Agent) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
-	s := a.stateSummary(ctx, principalOrUnknown(ctx))
+func (rs *resources) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
+	s := rs.stateSummary(ctx, principalOrUnknown(ctx))
 	js, err := json.Marshal(s)
 	if err != nil {
 		return "", resourceError(tool.Errf(CodeInternal, "summary: %v", err))
@@ -309,17 +352,17 @@ func (a *Agent) readSummary(ctx context.Context, req *mcp.ReadResourceRequest) (
 
 func ptr1(v float64) *float64 { r := round1(v); return &r }
 
-func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSummary {
-	s := stateSummary{Mode: a.mode, Domains: []string{}, Writes: a.conf().WritesOn()}
+func (rs *resources) stateSummary(ctx context.Context, p identity.Principal) stateSummary {
+	s := stateSummary{Mode: rs.mode, Domains: []string{}, Writes: rs.conf().WritesOn()}
 	allowed := func(id string) bool {
-		if a.pipe.May(p, id) != nil {
+		if rs.may(p, id) != nil {
 			s.Hidden = append(s.Hidden, id)
 			return false
 		}
 		return true
 	}
 	for _, n := range config.Namespaces() {
-		if n.Switch.Valid() && n.Switch.On(a.conf()) {
+		if n.Switch.Valid() && n.Switch.On(rs.conf()) {
 			s.Domains = append(s.Domains, n.Name)
 		}
 	}
@@ -327,12 +370,12 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSum
 		s.Writes = []string{}
 	}
 	if allowed("system.get_basic_info") {
-		if b, err := a.sys.Basic(ctx); err == nil {
+		if b, err := rs.sys.Basic(ctx); err == nil {
 			s.Model = b.Model
 		}
 	}
 	if allowed("system.get_health_snapshot") {
-		if h, err := a.sys.Health(ctx); err == nil {
+		if h, err := rs.sys.Health(ctx); err == nil {
 			s.UptimeS, s.CPUPct = h.UptimeSeconds, ptr1(h.CPUUsagePercent)
 			if h.TemperatureCelsius != nil {
 				s.TempC = round1p(h.TemperatureCelsius)
@@ -349,8 +392,8 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSum
 			}
 		}
 	}
-	if allowed("service.list_services") && a.units != nil {
-		if us, err := a.units.List(ctx); err == nil {
+	if allowed("service.list_services") && rs.units != nil {
+		if us, err := rs.units.List(ctx); err == nil {
 			for _, u := range us {
 				if u.ActiveState == "failed" {
 					s.Failed = append(s.Failed, u.Name)
@@ -360,7 +403,7 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSum
 		}
 	}
 	if allowed("manage.list_jobs") {
-		if jobs, err := a.queuedJobs(); err == nil {
+		if jobs, err := rs.queue.list(); err == nil {
 			for _, j := range jobs.Jobs {
 				if j.Kind != "sampling" {
 					s.Jobs = append(s.Jobs, j.JobID+": "+j.Summary)
@@ -370,7 +413,7 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSum
 		}
 	}
 	if allowed("logs.get_recent_audit_logs") {
-		if recs, _, err := a.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 3}); err == nil {
+		if recs, _, err := rs.store.QueryAudit(store.AuditQuery{OnlyErrors: true, Limit: 3}); err == nil {
 			for _, r := range recs {
 				if r.Decision == "deny" {
 					s.Denials = append(s.Denials, fmt.Sprintf("%s %s %s", r.Time.UTC().Format(time.RFC3339), r.Tool, r.ErrorCode))
@@ -380,24 +423,25 @@ func (a *Agent) stateSummary(ctx context.Context, p identity.Principal) stateSum
 	}
 	if allowed("manage.get_server_status") {
 		s.Helper = "down"
-		if a.helperUp(ctx) {
+		if helperUp(ctx, rs.helper) {
 			s.Helper = "up"
 		}
-		for _, u := range a.lanStatus() {
+		for _, u := range rs.upstreams() {
 			if s.Upstreams == nil {
 				s.Upstreams = map[string]any{}
 			}
 			s.Upstreams[u.Name] = u.State
 		}
 	}
-	s.Next = "tools: " + a.wire("system.get_capabilities") + "; rules: " + uriContract
+	s.Next = "tools: " + rs.wire("system.get_capabilities") + "; rules: " + uriContract
 	return s
 }
 
-func (a *Agent) helperUp(ctx context.Context) bool {
+// helperUp asks the helper for its status, for at most two seconds.
+func helperUp(ctx context.Context, helper *client.Client) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
+	_, err := client.Call(ctx, helper, proto.Status, proto.StatusReq{})
 	return err == nil
 }
 

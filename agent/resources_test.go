@@ -324,7 +324,7 @@ func BenchmarkSummary(b *testing.B) {
 	r := newSimRig(b, nil)
 	var n int
 	for b.Loop() {
-		js, _ := json.Marshal(r.a.stateSummary(context.Background(), admin))
+		js, _ := json.Marshal(r.a.newResources().stateSummary(context.Background(), admin))
 		n = len(js)
 	}
 	b.ReportMetric(float64(n), "bytes")
@@ -401,7 +401,7 @@ func TestConfigShowsSecretReferencesOnly(t *testing.T) {
 		c.Upstreams = []config.Upstream{{Name: "hs4", URL: "http://127.0.0.1:1/mcp", Token: "env:HS4_TOKEN"}}
 	})
 	ctx := identity.NewContext(context.Background(), admin)
-	text, err := r.a.readConfig(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
+	text, err := r.a.newResources().readConfig(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestConfigShowsSecretReferencesOnly(t *testing.T) {
 	}
 	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
 	r.cfg.Manage.Enabled = false
-	_, err = r.a.readConfig(identity.NewContext(context.Background(), reader), &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
+	_, err = r.a.newResources().readConfig(identity.NewContext(context.Background(), reader), &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: uriConfig}})
 	if te := resErr(t, err); te.Code != CodePermissionDenied {
 		t.Errorf("with manage off: %+v", te)
 	}
@@ -467,7 +467,7 @@ func TestPromptCallsValidate(t *testing.T) {
 	call := regexp.MustCompile(`(?:Call|call) ([a-z_]+) with (\{[^}]*\})`)
 	args := map[string]map[string]string{"triage_failed_unit": {"unit": "nginx"}, "safe_gpio_change": {"pin": "17"}}
 	checked := 0
-	for _, d := range r.a.prompts() {
+	for _, d := range r.a.prompts().defs() {
 		text, err := d.text(args[d.p.Name])
 		if err != nil {
 			t.Fatalf("%s: %v", d.p.Name, err)

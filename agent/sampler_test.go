@@ -103,18 +103,21 @@ func TestScheduledRebootFlushesSamples(t *testing.T) {
 		return st.Count
 	}
 	at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
-	if res, sc := r.as(operator, "system_reboot", map[string]any{"at": at, "dry_run": true, "reason": "kernel update"}); res.IsError {
-		t.Fatalf("dry run: %v", sc)
+	res, _ := r.as(operator, "system_reboot", map[string]any{"at": at, "dry_run": true, "reason": "kernel update"})
+	if _, e := decodeResult[SystemPowerOut](t, res); e != nil {
+		t.Fatalf("dry run: %+v", e)
 	}
 	reader := Principal{Name: "bob", UID: 1001, Role: RoleRead}
-	if res, sc := r.as(reader, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "x"}); errCode(res, sc) != CodePermissionDenied {
-		t.Fatalf("read role reboots: %v", sc)
+	res, _ = r.as(reader, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "x"})
+	if _, e := decodeResult[SystemPowerOut](t, res); e == nil || e.Code != CodePermissionDenied {
+		t.Fatalf("read role reboots: %+v", e)
 	}
 	if n := stored(); n != 0 {
 		t.Fatalf("%d samples stored by a dry run or a refused call", n)
 	}
-	if res, sc := r.as(operator, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "kernel update"}); res.IsError {
-		t.Fatalf("reboot: %v", sc)
+	res, _ = r.as(operator, "system_reboot", map[string]any{"at": at, "confirm": true, "reason": "kernel update"})
+	if _, e := decodeResult[SystemPowerOut](t, res); e != nil {
+		t.Fatalf("reboot: %+v", e)
 	}
 	if n := stored(); n != 1 {
 		t.Fatalf("%d samples stored after scheduling the reboot, want 1", n)

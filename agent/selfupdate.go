@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -82,8 +83,22 @@ type lastUpdateStatus struct {
 // release and do not block it.
 var updateCore = []string{"helper", "database", "audit_chain", "audit_witness"}
 
+// selfUpdateTools are manage.update_server's: the helper that plans and
+// starts the updater, the database a pending update is queued in, and the
+// watch that follows it.
+type selfUpdateTools struct {
+	helper *client.Client
+	store  *store.DB
+	watch  *selfUpdateWatch
+	wire   func(string) string // a tool's wire name, for suggested calls
+}
+
 func (a *Agent) registerSelfUpdate() {
-	tool.Add(a.tools, tool.Spec[serverUpdateIn, serverUpdateOut]{
+	(&selfUpdateTools{helper: a.helper, store: a.store, watch: a.selfUpdate, wire: a.wire}).register(a.tools)
+}
+
+func (su *selfUpdateTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[serverUpdateIn, serverUpdateOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
 		Description: "Update raspi-mcp itself from its apt repository (channel stable or beta; default the channel's newest version). " +
 			"Both services restart: reconnect afterwards. The new version must pass its own start-up check within [manage] update_health_timeout, " +
@@ -94,7 +109,7 @@ func (a *Agent) registerSelfUpdate() {
 		Props: []tool.Prop{tool.P("channel", tool.Enum("stable", "beta"), tool.Default("stable")), tool.P("target_version", tool.MinLen(1), tool.MaxLen(selfupdate.MaxVersion)),
 			tool.P("allow_downgrade", tool.Default(false))},
 		Slow: true, // the helper's update.plan reads apt's cache (proto.Systemd)
-		Run:  a.updateServer,
+		Run:  su.updateServer,
 		Summary: func(in serverUpdateIn, o serverUpdateOut) string {
 			if o.DryRun {
 				return fmt.Sprintf("would update raspi-mcp %s to %s from %s", o.OldVersion, o.NewVersion, o.Channel)
@@ -105,7 +120,7 @@ func (a *Agent) registerSelfUpdate() {
 	})
 }
 
-func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in serverUpdateIn) (serverUpdateOut, error) {
+func (su *selfUpdateTools) updateServer(ctx context.Context, c *tool.Call, in serverUpdateIn) (serverUpdateOut, error) {
 	if in.Channel == "" {
 		in.Channel = "stable"
 	}
@@ -120,7 +135,7 @@ func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in serverUpdateI
 		return serverUpdateOut{}, tool.Errf(CodeInvalidArgument, "allow_downgrade needs target_version: a downgrade is never chosen for you").
 			With("parameter", "allow_downgrade")
 	}
-	plan, err := client.Call(ctx, a.helper, proto.UpdatePlan, proto.UpdatePlanReq{})
+	plan, err := client.Call(ctx, su.helper, proto.UpdatePlan, proto.UpdatePlanReq{})
 	if err != nil {
 		return serverUpdateOut{}, err
 	}
@@ -166,11 +181,11 @@ func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in serverUpdateI
 	case cmp < 0:
 		out.Downgrade = true
 	}
-	if j, ok, err := a.store.PendingUpdate(); err != nil {
+	if j, ok, err := su.store.PendingUpdate(); err != nil {
 		return out, err
 	} else if ok {
 		return out, tool.Errf(CodeFailedPrecondition, "update %s (%s to %s) is still under way", j.ID, j.From, j.To).With("job_id", j.ID).
-			Suggest(tool.SuggestedCall{Tool: a.wire("manage.get_server_status"), Why: "see last_update once it ends"})
+			Suggest(tool.SuggestedCall{Tool: su.wire("manage.get_server_status"), Why: "see last_update once it ends"})
 	}
 	if c.DryRun {
 		out.DryRun = true
@@ -183,22 +198,30 @@ func (a *Agent) updateServer(ctx context.Context, c *tool.Call, in serverUpdateI
 		}
 		return out, nil
 	}
-	return a.selfUpdate.start(ctx, c, in, out)
+	return su.watch.start(ctx, c, in, out)
 }
 
 // selfUpdateWatch follows the self-update in the agent's database until the
 // helper's updater ends it, and gives the updater the health report it
 // waits for when this agent is the new version.
 type selfUpdateWatch struct {
-	a     *Agent
+	store    *store.DB // the pending update and the last one's outcome
+	helper   *client.Client
+	log      *slog.Logger
+	mode     string // "sim": this agent stands for whatever version is installed
+	version  string
+	auditJob func(rec tool.Record, in, out any) error
+	selftest func(context.Context) SelftestOut // the start-up check's checks
+
 	mu    sync.Mutex // a start and a check never interleave
 	wakeC chan struct{}
 	poll  time.Duration
 	fault string // test builds only: the start-up check fails with it
 }
 
-func newSelfUpdateWatch(a *Agent, fault string) *selfUpdateWatch {
-	return &selfUpdateWatch{a: a, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
+func (a *Agent) newSelfUpdateWatch(fault string) *selfUpdateWatch {
+	return &selfUpdateWatch{store: a.store, helper: a.helper, log: a.log, mode: a.mode, version: a.version,
+		auditJob: a.auditJob, selftest: a.selftest, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
 }
 
 func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in serverUpdateIn, out serverUpdateOut) (serverUpdateOut, error) {
@@ -213,21 +236,21 @@ func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in serverUpda
 		Principal: c.Principal.Name, CorrelationID: c.CorrelationID, Reason: c.Reason}
 	// Queued first: the updater restarts this agent, and the new one
 	// must find the job to complete it.
-	if err := w.a.store.PutUpdateJob(job); err != nil {
+	if err := w.store.PutUpdateJob(job); err != nil {
 		return out, err
 	}
-	resp, err := client.Call(ctx, w.a.helper, proto.UpdateStart, proto.UpdateStartReq{ID: id, From: job.From, To: job.To,
+	resp, err := client.Call(ctx, w.helper, proto.UpdateStart, proto.UpdateStartReq{ID: id, From: job.From, To: job.To,
 		Channel: in.Channel, AllowDowngrade: in.AllowDowngrade})
 	if err != nil {
-		if derr := w.a.store.DropUpdateJob(id); derr != nil {
-			w.a.log.Error("dropping a self-update job the helper refused", "job", id, "err", derr)
+		if derr := w.store.DropUpdateJob(id); derr != nil {
+			w.log.Error("dropping a self-update job the helper refused", "job", id, "err", derr)
 		}
 		return out, err
 	}
 	w.wake()
 	out.JobID = id
 	what := "the services restart, then the new agent checks itself"
-	if w.a.mode == "sim" {
+	if w.mode == "sim" {
 		what = "the simulated package manager swaps the version, then this agent checks itself as the new one"
 	}
 	out.Status = commonStatus{Status: "running", StartedAt: resp.Run.Started.UTC().Format(time.RFC3339),
@@ -243,18 +266,18 @@ func (w *selfUpdateWatch) wake() {
 }
 
 func (w *selfUpdateWatch) run(ctx context.Context) {
-	poll(ctx, w.a.log, "self-update", 5*time.Second, w.wakeC, w.check)
+	poll(ctx, w.log, "self-update", 5*time.Second, w.wakeC, w.check)
 }
 
 // check looks once at the queued update and says when to look again.
 func (w *selfUpdateWatch) check(ctx context.Context) (time.Duration, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	j, ok, err := w.a.store.PendingUpdate()
+	j, ok, err := w.store.PendingUpdate()
 	if err != nil || !ok {
 		return time.Hour, err
 	}
-	st, err := client.Call(ctx, w.a.helper, proto.UpdateState, proto.UpdateStateReq{})
+	st, err := client.Call(ctx, w.helper, proto.UpdateState, proto.UpdateStateReq{})
 	if err != nil {
 		return 0, err
 	}
@@ -268,18 +291,18 @@ func (w *selfUpdateWatch) check(ctx context.Context) (time.Duration, error) {
 		return time.Hour, w.finish(j, st.Run)
 	}
 	if !st.Reported && st.Run.Phase != selfupdate.PhaseRollingBack && w.isTarget(st.Run.To) {
-		healthy, reason, wait := w.a.startupCheck(ctx, w.fault)
+		healthy, reason, wait := w.startupCheck(ctx, w.fault)
 		if wait {
 			// The package restarts both daemons: the new helper may not be
 			// up yet. Look again; the updater's deadline ends the wait.
-			w.a.log.Info("self-update: start-up check waits for the new helper", "job", j.ID, "reason", reason)
+			w.log.Info("self-update: start-up check waits for the new helper", "job", j.ID, "reason", reason)
 			return w.poll, nil
 		}
-		r, err := client.Call(ctx, w.a.helper, proto.UpdateReport, proto.UpdateReportReq{ID: j.ID, Version: st.Run.To, Healthy: healthy, Reason: reason})
+		r, err := client.Call(ctx, w.helper, proto.UpdateReport, proto.UpdateReportReq{ID: j.ID, Version: st.Run.To, Healthy: healthy, Reason: reason})
 		if err != nil {
 			return 0, err
 		}
-		w.a.log.Info("self-update: start-up check reported", "job", j.ID, "version", st.Run.To, "healthy", healthy, "reason", reason,
+		w.log.Info("self-update: start-up check reported", "job", j.ID, "version", st.Run.To, "healthy", healthy, "reason", reason,
 			"accepted", r.Accepted, "why", r.Why)
 	}
 	return w.poll, nil
@@ -289,7 +312,7 @@ func (w *selfUpdateWatch) check(ctx context.Context) (time.Duration, error) {
 // simulated board there is no second binary: the running agent stands for
 // whatever the simulated package manager has installed.
 func (w *selfUpdateWatch) isTarget(version string) bool {
-	return w.a.mode == "sim" || w.a.version == version
+	return w.mode == "sim" || w.version == version
 }
 
 // finish records the outcome, completes the job and audits it as the
@@ -299,7 +322,7 @@ func (w *selfUpdateWatch) finish(j store.UpdateJob, run proto.UpdateRun) error {
 	if last.Finished.IsZero() {
 		last.Finished = time.Now()
 	}
-	if err := w.a.store.FinishUpdate(last); err != nil {
+	if err := w.store.FinishUpdate(last); err != nil {
 		return err
 	}
 	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal, Tool: "manage.update_server",
@@ -307,10 +330,10 @@ func (w *selfUpdateWatch) finish(j store.UpdateJob, run proto.UpdateRun) error {
 	if run.Phase != selfupdate.PhaseSucceeded {
 		rec.ErrorCode = CodeFailedPrecondition
 	}
-	if err := w.a.auditJob(rec, j, map[string]any{"job_id": j.ID, "outcome": run.Phase, "installed": run.Installed, "reason": run.Reason}); err != nil {
-		w.a.log.Error("audit append failed", "job", j.ID, "err", err)
+	if err := w.auditJob(rec, j, map[string]any{"job_id": j.ID, "outcome": run.Phase, "installed": run.Installed, "reason": run.Reason}); err != nil {
+		w.log.Error("audit append failed", "job", j.ID, "err", err)
 	}
-	w.a.log.Info("self-update ended", "job", j.ID, "from", j.From, "to", j.To, "outcome", run.Phase, "reason", run.Reason)
+	w.log.Info("self-update ended", "job", j.ID, "from", j.From, "to", j.To, "outcome", run.Phase, "reason", run.Reason)
 	return nil
 }
 
@@ -318,11 +341,11 @@ func (w *selfUpdateWatch) finish(j store.UpdateJob, run proto.UpdateRun) error {
 // checks of the self-test must hold. fault, set only in test builds, makes
 // it fail as a broken release would. wait is set when only the helper is
 // not (yet) the new one: that is worth another look, not a verdict.
-func (a *Agent) startupCheck(ctx context.Context, fault string) (healthy bool, reason string, wait bool) {
+func (w *selfUpdateWatch) startupCheck(ctx context.Context, fault string) (healthy bool, reason string, wait bool) {
 	if fault != "" {
 		return false, "start-up check fault: " + fault, false
 	}
-	st := a.selftest(ctx)
+	st := w.selftest(ctx)
 	var bad []string
 	helperOnly := true
 	for _, c := range st.Checks {
@@ -348,14 +371,14 @@ func (a *Agent) startupCheck(ctx context.Context, fault string) (healthy bool, r
 
 // lastUpdate is manage.get_server_status's last_update: the update under
 // way, else how the latest one ended; nil if there never was one.
-func (a *Agent) lastUpdate() (*lastUpdateStatus, error) {
-	if j, ok, err := a.store.PendingUpdate(); err != nil {
+func lastUpdate(db *store.DB) (*lastUpdateStatus, error) {
+	if j, ok, err := db.PendingUpdate(); err != nil {
 		return nil, err
 	} else if ok {
 		return &lastUpdateStatus{commonStatus: commonStatus{Status: "running", StartedAt: j.Started.Format(time.RFC3339)},
 			JobID: j.ID, From: j.From, To: j.To}, nil
 	}
-	l, ok, err := a.store.LastSelfUpdate()
+	l, ok, err := db.LastSelfUpdate()
 	if err != nil || !ok {
 		return nil, err
 	}

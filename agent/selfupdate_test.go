@@ -181,13 +181,13 @@ func TestUpdateServerRollsBackABrokenRelease(t *testing.T) {
 
 func TestStartupCheckPassesOnAHealthyBoard(t *testing.T) {
 	r := newSimRig(t, nil)
-	if ok, why, wait := r.a.startupCheck(context.Background(), ""); !ok || wait {
+	if ok, why, wait := r.a.selfUpdate.startupCheck(context.Background(), ""); !ok || wait {
 		t.Fatalf("a healthy simulated board fails the start-up check: %s", why)
 	}
 	// Without the helper there is nothing to report yet: the new one may
 	// still be starting.
 	r.killHelper()
-	if ok, why, wait := r.a.startupCheck(context.Background(), ""); ok || !wait || !strings.HasPrefix(why, "helper: ") {
+	if ok, why, wait := r.a.selfUpdate.startupCheck(context.Background(), ""); ok || !wait || !strings.HasPrefix(why, "helper: ") {
 		t.Fatalf("without the helper: healthy %v, wait %v, %s", ok, wait, why)
 	}
 	r.startHelper()

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -10,16 +9,6 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
-
-// names is pluck for a result still read as a map; key's value is printed.
-func names(sc map[string]any, list, key string) []string {
-	var out []string
-	items, _ := sc[list].([]any)
-	for _, it := range items {
-		out = append(out, fmt.Sprint(it.(map[string]any)[key]))
-	}
-	return out
-}
 
 func strs(v any) []string {
 	var out []string

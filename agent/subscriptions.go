@@ -106,7 +106,7 @@ func (w *watcher) read(ctx context.Context) pulse {
 			p.failed = strings.Join(f, ",")
 		}
 	}
-	p.helperUp = a.helperUp(ctx)
+	p.helperUp = helperUp(ctx, a.helper)
 	var ups []string
 	for _, u := range a.lanStatus() {
 		ups = append(ups, u.Name+"="+u.State)
@@ -211,7 +211,7 @@ func (a *Agent) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 	}
 	p := principalOrUnknown(ctx)
 	if derr := a.pipe.May(p, id); derr != nil {
-		a.auditRead(p, "resources.subscribe", derr)
+		a.readAuditor().deny(p, "resources.subscribe", derr)
 		return resourceError(derr)
 	}
 	if terr := a.updates.hold(req.Session, key, listening(ctx), lim); terr != nil {

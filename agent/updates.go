@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -91,15 +92,15 @@ type serverUpdate struct {
 
 // serverUpdate reads apt-cache policy raspi-mcp. Not installed from a
 // package (a build from source), the running version stands in.
-func (a *Agent) serverUpdate(ctx context.Context) (serverUpdate, error) {
-	if a.apt == nil {
+func (up *updatesTools) serverUpdate(ctx context.Context) (serverUpdate, error) {
+	if up.apt == nil {
 		return serverUpdate{}, tool.Errf(CodeUnavailable, "this agent has no package manager to ask")
 	}
-	pol, err := a.apt.Policy(ctx, serverPackage)
+	pol, err := up.apt.Policy(ctx, serverPackage)
 	if err != nil {
 		return serverUpdate{}, err
 	}
-	st, err := a.apt.State(ctx)
+	st, err := up.apt.State(ctx)
 	if err != nil {
 		return serverUpdate{}, err
 	}
@@ -108,7 +109,7 @@ func (a *Agent) serverUpdate(ctx context.Context) (serverUpdate, error) {
 		u.Channel = pol.CandidateSuites[0]
 	}
 	if u.Candidate != "" {
-		if u.ReleaseDate, u.ReleaseNotesURL, err = a.apt.Release(ctx, serverPackage, u.Candidate); err != nil {
+		if u.ReleaseDate, u.ReleaseNotesURL, err = up.apt.Release(ctx, serverPackage, u.Candidate); err != nil {
 			return u, err
 		}
 	}
@@ -212,15 +213,32 @@ type updatesApplyOut struct {
 	Preview           *updatesPreviewOut `json:"preview,omitempty" jsonschema:"manage_update_os: the plan it installed"`
 }
 
+// updatesTools are the OS update tools: the package manager's read side,
+// the helper that refreshes the lists and installs, the plans previewed
+// lately, and the audit trail each run's steps go to as a job's.
+type updatesTools struct {
+	apt      apt.Source // nil: the update tools answer unavailable
+	helper   *client.Client
+	version  string // the running raspi-mcp, when it was not installed from a package
+	prevs    previews
+	auditJob func(rec tool.Record, in, out any) error
+	log      *slog.Logger
+	wire     func(string) string // a tool's wire name, for suggested calls
+}
+
 func (a *Agent) registerUpdates() {
-	tool.Add(a.tools, tool.Spec[noArgs, updatesCheckOut]{
+	(&updatesTools{apt: a.apt, helper: a.helper, version: a.version, auditJob: a.auditJob, log: a.log, wire: a.wire}).register(a.tools)
+}
+
+func (up *updatesTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[noArgs, updatesCheckOut]{
 		ID: "manage.check_for_updates", Title: "Check for updates",
 		Description: "Whether a newer raspi-mcp is offered on its channel (installed against candidate version), and what the OS has waiting: upgradable and security packages, held ones, a pending reboot, when the package lists were last refreshed and who holds the dpkg lock. Reads only; refreshing the lists is manage_preview_os_updates' job.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps: []tool.Prop{tool.P("last_checked", tool.Format("date-time")), tool.P("release_date", tool.Format("date-time")), tool.P("release_notes_url", tool.Format("uri")),
 			tool.P("os.lists_updated_at", tool.Format("date-time"))},
 		Slow: true,
-		Run:  a.checkForUpdates,
+		Run:  up.checkForUpdates,
 		Summary: func(_ noArgs, o updatesCheckOut) string {
 			s := "raspi-mcp " + o.CurrentVersion + " is current"
 			if o.UpdateAvailable {
@@ -233,19 +251,19 @@ func (a *Agent) registerUpdates() {
 			return s
 		},
 	})
-	tool.Add(a.tools, tool.Spec[updatesPreviewIn, updatesPreviewOut]{
+	tool.Add(r, tool.Spec[updatesPreviewIn, updatesPreviewOut]{
 		ID: "manage.preview_os_updates", Title: "Preview OS updates",
 		Description: "Refresh the package lists (unless refresh is false) and show what a full upgrade would do: every package with its versions and archive, security fixes, new packages, removals, held packages, download size, disk space and whether a reboot will be needed, with a plan_hash naming exactly that plan. Installs nothing; apply it with manage_apply_os_updates. Needs [manage] updates.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: config.SwitchManageUpdates},
 		Props:       []tool.Prop{tool.P("refresh", tool.Default(true))},
 		OutProps:    []tool.Prop{tool.P("lists_updated_at", tool.Format("date-time"))},
-		Run:         a.previewOSUpdates,
+		Run:         up.previewOSUpdates,
 		Summary: func(_ updatesPreviewIn, o updatesPreviewOut) string {
 			return fmt.Sprintf("%d upgrades (%d security), %d new, %d removed, %d held; %s to download; plan %s", len(o.Upgrades), o.SecurityCount,
 				len(o.Installs), len(o.Removals), len(o.Held), bytesText(o.DownloadBytes), o.PlanHash)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[updatesApplyIn, updatesApplyOut]{
+	tool.Add(r, tool.Spec[updatesApplyIn, updatesApplyOut]{
 		ID: "manage.apply_os_updates", Title: "Apply OS updates",
 		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash): refused with the difference if the packages on offer changed since. Configuration files you changed are kept. Runs as a job (manage_list_jobs) that manage_cancel_job can stop until dpkg starts. Critical: change_prepare then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
@@ -253,17 +271,17 @@ func (a *Agent) registerUpdates() {
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
 		Example:     &updatesApplyIn{PlanHash: "sha256:" + strings.Repeat("0", 64)}, // a plan no preview gives: installs nothing
 		Run: func(ctx context.Context, c *tool.Call, in updatesApplyIn) (updatesApplyOut, error) {
-			return a.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
+			return up.applyOSUpdates(ctx, c, in.PlanHash, true, newProgress(c, 0, 100))
 		},
 		Summary: applySummary,
 	})
-	tool.Add(a.tools, tool.Spec[updatesUpdateOSIn, updatesApplyOut]{
+	tool.Add(r, tool.Spec[updatesUpdateOSIn, updatesApplyOut]{
 		ID: "manage.update_os", Title: "Update the OS",
 		Description: "Preview and apply in one step: refresh the package lists, work out the full upgrade and install it, with the plan in the audit trail. With plan_hash it installs only if the plan is still that one. Critical: change_prepare (whose plan is this tool's dry run) then change_commit; needs [manage] updates and an admin.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
-		Run:         a.updateOS,
+		Run:         up.updateOS,
 		Summary:     func(_ updatesUpdateOSIn, o updatesApplyOut) string { return applySummary(updatesApplyIn{}, o) },
 	})
 }
@@ -302,41 +320,41 @@ func timeText(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func (a *Agent) needApt() error {
-	if a.apt == nil {
+func (up *updatesTools) needApt() error {
+	if up.apt == nil {
 		return tool.Errf(CodeUnavailable, "this agent has no package manager (not a Debian system)")
 	}
 	return nil
 }
 
-func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ noArgs) (updatesCheckOut, error) {
-	if err := a.needApt(); err != nil {
+func (up *updatesTools) checkForUpdates(ctx context.Context, _ *tool.Call, _ noArgs) (updatesCheckOut, error) {
+	if err := up.needApt(); err != nil {
 		return updatesCheckOut{}, err
 	}
-	u, err := a.serverUpdate(ctx)
+	u, err := up.serverUpdate(ctx)
 	if err != nil {
 		return updatesCheckOut{}, err
 	}
-	out := updatesCheckOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: a.version,
+	out := updatesCheckOut{UpdateAvailable: u.UpdateAvailable, CurrentVersion: u.Installed, LatestVersion: u.Candidate, RunningVersion: up.version,
 		Channel: u.Channel, LastChecked: timeText(u.LastChecked), ReleaseDate: timeText(u.ReleaseDate), ReleaseNotesURL: u.ReleaseNotesURL}
 	if out.CurrentVersion == "" {
-		out.CurrentVersion = a.version
+		out.CurrentVersion = up.version
 	}
 	if out.LatestVersion == "" {
 		out.LatestVersion = out.CurrentVersion
 	}
-	plan, err := a.apt.Simulate(ctx)
+	plan, err := up.apt.Simulate(ctx)
 	if err != nil {
 		return out, err
 	}
-	st, err := a.apt.State(ctx)
+	st, err := up.apt.State(ctx)
 	if err != nil {
 		return out, err
 	}
 	out.OS = osPending{Upgradable: len(plan.Upgrades), Security: plan.SecurityCount(), NewPackages: len(plan.Installs), Removals: len(plan.Removals),
 		Held: len(plan.Held), RebootRequired: st.RebootRequired, RebootPackages: st.RebootPackages, ListsUpdatedAt: timeText(st.ListsUpdated),
 		DpkgLock: st.Lock, PlanHash: plan.Hash()}
-	if runs, err := a.aptRuns(ctx); err == nil {
+	if runs, err := aptRuns(ctx, up.helper); err == nil {
 		for _, r := range runs {
 			out.OS.Jobs = append(out.OS.Jobs, osJobBrief{JobID: r.ID, Kind: r.Kind, State: r.State})
 		}
@@ -345,8 +363,8 @@ func (a *Agent) checkForUpdates(ctx context.Context, _ *tool.Call, _ noArgs) (up
 }
 
 // aptRuns are the helper's runs of apt; none when it does not serve them.
-func (a *Agent) aptRuns(ctx context.Context) ([]proto.AptRun, error) {
-	resp, err := client.Call(ctx, a.helper, proto.AptStatus, proto.AptStatusReq{})
+func aptRuns(ctx context.Context, helper *client.Client) ([]proto.AptRun, error) {
+	resp, err := client.Call(ctx, helper, proto.AptStatus, proto.AptStatusReq{})
 	if err != nil {
 		return nil, err
 	}
@@ -389,10 +407,10 @@ func (p *progressOut) report(ctx context.Context, pct float64, msg string) {
 
 // waitRun polls the helper until the run ends or ctx does, reporting
 // progress to pr.
-func (a *Agent) waitRun(ctx context.Context, pr *progressOut, id string) (proto.AptRun, error) {
+func (up *updatesTools) waitRun(ctx context.Context, pr *progressOut, id string) (proto.AptRun, error) {
 	var last proto.AptRun
 	for {
-		resp, err := client.Call(ctx, a.helper, proto.AptStatus, proto.AptStatusReq{ID: id})
+		resp, err := client.Call(ctx, up.helper, proto.AptStatus, proto.AptStatusReq{ID: id})
 		if err != nil {
 			return last, err
 		}
@@ -428,20 +446,20 @@ func runStatus(r proto.AptRun) aptRunStatus {
 }
 
 // refresh runs apt-get update through the helper and waits for it.
-func (a *Agent) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, error) {
-	run, err := client.Call(ctx, a.helper, proto.AptRefresh, proto.AptRefreshReq{})
+func (up *updatesTools) refresh(ctx context.Context, pr *progressOut) (proto.AptRun, error) {
+	run, err := client.Call(ctx, up.helper, proto.AptRefresh, proto.AptRefreshReq{})
 	if err != nil {
 		return run, err
 	}
-	return a.waitRun(ctx, pr, run.ID)
+	return up.waitRun(ctx, pr, run.ID)
 }
 
-func (a *Agent) previewOSUpdates(ctx context.Context, c *tool.Call, in updatesPreviewIn) (updatesPreviewOut, error) {
-	return a.preview(ctx, c, in, newProgress(c, 0, 100))
+func (up *updatesTools) previewOSUpdates(ctx context.Context, c *tool.Call, in updatesPreviewIn) (updatesPreviewOut, error) {
+	return up.preview(ctx, c, in, newProgress(c, 0, 100))
 }
 
-func (a *Agent) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, pr *progressOut) (updatesPreviewOut, error) {
-	if err := a.needApt(); err != nil {
+func (up *updatesTools) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, pr *progressOut) (updatesPreviewOut, error) {
+	if err := up.needApt(); err != nil {
 		return updatesPreviewOut{}, err
 	}
 	refresh := in.Refresh == nil || *in.Refresh
@@ -450,7 +468,7 @@ func (a *Agent) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, 
 		out.Plan = append(out.Plan, "refresh the package lists (apt-get update) through the root helper")
 	}
 	if refresh && !c.DryRun {
-		run, err := a.refresh(ctx, pr)
+		run, err := up.refresh(ctx, pr)
 		if err != nil {
 			return out, err
 		}
@@ -462,7 +480,7 @@ func (a *Agent) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, 
 		out.Refreshed = true
 		out.Status.Message = "package lists refreshed"
 	}
-	if err := a.fillPreview(ctx, &out); err != nil {
+	if err := up.fillPreview(ctx, &out); err != nil {
 		return out, err
 	}
 	if c.DryRun {
@@ -473,20 +491,20 @@ func (a *Agent) preview(ctx context.Context, c *tool.Call, in updatesPreviewIn, 
 }
 
 // fillPreview simulates the upgrade and fills the plan's fields.
-func (a *Agent) fillPreview(ctx context.Context, out *updatesPreviewOut) error {
-	plan, err := a.apt.Simulate(ctx)
+func (up *updatesTools) fillPreview(ctx context.Context, out *updatesPreviewOut) error {
+	plan, err := up.apt.Simulate(ctx)
 	if err != nil {
 		return err
 	}
-	sz, err := a.apt.Sizes(ctx, plan)
+	sz, err := up.apt.Sizes(ctx, plan)
 	if err != nil {
 		return err
 	}
-	st, err := a.apt.State(ctx)
+	st, err := up.apt.State(ctx)
 	if err != nil {
 		return err
 	}
-	a.prevs.put(plan)
+	up.prevs.put(plan)
 	out.PlanHash, out.Upgrades, out.Installs, out.Removals, out.Held = plan.Hash(), plan.Upgrades, plan.Installs, plan.Removals, plan.Held
 	out.SecurityCount, out.DownloadBytes, out.InstalledSizeDeltaBytes = plan.SecurityCount(), sz.DownloadBytes, sz.InstalledSizeDelta
 	out.RebootPackages = apt.NeedsReboot(plan)
@@ -497,8 +515,8 @@ func (a *Agent) fillPreview(ctx context.Context, out *updatesPreviewOut) error {
 
 // currentPlan recomputes the plan and checks it against want (when set):
 // a different plan is failed_precondition with the difference.
-func (a *Agent) currentPlan(ctx context.Context, want string) (apt.Plan, error) {
-	plan, err := a.apt.Simulate(ctx)
+func (up *updatesTools) currentPlan(ctx context.Context, want string) (apt.Plan, error) {
+	plan, err := up.apt.Simulate(ctx)
 	if err != nil {
 		return plan, err
 	}
@@ -508,8 +526,8 @@ func (a *Agent) currentPlan(ctx context.Context, want string) (apt.Plan, error) 
 	e := tool.Errf(CodeFailedPrecondition, "the packages on offer changed since the preview: plan %s is now %s", want, plan.Hash()).
 		With("plan_hash", want).With("current_plan_hash", plan.Hash()).
 		Hint("preview again, show the person the new plan, and apply its plan_hash").
-		Suggest(tool.SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Arguments: map[string]any{"refresh": false}, Why: "see the plan as it is now"})
-	if old, ok := a.prevs.get(want); ok {
+		Suggest(tool.SuggestedCall{Tool: up.wire("manage.preview_os_updates"), Arguments: map[string]any{"refresh": false}, Why: "see the plan as it is now"})
+	if old, ok := up.prevs.get(want); ok {
 		e.With("difference", plan.Diff(old))
 	} else {
 		e.With("difference", "unknown: this agent does not remember plan "+want)
@@ -547,24 +565,24 @@ func packagesOf(p apt.Plan) []packageVersions {
 
 // applyOSUpdates installs the plan named by hash (any current plan when
 // hash is "" and bound is false: manage_update_os without a hash).
-func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (updatesApplyOut, error) {
-	if err := a.needApt(); err != nil {
+func (up *updatesTools) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, bound bool, pr *progressOut) (updatesApplyOut, error) {
+	if err := up.needApt(); err != nil {
 		return updatesApplyOut{}, err
 	}
 	if bound && !strings.HasPrefix(hash, "sha256:") {
 		return updatesApplyOut{}, tool.Errf(CodeInvalidArgument, "plan_hash %q is not a plan hash (sha256:...)", hash).With("parameter", "plan_hash")
 	}
-	plan, err := a.currentPlan(ctx, hash)
+	plan, err := up.currentPlan(ctx, hash)
 	if err != nil {
 		return updatesApplyOut{}, err
 	}
 	out := updatesApplyOut{PlanHash: plan.Hash(), Packages: packagesOf(plan), ConffilesKept: []string{}, ConffilesReplaced: []string{}}
 	if plan.Empty() {
 		return out, tool.Errf(CodeFailedPrecondition, "there is nothing to install: the plan is empty").With("plan_hash", out.PlanHash).
-			Suggest(tool.SuggestedCall{Tool: a.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
+			Suggest(tool.SuggestedCall{Tool: up.wire("manage.preview_os_updates"), Why: "refresh the package lists and look again"})
 	}
 	if c.DryRun {
-		st, err := a.apt.State(ctx)
+		st, err := up.apt.State(ctx)
 		if err != nil {
 			return out, err
 		}
@@ -578,42 +596,42 @@ func (a *Agent) applyOSUpdates(ctx context.Context, c *tool.Call, hash string, b
 	}
 	req := proto.AptApplyReq{PlanHash: out.PlanHash, Upgrades: protoPackages(plan.Upgrades), Installs: protoPackages(plan.Installs),
 		Removals: protoPackages(plan.Removals), Held: plan.Held}
-	run, err := client.Call(ctx, a.helper, proto.AptApply, req)
+	run, err := client.Call(ctx, up.helper, proto.AptApply, req)
 	if err != nil {
 		return out, err
 	}
 	out.JobID = run.ID
-	a.auditRun(c, run, "started", "plan "+out.PlanHash+": "+strings.Join(run.Targets, " "))
+	up.auditRun(c, run, "started", "plan "+out.PlanHash+": "+strings.Join(run.Targets, " "))
 	// The run goes on without the caller; follow reports its end to the
 	// audit trail whatever becomes of this call.
 	done := make(chan proto.AptRun, 1)
-	go func() { done <- a.follow(context.WithoutCancel(ctx), c, pr, run.ID, plan) }()
+	go func() { done <- up.follow(context.WithoutCancel(ctx), c, pr, run.ID, plan) }()
 	select {
 	case run = <-done:
 	case <-ctx.Done():
 		out.Status = aptRunStatus{Status: "running", StartedAt: timeText(run.StartedAt), Message: "still running: follow it in manage_list_jobs"}
 		return out, nil
 	}
-	return a.applyResult(ctx, out, run, plan)
+	return up.applyResult(ctx, out, run, plan)
 }
 
 // follow waits for a run to end and audits how it ended, with the
 // versions before and after.
-func (a *Agent) follow(ctx context.Context, c *tool.Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
-	run, err := a.waitRun(ctx, pr, id)
+func (up *updatesTools) follow(ctx context.Context, c *tool.Call, pr *progressOut, id string, plan apt.Plan) proto.AptRun {
+	run, err := up.waitRun(ctx, pr, id)
 	if err != nil {
-		a.log.Warn("lost track of an OS update run", "job", id, "err", err)
+		up.log.Warn("lost track of an OS update run", "job", id, "err", err)
 		return run
 	}
 	var after map[string]string
-	if a.apt != nil {
-		after, _ = a.apt.Installed(ctx, planNames(plan))
+	if up.apt != nil {
+		after, _ = up.apt.Installed(ctx, planNames(plan))
 	}
 	var changes []string
 	for _, p := range packagesOf(plan) {
 		changes = append(changes, fmt.Sprintf("%s %s->%s", p.Name, orNone(p.Before), orNone(after[p.Name])))
 	}
-	a.auditRun(c, run, run.State, "plan "+run.PlanHash+": "+strings.Join(changes, ", "))
+	up.auditRun(c, run, run.State, "plan "+run.PlanHash+": "+strings.Join(changes, ", "))
 	return run
 }
 
@@ -627,26 +645,26 @@ func planNames(p apt.Plan) []string {
 
 // auditRun records one step of a run under the caller's correlation id,
 // as the job it is.
-func (a *Agent) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
+func (up *updatesTools) auditRun(c *tool.Call, run proto.AptRun, what, msg string) {
 	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name,
 		Tool: "manage.apply_os_updates", Reason: "OS update " + run.ID + " " + what, Message: tool.Truncate(msg, 4000)}
-	if err := a.auditJob(rec, map[string]any{"job_id": run.ID, "plan_hash": run.PlanHash}, map[string]any{"state": run.State, "error": run.Error}); err != nil {
-		a.log.Error("audit append failed", "job", run.ID, "err", err)
+	if err := up.auditJob(rec, map[string]any{"job_id": run.ID, "plan_hash": run.PlanHash}, map[string]any{"state": run.State, "error": run.Error}); err != nil {
+		up.log.Error("audit append failed", "job", run.ID, "err", err)
 	}
 }
 
-func (a *Agent) applyResult(ctx context.Context, out updatesApplyOut, run proto.AptRun, plan apt.Plan) (updatesApplyOut, error) {
+func (up *updatesTools) applyResult(ctx context.Context, out updatesApplyOut, run proto.AptRun, plan apt.Plan) (updatesApplyOut, error) {
 	out.Status = runStatus(run)
 	out.ConffilesKept = append(out.ConffilesKept, run.ConffilesKept...)
 	out.ConffilesReplaced = append(out.ConffilesReplaced, run.ConffilesReplaced...)
-	after, err := a.apt.Installed(ctx, planNames(plan))
+	after, err := up.apt.Installed(ctx, planNames(plan))
 	if err != nil {
 		return out, err
 	}
 	for i := range out.Packages {
 		out.Packages[i].After = after[out.Packages[i].Name]
 	}
-	if st, err := a.apt.State(ctx); err == nil {
+	if st, err := up.apt.State(ctx); err == nil {
 		out.RebootRequired = st.RebootRequired
 	}
 	switch run.State {
@@ -670,18 +688,18 @@ func protoPackages(cs []apt.Change) []proto.AptPackage {
 // updateOS is preview and apply in one: the dry run (change_prepare's
 // plan) is the preview without a refresh; the real call refreshes,
 // previews and, if plan_hash is given, applies only that plan.
-func (a *Agent) updateOS(ctx context.Context, c *tool.Call, in updatesUpdateOSIn) (updatesApplyOut, error) {
-	if err := a.needApt(); err != nil {
+func (up *updatesTools) updateOS(ctx context.Context, c *tool.Call, in updatesUpdateOSIn) (updatesApplyOut, error) {
+	if err := up.needApt(); err != nil {
 		return updatesApplyOut{}, err
 	}
 	// The refresh counts for the first tenth of the progress.
 	pr := newProgress(c, 0, 10)
-	pre, err := a.preview(ctx, c, updatesPreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
+	pre, err := up.preview(ctx, c, updatesPreviewIn{Refresh: ptrTo(!c.DryRun)}, pr)
 	if err != nil {
 		return updatesApplyOut{}, err
 	}
 	pr.lo, pr.span = 10, 90
-	out, err := a.applyOSUpdates(ctx, c, in.PlanHash, in.PlanHash != "", pr)
+	out, err := up.applyOSUpdates(ctx, c, in.PlanHash, in.PlanHash != "", pr)
 	pre.DryRun, pre.Plan = false, nil
 	out.Preview = &pre
 	return out, err
@@ -691,8 +709,8 @@ func ptrTo[T any](v T) *T { return &v }
 
 // osJobs are the helper's apt runs as manage_list_jobs shows them.
 // The helper client bounds the call with its own timeout.
-func (a *Agent) osJobs() []queuedJob {
-	runs, err := a.aptRuns(context.Background())
+func osJobs(helper *client.Client) []queuedJob {
+	runs, err := aptRuns(context.Background(), helper)
 	if err != nil {
 		return nil
 	}
@@ -718,8 +736,8 @@ func (a *Agent) osJobs() []queuedJob {
 }
 
 // cancelOSJob asks the helper to stop a run.
-func (a *Agent) cancelOSJob(ctx context.Context, id string) error {
-	_, err := client.Call(ctx, a.helper, proto.AptCancel, proto.AptCancelReq{ID: id})
+func cancelOSJob(ctx context.Context, helper *client.Client, id string) error {
+	_, err := client.Call(ctx, helper, proto.AptCancel, proto.AptCancelReq{ID: id})
 	var pe *proto.Error
 	if errors.As(err, &pe) && pe.Code == proto.CodeFailedPrecondition {
 		return tool.Errf(CodeFailedPrecondition, "%s cannot be cancelled: %s", id, pe.Message).WithDetails(pe.Details).With("job_id", id).

@@ -97,7 +97,7 @@ func TestEveryRecordWitnessedBeforeAnswer(t *testing.T) {
 	if err != nil || !v.OK || v.Witness == nil || v.Witness.Seq != 3 || v.Witness.Unwitnessed != 0 || v.StoredCount != 3 {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
-	st, err := r.a.status(context.Background(), admin)
+	st, err := r.a.newManageTools().status(context.Background(), admin)
 	if err != nil || st.Audit.Tampered || st.Audit.WitnessSeq != 3 || st.Audit.Unwitnessed != 0 {
 		t.Fatalf("status audit = %+v, %v", st.Audit, err)
 	}
@@ -110,7 +110,7 @@ func TestWitnessHelperDown(t *testing.T) {
 	r.denied()
 	r.killHelper()
 	r.denied()
-	st, _ := r.a.status(context.Background(), admin)
+	st, _ := r.a.newManageTools().status(context.Background(), admin)
 	if st.Audit.Unwitnessed != 1 || st.Audit.WitnessError == "" || st.Audit.Tampered {
 		t.Fatalf("status with the helper down = %+v", st.Audit)
 	}
@@ -151,7 +151,7 @@ func TestAgentStartsOnCutTrail(t *testing.T) {
 	if lines := r.logged("AUDIT TRAIL TAMPERED"); len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Fatalf("start log = %q, want one error naming %q", lines, want)
 	}
-	st, _ := r.a.status(context.Background(), admin)
+	st, _ := r.a.newManageTools().status(context.Background(), admin)
 	if !st.Audit.Tampered || len(st.Audit.Findings) != 1 || !strings.Contains(st.Audit.Findings[0], want) {
 		t.Fatalf("status audit = %+v", st.Audit)
 	}
@@ -223,7 +223,7 @@ func TestWitnessRefusalWhileRunning(t *testing.T) {
 	if lines := r.logged("witness refused head 2"); len(lines) != 1 {
 		t.Fatalf("refusal log = %q", r.appLog.Entries(slog.LevelInfo, "", 20))
 	}
-	st, _ := r.a.status(context.Background(), admin)
+	st, _ := r.a.newManageTools().status(context.Background(), admin)
 	if !st.Audit.Tampered {
 		t.Fatalf("status = %+v", st.Audit)
 	}
