@@ -13,8 +13,17 @@ import (
 type SimButtons struct {
 	pins int
 
-	mu  sync.Mutex
-	cur *SimButton
+	mu      sync.Mutex
+	cur     *SimButton
+	atStart bool // the level the next button opens with
+}
+
+// StartPressed makes the next button opened read pressed from the start,
+// as a stuck button does.
+func (o *SimButtons) StartPressed(pressed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.atStart = pressed
 }
 
 // NewSimButtons returns an opener for a board of pins pins.
@@ -33,8 +42,8 @@ func (o *SimButtons) OpenButton(cfg ButtonConfig) (Button, error) {
 			return nil, noSuchPin(p)
 		}
 	}
-	b := &SimButton{cfg: cfg, edges: make(chan Edge, edgeBuffer)}
 	o.mu.Lock()
+	b := &SimButton{cfg: cfg, edges: make(chan Edge, edgeBuffer), pressed: o.atStart}
 	o.cur = b
 	o.mu.Unlock()
 	return b, nil
