@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -190,8 +191,17 @@ func (g *gpioTools) register(r *tool.Registry) {
 	})
 }
 
-// allowedPin checks the [gpio] pins allowlist; the helper checks it again.
+// allowedPin checks the [gpio] pins allowlist, and that the approval
+// button ([guard.button]) does not hold the pin; the helper checks both
+// again. config.Validate refuses the overlap, so the second check is
+// defence in depth: no tool may watch for, or fake, the owner's approval.
 func (g *gpioTools) allowedPin(pin int) (config.Pin, error) {
+	if slices.Contains(g.conf().Guard.ReservedPins(), pin) {
+		return config.Pin{}, tool.Errf(CodePermissionDenied, "GPIO%d is reserved by guard.button (the approval button or its LED): no tool may configure, read or write it", pin).
+			With("parameter", "pin").With("pin", pin).With("config_key", "[guard.button]").
+			Hint("the approval button's pins belong to the device's owner; use another pin").
+			Suggest(tool.SuggestedCall{Tool: g.wire("gpio.list_pins"), Why: "see the pins this device allows"})
+	}
 	p, ok := g.conf().GPIO.Pin(pin)
 	if !ok {
 		allowed := []int{}
@@ -232,8 +242,14 @@ func (g *gpioTools) list(ctx context.Context) (gpioListOut, error) {
 		return out, nil
 	}
 	pins := make([]int, 0, len(g.conf().GPIO.Pins))
+	reserved := g.conf().Guard.ReservedPins()
 	for _, p := range g.conf().GPIO.Pins {
-		pins = append(pins, p.Pin)
+		if !slices.Contains(reserved, p.Pin) { // the approval button's: never listed
+			pins = append(pins, p.Pin)
+		}
+	}
+	if len(pins) == 0 {
+		return out, nil
 	}
 	st, err := client.Call(ctx, g.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
 	if err != nil {

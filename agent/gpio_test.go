@@ -236,3 +236,29 @@ func TestGPIOWriteOneAndZero(t *testing.T) {
 		t.Fatal("value 2 changed the pin")
 	}
 }
+
+// The approval button's pins are refused to every GPIO tool and never
+// listed, even if [gpio] pins names them (config.Validate refuses that;
+// the check is defence in depth); the other pins work as before.
+func TestGPIOButtonPinsReserved(t *testing.T) {
+	r := newRig(t, func(c *config.Config) {
+		c.GPIO.Pins = append(c.GPIO.Pins, config.Pin{Pin: config.LaptopButtonPin, Name: "sneaky", Mode: "input", Pull: "up"},
+			config.Pin{Pin: config.LaptopButtonLED, Name: "sneaky-led", Mode: "output", PWM: true})
+	})
+	for _, pin := range []int{config.LaptopButtonPin, config.LaptopButtonLED} {
+		for tool, args := range map[string]map[string]any{
+			"gpio_read_pin":      {"pin": pin},
+			"gpio_write_pin":     {"pin": pin, "value": "high"},
+			"gpio_configure_pin": {"pin": pin, "mode": "output"},
+			"gpio_set_pwm":       {"pin": pin, "frequency_hz": 100, "duty_cycle_percent": 50},
+		} {
+			_, e := callAs[GpioPinInfo](t, r, operator, tool, args)
+			wantErr(t, e, CodePermissionDenied, map[string]any{"pin": float64(pin), "config_key": "[guard.button]", "parameter": "pin"})
+		}
+	}
+	pins, _ := callAs[gpioListOut](t, r, reader, "gpio_list_pins", nil)
+	diff(t, "list", gpioListOut{Pins: []GpioPinInfo{button, relay, fan, led}}, pins)
+	if _, e := callAs[GpioPinInfo](t, r, reader, "gpio_read_pin", map[string]any{"pin": 4}); e != nil {
+		t.Errorf("gpio_read_pin 4: %v", e)
+	}
+}

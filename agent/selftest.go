@@ -190,6 +190,15 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 		}
 	}
 
+	// The approval button ([guard.button]), as the helper holds it.
+	if !a.conf().Guard.Button.Wired() {
+		pass("approval_button", "no approval button is wired ([guard.button] pin = -1): nothing to check")
+	} else if !helperUp {
+		helperDown("approval_button")
+	} else {
+		a.checkButton(ctx, pass, warn, fail)
+	}
+
 	// Buses in the I2C allowlists and the sensors on them.
 	if a.conf().I2C.Enabled {
 		if buses := a.i2cBuses(); len(buses) > 0 {
@@ -442,6 +451,44 @@ func (a *Agent) checkPins(ctx context.Context, pass func(string, string, ...any)
 			pass(name, "pin %d (%s) %s on %s line %d", cp.Pin, cp.Name, st.Pins[i].Mode, st.Pins[i].Chip, st.Pins[i].Line)
 		}
 	}
+}
+
+// checkButton reports the approval button's health (button.status): a
+// missing line fails (no device approval can be given), a stuck or
+// bouncing one warns (approvals may be refused or misread).
+func (a *Agent) checkButton(ctx context.Context, pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
+	const name = "approval_button"
+	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	st, err := client.Call(cctx, a.helper, proto.ButtonStatus, proto.ButtonStatusReq{})
+	if err != nil {
+		if proto.CodeOf(err) == proto.CodeNotFound {
+			warn(name, "install the agent and the helper from the same release, then restart both", "the helper does not serve button.status: %v", err)
+			return
+		}
+		fail(name, "the helper's journal says why (journalctl -u raspi-mcp-helper)", "the helper cannot report the approval button: %v", err)
+		return
+	}
+	b := a.conf().Guard.Button
+	switch st.State {
+	case proto.ButtonOK:
+		pass(name, "button on GPIO%d (LED %s): %s", st.Pin, ledName(st.LED), st.Detail)
+	case proto.ButtonStuck:
+		warn(name, fmt.Sprintf("check the button's wiring on GPIO%d, and that [guard.button] active_low matches it (true for a button to ground with pull \"up\")", b.Pin), "%s", st.Detail)
+	case proto.ButtonBouncing:
+		warn(name, fmt.Sprintf("raise [guard.button] debounce (now %s) or replace the button on GPIO%d", b.Debounce.D(), b.Pin), "%s", st.Detail)
+	case proto.ButtonUnwired:
+		warn(name, "the helper read another [guard.button] than the agent: sudo systemctl reload raspi-mcp-helper", "the agent's config wires a button on GPIO%d, the helper's none", b.Pin)
+	default: // missing
+		fail(name, fmt.Sprintf("check [guard.button] pin = %d against the board (gpioinfo lists the lines) and that no other program holds it", b.Pin), "%s", st.Detail)
+	}
+}
+
+func ledName(pin int) string {
+	if pin < 0 {
+		return "none"
+	}
+	return "GPIO" + strconv.Itoa(pin)
 }
 
 // i2cBuses are the buses the I2C allowlists and the sensors name, sorted.

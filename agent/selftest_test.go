@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/raspi-mcp/raspi-mcp/config"
 )
 
 // runSelftest calls selftest_run over a real MCP session (so the agent's
@@ -57,7 +59,7 @@ func TestSelftestPassesOnTheSimBoard(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"helper", "agent_socket", "helper_socket", "database", "audit_chain", "audit_witness", "clock", "disk",
-		"gpio_pin_17", "gpio_pin_4", "i2c_bus_1", "sensor_greenhouse", "sensor_case", "camera", "systemd", "logind"} {
+		"gpio_pin_17", "gpio_pin_4", "approval_button", "i2c_bus_1", "sensor_greenhouse", "sensor_case", "camera", "systemd", "logind"} {
 		checkNamed(t, out, name)
 	}
 	if out.Status == CheckFail || out.Pass+out.Warn+out.Fail != len(out.Checks) || out.Mode != "sim" {
@@ -133,3 +135,42 @@ func TestSelftestSocketModes(t *testing.T) {
 }
 
 func chmod(path string, mode uint32) error { return os.Chmod(path, os.FileMode(mode)) }
+
+// The approval button's health is a check of its own: ok passes, a line
+// the helper cannot request fails with the pin to fix, a stuck one warns,
+// and no button wired is nothing to check.
+func TestSelftestApprovalButton(t *testing.T) {
+	t.Run("ok", func(t *testing.T) {
+		r := newSimRig(t, nil)
+		c := checkNamed(t, runSelftest(t, r.serve()), "approval_button")
+		if c.Status != CheckPass || !strings.Contains(c.Detail, "GPIO26") {
+			t.Errorf("approval_button: %+v", c)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		r := newSimRig(t, func(c *config.Config) { c.Guard.Button.Pin = 40 })
+		out := runSelftest(t, r.serve())
+		c := checkNamed(t, out, "approval_button")
+		if out.Status != CheckFail || c.Status != CheckFail || !strings.Contains(c.Detail, "GPIO40") || !strings.Contains(c.FixHint, "pin = 40") {
+			t.Errorf("approval_button: %+v", c)
+		}
+	})
+	t.Run("stuck", func(t *testing.T) {
+		r := newSimRig(t, nil)
+		s := r.serve()
+		r.killHelper()
+		r.sim.Board.Buttons.StartPressed(true)
+		r.startHelper()
+		c := checkNamed(t, runSelftest(t, s), "approval_button")
+		if c.Status != CheckWarn || !strings.Contains(c.Detail, "pressed") || !strings.Contains(c.FixHint, "active_low") {
+			t.Errorf("approval_button: %+v", c)
+		}
+	})
+	t.Run("unwired", func(t *testing.T) {
+		r := newSimRig(t, func(c *config.Config) { c.Guard.Button.Pin, c.Guard.Button.LED = -1, -1 })
+		c := checkNamed(t, runSelftest(t, r.serve()), "approval_button")
+		if c.Status != CheckPass || !strings.Contains(c.Detail, "no approval button") {
+			t.Errorf("approval_button: %+v", c)
+		}
+	})
+}

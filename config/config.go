@@ -862,6 +862,13 @@ func (c Config) Validate() error {
 	if err := c.GPIO.validate(); err != nil {
 		return err
 	}
+	// The button's pins are the owner's consent: a tool that could read
+	// or drive them could watch for, or fake, an approval.
+	for _, pin := range c.Guard.ReservedPins() {
+		if p, ok := c.GPIO.Pin(pin); ok {
+			return fmt.Errorf("guard.button: GPIO%d (the approval button or its LED) is also in [gpio] pins (%q): the button's pins are reserved, and config check refuses overlaps with tool allowlists; take it out of [gpio] pins or wire the button elsewhere", pin, p.Name)
+		}
+	}
 	if d := c.System.MinPowerInterval.D(); d < 0 || d > 24*time.Hour {
 		return fmt.Errorf("system.min_power_interval: want 0s..24h, got %s", d)
 	}
@@ -1054,6 +1061,13 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+// The simulated board's approval button and its LED ([guard.button] in
+// laptop mode): BCM pins the laptop's [gpio] pins leave free.
+const (
+	LaptopButtonPin = 26
+	LaptopButtonLED = 21
+)
+
 // Laptop returns the configuration of `raspi-mcp serve --sim`: sockets and
 // state under dir, the invoking user as the helper's agent and as admin, and
 // every domain and write switched on so the whole flow can be tried.
@@ -1080,6 +1094,11 @@ func LaptopFrom(base Config, dir, user string) Config {
 	c.GPIO = GPIO{Enabled: true, Writes: true, Revert: base.GPIO.Revert, Pins: []Pin{
 		{Pin: 17, Name: "relay", Mode: "output", Value: 0}, {Pin: 27, Name: "led", Mode: "output", Value: 0},
 		{Pin: 18, Name: "fan", Mode: "output", Value: 0, PWM: true}, {Pin: 4, Name: "button", Mode: "input", Pull: "up"}}}
+	// The approval button, on pins none of the above uses; `raspi-mcp sim
+	// press` presses it. A button the base config wires stays as it is.
+	if !base.Guard.Button.Wired() {
+		c.Guard.Button.Pin, c.Guard.Button.LED = LaptopButtonPin, LaptopButtonLED
+	}
 	c.I2C = I2C{Enabled: true, Writes: true, Read: []string{"1:*"}, Write: []string{"1:0x48"},
 		Sensors: []Sensor{{Name: "greenhouse", Type: "bme280", Bus: 1, Address: 0x76}, {Name: "case", Type: "tmp102", Bus: 1, Address: 0x48}}}
 	c.Logs.Enabled, c.Manage.Enabled = true, true

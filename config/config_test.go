@@ -221,3 +221,24 @@ func TestHTTPSettings(t *testing.T) {
 		}
 	}
 }
+
+// A [guard.button] pin or LED in [gpio] pins is refused: the button's pins
+// are reserved from every tool.
+func TestButtonPinsOverlapRefused(t *testing.T) {
+	for _, tc := range []struct{ toml, want string }{
+		{"[guard.button]\npin = 26\n[gpio]\npins = [{pin = 26, name = \"b\", mode = \"input\"}]\n", "GPIO26"},
+		{"[guard.button]\npin = 26\nled = 21\n[gpio]\npins = [{pin = 21, name = \"l\", mode = \"output\"}]\n", "GPIO21"},
+	} {
+		_, err := Parse([]byte(tc.toml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "guard.button") || !strings.Contains(err.Error(), "overlaps") {
+			t.Errorf("%q: %v", tc.toml, err)
+		}
+	}
+	if _, err := Parse([]byte("[guard.button]\npin = 26\nled = 21\n[gpio]\npins = [{pin = 17, name = \"r\", mode = \"output\"}]\n")); err != nil {
+		t.Errorf("no overlap: %v", err)
+	}
+	c := Laptop("/tmp/x", "alice")
+	if c.Guard.Button.Pin != LaptopButtonPin || c.Guard.Button.LED != LaptopButtonLED || c.Validate() != nil {
+		t.Errorf("laptop button = %+v, %v", c.Guard.Button, c.Validate())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -59,6 +60,9 @@ func (s *Server) reloadLocked(ctx context.Context) error {
 	}
 	next := &rules{policy: o.Policy, gen: old.gen + 1}
 	s.cur.Store(next)
+	if s.button != nil {
+		s.button.reopen(o.Policy.Config.Guard.Button)
+	}
 	s.log.Info("privhelper: config reloaded", "generation", next.gen)
 	return nil
 }
@@ -76,6 +80,9 @@ func (s *Server) safeStatesOfNewPins(ctx context.Context, old, next *Policy) err
 	for _, p := range next.Config.GPIO.Pins {
 		if _, ok := old.Config.GPIO.Pin(p.Pin); ok && old.Allows(config.SwitchGPIOEnabled) {
 			continue
+		}
+		if slices.Contains(next.Config.Guard.ReservedPins(), p.Pin) {
+			continue // the button holds it
 		}
 		pull := p.Pull
 		if pull == "" {

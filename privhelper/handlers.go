@@ -17,9 +17,12 @@ import (
 type handler func(ctx context.Context, params json.RawMessage) (any, error)
 
 // route is a registered method: its handler and its class, which bounds it.
+// bound, set for a method whose request says how long it may wait
+// (proto.Waiter, the Approval class), is the bound of one request.
 type route struct {
 	h     handler
 	class proto.Class
+	bound func(params json.RawMessage) (time.Duration, bool)
 }
 
 // handle registers h for m. The constraint makes every request type carry a
@@ -37,6 +40,18 @@ func handle[Req proto.Validator, Resp any](mux map[string]route, m proto.Method[
 		}
 		return h(ctx, req)
 	})
+	if _, ok := any(new(Req)).(proto.Waiter); ok && m.Class == proto.Approval {
+		rt := mux[name]
+		rt.bound = func(params json.RawMessage) (time.Duration, bool) {
+			var req Req
+			if decodeParams(params, &req) != nil || req.Validate() != nil {
+				return 0, false // the handler refuses it at once
+			}
+			w, _ := any(req).(proto.Waiter)
+			return proto.ApprovalBound(w.Wait()), true
+		}
+		mux[name] = rt
+	}
 }
 
 // register adds h to mux under name, which must be new.

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
@@ -47,6 +48,10 @@ type Hardware struct {
 	PWM    PWM
 	I2C    I2C
 	Camera Camera
+	// Button opens the approval button's lines ([guard.button]; the
+	// Linux character device, or the simulated board's, which alone also
+	// serves button.press). nil: button.* is not served.
+	Button gpio.ButtonOpener
 }
 
 func (s *Server) registerHardware() {
@@ -87,6 +92,9 @@ func denied(format string, args ...any) *proto.Error {
 }
 
 func (s *Server) pin(pin int) (config.Pin, error) {
+	if err := s.reserved(pin); err != nil {
+		return config.Pin{}, err
+	}
 	if err := s.require(config.SwitchGPIOEnabled, "gpio is disabled"); err != nil {
 		return config.Pin{}, err
 	}
@@ -108,8 +116,12 @@ func (s *Server) gpioWritable(pin int) (config.Pin, error) {
 func (s *Server) gpioState(ctx context.Context, r proto.GPIOStateReq) (proto.GPIOStateResp, error) {
 	pins := r.Pins
 	if len(pins) == 0 {
+		// All pins means all the caller may see: never the button's.
+		reserved := s.rules().policy.Config.Guard.ReservedPins()
 		for _, p := range s.rules().policy.Config.GPIO.Pins {
-			pins = append(pins, p.Pin)
+			if !slices.Contains(reserved, p.Pin) {
+				pins = append(pins, p.Pin)
+			}
 		}
 	}
 	out := proto.GPIOStateResp{Pins: []proto.GPIOPin{}}
@@ -266,6 +278,9 @@ func (s *Server) ApplySafeStates(ctx context.Context) error {
 	}
 	var errs []error
 	for _, p := range pol.Config.GPIO.Pins {
+		if slices.Contains(pol.Config.Guard.ReservedPins(), p.Pin) {
+			continue // the button holds it; config.Validate refuses the overlap anyway
+		}
 		pull := p.Pull
 		if pull == "" {
 			pull = "none"

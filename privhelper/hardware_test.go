@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -25,7 +26,7 @@ type fakeHW struct {
 func newFakeHW() *fakeHW { return &fakeHW{pins: map[int]int{}, i2c: map[[3]int]int{}} }
 
 func (f *fakeHW) hardware() privhelper.Hardware {
-	return privhelper.Hardware{GPIO: fakeGPIO{f}, PWM: fakePWM{f}, I2C: fakeI2C{f}, Camera: fakeCamera{f}}
+	return privhelper.Hardware{GPIO: fakeGPIO{f}, PWM: fakePWM{f}, I2C: fakeI2C{f}, Camera: fakeCamera{f}, Button: gpio.NewSimButtons(28)}
 }
 
 func (f *fakeHW) op(s string) {

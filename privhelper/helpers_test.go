@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/power"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper"
@@ -104,6 +105,7 @@ func defaultPolicy() privhelper.Policy { return powerPolicy(agentUID(), true, fa
 // ([system] enabled on) and every other switch off.
 func powerPolicy(uid int, reboot, shutdown bool) privhelper.Policy {
 	p := privhelper.Policy{AgentUID: uid}
+	p.Config.Guard = config.Default().Guard // no button wired
 	p.Config.System.Enabled, p.Config.System.Reboot, p.Config.System.Shutdown = true, reboot, shutdown
 	return p
 }

@@ -106,7 +106,8 @@ type Server struct {
 	slots   chan struct{}    // one token per open authorised connection
 	cfgPath string
 	reload  func() (Options, error)
-	cfgMu   sync.Mutex // one reload or config change at a time
+	cfgMu   sync.Mutex  // one reload or config change at a time
+	button  *buttonUnit // the approval button; nil without a button backend
 }
 
 // NewServer builds a Server. Methods are registered here from the proto
@@ -143,6 +144,7 @@ func NewServer(o Options) *Server {
 	s.registerWitness()
 	s.registerConfig()
 	s.registerUpdates()
+	s.registerButton()
 	s.methods = append([]string{proto.Hello.Name}, slices.Sorted(maps.Keys(s.mux))...)
 	return s
 }
@@ -204,7 +206,20 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 			s.readFailed(conn, log, err)
 			return
 		}
-		if err := s.writeResponse(conn, s.dispatch(ctx, req, log)); err != nil {
+		var resp proto.Response
+		if rt, ok := s.mux[req.Method]; ok && rt.class == proto.Approval {
+			// A wait for a person may last many minutes: watch the peer
+			// meanwhile, so an agent that went away frees the button.
+			wctx, stop := watchPeer(ctx, conn)
+			resp = s.dispatch(wctx, req, log)
+			if !stop() {
+				log.Info("privhelper: the peer hung up (or spoke out of turn) while waiting for the approval button", "method", req.Method)
+				return
+			}
+		} else {
+			resp = s.dispatch(ctx, req, log)
+		}
+		if err := s.writeResponse(conn, resp); err != nil {
 			if ctx.Err() == nil {
 				log.Info("privhelper: connection lost writing a response", "err", err)
 			}
@@ -292,6 +307,11 @@ func (s *Server) dispatch(ctx context.Context, req proto.Request, log *slog.Logg
 		return resp
 	}
 	bound := s.bounds.Of(rt.class)
+	if rt.bound != nil {
+		if b, ok := rt.bound(req.Params); ok {
+			bound = b
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	result, err := s.run(ctx, rt.h, req.Params)

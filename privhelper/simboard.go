@@ -18,13 +18,16 @@ type SimBoard struct {
 	PWM    *pwm.Sim
 	Bus    *hwi2c.SimBus // bus 1
 	BME280 *hwi2c.BME280 // at 0x76 on Bus, whose weather a test may set
-	i2c    *I2CAdapter
+	// Buttons is the approval button's wiring: the helper opens it from
+	// [guard.button], and Buttons.Current is the button a finger presses.
+	Buttons *gpio.SimButtons
+	i2c     *I2CAdapter
 }
 
 // NewSimBoard builds the board; extra chips join bus 1 (the tests add
 // plain registers at 0x50 to write to).
 func NewSimBoard(extra ...hwi2c.Chip) *SimBoard {
-	b := &SimBoard{GPIO: gpio.NewSim(28), PWM: pwm.NewSim(), BME280: hwi2c.NewBME280(0x76)}
+	b := &SimBoard{GPIO: gpio.NewSim(28), PWM: pwm.NewSim(), BME280: hwi2c.NewBME280(0x76), Buttons: gpio.NewSimButtons(28)}
 	b.Bus = hwi2c.NewSimBus(append([]hwi2c.Chip{b.BME280, hwi2c.NewTMP102(0x48)}, extra...)...)
 	// No /sys: the simulated chips have no kernel driver bound.
 	b.i2c = I2CFrom(hwi2c.NewSimOpener(map[int]*hwi2c.SimBus{1: b.Bus}), "/nonexistent")
@@ -34,7 +37,7 @@ func NewSimBoard(extra ...hwi2c.Chip) *SimBoard {
 // Hardware is the helper's view of the board (the camera is a Backends
 // member of its own).
 func (b *SimBoard) Hardware() Hardware {
-	return Hardware{GPIO: GPIOFrom(b.GPIO), PWM: PWMFrom(b.PWM), I2C: b.i2c}
+	return Hardware{GPIO: GPIOFrom(b.GPIO), PWM: PWMFrom(b.PWM), I2C: b.i2c, Button: b.Buttons}
 }
 
 // Close releases the lines and the bus.

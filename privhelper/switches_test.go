@@ -98,6 +98,13 @@ var ungated = map[string]string{
 	"audit.witness":  "moves the audit witness forward only; changes nothing on the device",
 	"config.apply":   "changes the config itself, not the device: the helper re-checks the candidate's keys against config.Changeable (never [manage], [roles], [helper], ...) and reloads; the agent's tool is admin and critical",
 	"config.restore": "puts the previous MCP drop-in back (undoes config.apply) and reloads",
+	// The approval button is the owner's consent, not a power of the
+	// agent's: it changes nothing on the device, and [guard.button] (a key
+	// no tool may write) is what wires it. A switch the agent could turn on
+	// would make the button an agent's power.
+	"button.wait":   "waits for the owner's press on the approval button ([guard.button]); it changes nothing on the device",
+	"button.status": "reads the approval button's health",
+	"button.press":  "the simulated board's finger (laptop mode); a real board's helper does not serve it",
 }
 
 // The tables cover every write switch and every method, and say nothing of

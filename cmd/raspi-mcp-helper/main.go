@@ -74,7 +74,9 @@ func openDevice(cfg *config.Config, cfgPath string, log *slog.Logger) (privhelpe
 // not served.
 func hardware(log *slog.Logger) (privhelper.Hardware, func()) {
 	ic := privhelper.I2CFrom(i2c.NewLinux("/"), "/")
-	hw := privhelper.Hardware{PWM: privhelper.PWMFrom(pwm.NewSysfs("/")), I2C: ic}
+	// The approval button is served even without a gpiochip: button.status
+	// then says it is missing, which is what its owner needs to read.
+	hw := privhelper.Hardware{PWM: privhelper.PWMFrom(pwm.NewSysfs("/")), I2C: ic, Button: gpio.LinuxButtons{}}
 	g, err := gpio.NewLinux(gpio.DefaultConsumer)
 	if err != nil {
 		log.Warn("no GPIO controller; gpio methods are off", "err", err)

@@ -41,6 +41,8 @@ usage:
                                                 a bearer token for the HTTP endpoint (as root)
   raspi-mcp token list [--json] [--config FILE] the HTTP endpoint's tokens, never a secret
   raspi-mcp token revoke NAME [--config FILE]   delete a token: its next request is refused
+  raspi-mcp sim press [--long] [--dir DIR]      laptop mode: press the simulated approval button
+                                                (short approves the call waiting, --long declines it)
   raspi-mcp selftest [--dir DIR]                check this binary: agent, store and an MCP session, simulated board
   raspi-mcp version                             print the version
 
@@ -85,6 +87,8 @@ func main() {
 		err = cmdToken(args)
 	case "selftest":
 		err = cmdSelftest(args)
+	case "sim":
+		err = cmdSim(args)
 	case "version", "--version", "-version", "-v":
 		fmt.Printf("raspi-mcp %s (%s)\n", version, commit)
 	case "help", "--help", "-help", "-h":

@@ -2,8 +2,9 @@
 //
 // A Client dials the helper lazily, says hello once per connection and keeps
 // the connection for later calls, which are serialised on it: one connection
-// for the quick methods and one for those that wait on systemd, so that a
-// minute-long daemon-reload holds up no GPIO write (proto.Class). Any I/O error
+// for the quick methods, one for those that wait on systemd, so that a
+// minute-long daemon-reload holds up no GPIO write (proto.Class), and one
+// for the approval button's wait, which may last many minutes. Any I/O error
 // drops the connection so the next call redials: that is how the agent
 // survives a helper restart without restarting itself. When the helper is
 // down every call fails fast with a retryable "unavailable" *proto.Error
@@ -46,13 +47,14 @@ type Options struct {
 }
 
 // Client is a connection to the helper, safe for concurrent use. Quick
-// methods and the ones that wait on systemd each have their own
-// connection (lane): a GPIO write or a status check never queues behind a
-// daemon-reload that takes a minute on a loaded Pi Zero.
+// methods, the ones that wait on systemd and the approval wait each have
+// their own connection (lane): a GPIO write or a status check never
+// queues behind a daemon-reload that takes a minute on a loaded Pi Zero,
+// nor behind a button.wait that takes as long as the owner does.
 type Client struct {
 	opts Options
 
-	quick, slow lane
+	quick, slow, approval lane
 
 	mu     sync.Mutex // guards each lane's conn, and closed; never held across I/O
 	closed bool
@@ -68,8 +70,11 @@ type lane struct {
 }
 
 func (c *Client) lane(cl proto.Class) *lane {
-	if cl == proto.Quick {
+	switch cl {
+	case proto.Quick:
 		return &c.quick
+	case proto.Approval:
+		return &c.approval
 	}
 	return &c.slow
 }
@@ -85,7 +90,8 @@ func New(o Options) *Client {
 	if o.ClientName == "" {
 		o.ClientName = DefaultClientName
 	}
-	return &Client{opts: o, quick: lane{turn: make(chan struct{}, 1)}, slow: lane{turn: make(chan struct{}, 1)}}
+	return &Client{opts: o, quick: lane{turn: make(chan struct{}, 1)}, slow: lane{turn: make(chan struct{}, 1)},
+		approval: lane{turn: make(chan struct{}, 1)}}
 }
 
 // Call invokes method m with req and returns its result. Parameters are
@@ -114,7 +120,11 @@ func (c *Client) call(ctx context.Context, name string, class proto.Class, req, 
 	if err != nil {
 		return fmt.Errorf("privhelper/client: encode %s params: %w", name, err)
 	}
-	result, err := c.roundTrip(ctx, c.lane(class), name, c.Timeout(class), params)
+	timeout := c.Timeout(class)
+	if w, ok := req.(proto.Waiter); ok && class == proto.Approval {
+		timeout = c.ApprovalTimeout(w.Wait())
+	}
+	result, err := c.roundTrip(ctx, c.lane(class), name, class, timeout, params)
 	if err != nil {
 		return err
 	}
@@ -129,8 +139,8 @@ func (c *Client) call(ctx context.Context, name string, class proto.Class, req, 
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conns := []net.Conn{c.quick.conn, c.slow.conn}
-	c.quick.conn, c.slow.conn = nil, nil
+	conns := []net.Conn{c.quick.conn, c.slow.conn, c.approval.conn}
+	c.quick.conn, c.slow.conn, c.approval.conn = nil, nil, nil
 	c.mu.Unlock()
 	var errs []error
 	for _, conn := range conns {
@@ -147,7 +157,7 @@ func (c *Client) Close() error {
 func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.quick.conn != nil || c.slow.conn != nil
+	return c.quick.conn != nil || c.slow.conn != nil || c.approval.conn != nil
 }
 
 // Timeout is how long a call of a method of class cl waits for the
@@ -158,16 +168,39 @@ func (c *Client) Timeout(cl proto.Class) time.Duration {
 	if cl == proto.Quick {
 		return c.opts.Timeout
 	}
+	if cl == proto.Approval {
+		return c.ApprovalTimeout(proto.MaxButtonWait)
+	}
 	helper := proto.Bounds{Systemd: c.opts.SystemdTimeout, Job: c.opts.JobTimeout}.Of(cl)
 	return max(c.opts.Timeout, helper+proto.ReplyMargin)
 }
 
-// roundTrip sends one request and returns the raw result.
-func (c *Client) roundTrip(ctx context.Context, l *lane, method string, timeout time.Duration, params json.RawMessage) (json.RawMessage, error) {
-	select {
-	case l.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, c.ctxError(ctx, method)
+// ApprovalTimeout is how long a call of an Approval method whose request
+// waits w waits for the helper's answer: the helper's bound on it
+// (proto.ApprovalBound) plus proto.ReplyMargin, so the helper's "timeout"
+// answer, or its own error, arrives before the client gives up.
+func (c *Client) ApprovalTimeout(w time.Duration) time.Duration {
+	return max(c.opts.Timeout, proto.ApprovalBound(w)+proto.ReplyMargin)
+}
+
+// roundTrip sends one request and returns the raw result. The approval
+// lane does not queue: one wait for the owner at a time is all the helper
+// serves, so a second is told at once, as the helper would tell it.
+func (c *Client) roundTrip(ctx context.Context, l *lane, method string, class proto.Class, timeout time.Duration, params json.RawMessage) (json.RawMessage, error) {
+	if class == proto.Approval {
+		select {
+		case l.turn <- struct{}{}:
+		default:
+			return nil, (&proto.Error{Code: proto.CodeUnavailable, Retryable: true,
+				Message: fmt.Sprintf("privhelper/client: %s: another call of this agent waits for the approval button; try again when it is answered", method)}).
+				With("method", method)
+		}
+	} else {
+		select {
+		case l.turn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, c.ctxError(ctx, method)
+		}
 	}
 	defer func() { <-l.turn }()
 

@@ -344,3 +344,18 @@ func TestHelperVersionChecked(t *testing.T) {
 		t.Fatalf("helper with another version: %v", err)
 	}
 }
+
+// An approval's wait follows the request's own timeout, past the helper's
+// bound on it, never a fixed constant.
+func TestApprovalTimeoutFollowsRequest(t *testing.T) {
+	c := client.New(client.Options{Socket: "/nonexistent"})
+	for _, w := range []time.Duration{time.Second, 2 * time.Minute, proto.MaxButtonWait} {
+		got := c.ApprovalTimeout(w)
+		if got <= proto.ApprovalBound(w) || got != proto.ApprovalBound(w)+proto.ReplyMargin {
+			t.Errorf("ApprovalTimeout(%s) = %s, want the helper's bound %s plus %s", w, got, proto.ApprovalBound(w), proto.ReplyMargin)
+		}
+	}
+	if c.Timeout(proto.Approval) != c.ApprovalTimeout(proto.MaxButtonWait) {
+		t.Errorf("Timeout(Approval) = %s, want the cap", c.Timeout(proto.Approval))
+	}
+}

@@ -89,6 +89,7 @@ func Run(o Options) error {
 		return err
 	}
 	srv := privhelper.NewServer(opts)
+	defer srv.Close()
 	// Relays off, inputs pulled as the owner said, before anyone may ask.
 	if err := srv.ApplySafeStates(context.Background()); err != nil {
 		log.Warn("some pins could not be put in their safe state", "err", err)

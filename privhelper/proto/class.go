@@ -26,6 +26,12 @@ const (
 	// which systemd itself bounds by the unit's TimeoutStartSec or
 	// TimeoutStopSec (90 s by default).
 	Job
+	// Approval methods wait for a person at the device (button.wait):
+	// as long as the request itself says (Waiter), which no fixed bound
+	// fits, so both sides bound it by the request's own wait plus
+	// ApprovalMargin (ApprovalBound), and the client gives it a
+	// connection of its own.
+	Approval
 )
 
 // String is the class's name in logs and errors.
@@ -37,12 +43,14 @@ func (c Class) String() string {
 		return "systemd"
 	case Job:
 		return "job"
+	case Approval:
+		return "approval"
 	}
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
 
 // Classes lists every class, for tests and tables.
-func Classes() []Class { return []Class{Quick, Systemd, Job} }
+func Classes() []Class { return []Class{Quick, Systemd, Job, Approval} }
 
 // Default bounds of the helper's handlers, per class ([helper]
 // systemd_timeout and job_timeout set the last two; the quick one is
@@ -73,6 +81,25 @@ const (
 // unit's state (at most 5 s, hw/units) before it answers.
 const ReplyMargin = 10 * time.Second
 
+// ApprovalMargin is how much longer than its own wait the helper lets an
+// Approval method run: the wait ends by itself at the request's timeout
+// and answers "timeout"; the margin only covers releasing the line's
+// watch and showing the outcome, so a wait that overruns it is stuck.
+const ApprovalMargin = 5 * time.Second
+
+// Waiter is the parameter type of an Approval method: it says how long the
+// call may wait for a person.
+type Waiter interface {
+	Wait() time.Duration
+}
+
+// ApprovalBound is the helper's bound on an Approval method whose request
+// waits w: w plus ApprovalMargin, with w capped at MaxButtonWait so no
+// request can hold a handler longer than that.
+func ApprovalBound(w time.Duration) time.Duration {
+	return min(max(w, 0), MaxButtonWait) + ApprovalMargin
+}
+
 // Bounds are the helper's bounds on a handler, per class. A zero field
 // means that class's default.
 type Bounds struct {
@@ -92,6 +119,9 @@ func (b Bounds) Of(c Class) time.Duration {
 		return pick(b.Systemd, DefaultSystemdTimeout)
 	case Job:
 		return pick(b.Job, DefaultJobTimeout)
+	case Approval:
+		// The cap: a request's own bound (ApprovalBound) is shorter.
+		return ApprovalBound(MaxButtonWait)
 	}
 	return pick(b.Quick, DefaultQuickTimeout)
 }

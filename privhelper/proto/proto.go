@@ -21,6 +21,10 @@ import (
 // Version is the protocol version. It is bumped on any incompatible change,
 // including adding a field to an existing message, because decoding is strict
 // on both sides. The helper refuses a hello carrying any other version.
+// Adding a method with types of its own is not such a change: a helper
+// without it answers not_found, which the caller reports, and an agent
+// without it never sends it; so the button methods (issue 30) came
+// without a bump.
 const Version = 2
 
 // MaxMessage is the largest frame body, in bytes, either side will read or
@@ -77,6 +81,7 @@ func Methods() []Info {
 	ms = append(ms, configMethods()...)
 	ms = append(ms, updateMethods()...)
 	ms = append(ms, aptMethods()...)
+	ms = append(ms, buttonMethods()...)
 	return append(ms, AuditWitness.Info())
 }
 
