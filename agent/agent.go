@@ -182,7 +182,11 @@ func New(o Options) (*Agent, error) {
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
 	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
-	a.approvals = a.newApprovals(nil)
+	var button approval.Button
+	if o.Helper != nil {
+		button = helperButton{o.Helper}
+	}
+	a.approvals = a.newApprovals(button)
 	a.pipe = a.newPipeline()
 	a.declineLeftWaits()
 	a.watch = newWatch()

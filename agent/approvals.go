@@ -15,6 +15,8 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
 // Approvals on the device (agent/approval): the broker the pipeline waits
@@ -137,4 +139,16 @@ func (a *Agent) tellWaiting(ctx context.Context, t *tool.Tool, c *tool.Call, msg
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// helperButton is the approval button as the root helper holds it.
+type helperButton struct{ c *client.Client }
+
+func (b helperButton) Wait(ctx context.Context, id string, timeout time.Duration) (string, error) {
+	timeout = min(max(timeout, proto.MinButtonWait), proto.MaxButtonWait)
+	res, err := client.Call(ctx, b.c, proto.ButtonWait, proto.ButtonWaitReq{Call: id, TimeoutMS: timeout.Milliseconds()})
+	if err != nil {
+		return "", err
+	}
+	return res.Press, nil
 }

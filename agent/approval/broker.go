@@ -157,7 +157,13 @@ func (b *Broker) Await(ctx context.Context, r tool.ApprovalRequest, tell func(st
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if button {
-		go b.pressFor(wctx, e, timeout)
+		// The helper times its wait out by itself; its context ends when
+		// this wait does, not at the same deadline, so that a read timing
+		// out on the helper's connection is never taken for a broken
+		// button.
+		bctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go b.pressFor(bctx, e, timeout)
 	}
 	var v verdict
 	select {

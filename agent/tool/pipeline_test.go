@@ -146,7 +146,7 @@ func newPipeRig(t *testing.T) *pipeRig {
 		return badOut{}, nil
 	}})
 	r.pipe = NewPipeline(reg, PipelineOptions{Config: func() *config.Config { return &r.cfg }, Audit: r.audit.append, Tokens: r.tokens,
-		Approver: &r.device,
+		Approver:    &r.device,
 		Log:         slog.New(slog.DiscardHandler),
 		CheckOutput: func() bool { return true }})
 	Add(reg, Spec[PrepareIn, PrepareOut]{ID: PrepareID, Rule: Rule{MinRole: identity.RoleRead, Risk: RiskLow}, Run: r.pipe.Prepare})

@@ -41,6 +41,10 @@ usage:
                                                 a bearer token for the HTTP endpoint (as root)
   raspi-mcp token list [--json] [--config FILE] the HTTP endpoint's tokens, never a secret
   raspi-mcp token revoke NAME [--config FILE]   delete a token: its next request is refused
+  raspi-mcp approve [--dir DIR] [--wait DURATION] [ID]
+                                                at the Pi, as root or a [guard] approver: show the calls
+                                                that wait for the device and answer each, or approve ID
+  raspi-mcp deny [--dir DIR] ID                 decline the call ID that waits for the device
   raspi-mcp sim press [--long] [--dir DIR]      laptop mode: press the simulated approval button
                                                 (short approves the call waiting, --long declines it)
   raspi-mcp selftest [--dir DIR]                check this binary: agent, store and an MCP session, simulated board
@@ -89,6 +93,10 @@ func main() {
 		err = cmdSelftest(args)
 	case "sim":
 		err = cmdSim(args)
+	case "approve":
+		err = cmdApprove(args, false)
+	case "deny":
+		err = cmdApprove(args, true)
 	case "version", "--version", "-version", "-v":
 		fmt.Printf("raspi-mcp %s (%s)\n", version, commit)
 	case "help", "--help", "-help", "-h":

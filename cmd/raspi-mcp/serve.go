@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent"
+	"github.com/raspi-mcp/raspi-mcp/agent/approval"
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
@@ -215,7 +216,19 @@ func cmdServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("agent.socket: %w", err)
 	}
-	log.Info("raspi-mcp ready", "version", version, "mode", mode, "socket", cfg.Agent.Socket, "state", cfg.Agent.State)
+	// The approval console (`raspi-mcp approve`): any local user may
+	// connect; root and [guard] approvers are served, by peer credentials.
+	consolePath := approval.SocketPath(cfg.Agent.Socket)
+	consoleLn, err := unixsock.Listen(consolePath, approval.SocketMode, -1, -1)
+	if err != nil {
+		return fmt.Errorf("approval console: %w", err)
+	}
+	go func() {
+		if err := a.ServeConsole(ctx, consoleLn); err != nil {
+			log.Error("approval console stopped", "err", err)
+		}
+	}()
+	log.Info("raspi-mcp ready", "version", version, "mode", mode, "socket", cfg.Agent.Socket, "state", cfg.Agent.State, "approve", consolePath)
 	sdnotify.Ready("serving " + cfg.Agent.Socket)
 	if *sim {
 		printLaptopHelp(os.Stdout, filepath.Dir(cfg.Agent.Socket))
