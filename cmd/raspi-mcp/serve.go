@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent"
-	"github.com/raspi-mcp/raspi-mcp/agent/approval"
 	"github.com/raspi-mcp/raspi-mcp/agent/applog"
+	"github.com/raspi-mcp/raspi-mcp/agent/approval"
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/journal"
