@@ -42,7 +42,7 @@ func (a *Agent) newApprovals(button approval.Button) *approval.Broker {
 // consoleCommand is what the person runs at the Pi to approve.
 func (a *Agent) consoleCommand() string {
 	if a.mode == "sim" {
-		return "raspi-mcp approve --sim"
+		return "raspi-mcp approve" // laptop mode: the CLI finds the laptop's agent
 	}
 	return "sudo raspi-mcp approve"
 }

@@ -75,6 +75,7 @@ func run(binDir string) error {
 	// and VS Code can: a scripted person reads each question, agrees to the
 	// reboot and declines anything else.
 	client := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-demo", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: relayWaiting,
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			fmt.Printf("  ? the agent asks the person:\n%s", indent(indent(req.Params.Message)))
 			if strings.Contains(req.Params.Message, "system_reboot") {
@@ -90,6 +91,9 @@ func run(binDir string) error {
 		return err
 	}
 	defer cs.Close()
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "notice"}); err != nil {
+		return err
+	}
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		return err
@@ -134,7 +138,6 @@ func run(binDir string) error {
 		{"A dry run shows the plan and changes nothing", "system_reboot", map[string]any{"dry_run": true, "delay_seconds": 60}},
 		{"Confirmed, with a reason, and asked of the person: the helper schedules it (recorded, not performed, on the sim board)", "system_reboot",
 			map[string]any{"confirm": true, "reason": "demo: apply kernel update", "delay_seconds": 60}},
-		{"Shutdown is critical: the person is asked, declines, and nothing happens", "system_shutdown", map[string]any{"reason": "demo"}},
 		{"Bad input gets a structured invalid_argument", "system_reboot", map[string]any{"delay_seconds": "soon"}},
 		{"The audit trail of this session", "logs_get_recent_audit_logs", map[string]any{"limit": 10, "oldest_first": true}},
 		{"Is the hash chain intact?", "logs_verify_audit_chain", nil},
@@ -164,6 +167,9 @@ func run(binDir string) error {
 			return err
 		}
 	}
+	if err := shutdownAtTheConsole(ctx, cs, raspi, dir); err != nil {
+		return err
+	}
 	if err := osUpdates(ctx, raspi, dir); err != nil {
 		return err
 	}
@@ -191,6 +197,7 @@ func run(binDir string) error {
 // the change token, which the person approves by letting the commit run.
 func osUpdates(ctx context.Context, raspi, dir string) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "raspi-mcp-demo-updates", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: relayWaiting,
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			fmt.Printf("    … %3.0f%% %s\n", req.Params.Progress, req.Params.Message)
 		},
@@ -201,6 +208,9 @@ func osUpdates(ctx context.Context, raspi, dir string) error {
 		return err
 	}
 	defer cs.Close()
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "notice"}); err != nil {
+		return err
+	}
 	call := func(title, tool string, args map[string]any, progress bool) (map[string]any, error) {
 		step(title)
 		argJSON, _ := json.Marshal(args)
@@ -234,15 +244,56 @@ func osUpdates(ctx context.Context, raspi, dir string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := call("The person agrees: change_commit installs exactly the previewed versions, with progress", "change_commit",
+	// A change token is something a model can get by itself: critical
+	// calls wait for the owner at the Pi, who presses the board's button.
+	pressed := make(chan []byte, 1)
+	go func() {
+		out, _ := exec.Command(raspi, "sim", "press", "--wait", "30s", "--dir", dir).CombinedOutput()
+		pressed <- out
+	}()
+	if _, err := call("change_commit waits for the owner at the Pi, who presses the button: then it installs exactly the previewed versions, with progress", "change_commit",
 		map[string]any{"token": prep["token"]}, true); err != nil {
 		return err
 	}
+	fmt.Printf("  (meanwhile, at the Pi) $ raspi-mcp sim press\n%s", indent(string(<-pressed)))
 	_, err = call("Checked again: nothing left but the held package, and a reboot is required", "manage_check_for_updates", map[string]any{}, false)
 	return err
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
+
+// relayWaiting prints what the agent tells the client while a call waits
+// for the device: the message an assistant relays to its person.
+func relayWaiting(_ context.Context, req *mcp.LoggingMessageRequest) {
+	if d, ok := req.Params.Data.(map[string]any); ok && d["event"] == "approval_waiting" {
+		fmt.Printf("  … the client is told: %v\n", d["message"])
+	}
+}
+
+// shutdownAtTheConsole calls a critical tool from the assistant and has
+// the person at the Pi answer it with `raspi-mcp approve`: the console
+// shows who asks, the tool and its plan, and the person says no.
+func shutdownAtTheConsole(ctx context.Context, cs *mcp.ClientSession, raspi, dir string) error {
+	step("Shutdown is critical: it waits for the owner at the Pi, who reads it at the console and says no")
+	// force replaces the reboot scheduled above, if the person agrees.
+	args := map[string]any{"reason": "demo: moving the Pi", "force": true}
+	argJSON, _ := json.Marshal(args)
+	fmt.Printf("  → system_shutdown %s\n", argJSON)
+	console := make(chan []byte, 1)
+	go func() {
+		cmd := exec.Command(raspi, "approve", "--wait", "30s", "--dir", dir)
+		cmd.Stdin = strings.NewReader("n\n")
+		out, _ := cmd.CombinedOutput()
+		console <- out
+	}()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "system_shutdown", Arguments: args})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  (meanwhile, at the Pi) $ raspi-mcp approve\n%s", indent(string(<-console)))
+	show("system_shutdown", res)
+	return nil
+}
 
 func indent(s string) string {
 	var b strings.Builder

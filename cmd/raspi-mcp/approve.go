@@ -45,7 +45,7 @@ func cmdApprove(args []string, deny bool) error {
 		if err != nil {
 			return &exitError{code: 1, msg: err.Error()}
 		}
-		fmt.Printf("call %s %sd by %s\n", pos[0], op, r.Approver)
+		fmt.Printf("call %s %s by %s\n", pos[0], done(op), r.Approver)
 		return nil
 	}
 	if deny {
@@ -81,7 +81,7 @@ func askEach(ctx context.Context, in io.Reader, out io.Writer, path string, ws [
 			fmt.Fprintf(out, "  %v\n", err)
 			continue
 		}
-		fmt.Fprintf(out, "  call %s: %sd\n", w.ID, op)
+		fmt.Fprintf(out, "  call %s: %s\n", w.ID, done(op))
 	}
 	return nil
 }
@@ -104,4 +104,12 @@ func describeWaiting(w approval.Waiting) string {
 	}
 	fmt.Fprintf(&b, "  waiting since %s, declined at %s\n", w.Since.Local().Format("15:04:05"), w.Expires.Local().Format("15:04:05"))
 	return b.String()
+}
+
+// done is an answer in the past tense.
+func done(op string) string {
+	if op == "approve" {
+		return "approved"
+	}
+	return "denied"
 }

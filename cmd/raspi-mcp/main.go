@@ -45,7 +45,8 @@ usage:
                                                 at the Pi, as root or a [guard] approver: show the calls
                                                 that wait for the device and answer each, or approve ID
   raspi-mcp deny [--dir DIR] ID                 decline the call ID that waits for the device
-  raspi-mcp sim press [--long] [--dir DIR]      laptop mode: press the simulated approval button
+  raspi-mcp sim press [--long] [--wait D] [--dir DIR]
+                                                laptop mode: press the simulated approval button
                                                 (short approves the call waiting, --long declines it)
   raspi-mcp selftest [--dir DIR]                check this binary: agent, store and an MCP session, simulated board
   raspi-mcp version                             print the version

@@ -18,7 +18,7 @@ import (
 // board's helper does not serve button.press, and its button is pressed by
 // hand.
 func cmdSim(args []string) error {
-	cmd := newCommand("sim press", "[--long] [--dir DIR]",
+	cmd := newCommand("sim press", "[--long] [--wait DURATION] [--dir DIR]",
 		"press the simulated board's approval button: short approves the call waiting, --long declines it")
 	if len(args) == 0 || args[0] != "press" {
 		sub := ""
@@ -30,6 +30,7 @@ func cmdSim(args []string) error {
 	var w where
 	cmd.fs.StringVar(&w.dir, "dir", "", "the `DIR` of a laptop-mode agent started with serve --sim --dir DIR (default "+simDir("")+")")
 	long := cmd.fs.Bool("long", false, "hold the button past [guard.button] long_press: declines the call waiting")
+	wait := cmd.fs.Duration("wait", 0, "first wait up to this long for a call to wait for the button (as a person waits for the LED to blink)")
 	pos, err := cmd.parse(args[1:])
 	if err != nil {
 		return err
@@ -50,8 +51,14 @@ func cmdSim(args []string) error {
 	}
 	c := client.New(client.Options{Socket: cfg.Helper.Socket, ClientName: "raspi-mcp-sim/" + version, Timeout: cfg.Guard.Button.LongPress.D() + 10*time.Second})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Guard.Button.LongPress.D()+15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *wait+cfg.Guard.Button.LongPress.D()+15*time.Second)
 	defer cancel()
+	for deadline := time.Now().Add(*wait); ; time.Sleep(50 * time.Millisecond) {
+		st, err := client.Call(ctx, c, proto.ButtonStatus, proto.ButtonStatusReq{})
+		if err != nil || st.Waiting || !time.Now().Before(deadline) {
+			break
+		}
+	}
 	p, err := client.Call(ctx, c, proto.ButtonPress, proto.ButtonPressReq{Long: *long})
 	if err != nil {
 		if proto.CodeOf(err) == proto.CodeUnavailable {
