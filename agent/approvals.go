@@ -30,13 +30,17 @@ func (a *Agent) newApprovals(button approval.Button) *approval.Broker {
 	if a.store != nil {
 		j = waitNotes{a.store}
 	}
-	return approval.New(approval.Options{
+	o := approval.Options{
 		Guard:   func() config.Guard { return a.conf().Guard },
 		Button:  button,
 		Journal: j,
 		Log:     a.log,
 		Console: a.consoleCommand(),
-	})
+	}
+	if a.mode == "sim" {
+		o.Press = "raspi-mcp sim press"
+	}
+	return approval.New(o)
 }
 
 // consoleCommand is what the person runs at the Pi to approve.

@@ -1087,6 +1087,12 @@ func LaptopFrom(base Config, dir, user string) Config {
 		c.HTTP.Tokens = filepath.Join(dir, "tokens.toml")
 	}
 	c.Roles.Users = map[string]string{user: "admin"}
+	// The laptop's user answers at the console too; like anyone but
+	// root, they may decline their own calls there, not approve them (the
+	// simulated button approves: raspi-mcp sim press).
+	if user != "" && !slices.Contains(c.Guard.Approvers, user) {
+		c.Guard.Approvers = append(slices.Clone(c.Guard.Approvers), user)
+	}
 	c.System = System{Enabled: true, Reboot: true, Shutdown: true}
 	c.Metrics.Enabled, c.Metrics.Jobs = true, true
 	// The simulated board: a relay, an LED, a fan on hardware PWM, a button;

@@ -121,3 +121,17 @@ func orUnset(s string) string {
 	}
 	return s
 }
+
+// Warnings are settings that are valid but that the owner should make
+// knowingly: `raspi-mcp config check` prints them.
+func (c Config) Warnings() []string {
+	var w []string
+	if c.Guard.Critical == ChannelClient {
+		w = append(w, `[guard] critical = "client": critical calls (shutdown, OS and raspi-mcp updates, config changes) are approved by the MCP client, `+
+			`whose answers (elicitation, change tokens) a model or its client can give itself; "device" asks the owner at the Pi`)
+	}
+	if c.Guard.Button.Wired() && c.Guard.Critical == ChannelClient && c.Guard.High == ChannelClient {
+		w = append(w, fmt.Sprintf("[guard.button] pin %d is wired but no risk goes to the device: it only approves configuration changes that widen a power", c.Guard.Button.Pin))
+	}
+	return w
+}

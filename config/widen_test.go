@@ -39,3 +39,14 @@ func TestWidenings(t *testing.T) {
 		}
 	}
 }
+
+func TestWarningsNameALoweredCritical(t *testing.T) {
+	c := Default()
+	if w := c.Warnings(); len(w) != 0 {
+		t.Fatalf("the default warns: %v", w)
+	}
+	c.Guard.Critical = ChannelClient
+	if w := c.Warnings(); len(w) != 1 || !strings.Contains(w[0], `critical = "client"`) {
+		t.Fatalf("lowered critical: %v", w)
+	}
+}

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -100,8 +102,18 @@ func TestReloadOnSIGHUPKeepsTheSession(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("prepare: %v", m)
 	}
+	// Writes on again widens a power: the commit waits for the owner at
+	// the Pi, who presses the (simulated) button.
+	pressed := make(chan string, 1)
+	go func() {
+		out, err := exec.Command(raspi(), "sim", "press", "--wait", "60s", "--dir", s.dir).CombinedOutput()
+		pressed <- fmt.Sprintf("%s%v", out, err)
+	}()
 	if res, m = call(t, cs, "change_commit", map[string]any{"token": m["token"]}); res.IsError {
-		t.Fatalf("commit: %v", m)
+		t.Fatalf("commit: %v (sim press: %s)", m, <-pressed)
+	}
+	if out := <-pressed; !strings.Contains(out, "short") {
+		t.Fatalf("sim press: %s", out)
 	}
 	if applied := m["result"].(map[string]any)["applied"]; applied != true {
 		t.Fatalf("apply: %v", m)

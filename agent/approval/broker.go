@@ -96,6 +96,9 @@ type Options struct {
 	// Console is how the person at the Pi is told to approve, e.g.
 	// "sudo raspi-mcp approve"; "" uses that.
 	Console string
+	// Press, when set, is the command that presses a simulated button
+	// (laptop mode), named where a person would press the real one.
+	Press string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -271,8 +274,12 @@ func (b *Broker) answer(e *entry, v verdict) bool {
 func (b *Broker) instructions(w Waiting, g config.Guard, button bool) string {
 	left := w.Expires.Sub(w.Since).Round(time.Second)
 	if button {
-		return fmt.Sprintf("%s waits for the owner's approval on the Pi (call %s): press the button on GPIO %d to approve (hold it %s to decline), or run `%s %s` on the Pi. It is declined in %s.",
-			w.Name, w.ID, g.Button.Pin, g.Button.LongPress.D(), b.o.Console, w.ID, left)
+		where := fmt.Sprintf("press the button on GPIO %d", g.Button.Pin)
+		if b.o.Press != "" {
+			where = fmt.Sprintf("press the simulated button on GPIO %d (`%s`)", g.Button.Pin, b.o.Press)
+		}
+		return fmt.Sprintf("%s waits for the owner's approval on the Pi (call %s): %s to approve (hold it %s to decline), or run `%s %s` on the Pi. It is declined in %s.",
+			w.Name, w.ID, where, g.Button.LongPress.D(), b.o.Console, w.ID, left)
 	}
 	return fmt.Sprintf("%s waits for the owner's approval on the Pi (call %s): run `%s %s` there (or `%s` to see what waits). It is declined in %s.",
 		w.Name, w.ID, b.o.Console, w.ID, b.o.Console, left)

@@ -418,11 +418,11 @@ func cmdAudit(args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tTIME\tPRINCIPAL\tROLE\tTOOL\tDECISION\tERROR\tREASON\tMESSAGE")
+		fmt.Fprintln(tw, "SEQ\tTIME\tPRINCIPAL\tROLE\tTOOL\tDECISION\tAPPROVED BY\tERROR\tREASON\tMESSAGE")
 		for i := len(entries) - 1; i >= 0; i-- {
 			e := entries[i]
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time[:19], e.Principal, e.Role, e.Tool,
-				decision(e.Decision, e.DryRun), orDash(e.ErrorCode), orDash(e.Reason), orDash(e.Message))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time[:19], e.Principal, e.Role, e.Tool,
+				decision(e.Decision, e.DryRun), approvedBy(e), orDash(e.ErrorCode), orDash(e.Reason), orDash(e.Message))
 		}
 		return tw.Flush()
 	}
@@ -508,6 +508,9 @@ func cmdConfig(args []string) error {
 	}
 	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles; upstreams: %s)\n", files,
 		orNone(strings.Join(c.WritesOn(), ", ")), len(c.Roles.Users), len(c.Roles.Groups), orNone(strings.Join(ups, ", ")))
+	for _, w := range c.Warnings() {
+		fmt.Printf("warning: %s\n", w)
+	}
 	return nil
 }
 
@@ -524,4 +527,13 @@ func groupUsage(group, summary, sub string, args []string, lines ...string) erro
 		return &exitError{code: 2, msg: fmt.Sprintf("unknown %s command %q", group, sub)}
 	}
 	return &exitError{code: 2}
+}
+
+// approvedBy is an audit entry's approval channel, with how long the call
+// waited for the device when it did.
+func approvedBy(e agent.AuditEntry) string {
+	if e.WaitedMS > 0 {
+		return fmt.Sprintf("%s (%.1f s)", orDash(e.Channel), float64(e.WaitedMS)/1000)
+	}
+	return orDash(e.Channel)
 }

@@ -459,9 +459,17 @@ func (a *agentProc) stop(t *testing.T) {
 	}
 }
 
+// startAgent starts the soak's agent. Its critical calls are approved by
+// the client's channel, as an owner who lowered [guard] critical has it:
+// the soak measures the refusal of a shutdown without a token under load,
+// which on the default config would wait for the owner at the Pi instead.
 func startAgent(t *testing.T, raspi, dir string) *agentProc {
 	t.Helper()
-	return startAgentArgs(t, raspi, dir)
+	base := filepath.Join(t.TempDir(), "base.toml")
+	if err := os.WriteFile(base, []byte("[guard]\ncritical = \"client\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startAgentArgs(t, raspi, dir, "--config", base)
 }
 
 // startAgentArgs starts `raspi-mcp serve --sim --dir dir` with more

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,28 @@ import (
 // change_commit, as a client that cannot ask the person does it.
 func (r *rig) applyConfig(t *testing.T, toml string) (bool, map[string]any) {
 	t.Helper()
+	return r.applyConfigWith(t, toml, false)
+}
+
+// applyApproved is applyConfig with root at the console approving the
+// call when it comes to wait for the device (a change that widens).
+func (r *rig) applyApproved(t *testing.T, toml string) (bool, map[string]any) {
+	t.Helper()
+	return r.applyConfigWith(t, toml, true)
+}
+
+func (r *rig) applyConfigWith(t *testing.T, toml string, approve bool) (bool, map[string]any) {
+	t.Helper()
+	if approve {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			cmd := exec.Command(filepath.Join(r.bin, "raspi-mcp"), "approve", "--wait", "3m", "--config", r.cfg)
+			cmd.Stdin = strings.NewReader("y\n")
+			_ = cmd.Run()
+		}()
+	}
 	isErr, m := r.call(t, "change_prepare", map[string]any{"tool": "manage_config_apply", "arguments": map[string]any{"toml": toml}})
 	if isErr {
 		return isErr, m
@@ -25,7 +48,9 @@ func (r *rig) applyConfig(t *testing.T, toml string) (bool, map[string]any) {
 // allows BCM numbers to 53) is rolled back by itself.
 func TestConfigApplyOnTheDevice(t *testing.T) {
 	sysfs, bus := guest(t)
-	r := start(t, bus)
+	// Narrowing goes through the client's channel where the owner lowered
+	// critical to it; widening waits for root at the console all the same.
+	r := startWith(t, bus, "[guard]\ncritical = \"client\"\n")
 	dropIn := filepath.Join(r.dir, "config.d", "50-mcp.toml")
 	write := func(v string) (bool, map[string]any) {
 		return r.call(t, "gpio_write_pin", map[string]any{"pin": 17, "value": v})
@@ -45,7 +70,7 @@ func TestConfigApplyOnTheDevice(t *testing.T) {
 		t.Fatalf("GPIO17 = %s after a refused write", v)
 	}
 
-	if isErr, m := r.applyConfig(t, ""); isErr {
+	if isErr, m := r.applyApproved(t, ""); isErr {
 		t.Fatalf("apply writes back on: %v", m)
 	}
 	if isErr, m := write("high"); isErr || simValue(t, sysfs, 17) != "1" {
@@ -53,7 +78,7 @@ func TestConfigApplyOnTheDevice(t *testing.T) {
 	}
 	before, _ := os.ReadFile(dropIn)
 
-	isErr, m := r.applyConfig(t, "[gpio]\npins = [ { pin = 17, mode = \"output\", value = 0 }, { pin = 40, mode = \"output\", value = 0 } ]\n")
+	isErr, m := r.applyApproved(t, "[gpio]\npins = [ { pin = 17, mode = \"output\", value = 0 }, { pin = 40, mode = \"output\", value = 0 } ]\n")
 	if !isErr || errCode(m) != "failed_precondition" || !strings.Contains(m["error"].(map[string]any)["message"].(string), "GPIO40") {
 		t.Fatalf("a pin the board lacks: %v", m)
 	}
