@@ -76,7 +76,7 @@ func TestOSUpdatesThroughMCP(t *testing.T) {
 		t.Fatalf("preview: %v", pre)
 	}
 	t0 = time.Now()
-	res := commit(t, cs, "manage_apply_os_updates", map[string]any{"plan_hash": pre["plan_hash"], "reason": "e2e"})
+	res := l.commit(cs, "manage_apply_os_updates", map[string]any{"plan_hash": pre["plan_hash"], "reason": "e2e"})
 	t.Logf("MEASURE apply of %s 1.1 (download and install units): %.2fs", TestPackage, time.Since(t0).Seconds())
 	if st, _ := res["status"].(map[string]any); st["status"] != "succeeded" {
 		t.Fatalf("apply: %v", res)
@@ -98,6 +98,9 @@ func TestOSUpdatesThroughMCP(t *testing.T) {
 	tok := mustCall(t, cs, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": pre["plan_hash"]}})
 	publish("1.3")
 	l.rootScript("apt-get update", GuestAptUpdate)
+	// The stale plan is refused by the call's own dry run, before anyone
+	// is asked; should it come to wait, the owner approves.
+	_ = l.approveOnPi()
 	failed, m := call(t, cs, "change_commit", map[string]any{"token": tok["token"]})
 	if !failed || errCode(m) != "failed_precondition" || !strings.Contains(jsonText(m), "1.3") {
 		t.Fatalf("a stale plan was not refused with its difference: %v", m)
@@ -117,6 +120,7 @@ func TestOSUpdatesThroughMCP(t *testing.T) {
 	}
 	tok = mustCall(t, cs, "change_prepare", map[string]any{"tool": "manage_apply_os_updates", "arguments": map[string]any{"plan_hash": pre["plan_hash"]}})
 	applied := make(chan map[string]any, 1)
+	_ = l.approveOnPi()
 	go func() {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "change_commit", Arguments: map[string]any{"token": tok["token"]}})
 		m := map[string]any{"transport_error": fmt.Sprint(err)}
@@ -167,14 +171,30 @@ func mustCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 	return m
 }
 
-// commit is change_prepare and change_commit of a critical call; it
+// commit is change_prepare and change_commit of a critical call, which
+// the owner approves at the Pi's console (sudo raspi-mcp approve); it
 // returns the call's own result.
-func commit(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+func (l *lab) commit(cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+	t := l.t
 	t.Helper()
 	tok := mustCall(t, cs, "change_prepare", map[string]any{"tool": tool, "arguments": args})
+	answered := l.approveOnPi()
 	out := mustCall(t, cs, "change_commit", map[string]any{"token": tok["token"]})
+	t.Logf("at the Pi: %s", answered())
 	res, _ := out["result"].(map[string]any)
 	return res
+}
+
+// approveOnPi has the owner at the Pi approve the next call that waits
+// for the device, as root at its console; answered returns what the
+// console printed once it is done.
+func (l *lab) approveOnPi() (answered func() string) {
+	done := make(chan string, 1)
+	go func() {
+		out, err := l.sshOut("pi", "echo y | sudo raspi-mcp approve --wait 3m")
+		done <- fmt.Sprintf("%s%v", out, err)
+	}()
+	return func() string { return <-done }
 }
 
 func planHas(preview map[string]any, name, from, to string) bool {

@@ -116,10 +116,12 @@ func (l *lab) selfUpdate(want, target string) (time.Duration, map[string]any, in
 		l.t.Fatalf("change_prepare manage_update_server: %v", p)
 	}
 	t0 := time.Now()
+	answered := l.approveOnPi()
 	isErr, c := call(l.t, cs, "change_commit", map[string]any{"token": p["token"]})
 	if isErr {
 		l.t.Fatalf("change_commit: %v", c)
 	}
+	l.t.Logf("at the Pi: %s", answered())
 	res, _ := c["result"].(map[string]any)
 	size, _ := res["download_bytes"].(float64)
 	l.t.Logf("committed: %v", res)
