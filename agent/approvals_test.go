@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -200,5 +201,72 @@ func TestWideningConfigNeedsTheDevice(t *testing.T) {
 	res, sc, rec = callOnce(t, r, s, "manage_config_apply", map[string]any{"toml": "", "reason": "writes off again"})
 	if res.IsError || r.a.conf().GPIO.Writes || rec.Channel != "client:elicitation" {
 		t.Fatalf("narrowing: %v, record %+v", sc, rec)
+	}
+}
+
+// A helper that restarts while a call waits for its button declines the
+// call, audited: a wait the person can no longer answer must not stand.
+func TestHelperRestartDeclinesTheWait(t *testing.T) {
+	r := newRig(t, onDevice)
+	s := r.serveWith(nil)
+	go func() {
+		for len(r.a.approvals.List()) == 0 {
+			<-r.a.approvals.Changed()
+		}
+		c := r.helper
+		for deadline := time.Now().Add(hangGuard); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if st, err := client.Call(context.Background(), c, proto.ButtonStatus, proto.ButtonStatusReq{}); err == nil && st.Waiting {
+				break
+			}
+		}
+		r.killHelper()
+		r.startHelper()
+	}()
+	res, sc, rec := callOnce(t, r, s, "system_shutdown", shutdownArgs)
+	if !res.IsError || rec.Decision != store.DecisionDeclined || len(r.pw.Events()) != 0 {
+		t.Fatalf("helper restarted during the wait: %v, record %+v, logind %v", sc, rec, r.pw.Events())
+	}
+}
+
+// A wait the agent's stop cut short is declined and audited at the next
+// start, from the note the broker kept in the store.
+func TestAgentRestartDeclinesTheWait(t *testing.T) {
+	r := newRig(t, onDevice)
+	note := approval.Waiting{ID: "7", Principal: "alice", Role: "admin", Tool: "system.shutdown", Name: "system_shutdown",
+		Bind: "sha256:x", Since: time.Now().Add(-time.Minute), Correlation: "c-1234"}
+	b, _ := json.Marshal(note)
+	if err := r.db.PutApprovalWait(note.ID, b); err != nil {
+		t.Fatal(err)
+	}
+	before := r.auditCount()
+	r.a.declineLeftWaits() // what New does at start
+	if n := r.auditCount() - before; n != 1 {
+		t.Fatalf("%d records for the cut wait, want 1", n)
+	}
+	recs, _, _ := r.db.QueryAudit(storeQuery(1))
+	if rec := recs[0]; rec.Decision != store.DecisionDeclined || rec.Tool != "system.shutdown" || rec.Principal != "alice" || rec.WaitedMS < 59000 {
+		t.Fatalf("record %+v", rec)
+	}
+	if left, _ := r.db.TakeApprovalWaits(); len(left) != 0 {
+		t.Fatalf("notes left: %v", left)
+	}
+}
+
+// Both protocol eras wait alike: the device's answer is not an input
+// request the client could answer itself.
+func TestDeviceApprovalInBothEras(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			r := newRig(t, onDevice)
+			// A client that would say yes if asked: it never is.
+			s := r.serveMany()(person("accept", map[string]any{"confirm": true}), era)
+			done := make(chan struct{})
+			go func() { defer close(done); press(t, r, false) }()
+			res, sc, rec := callOnce(t, r, s, "system_shutdown", shutdownArgs)
+			<-done
+			if res.IsError || sc["scheduled"] != true || rec.Channel != "button" || rec.Elicitation != "" {
+				t.Fatalf("%s: %v, record %+v", era, sc, rec)
+			}
+		})
 	}
 }
