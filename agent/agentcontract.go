@@ -22,6 +22,13 @@ func (a *Agent) contract() string {
 		return strings.Join(byRisk[r], ", ")
 	}
 	w := a.wire
+	// What a critical call needs follows [guard] critical: the owner at
+	// the Pi, or the client's change token.
+	criticalGuard := "they wait for the owner's approval on the Pi itself: the button or `sudo raspi-mcp approve`"
+	if !a.conf().Guard.DeviceApproves("critical") {
+		criticalGuard = fmt.Sprintf("need %s first, then %s with the single-use token", w("change.prepare"), w("change.commit"))
+	}
+	deviceNote := "A call that waits for the Pi sends a message saying where to press or what to run: relay it to the person word for word and wait; a configuration change that widens a power always waits for the Pi. You cannot approve such a call yourself, and a decline or timeout is final."
 	// The same rule the server's instructions open with, for clients that
 	// keep only their first line.
 	firstRule, _, _ := strings.Cut(instructions, "\n")
@@ -39,8 +46,9 @@ Every change is audited with your reason.
 - read (change nothing, no guard): %s
 - low (reversible writes; take dry_run, reason, intent): %s
 - high (disruptive; need confirm: true and a reason): %s
-- critical (lose something; need %s first, then %s with the single-use token): %s
+- critical (lose something; %s): %s
 
+%s
 When the client can ask the person, high and critical calls may be put to them before they run: a decline is final, do not retry it or route around it.
 Use dry_run: true to see the plan of any change without doing it; a passing dry run means the real call would pass policy.
 
@@ -54,6 +62,6 @@ Follow fix_hint and the suggested calls; retry only when retryable is true. A re
 - Never reuse a change token for other arguments, and never schedule a reboot or shutdown the person did not ask for.
 - Never read secrets: configuration shows only env: and file: references.
 `, firstRule, uriSummary, w("system.get_capabilities"), uriHealth, uriPins, "raspi://metrics/{metric}", uriSummary, uriHealth,
-		list(tool.RiskRead), list(tool.RiskLow), list(tool.RiskHigh), w("change.prepare"), w("change.commit"), list(tool.RiskCritical))
+		list(tool.RiskRead), list(tool.RiskLow), list(tool.RiskHigh), criticalGuard, list(tool.RiskCritical), deviceNote)
 	return b.String()
 }
