@@ -56,8 +56,18 @@ func TestButtonOnGPIOSim(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		writeSysfs(t, pull, "pull-down")
-		if p, err := b.Pressed(); err != nil || !p {
-			t.Errorf("Pressed while held = %v, %v", p, err)
+		// With the kernel's debounce the level reads as pressed once it
+		// has held for the debounce period: wait for that, not a time.
+		held := false
+		for wait := time.Now().Add(5 * time.Second); !held && time.Now().Before(wait); time.Sleep(time.Millisecond) {
+			p, err := b.Pressed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = p
+		}
+		if !held {
+			t.Errorf("Pressed never read true while held")
 		}
 		time.Sleep(hold)
 		writeSysfs(t, pull, "pull-up")
