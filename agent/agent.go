@@ -192,7 +192,7 @@ func New(o Options) (*Agent, error) {
 	a.watch = newWatch()
 	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
 	a.reverter = newReverter(a)
-	a.powerJobs = newPowerWatch(a)
+	a.powerJobs = a.newPowerWatch()
 	a.selfUpdate = a.newSelfUpdateWatch(o.SelfCheckFault)
 	a.updates = newWatcher(a)
 	a.registerSystem()

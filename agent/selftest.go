@@ -177,7 +177,7 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 	cctx, cancel = bounded()
 	hw, hwErr := a.sys.Hardware(cctx)
 	cancel()
-	if dev, err := a.device(ctx); err == nil {
+	if dev, err := deviceOf(ctx, a.sys); err == nil {
 		out.Device = dev.Model
 	}
 
