@@ -191,7 +191,7 @@ func New(o Options) (*Agent, error) {
 	a.declineLeftWaits()
 	a.watch = newWatch()
 	a.sampler = newSampler(o.Store, o.Sys, o.Config.Metrics, o.Logger)
-	a.reverter = newReverter(a)
+	a.reverter = a.newReverter()
 	a.powerJobs = a.newPowerWatch()
 	a.selfUpdate = a.newSelfUpdateWatch(o.SelfCheckFault)
 	a.updates = newWatcher(a)
