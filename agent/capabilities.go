@@ -5,6 +5,9 @@ import (
 	"sort"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
+	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
@@ -85,48 +88,67 @@ type toolCaps struct {
 	Unavailable string `json:"unavailable_reason,omitempty"`
 }
 
-// device is the one answer to "which board is this", for every tool that
-// reports it (system_get_capabilities, manage_get_server_status).
-func (a *Agent) device(ctx context.Context) (deviceCaps, error) {
-	b, err := a.sys.Basic(ctx)
+// deviceOf is the one answer to "which board is this", for every tool that
+// reports it (system_get_capabilities, manage_get_server_status, selftest_run).
+func deviceOf(ctx context.Context, sys sysinfo.Source) (deviceCaps, error) {
+	b, err := sys.Basic(ctx)
 	if err != nil {
 		return deviceCaps{}, err
 	}
-	hw, err := a.sys.Hardware(ctx)
+	hw, err := sys.Hardware(ctx)
 	if err != nil {
 		return deviceCaps{}, err
 	}
 	return deviceCaps{Model: b.Model, IsRaspberryPi: hw.IsRaspberryPi}, nil
 }
 
-func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (capabilities, error) {
-	dev, err := a.device(ctx)
+// capsReader answers system.get_capabilities: the board, the helper, the
+// configuration's switches, and every tool as the pipeline decides it for
+// the caller, LAN upstreams included (read through a func: they are mounted
+// after the catalog is built).
+type capsReader struct {
+	sys           sysinfo.Source
+	helper        *client.Client
+	version, mode string
+	conf          func() *config.Config
+	tools         *tool.Registry
+	may           func(identity.Principal, string) *tool.Error // the pipeline's May
+	upstreams     func() []upstreamStatus
+}
+
+func (a *Agent) capsReader() *capsReader {
+	return &capsReader{sys: a.sys, helper: a.helper, version: a.version, mode: a.mode, conf: a.conf,
+		tools: a.tools, may: a.pipe.May, upstreams: a.lanStatus}
+}
+
+func (cr *capsReader) read(ctx context.Context, c *tool.Call) (capabilities, error) {
+	dev, err := deviceOf(ctx, cr.sys)
 	if err != nil {
 		return capabilities{}, err
 	}
-	hw, err := a.sys.Hardware(ctx)
+	hw, err := cr.sys.Hardware(ctx)
 	if err != nil {
 		return capabilities{}, err
 	}
 	cp := capabilities{
-		ServerVersion: a.version, APIVersion: "1.0", Mode: a.mode,
+		ServerVersion: cr.version, APIVersion: "1.0", Mode: cr.mode,
 		Device:   dev,
 		Hardware: hardwareCaps{GPIOChips: nonNil(hw.GPIOChips), I2CBuses: nonNilInt(hw.I2CBuses), PWMChips: nonNil(hw.PWMChips), Cameras: nonNil(hw.Cameras), Thermal: hw.Thermal, ThrottleFlags: hw.Throttle},
-		Helper:   a.helperBrief(ctx),
+		Helper:   cr.helperBrief(ctx),
 		Caller:   caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
 	}
 	byDomain := map[string]*domainCaps{}
-	for _, t := range a.tools.All() {
+	for _, t := range cr.tools.All() {
 		d := byDomain[t.Rule().Domain]
 		if d == nil {
-			on, _ := tool.DomainEnabled(a.conf(), t.Rule().Domain)
+			on, _ := tool.DomainEnabled(cr.conf(), t.Rule().Domain)
 			d = &domainCaps{Name: t.Rule().Domain, Enabled: on}
 			byDomain[t.Rule().Domain] = d
 		}
 		tc := toolCaps{Name: t.Name(), ID: t.ID(), Title: t.MCP().Title, Risk: t.Rule().Risk.String(), MinRole: t.Rule().MinRole.String(),
 			Stability: t.Stability(), ReadOnly: !t.Mutating()}
 		// A dry run is exactly the check the real call makes, minus guards.
-		if err := a.pipe.May(c.Principal, t.ID()); err != nil {
+		if err := cr.may(c.Principal, t.ID()); err != nil {
 			tc.Unavailable = err.Message
 		} else {
 			tc.Available = true
@@ -134,7 +156,7 @@ func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (capabilities, e
 		d.Tools = append(d.Tools, tc)
 	}
 	// Every mounted LAN server, with its health, even while it lists nothing.
-	for _, us := range a.lanStatus() {
+	for _, us := range cr.upstreams() {
 		d := byDomain[us.Name]
 		if d == nil {
 			d = &domainCaps{Name: us.Name, Enabled: true, Tools: []toolCaps{}}
@@ -149,7 +171,7 @@ func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (capabilities, e
 		// had a breaking change that needed a second one.
 		cp.ToolNamespaces[d.Name] = namespaceVersions{Versions: []string{"1"}, Default: "1"}
 	}
-	cp.Features = a.features(cp.Hardware)
+	cp.Features = cr.features(cp.Hardware)
 	sort.Slice(cp.Domains, func(i, j int) bool { return cp.Domains[i].Name < cp.Domains[j].Name })
 	return cp, nil
 }
@@ -157,28 +179,28 @@ func (a *Agent) capabilities(ctx context.Context, c *tool.Call) (capabilities, e
 // features is the capabilities map: what the hardware has and the owner's
 // configuration allows, plus the features the tool catalog names that this
 // server does not implement (false, so a client need not guess).
-func (a *Agent) features(hw hardwareCaps) map[string]bool {
+func (cr *capsReader) features(hw hardwareCaps) map[string]bool {
 	return map[string]bool{
-		"gpio.control":              len(hw.GPIOChips) > 0 && a.conf().GPIO.Enabled,
-		"gpio.pwm":                  len(hw.PWMChips) > 0 && a.conf().GPIO.Enabled,
+		"gpio.control":              len(hw.GPIOChips) > 0 && cr.conf().GPIO.Enabled,
+		"gpio.pwm":                  len(hw.PWMChips) > 0 && cr.conf().GPIO.Enabled,
 		"gpio.event_detection":      false,
-		"i2c.bus_access":            len(hw.I2CBuses) > 0 && a.conf().I2C.Enabled,
-		"camera.still_capture":      len(hw.Cameras) > 0 && a.conf().Camera.Enabled,
+		"i2c.bus_access":            len(hw.I2CBuses) > 0 && cr.conf().I2C.Enabled,
+		"camera.still_capture":      len(hw.Cameras) > 0 && cr.conf().Camera.Enabled,
 		"camera.video_recording":    false,
 		"system.temperature_sensor": hw.Thermal,
 		"system.throttling_flags":   hw.ThrottleFlags,
-		"system.reboot":             a.conf().System.Reboot,
-		"system.shutdown":           a.conf().System.Shutdown,
-		"metrics.sampling_jobs":     a.conf().Metrics.Jobs,
-		"manage.self_update":        a.conf().Manage.Enabled && a.conf().Manage.Updates,
+		"system.reboot":             cr.conf().System.Reboot,
+		"system.shutdown":           cr.conf().System.Shutdown,
+		"metrics.sampling_jobs":     cr.conf().Metrics.Jobs,
+		"manage.self_update":        cr.conf().Manage.Enabled && cr.conf().Manage.Updates,
 		"manage.os_updates":         false,
-		"lan.upstreams":             len(a.lanStatus()) > 0,
+		"lan.upstreams":             len(cr.upstreams()) > 0,
 	}
 }
 
 // helperBrief asks the helper for its status with a short timeout.
-func (a *Agent) helperBrief(ctx context.Context) helperBrief {
-	st, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{})
+func (cr *capsReader) helperBrief(ctx context.Context) helperBrief {
+	st, err := client.Call(ctx, cr.helper, proto.Status, proto.StatusReq{})
 	if err != nil {
 		return helperBrief{Error: tool.Truncate(err.Error(), 160)}
 	}

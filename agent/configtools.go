@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
@@ -92,26 +94,50 @@ func (o configApplyOut) AuditMessage() string {
 	return "config diff " + o.DiffHash
 }
 
+// configTools are manage.config_get, _validate, _diff and _apply: the file
+// the configuration is read from, the configuration in force, the helper
+// that writes the drop-in, and the agent's reload (the one SIGHUP runs),
+// under the agent's lock.
+type configTools struct {
+	path     string               // the main file; "" = no reloads
+	loaded   func() *loadedConfig // the configuration in force and its generation
+	mode     string
+	helper   *client.Client
+	log      *slog.Logger
+	tools    *tool.Registry // which tools a change turns on or off
+	reloadMu *sync.Mutex    // one reload or config change at a time
+	reload   func() error   // reads the files again; the caller holds reloadMu
+	// staged points at the agent's healthHook, which tests set after New.
+	staged *func(context.Context, *config.Config) error
+}
+
 func (a *Agent) registerConfigTools() {
+	(&configTools{path: a.cfgPath, loaded: a.cfg.Load, mode: a.mode, helper: a.helper, log: a.log, tools: a.tools,
+		reloadMu: &a.reloadMu, reload: a.reloadLocked, staged: &a.healthHook}).register(a.tools)
+}
+
+func (ct *configTools) conf() *config.Config { return ct.loaded().cfg }
+
+func (ct *configTools) register(r *tool.Registry) {
 	candidate := tool.P("toml", tool.MaxLen(config.MaxDropIn))
-	tool.Add(a.tools, tool.Spec[noArgs, configGetOut]{
+	tool.Add(r, tool.Spec[noArgs, configGetOut]{
 		ID: "manage.config_get", Title: "Configuration in force",
 		Description: "Every configuration key in force with its value and the file it comes from (main file, a config.d drop-in or default), and whether manage_config_apply may change it. Secrets appear as references only.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("loaded_at", tool.Format("date-time"))},
-		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (configGetOut, error) { return a.configGet() },
+		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (configGetOut, error) { return ct.configGet() },
 		Summary: func(_ noArgs, o configGetOut) string {
 			return fmt.Sprintf("%d keys from %s and %d drop-ins (generation %d)", len(o.Keys), o.Path, len(o.DropIns), o.Generation)
 		},
 	})
-	tool.Add(a.tools, tool.Spec[configCandidateIn, configValidateOut]{
+	tool.Add(r, tool.Spec[configCandidateIn, configValidateOut]{
 		ID: "manage.config_validate", Title: "Check a configuration drop-in",
 		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
 		Run: func(ctx context.Context, c *tool.Call, in configCandidateIn) (configValidateOut, error) {
-			next, err := a.candidate(in.TOML)
+			next, err := ct.candidate(in.TOML)
 			var ke *config.KeyError
 			switch {
 			case errors.As(err, &ke) && !ke.Forbidden:
@@ -128,35 +154,35 @@ func (a *Agent) registerConfigTools() {
 			return "invalid: " + o.Errors[0].Error()
 		},
 	})
-	tool.Add(a.tools, tool.Spec[configCandidateIn, configDiffOut]{
+	tool.Add(r, tool.Spec[configCandidateIn, configDiffOut]{
 		ID: "manage.config_diff", Title: "What a configuration drop-in would change",
 		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
 		Run: func(ctx context.Context, c *tool.Call, in configCandidateIn) (configDiffOut, error) {
-			d, _, err := a.configDiff(in.TOML)
+			d, _, err := ct.configDiff(in.TOML)
 			return d, err
 		},
 		Summary: func(_ configCandidateIn, o configDiffOut) string { return diffLine(o) },
 	})
-	tool.Add(a.tools, tool.Spec[configApplyIn, configApplyOut]{
+	tool.Add(r, tool.Spec[configApplyIn, configApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
 		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: approved on the Pi (button or `raspi-mcp approve`) unless the owner lets the client approve; a change that widens a power always needs the Pi. Keys that decide who may do what are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
 		Destructive: true,
 		Props:       []tool.Prop{candidate, tool.P("expect_diff_hash", tool.MaxLen(71))},
 		Example:     &configApplyIn{configCandidateIn: configCandidateIn{TOML: "[gpio]\nwrites = true\n"}},
-		Run:         a.configApply,
+		Run:         ct.configApply,
 		// Whatever [guard] critical says, a change that widens a power
 		// is approved on the device: a model must not be able to grant
 		// itself powers through its own client.
 		NeedsDevice: func(_ context.Context, _ *tool.Call, in configApplyIn) (string, error) {
-			next, err := a.candidate(in.TOML)
+			next, err := ct.candidate(in.TOML)
 			if err != nil {
 				return "", err
 			}
-			if w := config.Widenings(*a.conf(), next); len(w) > 0 {
+			if w := config.Widenings(*ct.conf(), next); len(w) > 0 {
 				return "it widens what tools may do: " + strings.Join(w, "; "), nil
 			}
 			return "", nil
@@ -190,26 +216,26 @@ func orEmpty(s []string) []string {
 
 // noConfigFile is the error of the config tools on an agent started without
 // a config file to reload (a test, or an embedding).
-func (a *Agent) noConfigFile() *tool.Error {
+func noConfigFile() *tool.Error {
 	return tool.Errf(CodeFailedPrecondition, "this agent was started without a configuration file it can reload").
 		Hint("on a device the agent runs with --config " + config.DefaultPath)
 }
 
-func (a *Agent) configGet() (configGetOut, error) {
-	if a.cfgPath == "" {
-		return configGetOut{}, a.noConfigFile()
+func (ct *configTools) configGet() (configGetOut, error) {
+	if ct.path == "" {
+		return configGetOut{}, noConfigFile()
 	}
-	origins, err := config.Origins(a.cfgPath)
+	origins, err := config.Origins(ct.path)
 	if err != nil {
-		return configGetOut{}, tool.Errf(CodeFailedPrecondition, "%v", err).With("path", a.cfgPath)
+		return configGetOut{}, tool.Errf(CodeFailedPrecondition, "%v", err).With("path", ct.path)
 	}
-	drop, err := config.DropIns(a.cfgPath)
+	drop, err := config.DropIns(ct.path)
 	if err != nil {
 		return configGetOut{}, err
 	}
-	l := a.cfg.Load()
+	l := ct.loaded()
 	flat := l.cfg.Flat()
-	out := configGetOut{Path: a.cfgPath, DropIns: orEmpty(drop), MCPDropIn: config.MCPDropInPath(a.cfgPath), Mode: a.mode,
+	out := configGetOut{Path: ct.path, DropIns: orEmpty(drop), MCPDropIn: config.MCPDropInPath(ct.path), Mode: ct.mode,
 		Generation: l.gen, LoadedAt: l.at.UTC().Format(time.RFC3339), Keys: make([]configKey, 0, len(flat))}
 	for k, v := range flat {
 		src, ok := origins[k]
@@ -219,7 +245,7 @@ func (a *Agent) configGet() (configGetOut, error) {
 		out.Keys = append(out.Keys, configKey{Key: k, Value: config.JSONText(v), Source: src, Changeable: config.Changeable(k)})
 	}
 	sort.Slice(out.Keys, func(i, j int) bool { return out.Keys[i].Key < out.Keys[j].Key })
-	if onDisk, err := config.Load(a.cfgPath); err == nil {
+	if onDisk, err := config.Load(ct.path); err == nil {
 		out.Pending = keepOnReload(l.cfg, &onDisk)
 	}
 	return out, nil
@@ -227,15 +253,15 @@ func (a *Agent) configGet() (configGetOut, error) {
 
 // candidate checks a candidate drop-in as Load would read it: a forbidden
 // key is permission_denied naming it, anything else wrong a *config.KeyError.
-func (a *Agent) candidate(toml string) (config.Config, error) {
-	if a.cfgPath == "" {
-		return config.Config{}, a.noConfigFile()
+func (ct *configTools) candidate(toml string) (config.Config, error) {
+	if ct.path == "" {
+		return config.Config{}, noConfigFile()
 	}
-	next, err := config.CheckCandidate(a.cfgPath, []byte(toml))
+	next, err := config.CheckCandidate(ct.path, []byte(toml))
 	var ke *config.KeyError
 	if errors.As(err, &ke) && ke.Forbidden {
 		return config.Config{}, tool.Errf(CodePermissionDenied, "%s cannot be changed over MCP: it decides who may do what, and only the device's owner changes it", ke.Key).
-			With("key", ke.Key).With("mcp_drop_in", config.MCPDropInPath(a.cfgPath)).
+			With("key", ke.Key).With("mcp_drop_in", config.MCPDropInPath(ct.path)).
 			Hint("leave " + ke.Key + " out of the candidate; ask the owner to change it on the device (raspi-mcp config check FILE checks their edit)")
 	}
 	return next, err
@@ -259,18 +285,18 @@ func invalidCandidate(err error) error {
 
 // configDiff is the candidate's diff against the configuration in force,
 // with the merged configuration it would put in force.
-func (a *Agent) configDiff(toml string) (configDiffOut, config.Config, error) {
-	next, err := a.candidate(toml)
+func (ct *configTools) configDiff(toml string) (configDiffOut, config.Config, error) {
+	next, err := ct.candidate(toml)
 	if err != nil {
 		return configDiffOut{}, config.Config{}, invalidCandidate(err)
 	}
-	cur := a.conf()
+	cur := ct.conf()
 	inForce := next
 	restart := keepOnReload(cur, &inForce)
 	changes, switches := config.Diff(*cur, inForce)
-	on, off := a.toolsTurned(cur, &inForce)
+	on, off := ct.toolsTurned(cur, &inForce)
 	return configDiffOut{Changes: orEmptyChanges(changes), Switches: orEmptySwitches(switches), ToolsOn: on, ToolsOff: off,
-		RestartOnly: restart, DiffHash: config.DiffHash(changes), Path: config.MCPDropInPath(a.cfgPath)}, next, nil
+		RestartOnly: restart, DiffHash: config.DiffHash(changes), Path: config.MCPDropInPath(ct.path)}, next, nil
 }
 
 func orEmptyChanges(c []config.KeyChange) []config.KeyChange {
@@ -289,9 +315,9 @@ func orEmptySwitches(s []config.SwitchChange) []config.SwitchChange {
 
 // toolsTurned names the local tools whose switches let them run under one
 // config and not the other (wire names, sorted).
-func (a *Agent) toolsTurned(old, next *config.Config) (on, off []string) {
+func (ct *configTools) toolsTurned(old, next *config.Config) (on, off []string) {
 	on, off = []string{}, []string{}
-	for _, t := range a.tools.All() {
+	for _, t := range ct.tools.All() {
 		if t.LAN() {
 			continue
 		}
@@ -315,10 +341,10 @@ func switchedOn(c *config.Config, r tool.Rule) bool {
 	return on && r.Gate.Effective(c)
 }
 
-func (a *Agent) configApply(ctx context.Context, c *tool.Call, in configApplyIn) (configApplyOut, error) {
-	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	d, _, err := a.configDiff(in.TOML)
+func (ct *configTools) configApply(ctx context.Context, c *tool.Call, in configApplyIn) (configApplyOut, error) {
+	ct.reloadMu.Lock()
+	defer ct.reloadMu.Unlock()
+	d, _, err := ct.configDiff(in.TOML)
 	if err != nil {
 		return configApplyOut{}, err
 	}
@@ -332,16 +358,16 @@ func (a *Agent) configApply(ctx context.Context, c *tool.Call, in configApplyIn)
 		out.DryRun = true
 		return out, nil
 	}
-	res, err := client.Call(ctx, a.helper, proto.ConfigApply, proto.ConfigApplyReq{TOML: in.TOML, DiffHash: d.DiffHash})
+	res, err := client.Call(ctx, ct.helper, proto.ConfigApply, proto.ConfigApplyReq{TOML: in.TOML, DiffHash: d.DiffHash})
 	if err != nil {
 		return configApplyOut{}, err // the helper has put the previous drop-in back if it wrote one
 	}
-	a.log.Info("config drop-in written by the helper", "path", res.Path, "diff_hash", d.DiffHash, "helper_generation", res.Generation)
-	health, herr := a.configHealth(ctx)
+	ct.log.Info("config drop-in written by the helper", "path", res.Path, "diff_hash", d.DiffHash, "helper_generation", res.Generation)
+	health, herr := ct.configHealth(ctx)
 	if herr != nil {
-		return configApplyOut{}, a.rollBack(ctx, d, herr)
+		return configApplyOut{}, ct.rollBack(ctx, d, herr)
 	}
-	gen, _ := a.configGeneration()
+	gen := ct.loaded().gen
 	out.Applied, out.Generation, out.Health = true, gen, health
 	return out, nil
 }
@@ -349,17 +375,17 @@ func (a *Agent) configApply(ctx context.Context, c *tool.Call, in configApplyIn)
 // configHealth reloads the agent from the files the helper wrote and checks
 // that what is now in force is sound: the file loads, the helper answers
 // under its new rules, and (in tests) the staged check passes.
-func (a *Agent) configHealth(ctx context.Context) ([]string, error) {
-	if err := a.reloadLocked(); err != nil {
+func (ct *configTools) configHealth(ctx context.Context) ([]string, error) {
+	if err := ct.reload(); err != nil {
 		return nil, fmt.Errorf("the agent could not load the new configuration: %w", err)
 	}
 	passed := []string{"agent reloaded"}
-	if _, err := client.Call(ctx, a.helper, proto.Status, proto.StatusReq{}); err != nil {
+	if _, err := client.Call(ctx, ct.helper, proto.Status, proto.StatusReq{}); err != nil {
 		return nil, fmt.Errorf("the root helper does not answer after the reload: %w", err)
 	}
 	passed = append(passed, "helper answers")
-	if a.healthHook != nil {
-		if err := a.healthHook(ctx, a.conf()); err != nil {
+	if hook := *ct.staged; hook != nil {
+		if err := hook(ctx, ct.conf()); err != nil {
 			return nil, err
 		}
 		passed = append(passed, "staged check")
@@ -369,18 +395,18 @@ func (a *Agent) configHealth(ctx context.Context) ([]string, error) {
 
 // rollBack has the helper put the previous drop-in back, reloads, and
 // returns the error that says why and that it happened.
-func (a *Agent) rollBack(ctx context.Context, d configDiffOut, why error) error {
-	a.log.Warn("config apply failed its health check; rolling back", "diff_hash", d.DiffHash, "err", why)
+func (ct *configTools) rollBack(ctx context.Context, d configDiffOut, why error) error {
+	ct.log.Warn("config apply failed its health check; rolling back", "diff_hash", d.DiffHash, "err", why)
 	te := tool.Errf(CodeFailedPrecondition, "the new configuration failed its health check and was rolled back: %v", why).
 		With("diff_hash", d.DiffHash).With("rolled_back", true)
-	if _, err := client.Call(ctx, a.helper, proto.ConfigRestore, proto.ConfigRestoreReq{}); err != nil {
-		a.log.Error("config roll back: the helper could not put the previous drop-in back", "err", err)
+	if _, err := client.Call(ctx, ct.helper, proto.ConfigRestore, proto.ConfigRestoreReq{}); err != nil {
+		ct.log.Error("config roll back: the helper could not put the previous drop-in back", "err", err)
 		return tool.Errf(CodeInternal, "the new configuration failed its health check (%v) and the root helper could not put the previous drop-in back: %v", why, err).
 			With("diff_hash", d.DiffHash).With("rolled_back", false).
 			Hint("on the device: check " + d.Path + " and its " + config.PrevSuffix + " copy, then `systemctl reload raspi-mcp`")
 	}
-	if err := a.reloadLocked(); err != nil {
-		a.log.Error("config roll back: the previous configuration does not load", "err", err)
+	if err := ct.reload(); err != nil {
+		ct.log.Error("config roll back: the previous configuration does not load", "err", err)
 	}
 	return te.Hint("manage_config_get shows the configuration in force; fix the candidate and try again")
 }

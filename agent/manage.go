@@ -128,7 +128,7 @@ type manageTools struct {
 func (a *Agent) newManageTools() *manageTools {
 	return &manageTools{loaded: a.cfg.Load, version: a.version, build: a.build, mode: a.mode, started: a.started,
 		store: a.store, helper: a.helper, witness: a.witness, tools: a.tools, sampler: a.sampler, mayReadAudit: a.mayReadAudit,
-		device: a.device, upstreams: a.lanStatus, http: func() *httpStatus { return a.doors.HTTPStatus() }, wire: a.wire}
+		device: func(ctx context.Context) (deviceCaps, error) { return deviceOf(ctx, a.sys) }, upstreams: a.lanStatus, http: func() *httpStatus { return a.doors.HTTPStatus() }, wire: a.wire}
 }
 
 func (a *Agent) registerManage() { a.newManageTools().register(a.tools) }
@@ -374,7 +374,7 @@ type jobsTools struct {
 }
 
 func (a *Agent) registerJobs() {
-	(&jobsTools{queue: a.jobQueue(), may: a.pipe.May, mayReadAudit: a.mayReadAudit, cancelPower: a.cancelPower,
+	(&jobsTools{queue: a.jobQueue(), may: a.pipe.May, mayReadAudit: a.mayReadAudit, cancelPower: a.powerTools().cancel,
 		revert: a.reverter.revert, wire: a.wire}).register(a.tools)
 }
 

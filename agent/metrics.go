@@ -203,7 +203,7 @@ func (a *Agent) registerMetrics() {
 	// The realtime snapshot is system's health snapshot under a second name
 	// (system.go builds it), so it is added here, before the rest of the
 	// namespace, as it always was.
-	tool.Add(a.tools, a.healthSpec("metrics.get_realtime_metrics", "Realtime metrics",
+	tool.Add(a.tools, a.healthReader().spec("metrics.get_realtime_metrics", "Realtime metrics",
 		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
 	(&metricsTools{conf: a.conf, sampler: a.sampler, mayReadAudit: a.mayReadAudit, wire: a.wire}).register(a.tools)
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
@@ -20,18 +21,22 @@ import (
 //   - logind has a different action (someone ran shutdown -r by hand): the
 //     queue lets go of ours rather than fight the owner.
 type powerWatch struct {
-	a     *Agent
-	wakeC chan struct{}
-	retry time.Duration
-	grace time.Duration // how long past due logind may still show the action
-	lead  time.Duration // how long before the action the samples are flushed
+	store    *store.DB // the queued action
+	helper   *client.Client
+	flush    func() error // writes the sampler's buffered samples
+	auditJob func(rec tool.Record, in, out any) error
+	log      *slog.Logger
+	wakeC    chan struct{}
+	retry    time.Duration
+	grace    time.Duration // how long past due logind may still show the action
+	lead     time.Duration // how long before the action the samples are flushed
 	// flushedFor is the due time of the action whose pre-flush ran, so a
 	// wake-up in the lead window does not flush twice.
 	flushedFor time.Time
 }
 
-func newPowerWatch(a *Agent) *powerWatch {
-	return &powerWatch{a: a, wakeC: make(chan struct{}, 1), retry: 5 * time.Second, grace: 30 * time.Second, lead: 30 * time.Second}
+func (a *Agent) newPowerWatch() *powerWatch {
+	return &powerWatch{store: a.store, helper: a.helper, flush: a.sampler.Flush, auditJob: a.auditJob, log: a.log, wakeC: make(chan struct{}, 1), retry: 5 * time.Second, grace: 30 * time.Second, lead: 30 * time.Second}
 }
 
 func (w *powerWatch) wake() {
@@ -42,16 +47,16 @@ func (w *powerWatch) wake() {
 }
 
 func (w *powerWatch) run(ctx context.Context) {
-	poll(ctx, w.a.log, "power job", w.retry, w.wakeC, w.check)
+	poll(ctx, w.log, "power job", w.retry, w.wakeC, w.check)
 }
 
 // check looks once and says when to look again.
 func (w *powerWatch) check(ctx context.Context) (time.Duration, error) {
-	j, ok, err := w.a.store.PendingPower()
+	j, ok, err := w.store.PendingPower()
 	if err != nil || !ok {
 		return time.Hour, err
 	}
-	st, err := client.Call(ctx, w.a.helper, proto.PowerState, proto.PowerStateReq{})
+	st, err := client.Call(ctx, w.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return 0, err
 	}
@@ -66,8 +71,8 @@ func (w *powerWatch) check(ctx context.Context) (time.Duration, error) {
 			// A clean shutdown stops the agent, which flushes too; this
 			// covers one that kills it instead.
 			w.flushedFor = j.At
-			if err := w.a.sampler.Flush(); err != nil {
-				w.a.log.Error("flushing samples before the "+j.Action, "err", err)
+			if err := w.flush(); err != nil {
+				w.log.Error("flushing samples before the "+j.Action, "err", err)
 			}
 		}
 		return max(time.Until(j.At.Add(w.grace)), time.Second), nil
@@ -76,13 +81,13 @@ func (w *powerWatch) check(ctx context.Context) (time.Duration, error) {
 		// but look again.
 		return time.Minute, nil
 	case st.Scheduled:
-		w.a.log.Warn("another power action was scheduled outside raspi-mcp; dropping ours", "ours", j.Action, "ours_at", j.At, "theirs", st.Action, "theirs_at", st.At)
+		w.log.Warn("another power action was scheduled outside raspi-mcp; dropping ours", "ours", j.Action, "ours_at", j.At, "theirs", st.Action, "theirs_at", st.At)
 		return time.Hour, w.finish(j, false, "replaced outside raspi-mcp by "+st.Action+" at "+st.At.UTC().Format(time.RFC3339))
 	case now.Before(j.At.Add(-time.Second)):
-		if _, err := client.Call(ctx, w.a.helper, proto.PowerSchedule, proto.PowerScheduleReq{Action: j.Action, At: j.At, Reason: j.Reason}); err != nil {
+		if _, err := client.Call(ctx, w.helper, proto.PowerSchedule, proto.PowerScheduleReq{Action: j.Action, At: j.At, Reason: j.Reason}); err != nil {
 			return 0, err
 		}
-		w.a.log.Info("power action re-scheduled after logind lost it", "action", j.Action, "at", j.At)
+		w.log.Info("power action re-scheduled after logind lost it", "action", j.Action, "at", j.At)
 		w.audit(j, "re-scheduled: logind had lost it")
 		return max(time.Until(j.At.Add(w.grace)), time.Second), nil
 	}
@@ -90,7 +95,7 @@ func (w *powerWatch) check(ctx context.Context) (time.Duration, error) {
 }
 
 func (w *powerWatch) finish(j store.PowerJob, done bool, what string) error {
-	if err := w.a.store.FinishPower(done, j.At); err != nil {
+	if err := w.store.FinishPower(done, j.At); err != nil {
 		return err
 	}
 	w.audit(j, what)
@@ -105,7 +110,7 @@ func (w *powerWatch) audit(j store.PowerJob, what string) {
 	}
 	rec := tool.Record{Time: time.Now().UTC(), CorrelationID: j.CorrelationID, Principal: j.Principal,
 		Tool: id, Reason: "scheduled " + j.Action + " " + what, Message: "due " + j.At.UTC().Format(time.RFC3339)}
-	if err := w.a.auditJob(rec, j, map[string]any{"job_id": j.ID, "result": what}); err != nil {
-		w.a.log.Error("audit append failed", "job", j.ID, "err", err)
+	if err := w.auditJob(rec, j, map[string]any{"job_id": j.ID, "result": what}); err != nil {
+		w.log.Error("audit append failed", "job", j.ID, "err", err)
 	}
 }

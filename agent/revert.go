@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
@@ -15,13 +16,16 @@ import (
 // overdue revert runs at once, and a revert the helper could not take is
 // retried until it can.
 type reverter struct {
-	a     *Agent
-	wakeC chan struct{}
-	retry time.Duration
+	store    *store.DB // the leases' queue
+	helper   *client.Client
+	auditJob func(rec tool.Record, in, out any) error
+	log      *slog.Logger
+	wakeC    chan struct{}
+	retry    time.Duration
 }
 
-func newReverter(a *Agent) *reverter {
-	return &reverter{a: a, wakeC: make(chan struct{}, 1), retry: 2 * time.Second}
+func (a *Agent) newReverter() *reverter {
+	return &reverter{store: a.store, helper: a.helper, auditJob: a.auditJob, log: a.log, wakeC: make(chan struct{}, 1), retry: 2 * time.Second}
 }
 
 // wake makes the loop re-read the queue (a new lease may be the soonest).
@@ -35,9 +39,9 @@ func (r *reverter) wake() {
 func (r *reverter) run(ctx context.Context) {
 	for {
 		next := time.Hour
-		list, err := r.a.store.ListGPIOReverts()
+		list, err := r.store.ListGPIOReverts()
 		if err != nil {
-			r.a.log.Error("reading gpio reverts", "err", err)
+			r.log.Error("reading gpio reverts", "err", err)
 			next = r.retry
 		}
 		for _, rv := range list {
@@ -47,7 +51,7 @@ func (r *reverter) run(ctx context.Context) {
 				continue
 			}
 			if err := r.revert(ctx, rv); err != nil {
-				r.a.log.Warn("gpio revert failed; retrying", "pin", rv.Pin, "err", err)
+				r.log.Warn("gpio revert failed; retrying", "pin", rv.Pin, "err", err)
 				next = min(next, r.retry)
 			}
 		}
@@ -66,19 +70,19 @@ func (r *reverter) run(ctx context.Context) {
 // revert writes the pin back and audits it as the lease's own principal.
 func (r *reverter) revert(ctx context.Context, rv store.GPIORevert) error {
 	// A newer write may have replaced or ended this lease meanwhile.
-	cur, ok, err := r.a.store.GPIORevertOf(rv.Pin)
+	cur, ok, err := r.store.GPIORevertOf(rv.Pin)
 	if err != nil || !ok || !cur.Due.Equal(rv.Due) {
 		return err
 	}
 	start := time.Now()
-	_, err = client.Call(ctx, r.a.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: rv.Pin, Value: rv.Value})
+	_, err = client.Call(ctx, r.helper, proto.GPIOWrite, proto.GPIOWriteReq{Pin: rv.Pin, Value: rv.Value})
 	if err != nil {
 		return err
 	}
-	if err := r.a.store.DeleteGPIORevert(rv.Pin); err != nil {
+	if err := r.store.DeleteGPIORevert(rv.Pin); err != nil {
 		return err
 	}
-	return r.a.auditJob(tool.Record{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal,
+	return r.auditJob(tool.Record{Time: start.UTC(), CorrelationID: rv.CorrelationID, Principal: rv.Principal,
 		Tool: "gpio.write_pin", Reason: "lease ended: revert", DurationMS: ms(time.Since(start)),
 		Message: "late by " + time.Since(rv.Due).Round(time.Millisecond).String()}, rv, map[string]any{"pin": rv.Pin, "value": rv.Value})
 }

@@ -13,8 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/hw/gpio"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/hw/units"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -73,14 +77,35 @@ func dbLimit() int64 {
 	return 4 << 30
 }
 
-func (a *Agent) registerSelftest() {
-	tool.Add(a.tools, tool.Spec[noArgs, SelftestOut]{
+// selftester is selftest.run and the start-up check of a self-update: every
+// source the checks read, as the read tools read them. The upstreams are
+// mounted after the catalog is built, so they are read through a func.
+type selftester struct {
+	conf          func() *config.Config
+	mode, version string
+	helper        *client.Client
+	store         *store.DB      // its size and the audit chain
+	sys           sysinfo.Source // disk, hardware, the board's name
+	root          fs.FS          // the time-sync flag file
+	units         units.Units    // nil: systemd is not checked
+	upstreams     func() []upstreamStatus
+}
+
+func (a *Agent) selftester() *selftester {
+	return &selftester{conf: a.conf, mode: a.mode, version: a.version, helper: a.helper, store: a.store,
+		sys: a.sys, root: a.root, units: a.units, upstreams: a.lanStatus}
+}
+
+func (a *Agent) registerSelftest() { a.selftester().register(a.tools) }
+
+func (sc *selftester) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[noArgs, SelftestOut]{
 		ID: "selftest.run", Title: "Self-test of this device",
 		Description: "A pass/warn/fail matrix of the live device: root helper and its version, socket modes and owners, database size, " +
 			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
 			"each failure with a fix_hint. Read only.",
 		Rule: tool.Rule{MinRole: identity.RoleRead},
-		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return a.selftest(ctx), nil },
+		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return sc.run(ctx), nil },
 		Summary: func(_ noArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)
 			for _, c := range o.Checks {
@@ -95,8 +120,8 @@ func (a *Agent) registerSelftest() {
 }
 
 // selftest runs every check; `raspi-mcp status --check` shows the same.
-func (a *Agent) selftest(ctx context.Context) SelftestOut {
-	out := SelftestOut{Mode: a.mode, Version: a.version, Checks: []selftestCheck{}}
+func (sc *selftester) run(ctx context.Context) SelftestOut {
+	out := SelftestOut{Mode: sc.mode, Version: sc.version, Checks: []selftestCheck{}}
 	record := func(c selftestCheck) { out.Checks = append(out.Checks, c) }
 	pass := func(name, f string, args ...any) {
 		record(selftestCheck{Name: name, Status: CheckPass, Detail: fmt.Sprintf(f, args...)})
@@ -109,21 +134,21 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 	}
 	bounded := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, checkTimeout) }
 	restartHelper := "sudo systemctl restart raspi-mcp-helper; journalctl -u raspi-mcp-helper says why it stopped"
-	if a.mode == "sim" {
+	if sc.mode == "sim" {
 		restartHelper = "restart laptop mode (Ctrl-C, then raspi-mcp serve --sim): it starts its helper"
 	}
 
 	// The root helper: everything that changes the device goes through it.
 	cctx, cancel := bounded()
-	st, herr := client.Call(cctx, a.helper, proto.Status, proto.StatusReq{})
+	st, herr := client.Call(cctx, sc.helper, proto.Status, proto.StatusReq{})
 	cancel()
 	helperUp := herr == nil
 	switch {
 	case !helperUp:
-		fail("helper", restartHelper, "the root helper does not answer on %s: %v", a.conf().Helper.Socket, herr)
-	case strings.TrimPrefix(st.Helper, "raspi-mcp-helper/") != a.version: // the helper names itself with its version
+		fail("helper", restartHelper, "the root helper does not answer on %s: %v", sc.conf().Helper.Socket, herr)
+	case strings.TrimPrefix(st.Helper, "raspi-mcp-helper/") != sc.version: // the helper names itself with its version
 		warn("helper", "install the agent and the helper from the same release, then restart both",
-			"helper %s (pid %d, %s backend) answers, but the agent is %s", st.Helper, st.PID, st.Backend, a.version)
+			"helper %s (pid %d, %s backend) answers, but the agent is %s", st.Helper, st.PID, st.Backend, sc.version)
 	default:
 		pass("helper", "helper %s (pid %d, %s backend) answers", st.Helper, st.PID, st.Backend)
 	}
@@ -131,14 +156,14 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 		warn(name, restartHelper, "not checked: the root helper is unreachable")
 	}
 
-	a.checkSockets(record)
+	sc.checkSockets(record)
 
 	// The database and the audit trail.
-	if size, err := a.store.Size(); err != nil {
-		fail("database", "check the file system under "+a.store.Path()+"; the agent's journal says more", "cannot read %s: %v", a.store.Path(), err)
+	if size, err := sc.store.Size(); err != nil {
+		fail("database", "check the file system under "+sc.store.Path()+"; the agent's journal says more", "cannot read %s: %v", sc.store.Path(), err)
 	} else {
 		limit := dbLimit()
-		detail := fmt.Sprintf("%s is %s (limit on %s: %s)", a.store.Path(), bytesHuman(size), runtime.GOARCH, bytesHuman(limit))
+		detail := fmt.Sprintf("%s is %s (limit on %s: %s)", sc.store.Path(), bytesHuman(size), runtime.GOARCH, bytesHuman(limit))
 		hint := "lower [metrics] retention or [audit] retention, then restart the agent; it compacts the file"
 		switch {
 		case size > limit:
@@ -149,13 +174,13 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 			pass("database", "%s", detail)
 		}
 	}
-	a.checkAudit(pass, warn, fail)
+	sc.checkAudit(pass, warn, fail)
 
 	// The clock: audit times, schedules and TLS to upstreams need it.
-	a.checkClock(pass, warn, fail)
+	sc.checkClock(pass, warn, fail)
 
 	cctx, cancel = bounded()
-	h, err := a.sys.Health(cctx)
+	h, err := sc.sys.Health(cctx)
 	cancel()
 	if err != nil {
 		fail("disk", "the agent cannot read the system's state; its journal says why", "%v", err)
@@ -175,38 +200,38 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 	}
 
 	cctx, cancel = bounded()
-	hw, hwErr := a.sys.Hardware(cctx)
+	hw, hwErr := sc.sys.Hardware(cctx)
 	cancel()
-	if dev, err := a.device(ctx); err == nil {
+	if dev, err := deviceOf(ctx, sc.sys); err == nil {
 		out.Device = dev.Model
 	}
 
 	// Every allowlisted pin, as the helper sees its line.
-	if a.conf().GPIO.Enabled && len(a.conf().GPIO.Pins) > 0 {
+	if sc.conf().GPIO.Enabled && len(sc.conf().GPIO.Pins) > 0 {
 		if !helperUp {
 			helperDown("gpio_pins")
 		} else {
-			a.checkPins(ctx, pass, fail)
+			sc.checkPins(ctx, pass, fail)
 		}
 	}
 
 	// The approval button ([guard.button]), as the helper holds it.
-	if !a.conf().Guard.Button.Wired() {
+	if !sc.conf().Guard.Button.Wired() {
 		pass("approval_button", "no approval button is wired ([guard.button] pin = -1): nothing to check")
 	} else if !helperUp {
 		helperDown("approval_button")
 	} else {
-		a.checkButton(ctx, pass, warn, fail)
+		sc.checkButton(ctx, pass, warn, fail)
 	}
 
 	// Buses in the I2C allowlists and the sensors on them.
-	if a.conf().I2C.Enabled {
-		if buses := a.i2cBuses(); len(buses) > 0 {
+	if sc.conf().I2C.Enabled {
+		if buses := sc.i2cBuses(); len(buses) > 0 {
 			if !helperUp {
 				helperDown("i2c_buses")
 			} else {
 				cctx, cancel = bounded()
-				got, err := client.Call(cctx, a.helper, proto.I2CBuses, proto.I2CBusesReq{})
+				got, err := client.Call(cctx, sc.helper, proto.I2CBuses, proto.I2CBusesReq{})
 				cancel()
 				for _, b := range buses {
 					name := "i2c_bus_" + strconv.Itoa(b)
@@ -222,14 +247,14 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 				}
 			}
 		}
-		for _, s := range a.conf().I2C.Sensors {
+		for _, s := range sc.conf().I2C.Sensors {
 			name := "sensor_" + s.Name
 			if !helperUp {
 				helperDown(name)
 				continue
 			}
 			cctx, cancel = bounded()
-			r, err := client.Call(cctx, a.helper, proto.SensorRead, proto.SensorReadReq{Name: s.Name})
+			r, err := client.Call(cctx, sc.helper, proto.SensorRead, proto.SensorReadReq{Name: s.Name})
 			cancel()
 			if err != nil {
 				fail(name, fmt.Sprintf("check the wiring of the %s at bus %d address 0x%02x (i2cdetect -y %d shows it), or fix [[i2c.sensors]]", s.Type, s.Bus, s.Address, s.Bus),
@@ -244,7 +269,7 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 		}
 	}
 
-	if a.conf().Camera.Enabled {
+	if sc.conf().Camera.Enabled {
 		switch {
 		case hwErr != nil:
 			fail("camera", "the agent cannot read the hardware list; its journal says why", "%v", hwErr)
@@ -257,9 +282,9 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 	}
 
 	// systemd, read over D-Bus by the agent; logind, asked by the helper.
-	if a.units != nil {
+	if sc.units != nil {
 		cctx, cancel = bounded()
-		us, err := a.units.List(cctx)
+		us, err := sc.units.List(cctx)
 		cancel()
 		if err != nil {
 			fail("systemd", "check that the system D-Bus runs (systemctl status dbus) and the agent may read it", "cannot list units: %v", err)
@@ -271,7 +296,7 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 		helperDown("logind")
 	} else {
 		cctx, cancel = bounded()
-		ps, err := client.Call(cctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+		ps, err := client.Call(cctx, sc.helper, proto.PowerState, proto.PowerStateReq{})
 		cancel()
 		switch {
 		case err != nil:
@@ -283,7 +308,7 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 		}
 	}
 
-	for _, u := range a.lanStatus() {
+	for _, u := range sc.upstreams() {
 		name := "upstream_" + u.Name
 		switch u.State {
 		case "up":
@@ -319,11 +344,11 @@ func (a *Agent) selftest(ctx context.Context) SelftestOut {
 // checkSockets checks both sockets' modes and owners: the agent's is for
 // the agent's user and [agent] socket_group, the helper's for the agent's
 // user only. Neither may be open to everyone.
-func (a *Agent) checkSockets(record func(selftestCheck)) {
+func (sc *selftester) checkSockets(record func(selftestCheck)) {
 	me := os.Getuid()
 	for _, s := range []struct{ name, path, group string }{
-		{"agent_socket", a.conf().Agent.Socket, a.conf().Agent.SocketGroup},
-		{"helper_socket", a.conf().Helper.Socket, ""},
+		{"agent_socket", sc.conf().Agent.Socket, sc.conf().Agent.SocketGroup},
+		{"helper_socket", sc.conf().Helper.Socket, ""},
 	} {
 		c := selftestCheck{Name: s.name, Status: CheckPass}
 		fi, err := os.Stat(s.path)
@@ -364,9 +389,9 @@ func groupName(gid int) string {
 
 // checkAudit verifies the hash chain against the helper's witness, as
 // `raspi-mcp audit verify` does.
-func (a *Agent) checkAudit(pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
-	w, info, werr := readWitness(witness.Path(a.conf().Helper.StateDir))
-	v, err := a.store.VerifyAuditWitness(w)
+func (sc *selftester) checkAudit(pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
+	w, info, werr := readWitness(witness.Path(sc.conf().Helper.StateDir))
+	v, err := sc.store.VerifyAuditWitness(w)
 	switch {
 	case err != nil:
 		fail("audit_chain", "raspi-mcp audit verify shows the details", "cannot verify: %v", err)
@@ -397,13 +422,13 @@ func (a *Agent) checkAudit(pass func(string, string, ...any), warn, fail func(st
 // checkClock reads whether systemd-timesyncd (or chrony via timedatectl's
 // file) has synchronised the clock; without that file, the kernel's own
 // flag (adjtimex) says whether any NTP daemon has.
-func (a *Agent) checkClock(pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
+func (sc *selftester) checkClock(pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
 	hint := "enable time sync (sudo timedatectl set-ntp true) and check the network reaches an NTP server; a Pi has no battery clock"
-	if _, err := fs.Stat(a.root, "run/systemd/timesync/synchronized"); err == nil {
+	if _, err := fs.Stat(sc.root, "run/systemd/timesync/synchronized"); err == nil {
 		pass("clock", "synchronised (systemd-timesyncd)")
 		return
 	}
-	if a.mode == "sim" {
+	if sc.mode == "sim" {
 		warn("clock", "nothing to do in laptop mode: the simulated board has no time service", "the simulated board reports no time sync")
 		return
 	}
@@ -420,19 +445,19 @@ func (a *Agent) checkClock(pass func(string, string, ...any), warn, fail func(st
 
 // checkPins asks the helper for the allowlisted lines and fails each that
 // is missing or held by another process.
-func (a *Agent) checkPins(ctx context.Context, pass func(string, string, ...any), fail func(string, string, string, ...any)) {
+func (sc *selftester) checkPins(ctx context.Context, pass func(string, string, ...any), fail func(string, string, string, ...any)) {
 	var pins []int
-	for _, p := range a.conf().GPIO.Pins {
+	for _, p := range sc.conf().GPIO.Pins {
 		pins = append(pins, p.Pin)
 	}
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	st, err := client.Call(cctx, a.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
+	st, err := client.Call(cctx, sc.helper, proto.GPIOState, proto.GPIOStateReq{Pins: pins})
 	if err != nil {
 		fail("gpio_pins", "check that the GPIO chip exists (ls /dev/gpiochip*) and the helper's journal", "the helper cannot read the pins: %v", err)
 		return
 	}
-	for _, cp := range a.conf().GPIO.Pins {
+	for _, cp := range sc.conf().GPIO.Pins {
 		name := "gpio_pin_" + strconv.Itoa(cp.Pin)
 		i := slices.IndexFunc(st.Pins, func(p proto.GPIOPin) bool { return p.Pin == cp.Pin })
 		switch {
@@ -456,11 +481,11 @@ func (a *Agent) checkPins(ctx context.Context, pass func(string, string, ...any)
 // checkButton reports the approval button's health (button.status): a
 // missing line fails (no device approval can be given), a stuck or
 // bouncing one warns (approvals may be refused or misread).
-func (a *Agent) checkButton(ctx context.Context, pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
+func (sc *selftester) checkButton(ctx context.Context, pass func(string, string, ...any), warn, fail func(string, string, string, ...any)) {
 	const name = "approval_button"
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	st, err := client.Call(cctx, a.helper, proto.ButtonStatus, proto.ButtonStatusReq{})
+	st, err := client.Call(cctx, sc.helper, proto.ButtonStatus, proto.ButtonStatusReq{})
 	if err != nil {
 		if proto.CodeOf(err) == proto.CodeNotFound {
 			warn(name, "install the agent and the helper from the same release, then restart both", "the helper does not serve button.status: %v", err)
@@ -469,7 +494,7 @@ func (a *Agent) checkButton(ctx context.Context, pass func(string, string, ...an
 		fail(name, "the helper's journal says why (journalctl -u raspi-mcp-helper)", "the helper cannot report the approval button: %v", err)
 		return
 	}
-	b := a.conf().Guard.Button
+	b := sc.conf().Guard.Button
 	switch st.State {
 	case proto.ButtonOK:
 		pass(name, "button on GPIO%d (LED %s): %s", st.Pin, ledName(st.LED), st.Detail)
@@ -492,15 +517,15 @@ func ledName(pin int) string {
 }
 
 // i2cBuses are the buses the I2C allowlists and the sensors name, sorted.
-func (a *Agent) i2cBuses() []int {
+func (sc *selftester) i2cBuses() []int {
 	var buses []int
-	for _, e := range slices.Concat(a.conf().I2C.Read, a.conf().I2C.Write) {
+	for _, e := range slices.Concat(sc.conf().I2C.Read, sc.conf().I2C.Write) {
 		bus, _, _ := strings.Cut(e, ":")
 		if b, err := strconv.Atoi(strings.TrimSpace(bus)); err == nil {
 			buses = append(buses, b)
 		}
 	}
-	for _, s := range a.conf().I2C.Sensors {
+	for _, s := range sc.conf().I2C.Sensors {
 		buses = append(buses, s.Bus)
 	}
 	slices.Sort(buses)

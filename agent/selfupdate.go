@@ -221,7 +221,7 @@ type selfUpdateWatch struct {
 
 func (a *Agent) newSelfUpdateWatch(fault string) *selfUpdateWatch {
 	return &selfUpdateWatch{store: a.store, helper: a.helper, log: a.log, mode: a.mode, version: a.version,
-		auditJob: a.auditJob, selftest: a.selftest, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
+		auditJob: a.auditJob, selftest: a.selftester().run, wakeC: make(chan struct{}, 1), poll: time.Second, fault: fault}
 }
 
 func (w *selfUpdateWatch) start(ctx context.Context, c *tool.Call, in serverUpdateIn, out serverUpdateOut) (serverUpdateOut, error) {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -124,24 +125,37 @@ type systemCancelPowerIn struct {
 	tool.GuardArgs
 }
 
+// systemTools are the system namespace's tools: the board's basics and
+// health, what the caller may do on it, and the power actions.
+type systemTools struct {
+	sys    sysinfo.Source // the board's basics
+	health *healthReader
+	caps   *capsReader
+	power  *powerTools
+}
+
 func (a *Agent) registerSystem() {
-	tool.Add(a.tools, tool.Spec[noArgs, basicInfo]{
+	(&systemTools{sys: a.sys, health: a.healthReader(), caps: a.capsReader(), power: a.powerTools()}).register(a.tools)
+}
+
+func (st *systemTools) register(r *tool.Registry) {
+	tool.Add(r, tool.Spec[noArgs, basicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
 		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
-		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (basicInfo, error) { return a.basicInfo(ctx) },
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (basicInfo, error) { return st.basicInfo(ctx) },
 		Summary: func(_ noArgs, b basicInfo) string {
 			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
 		},
 	})
-	tool.Add(a.tools, a.healthSpec("system.get_health_snapshot", "Health snapshot",
+	tool.Add(r, st.health.spec("system.get_health_snapshot", "Health snapshot",
 		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
-	tool.Add(a.tools, tool.Spec[noArgs, capabilities]{
+	tool.Add(r, tool.Spec[noArgs, capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
 		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
-		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (capabilities, error) { return a.capabilities(ctx, c) },
+		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (capabilities, error) { return st.caps.read(ctx, c) },
 		Summary: func(_ noArgs, cp capabilities) string {
 			n := 0
 			for _, d := range cp.Domains {
@@ -155,7 +169,7 @@ func (a *Agent) registerSystem() {
 		},
 	})
 	powerProps := []tool.Prop{tool.P("delay_seconds", tool.Min(0), tool.Max(proto.MaxDelaySeconds), tool.Default(5)), tool.P("at", tool.Format("date-time"), tool.MaxLen(40))}
-	tool.Add(a.tools, tool.Spec[systemRebootIn, SystemPowerOut]{
+	tool.Add(r, tool.Spec[systemRebootIn, SystemPowerOut]{
 		ID: "system.reboot", Title: "Reboot",
 		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchSystemReboot},
@@ -163,11 +177,11 @@ func (a *Agent) registerSystem() {
 		Props:       powerProps,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
 		Run: func(ctx context.Context, c *tool.Call, in systemRebootIn) (SystemPowerOut, error) {
-			return a.power(ctx, c, proto.ActionReboot, in)
+			return st.power.schedule(ctx, c, proto.ActionReboot, in)
 		},
 		Summary: powerLine,
 	})
-	tool.Add(a.tools, tool.Spec[systemShutdownIn, SystemPowerOut]{
+	tool.Add(r, tool.Spec[systemShutdownIn, SystemPowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
 		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchSystemShutdown},
@@ -175,21 +189,21 @@ func (a *Agent) registerSystem() {
 		Props:       append(powerProps, tool.P("force", tool.Default(false))),
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
 		Run: func(ctx context.Context, c *tool.Call, in systemShutdownIn) (SystemPowerOut, error) {
-			if err := a.pendingReboot(ctx, in.Force); err != nil {
+			if err := st.power.pendingReboot(ctx, in.Force); err != nil {
 				return SystemPowerOut{}, err
 			}
-			return a.power(ctx, c, proto.ActionPoweroff, in.systemRebootIn)
+			return st.power.schedule(ctx, c, proto.ActionPoweroff, in.systemRebootIn)
 		},
 		Summary: func(in systemShutdownIn, o SystemPowerOut) string { return powerLine(in.systemRebootIn, o) },
 	})
-	tool.Add(a.tools, tool.Spec[systemCancelPowerIn, systemCancelPowerOut]{
+	tool.Add(r, tool.Spec[systemCancelPowerIn, systemCancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
 		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Idempotent:  true,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)
 		Run: func(ctx context.Context, c *tool.Call, _ systemCancelPowerIn) (systemCancelPowerOut, error) {
-			return a.cancelPower(ctx, c)
+			return st.power.cancel(ctx, c)
 		},
 		Summary: func(_ systemCancelPowerIn, o systemCancelPowerOut) string {
 			switch {
@@ -203,20 +217,33 @@ func (a *Agent) registerSystem() {
 	})
 }
 
-// healthSpec is the snapshot tool; system and metrics both expose it, since the
+// healthReader is the health snapshot: the board's readings, the network
+// and disk rates since the previous reading, and the interfaces' speeds.
+type healthReader struct {
+	sys sysinfo.Source
+	io  *ioMeter // the agent's one meter, so a rate spans the calls of every namespace
+	net network  // interface speeds
+	log *slog.Logger
+}
+
+func (a *Agent) healthReader() *healthReader {
+	return &healthReader{sys: a.sys, io: &a.io, net: a.net, log: a.log}
+}
+
+// spec is the snapshot tool; system and metrics both expose it, since the
 // tool catalog gives metrics.get_realtime_metrics the same result (spec 002 §3.2, §4.1).
-func (a *Agent) healthSpec(id, title, desc string) tool.Spec[noArgs, HealthSnapshot] {
+func (hr *healthReader) spec(id, title, desc string) tool.Spec[noArgs, HealthSnapshot] {
 	return tool.Spec[noArgs, HealthSnapshot]{
 		ID: id, Title: title, Description: desc,
 		Rule:     tool.Rule{MinRole: identity.RoleRead},
 		OutProps: healthProps,
-		Run:      func(ctx context.Context, _ *tool.Call, _ noArgs) (HealthSnapshot, error) { return a.health(ctx) },
+		Run:      func(ctx context.Context, _ *tool.Call, _ noArgs) (HealthSnapshot, error) { return hr.read(ctx) },
 		Summary:  func(_ noArgs, h HealthSnapshot) string { return healthLine(h) },
 	}
 }
 
-func (a *Agent) basicInfo(ctx context.Context) (basicInfo, error) {
-	b, err := a.sys.Basic(ctx)
+func (st *systemTools) basicInfo(ctx context.Context) (basicInfo, error) {
+	b, err := st.sys.Basic(ctx)
 	if err != nil {
 		return basicInfo{}, err
 	}
@@ -229,19 +256,19 @@ func (a *Agent) basicInfo(ctx context.Context) (basicInfo, error) {
 		Serial: b.Serial, Revision: b.Revision}, nil
 }
 
-func (a *Agent) health(ctx context.Context) (HealthSnapshot, error) {
-	h, err := a.sys.Health(ctx)
+func (hr *healthReader) read(ctx context.Context) (HealthSnapshot, error) {
+	h, err := hr.sys.Health(ctx)
 	if err != nil {
 		return HealthSnapshot{}, err
 	}
 	s := snapshotOf(h)
-	net, disk, secs, ok, err := a.io.rates(ctx, a.sys)
+	net, disk, secs, ok, err := hr.io.rates(ctx, hr.sys)
 	if err != nil {
-		a.log.Warn("network and disk rates unavailable", "err", err)
+		hr.log.Warn("network and disk rates unavailable", "err", err)
 	}
 	if ok {
 		speeds := map[string]int{}
-		if ifs, err := a.net.Interfaces(ctx); err == nil {
+		if ifs, err := hr.net.Interfaces(ctx); err == nil {
 			for _, i := range ifs {
 				speeds[i.Name] = i.SpeedMbps
 			}
@@ -289,11 +316,28 @@ func healthLine(h HealthSnapshot) string {
 		bytesH(h.DiskUsedBytes), bytesH(h.DiskTotalBytes), temp, thr)
 }
 
-// power schedules (or plans) a reboot or poweroff through the root helper,
+// powerTools are reboot, shutdown and their cancelling: the helper that asks
+// logind, the queue that outlives a restart, and the rate limit's setting.
+// manage.cancel_job cancels a power job through them too.
+type powerTools struct {
+	conf   func() *config.Config // [system] min_power_interval
+	helper *client.Client
+	store  *store.DB    // the queued action and when the last one took effect
+	flush  func() error // writes the sampler's buffered samples, at risk from a scheduled action on
+	wake   func()       // tells the power watch an action was queued
+	log    *slog.Logger
+	wire   func(string) string // a tool's wire name, for suggested calls
+}
+
+func (a *Agent) powerTools() *powerTools {
+	return &powerTools{conf: a.conf, helper: a.helper, store: a.store, flush: a.sampler.Flush, wake: a.powerJobs.wake, log: a.log, wire: a.wire}
+}
+
+// schedule schedules (or plans) a reboot or poweroff through the root helper,
 // keeps it in the jobs queue and enforces the minimum interval between two
 // power actions. A dry run asks the helper what is scheduled now, so a
 // passing dry run also proves the helper is reachable.
-func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in systemRebootIn) (SystemPowerOut, error) {
+func (p *powerTools) schedule(ctx context.Context, c *tool.Call, action string, in systemRebootIn) (SystemPowerOut, error) {
 	now := time.Now()
 	req := proto.PowerScheduleReq{Action: action, DelaySeconds: in.DelaySeconds, Reason: c.Reason}
 	when := now.Add(time.Duration(in.DelaySeconds) * time.Second)
@@ -310,10 +354,10 @@ func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in syste
 	if err := req.Validate(); err != nil {
 		return SystemPowerOut{}, tool.Errf(CodeInvalidArgument, "%v", err)
 	}
-	if err := a.powerRateLimit(when); err != nil {
+	if err := p.rateLimit(when); err != nil {
 		return SystemPowerOut{}, err
 	}
-	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return SystemPowerOut{}, err
 	}
@@ -329,7 +373,7 @@ func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in syste
 		}
 		return out, nil
 	}
-	resp, err := client.Call(ctx, a.helper, proto.PowerSchedule, req)
+	resp, err := client.Call(ctx, p.helper, proto.PowerSchedule, req)
 	if err != nil {
 		return SystemPowerOut{}, err
 	}
@@ -338,14 +382,14 @@ func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in syste
 		return SystemPowerOut{}, err
 	}
 	job := store.PowerJob{ID: id, Action: action, At: resp.At, Created: now, Principal: c.Principal.Name, CorrelationID: c.CorrelationID, Reason: c.Reason}
-	if err := a.store.PutPowerJob(job); err != nil {
+	if err := p.store.PutPowerJob(job); err != nil {
 		return SystemPowerOut{}, tool.Errf(CodeInternal, "the %s is scheduled for %s but could not be queued: %v", action, resp.At.UTC().Format(time.RFC3339), err)
 	}
-	a.powerJobs.wake()
+	p.wake()
 	// The buffered samples are at risk from here on: write them now (the
 	// power watch flushes again just before the action is due).
-	if err := a.sampler.Flush(); err != nil {
-		a.log.Error("flushing samples after scheduling a "+action, "err", err)
+	if err := p.flush(); err != nil {
+		p.log.Error("flushing samples after scheduling a "+action, "err", err)
 	}
 	out.Scheduled, out.JobID = true, id
 	out.ScheduledFor = resp.At.UTC().Format(time.RFC3339)
@@ -355,11 +399,11 @@ func (a *Agent) power(ctx context.Context, c *tool.Call, action string, in syste
 // pendingReboot refuses, without force, to turn a scheduled reboot into a
 // power-off: the device would not come back, and whoever asked for the
 // reboot expects it to.
-func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
+func (p *powerTools) pendingReboot(ctx context.Context, force bool) error {
 	if force {
 		return nil
 	}
-	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return err
 	}
@@ -367,7 +411,7 @@ func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
 		return tool.Errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
 			With("pending_action", state.Action).With("pending_at", state.At.UTC().Format(time.RFC3339)).With("parameter", "force").
 			Hint("set force to true to replace the reboot with the power-off, or cancel the reboot first").
-			Suggest(tool.SuggestedCall{Tool: a.wire("system.cancel_scheduled_power_action"), Why: "cancel the pending reboot"})
+			Suggest(tool.SuggestedCall{Tool: p.wire("system.cancel_scheduled_power_action"), Why: "cancel the pending reboot"})
 	}
 	return nil
 }
@@ -376,9 +420,9 @@ func (a *Agent) pendingReboot(ctx context.Context, force bool) error {
 // [system] min_power_interval after the last one raspi-mcp scheduled: a
 // model that reboots after every boot cannot loop the device. Replacing a
 // pending action is not limited, as it has not happened yet.
-func (a *Agent) powerRateLimit(when time.Time) error {
-	iv := a.conf().System.MinPowerInterval.D()
-	last, err := a.store.LastPower()
+func (p *powerTools) rateLimit(when time.Time) error {
+	iv := p.conf().System.MinPowerInterval.D()
+	last, err := p.store.LastPower()
 	if err != nil || iv <= 0 || last.IsZero() {
 		return err
 	}
@@ -393,8 +437,8 @@ func (a *Agent) powerRateLimit(when time.Time) error {
 	return nil
 }
 
-func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (systemCancelPowerOut, error) {
-	state, err := client.Call(ctx, a.helper, proto.PowerState, proto.PowerStateReq{})
+func (p *powerTools) cancel(ctx context.Context, c *tool.Call) (systemCancelPowerOut, error) {
+	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
 		return systemCancelPowerOut{}, err
 	}
@@ -410,11 +454,11 @@ func (a *Agent) cancelPower(ctx context.Context, c *tool.Call) (systemCancelPowe
 		}
 		return out, nil
 	}
-	resp, err := client.Call(ctx, a.helper, proto.PowerCancel, proto.PowerCancelReq{})
+	resp, err := client.Call(ctx, p.helper, proto.PowerCancel, proto.PowerCancelReq{})
 	if err != nil {
 		return systemCancelPowerOut{}, err
 	}
-	if err := a.store.FinishPower(false, time.Time{}); err != nil {
+	if err := p.store.FinishPower(false, time.Time{}); err != nil {
 		return systemCancelPowerOut{}, err
 	}
 	out.Cancelled = resp.Cancelled
