@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -65,6 +66,12 @@ type Doors struct {
 	guard      guard
 	refused    atomic.Uint64              // connections refused before any call: the principal had no role
 	httpStatus atomic.Pointer[HTTPStatus] // the HTTP endpoint once it serves (http.go)
+
+	// Tests set these before serving: how long a socket session whose
+	// input has ended waits for its answers (0: drainGrace), and a call
+	// when that wait begins (lineFilter.drain).
+	drainGrace time.Duration
+	inputEnded func()
 }
 
 // New makes the doors of o.Server.

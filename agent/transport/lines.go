@@ -58,8 +58,13 @@ const (
 //     request in it.
 //
 // It also holds back the end of the input until every request it handed on
-// has been answered (owed), or drainGrace has passed, or done is closed:
-// go-sdk would drop those answers (rpcid.Owed).
+// has been answered (owed), or grace has passed, or done is closed: go-sdk
+// would drop those answers (rpcid.Owed). An open-ended request, a
+// subscriptions/listen that a 2026-07-28 client (Claude Code, Copilot CLI,
+// the Inspector) opens for the session's life, is not waited for: it ends
+// only when the client cancels it or leaves, and a client that has closed
+// its input is gone, so waiting for it would hold every such session for
+// the whole grace. It still counts among the requests in flight.
 //
 // Everything else, well-formed or not, is left to the transport and
 // go-sdk, which answer or end the session as go-sdk's IOTransport does. The
@@ -76,13 +81,16 @@ type lineFilter struct {
 	owed *rpcid.Owed     // nil: the end of the input is not held back, nor requests in flight bounded
 	done <-chan struct{} // closed when the session ends: stop holding back
 
+	grace time.Duration // how long the end of the input is held back at most
+	ended func()        // nil, or called once the input has ended, before the wait (tests)
+
 	maxInFlight int    // 0: no bound
 	maxBatch    int    // 0: no bound
 	firstLine   func() // called once, when the first whole line has been read
 }
 
 func newLineFilter(conn io.ReadWriteCloser, owed *rpcid.Owed, log *slog.Logger) *lineFilter {
-	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log, owed: owed}
+	return &lineFilter{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), log: log, owed: owed, grace: drainGrace}
 }
 
 // next returns the next line that goes on to go-sdk, valid until the next
@@ -112,21 +120,24 @@ func (f *lineFilter) next() ([]byte, error) {
 
 func (f *lineFilter) Close() error { return f.conn.Close() }
 
-// drain waits, once, until nothing is owed, drainGrace has passed or done
-// is closed.
+// drain waits, once, until no answer is awaited (open-ended requests are
+// not), grace has passed or done is closed.
 func (f *lineFilter) drain() {
 	o := f.owed
 	if o == nil {
 		return
 	}
 	f.owed = nil
-	t := time.NewTimer(drainGrace)
+	if f.ended != nil {
+		f.ended()
+	}
+	t := time.NewTimer(f.grace)
 	defer t.Stop()
-	for o.Count() > 0 {
+	for o.Awaited() > 0 {
 		select {
 		case <-o.Drained():
 		case <-t.C:
-			f.log.Info("input ended with answers still owed after the grace", "owed", o.Count(), "grace", drainGrace)
+			f.log.Info("input ended with answers still owed after the grace", "owed", o.Awaited(), "grace", f.grace)
 			return
 		case <-f.done:
 			return
@@ -196,7 +207,10 @@ func (f *lineFilter) pass(line []byte) bool {
 		}
 		if f.owed != nil {
 			for _, m := range msgs {
-				if m.Request() {
+				switch {
+				case m.OpenEnded():
+					f.owed.AddOpenEnded(m.ID)
+				case m.Request():
 					f.owed.Add(m.ID) // Check said Echoed: nothing else is left here
 				}
 			}

@@ -130,6 +130,10 @@ func (d *Doors) ServeConn(ctx context.Context, conn *net.UnixConn) {
 	in.done = ctx.Done()
 	in.firstLine = func() { silent.Stop() }
 	in.maxInFlight, in.maxBatch = lim.InFlight, lim.MaxBatch
+	if d.drainGrace > 0 {
+		in.grace = d.drainGrace
+	}
+	in.ended = d.inputEnded
 	ss, err := d.server.Connect(identity.NewContext(ctx, p), &lineTransport{in: in, out: s}, nil)
 	if err != nil {
 		log.Warn("mcp connect failed", "err", err)

@@ -31,11 +31,37 @@ const MaxLine = 4 << 20
 type Message struct {
 	ID     []byte // the raw value of the last "id" member, as the SDK would take it; nil if none
 	Method bool   // a "method" member is present: a request or notification, not a response
+	Name   []byte // the raw value of the last "method" member; nil if none
 }
 
 // Request reports whether m is a request that expects an answer: it has a
 // method and an id member (a null id included, which MCP forbids).
 func (m Message) Request() bool { return m.Method && m.ID != nil }
+
+// listenMethod is the one open-ended request go-sdk v1.8.0 serves.
+const listenMethod = "subscriptions/listen"
+
+// OpenEnded reports whether m is a request that runs until the client
+// cancels it or leaves: subscriptions/listen (2026-07-28, SEP-2575), whose
+// handler parks until then and whose answer, if it ever comes, only marks
+// the subscription's end. A client that has closed its input waits for no
+// such answer (go-sdk's own client never awaits it).
+func (m Message) OpenEnded() bool {
+	if !m.Request() || len(m.Name) < 2 || m.Name[0] != '"' {
+		return false
+	}
+	name := m.Name[1 : len(m.Name)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		// An escaped name ("subscriptions\/listen") is the same method to
+		// the SDK's decoder.
+		var s string
+		if json.Unmarshal(m.Name, &s) != nil {
+			return false
+		}
+		return s == listenMethod
+	}
+	return string(name) == listenMethod
+}
 
 // Scan returns the messages of one line: one for an object, one per element
 // for a batch (an array of objects). ok is false for anything else — empty,
@@ -130,6 +156,7 @@ func scanObject(b []byte, i int) (Message, int) {
 			m.ID = b[vs:ve]
 		case "method":
 			m.Method = true
+			m.Name = b[vs:ve]
 		}
 		i = skipWS(b, ve)
 		if i < len(b) && b[i] == ',' {

@@ -185,3 +185,63 @@ func BenchmarkScanCheck(b *testing.B) {
 		buf = msgs
 	}
 }
+
+func TestOpenEnded(t *testing.T) {
+	for line, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}`:           true,
+		`{"jsonrpc":"2.0","id":"a","method":"subscriptions\/listen"}`:                    true,
+		`{"jsonrpc":"2.0","id":2,"method":"\u0073ubscriptions/listen"}`:                  true,
+		`{"jsonrpc":"2.0","method":"subscriptions/listen"}`:                              false, // a notification: nothing owed
+		`{"jsonrpc":"2.0","id":3,"method":"ping","p":{"method":"subscriptions/listen"}}`: false,
+		`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","method":"ping"}`:       false, // the last member wins
+		`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen2"}`:                      false,
+		`{"jsonrpc":"2.0","id":6,"method":"Subscriptions/listen"}`:                       false,
+		`{"jsonrpc":"2.0","id":7,"method":"subscriptions/\x"}`:                           false,
+		`{"jsonrpc":"2.0","id":8,"result":{}}`:                                           false,
+		`{"jsonrpc":"2.0","id":9,"method":null}`:                                         false,
+	} {
+		msgs, _, ok := Scan([]byte(line), nil)
+		if !ok || len(msgs) != 1 {
+			t.Fatalf("Scan(%s): %v %v", line, msgs, ok)
+		}
+		if got := msgs[0].OpenEnded(); got != want {
+			t.Errorf("OpenEnded(%s) = %v, want %v", line, got, want)
+		}
+	}
+}
+
+// An open-ended request counts as in flight but is not awaited: the last
+// ordinary answer drains the set while a listen is still open.
+func TestOwedOpenEnded(t *testing.T) {
+	o := NewOwed()
+	o.AddOpenEnded([]byte(`"listen"`))
+	o.Add([]byte(`1`))
+	if c, a := o.Count(), o.Awaited(); c != 2 || a != 1 {
+		t.Fatalf("Count %d Awaited %d, want 2 1", c, a)
+	}
+	o.Answered([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}`))
+	select {
+	case <-o.Drained():
+		t.Fatal("drained by a notification")
+	default:
+	}
+	o.Answered([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	select {
+	case <-o.Drained():
+	default:
+		t.Fatal("not drained once only the listen is left")
+	}
+	if c, a := o.Count(), o.Awaited(); c != 1 || a != 0 {
+		t.Fatalf("Count %d Awaited %d, want 1 0", c, a)
+	}
+	o.Answered([]byte(`{"jsonrpc":"2.0","id":"listen","result":{}}`))
+	if c, a := o.Count(), o.Awaited(); c != 0 || a != 0 {
+		t.Fatalf("after the listen's answer: Count %d Awaited %d, want 0 0", c, a)
+	}
+	// An id reused for an ordinary request is awaited again.
+	o.AddOpenEnded([]byte(`2`))
+	o.Add([]byte(`2`))
+	if c, a := o.Count(), o.Awaited(); c != 1 || a != 1 {
+		t.Fatalf("reused id: Count %d Awaited %d, want 1 1", c, a)
+	}
+}
