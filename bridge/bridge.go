@@ -85,7 +85,9 @@ func Run(stdin io.Reader, stdout io.Writer, conn *net.UnixConn, grace time.Durat
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 wait:
-	for o.Count() > 0 {
+	// An open subscriptions/listen is not awaited: it ends only when the
+	// client leaves, which it just did.
+	for o.Awaited() > 0 {
 		select {
 		case <-o.Drained():
 		case err := <-downDone:
@@ -128,7 +130,11 @@ func (o *owed) sent(line []byte) {
 			continue
 		}
 		if v, _ := rpcid.Check(m.ID); v == rpcid.Echoed || v == rpcid.Refused {
-			o.Add(m.ID)
+			if m.OpenEnded() {
+				o.AddOpenEnded(m.ID)
+			} else {
+				o.Add(m.ID)
+			}
 		}
 	}
 }

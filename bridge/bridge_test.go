@@ -210,3 +210,42 @@ func answeredKeys(line string) []string {
 	}
 	return gone
 }
+
+// An open subscriptions/listen is not an answer the client waits for once
+// it has closed its input: Run half-closes at once instead of waiting out
+// its grace. The agent here answers nothing and closes at the end of its
+// input, as go-sdk ends a session; the minute is a hang guard far inside
+// the ten-minute grace.
+func TestListenIsNotOwedAtEOF(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, c)
+		c.Close()
+	}()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{}}`+"\n"), io.Discard, conn, 10*time.Minute)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run waits for the answer to a listen after stdin ended")
+	}
+}
