@@ -65,6 +65,7 @@ type buttonUnit struct {
 	bounces  []time.Time    // sub-debounce edges within bounceWindow
 	sub      chan gpio.Edge // the waiting call's feed; nil when none waits
 	ledStop  chan struct{}  // ends the LED pattern running, if any
+	ledDone  chan struct{}  // closed when that pattern has let go of the LED
 }
 
 // newButtonUnit requests the lines of cfg; a failure leaves it missing.
@@ -329,9 +330,10 @@ func (u *buttonUnit) ledLocked(b gpio.Button, p ledPattern) {
 	if len(p.steps) == 0 || u.cfg.LED < 0 {
 		return
 	}
-	stop := make(chan struct{})
-	u.ledStop = stop
+	stop, done := make(chan struct{}), make(chan struct{})
+	u.ledStop, u.ledDone = stop, done
 	go func() {
+		defer close(done)
 		defer b.SetLED(false)
 		for {
 			for _, s := range p.steps {
@@ -351,10 +353,14 @@ func (u *buttonUnit) ledLocked(b gpio.Button, p ledPattern) {
 	}()
 }
 
+// stopLEDLocked ends the pattern running and waits until its last
+// SetLED(false) is done: else that write could land after the next
+// pattern's first, cutting an approval's steady second short.
 func (u *buttonUnit) stopLEDLocked() {
 	if u.ledStop != nil {
 		close(u.ledStop)
-		u.ledStop = nil
+		<-u.ledDone
+		u.ledStop, u.ledDone = nil, nil
 	}
 }
 

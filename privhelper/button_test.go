@@ -218,19 +218,29 @@ func TestButtonLED(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	pressed := time.Now()
 	b.Press(40 * time.Millisecond)
 	answer(t, ch)
-	time.Sleep(50 * time.Millisecond)
-	if on, _ := b.LED(); !on {
-		t.Error("the LED is not steady on after an approval")
+	// The approval shows as a steady second on, then off: found in what
+	// the LED showed after the press, not by sampling it at the right
+	// moment, so a busy machine cannot fail it (a waiting blink is on
+	// for a quarter of a second).
+	steady := func() bool {
+		shown := b.Shown()
+		for i := 1; i < len(shown); i++ {
+			if on, off := shown[i-1], shown[i]; on.On && !off.On && on.At.After(pressed) && off.At.Sub(on.At) >= 900*time.Millisecond {
+				return true
+			}
+		}
+		return false
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if on, _ := b.LED(); !on {
-			break
-		}
+	for deadline := time.Now().Add(30 * time.Second); !steady(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the LED stays on after showing the outcome")
+			t.Fatalf("after an approval the LED showed %+v, want a steady second on then off", b.Shown())
 		}
+	}
+	if on, _ := b.LED(); on {
+		t.Error("the LED stays on after showing the outcome")
 	}
 }
 

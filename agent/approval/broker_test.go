@@ -62,6 +62,12 @@ func (j *fakeJournal) Begin(w Waiting) error {
 	return nil
 }
 
+func (j *fakeJournal) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.open)
+}
+
 func (j *fakeJournal) End(id string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -125,7 +131,7 @@ func TestConsoleApprovesOnce(t *testing.T) {
 	if w.Principal != "bob" || w.Plan == "" || w.Bind != "sha256:1" {
 		t.Fatalf("waiting: %+v", w)
 	}
-	if len(r.notes.open) != 1 {
+	if r.notes.count() != 1 {
 		t.Fatalf("the wait is not noted: %v", r.notes.open)
 	}
 	if err := r.b.Decide(w.ID, true, Approver{Name: "alice", UID: 1002}, "sha256:other"); !errors.Is(err, ErrChanged) {
@@ -145,7 +151,7 @@ func TestConsoleApprovesOnce(t *testing.T) {
 	if err := r.b.Decide(w.ID, true, Approver{Name: "alice", UID: 1002}, ""); !errors.Is(err, ErrUnknown) {
 		t.Fatalf("a second answer: %v", err)
 	}
-	if len(r.b.List()) != 0 || len(r.notes.open) != 0 {
+	if len(r.b.List()) != 0 || r.notes.count() != 0 {
 		t.Fatalf("left waiting: %v %v", r.b.List(), r.notes.open)
 	}
 }
@@ -181,7 +187,7 @@ func TestUnansweredIsDeclinedAfterTheTimeout(t *testing.T) {
 	if o.Approved || !o.Declined || o.Err == nil || o.Err.Details["approval"] != "timeout" {
 		t.Fatalf("%+v", o)
 	}
-	if len(r.b.List()) != 0 || len(r.notes.open) != 0 {
+	if len(r.b.List()) != 0 || r.notes.count() != 0 {
 		t.Fatal("a timed-out wait stays")
 	}
 }

@@ -69,8 +69,20 @@ type SimButton struct {
 	pressed bool
 	led     bool
 	blinks  int // times the LED was turned on
-	closed  bool
+	// shown is the LED's latest changes, oldest first, so a test reads
+	// the pattern it showed rather than sampling it in time.
+	shown  []LEDChange
+	closed bool
 }
+
+// LEDChange is the simulated LED turning on or off.
+type LEDChange struct {
+	On bool
+	At time.Time
+}
+
+// maxShown bounds SimButton's LED history.
+const maxShown = 256
 
 var _ Button = (*SimButton)(nil)
 
@@ -100,8 +112,21 @@ func (b *SimButton) SetLED(on bool) error {
 	if on && !b.led {
 		b.blinks++
 	}
+	if on != b.led {
+		if len(b.shown) == maxShown {
+			b.shown = append(b.shown[:0], b.shown[1:]...)
+		}
+		b.shown = append(b.shown, LEDChange{On: on, At: time.Now()})
+	}
 	b.led = on
 	return nil
+}
+
+// Shown is the LED's latest changes, oldest first.
+func (b *SimButton) Shown() []LEDChange {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]LEDChange(nil), b.shown...)
 }
 
 // LED reports whether the LED is on and how many times it was turned on.
