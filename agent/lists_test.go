@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -444,5 +445,40 @@ func TestShapedListsArePrivate(t *testing.T) {
 		if scope != "private" {
 			t.Errorf("%s/list cacheScope %q, want private", what, scope)
 		}
+	}
+}
+
+// A reload from the file (SIGHUP) that turns a switch off takes the tools
+// it gates out of the lists and tells the clients, in both eras.
+func TestReloadTurningASwitchOffTellsClients(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			r := newRig(t, nil)
+			changed := make(chan struct{}, 10)
+			s := r.sessionIn(t, operator, era, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+			})
+			if !listedTools(t, s)["process_send_signal"] {
+				t.Fatal("process_send_signal not listed with [process] signals on")
+			}
+			dropIn := filepath.Join(r.dir, "config.d", "60-local.toml")
+			if err := os.MkdirAll(filepath.Dir(dropIn), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dropIn, []byte("[process]\nsignals = false\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.a.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changed:
+			case <-time.After(hangGuard):
+				t.Fatal("no tools/list_changed after [process] signals went off")
+			}
+			if listedTools(t, s)["process_send_signal"] {
+				t.Fatal("process_send_signal still listed with [process] signals off")
+			}
+		})
 	}
 }
