@@ -143,6 +143,7 @@ type Agent struct {
 	pipe       *tool.Pipeline   // the call pipeline of a.tools (registry.go)
 	approvals  *approval.Broker // calls waiting for the device's approval (approvals.go)
 	watch      *watch           // helper and upstream state, for notifications (notify.go)
+	lists      *lists           // what tools/list and the other lists show each caller (lists.go)
 
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
@@ -235,9 +236,13 @@ func New(o Options) (*Agent, error) {
 		a.server.AddTool(t.MCP(), a.handler(t))
 	}
 	a.lan.server = a.server // the upstreams mount their tools, resources and prompts on it when they connect
-	a.registerResources()
-	a.registerPrompts()
+	readBy, againResources := a.registerResources()
+	promptFor, againPrompts := a.registerPrompts()
+	a.lists = a.newLists(readBy, promptFor, againResources, againPrompts)
 	a.doors = transport.New(transport.Options{Server: a.server, Config: a.conf, Log: a.log, Audit: a.auditDoor})
+	// The lists are shaped inside the principal middleware, which gives an
+	// HTTP request its principal (lists.go).
+	a.server.AddReceivingMiddleware(a.shapeLists)
 	a.server.AddReceivingMiddleware(a.protocolErrors, transport.PrincipalMiddleware, a.doors.InFlightMiddleware)
 	return a, nil
 }

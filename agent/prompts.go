@@ -15,10 +15,14 @@ import (
 // Prompts are recipes a person picks in the client ("diagnose throttling").
 // Each returns one user message that names the exact tools (wire names from
 // the registry) and resources to use, in order; they run nothing themselves,
-// so they need no policy beyond the tools they name.
+// so they need no policy beyond the tools they name. prompts/list shows each
+// to whoever may call the tool it is for (lists.go).
 
 type promptDef struct {
-	p    *mcp.Prompt
+	p *mcp.Prompt
+	// tool is the tool the recipe is for: the prompt is listed to whoever
+	// may call it now (lists.go), since to anyone else it leads to a refusal.
+	tool string
 	text func(args map[string]string) (string, error)
 }
 
@@ -39,7 +43,7 @@ func (pr prompts) defs() []promptDef {
 		{&mcp.Prompt{Name: "diagnose_throttling", Title: "Diagnose throttling",
 			Description: "Find out whether and why this Pi throttles: heat or power, now and over the last day.",
 			Arguments:   []*mcp.PromptArgument{{Name: "window", Description: "how far back to look, e.g. 24h (default)"}}},
-			func(args map[string]string) (string, error) {
+			"metrics.get_summary", func(args map[string]string) (string, error) {
 				win := args["window"]
 				if win == "" {
 					win = "24h"
@@ -54,7 +58,7 @@ func (pr prompts) defs() []promptDef {
 			}},
 		{&mcp.Prompt{Name: "why_did_it_reboot", Title: "Why did it reboot?",
 			Description: "Explain the last reboot: the previous boot's journal, power actions in the audit trail, under-voltage history."},
-			func(map[string]string) (string, error) {
+			"logs.query_journal", func(map[string]string) (string, error) {
 				return fmt.Sprintf(`Find out why this Raspberry Pi last rebooted.
 1. Read %[1]s for the uptime (when it booted) and throttle.since_boot (under_voltage there points at power).
 2. Call %[2]s with {"tool": "system.*"} to see whether someone scheduled a reboot or shutdown through raspi-mcp, and who, with which reason.
@@ -66,7 +70,7 @@ func (pr prompts) defs() []promptDef {
 		{&mcp.Prompt{Name: "triage_failed_unit", Title: "Triage a failed unit",
 			Description: "Work out why a systemd unit failed and what would fix it.",
 			Arguments:   []*mcp.PromptArgument{{Name: "unit", Description: "the unit, e.g. nginx.service", Required: true}}},
-			func(args map[string]string) (string, error) {
+			"service.get_status", func(args map[string]string) (string, error) {
 				unit, err := unitName(args["unit"])
 				if err != nil {
 					return "", err
@@ -86,7 +90,7 @@ func (pr prompts) defs() []promptDef {
 		{&mcp.Prompt{Name: "safe_gpio_change", Title: "Change a GPIO pin safely",
 			Description: "Change an allowlisted pin with a dry run first and a timed revert, so a mistake undoes itself.",
 			Arguments:   []*mcp.PromptArgument{{Name: "pin", Description: "BCM number or name of an allowlisted pin", Required: true}}},
-			func(args map[string]string) (string, error) {
+			"gpio.write_pin", func(args map[string]string) (string, error) {
 				pin, ok := pr.pinByLabel(args["pin"])
 				if !ok {
 					return "", tool.Errf(CodeInvalidArgument, "pin %q is not on this device's allowlist ([[gpio.pins]])", args["pin"]).
@@ -102,7 +106,7 @@ func (pr prompts) defs() []promptDef {
 			}},
 		{&mcp.Prompt{Name: "weekly_health_report", Title: "Weekly health report",
 			Description: "A short report on the last seven days: temperature, throttling, failed units, denials, disk."},
-			func(map[string]string) (string, error) {
+			"metrics.get_summary", func(map[string]string) (string, error) {
 				return fmt.Sprintf(`Write a short weekly health report for this Raspberry Pi.
 1. Read %[1]s for the state now.
 2. Call %[2]s with {"window": "7d"} for min/avg/max/p95, throttling and under-voltage episodes and anomalies.
@@ -115,10 +119,19 @@ func (pr prompts) defs() []promptDef {
 	}
 }
 
-func (a *Agent) registerPrompts() {
-	for _, d := range a.prompts().defs() {
+// registerPrompts adds the prompts. It returns, for the lists shaped by
+// policy (lists.go), the tool each prompt is for keyed by name, and a
+// prompt to announce a change of the prompts list with: adding it again,
+// unchanged, makes the server tell every session the list changed.
+func (a *Agent) registerPrompts() (forTool map[string]string, again func()) {
+	defs := a.prompts().defs()
+	forTool = make(map[string]string, len(defs))
+	for _, d := range defs {
 		a.server.AddPrompt(d.p, promptHandler(d))
+		forTool[d.p.Name] = d.tool
 	}
+	first := defs[0]
+	return forTool, func() { a.server.AddPrompt(first.p, promptHandler(first)) }
 }
 
 func promptHandler(d promptDef) mcp.PromptHandler {

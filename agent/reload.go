@@ -53,13 +53,16 @@ func (a *Agent) reloadLocked() error {
 	return nil
 }
 
-// swap puts next in force after carrying over what only a restart changes.
+// swap puts next in force after carrying over what only a restart changes,
+// and tells the sessions when what they are listed changed (lists.go).
 func (a *Agent) swap(next config.Config) {
 	old := a.cfg.Load()
 	if kept := keepOnReload(old.cfg, &next); len(kept) > 0 {
 		a.log.Warn("config reload: these keys changed but take effect at the next restart", "keys", strings.Join(kept, ", "))
 	}
+	before := a.lists.snapshot()
 	a.cfg.Store(&loadedConfig{cfg: &next, gen: old.gen + 1, at: time.Now()})
+	a.lists.announce(before)
 	a.log.Info("config reloaded", "path", a.cfgPath, "generation", old.gen+1, "writes_on", strings.Join(next.WritesOn(), ", "))
 }
 

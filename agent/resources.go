@@ -76,59 +76,84 @@ func (a *Agent) newResources() *resources {
 }
 
 // registerResources adds the raspi:// resources and templates; the server
-// then declares the resources capability.
-func (a *Agent) registerResources() {
-	a.newResources().register(a.server)
+// then declares the resources capability. It returns, for the lists shaped
+// by policy (lists.go), the tool each one shows keyed by URI or template
+// ("" for those any caller may read) and a resource to announce a change
+// of the resources lists with.
+func (a *Agent) registerResources() (readBy map[string]string, again func()) {
+	readBy, again = a.newResources().register(a.server)
 	// Innermost, added before the agent's other middleware (agent.go).
 	a.server.AddReceivingMiddleware(a.subscriptionMiddleware)
+	return readBy, again
 }
 
-func (rs *resources) register(server *mcp.Server) {
+// register adds the resources and templates to server. readBy maps each URI
+// and template to the tool whose policy decides whether a caller may read
+// it ("" for the summary, which hides each part itself, and the contract);
+// again adds the contract once more, unchanged, which makes the server tell
+// every session that the resources lists changed.
+func (rs *resources) register(server *mcp.Server) (readBy map[string]string, again func()) {
+	// A resource that shows what a tool shows is read through that tool
+	// (read nil: readTool(tool, args)).
 	static := []struct {
 		uri, name, title, mime, desc string
+		tool                         string
+		args                         func(*url.URL) (any, error)
 		read                         func(context.Context, *mcp.ReadResourceRequest) (string, error)
 	}{
 		{uriSummary, "state_summary", "Device summary", mimeJSON,
 			"Start here: the device in under 1,500 bytes (model, uptime, temperature, throttling now and since boot, CPU/memory/disk, failed units, pending jobs, recent denials, helper and upstream health, which domains are on). Subscribe to hear when any of it changes.",
-			rs.readSummary},
+			"", nil, rs.readSummary},
 		{uriContract, "agent_contract", "How to work with this server", mimeMarkdown,
 			"The rules for a model: where to start, which tools need confirm, a reason, a change token or the person's confirmation, how to read errors, what never to do.",
-			func(context.Context, *mcp.ReadResourceRequest) (string, error) { return rs.contract(), nil }},
+			"", nil, func(context.Context, *mcp.ReadResourceRequest) (string, error) { return rs.contract(), nil }},
 		{uriHealth, "health", "Health snapshot", mimeJSON,
 			"What system_get_health_snapshot returns: CPU, memory, disk, temperature, throttling, network and disk I/O rates. Subscribable.",
-			rs.readTool("system.get_health_snapshot", nil)},
+			"system.get_health_snapshot", nil, nil},
 		{uriPins, "gpio_pins", "GPIO pins", mimeJSON,
 			"What gpio_list_pins returns: the allowlisted pins with name, mode, value and pull.",
-			rs.readTool("gpio.list_pins", nil)},
+			"gpio.list_pins", nil, nil},
 		{uriConfig, "config_effective", "Effective configuration", mimeJSON,
 			"The merged configuration in force, as TOML inside JSON; secrets appear only as their env: or file: references. Readable by whoever may call manage_get_server_status.",
-			rs.readConfig},
+			configReadTool, nil, rs.readConfig},
 		{uriAudit, "audit_recent", "Recent audit records", mimeJSON,
 			"What logs_get_recent_audit_logs returns for the latest 20 records, newest first.",
-			rs.readTool("logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil })},
+			"logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil }, nil},
 	}
+	readBy = make(map[string]string, len(static)+3)
 	for _, r := range static {
-		server.AddResource(&mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc},
-			resourceHandler(r.mime, r.read))
+		read := r.read
+		if read == nil {
+			read = rs.readTool(r.tool, r.args)
+		}
+		res, h := &mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc}, resourceHandler(r.mime, read)
+		server.AddResource(res, h)
+		readBy[r.uri] = r.tool
+		if r.uri == uriContract {
+			again = func() { server.AddResource(res, h) }
+		}
 	}
 	templates := []struct {
 		tmpl, name, title, desc string
-		read                    func(context.Context, *mcp.ReadResourceRequest) (string, error)
+		tool                    string
+		args                    func(*url.URL) (any, error)
 	}{
 		{tmplMetric, "metric", "Metric series",
 			"One metric's history as JSON, as metrics_query_history returns it: window is a duration back from now (default 1h, at most 7d), resolution a bucket size (10s, 1m, 5m, 1h). Subscribable.",
-			rs.readTool("metrics.query_history", metricArgs)},
+			"metrics.query_history", metricArgs},
 		{tmplService, "service", "Service status",
 			"What service_get_status returns for one unit of [service] allow.",
-			rs.readTool("service.get_status", rs.serviceArgs)},
+			"service.get_status", rs.serviceArgs},
 		{tmplJournal, "journal", "Unit journal",
 			"What logs_query_journal returns for one unit within [logs] journal_units: the latest lines (default 50, at most 500).",
-			rs.readTool("logs.query_journal", journalArgs)},
+			"logs.query_journal", journalArgs},
 	}
 	for _, t := range templates {
 		server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.tmpl, Name: t.name, Title: t.title, MIMEType: mimeJSON, Description: t.desc},
-			resourceHandler(mimeJSON, t.read))
+			resourceHandler(mimeJSON, rs.readTool(t.tool, t.args)))
+		readBy[t.tmpl] = t.tool
 	}
+	return readBy, again
 }
 
 // resourceHandler wraps a reader into the SDK's handler: one text content.
@@ -270,13 +295,16 @@ func journalArgs(u *url.URL) (any, error) {
 	return map[string]any{"unit": unit, "limit": lines}, nil
 }
 
+// configReadTool is the tool whose policy raspi://config/effective follows.
+const configReadTool = "manage.get_server_status"
+
 // readConfig shows the merged configuration under the policy of
 // manage.get_server_status, which already summarises it. Upstream tokens
 // are references ("env:NAME", "file:/path") by construction (config
 // refuses inline secrets), so the TOML holds no secret.
 func (rs *resources) readConfig(ctx context.Context, req *mcp.ReadResourceRequest) (string, error) {
 	p := principalOrUnknown(ctx)
-	if derr := rs.may(p, "manage.get_server_status"); derr != nil {
+	if derr := rs.may(p, configReadTool); derr != nil {
 		rs.denied.deny(p, "resources.config_effective", derr)
 		return "", resourceError(derr)
 	}
