@@ -247,7 +247,7 @@ func New(o Options) (*Agent, error) {
 // must not miss on its own; the rest is short and points to the contract.
 const instructions = `raspi-mcp acts on a real Raspberry Pi: before any change, call the tool with dry_run: true, show the plan to the person, and pass confirm: true or a change token only after they agree.
 Start with system_get_capabilities. Errors carry code, fix_hint and suggested_next_tool_calls: follow them.
-How to work with this server (which tools need confirm, reason or a change token, what never to do): resource raspi://agent/contract.`
+How to work with this server (the guard arguments dry_run, confirm, reason and intent; which tools need them or a change token; what never to do): resource raspi://agent/contract.`
 
 // Serve accepts MCP connections until ctx ends. Each connection's peer
 // credentials are read once and decide the principal for its whole life.

@@ -146,11 +146,16 @@ type Call struct {
 func (c *Call) Request() *mcp.CallToolRequest { return c.request }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
+//
+// Their descriptions are a few words: twenty tools take them, so each word
+// here is twenty in every model's context. What they mean and when each is
+// required is said once, in the server's instructions and in
+// raspi://agent/contract (agent/agentcontract.go); keep the two in step.
 type GuardArgs struct {
-	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only: check policy and report what would happen, change nothing"`
-	Confirm bool   `json:"confirm,omitempty" jsonschema:"must be true for high-risk tools"`
-	Reason  string `json:"reason,omitempty" jsonschema:"why; recorded in the audit trail; required for high-risk tools"`
-	Intent  string `json:"intent,omitempty" jsonschema:"the larger goal this call serves, e.g. 'free disk space before the update'; recorded in the audit trail"`
+	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only"`
+	Confirm bool   `json:"confirm,omitempty" jsonschema:"the person agreed"`
+	Reason  string `json:"reason,omitempty" jsonschema:"why (audited)"`
+	Intent  string `json:"intent,omitempty" jsonschema:"larger goal (audited)"`
 }
 
 func (g GuardArgs) guard() Guard { return Guard(g) }
