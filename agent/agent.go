@@ -181,7 +181,7 @@ func New(o Options) (*Agent, error) {
 	// Before any record is written: log a tampered trail, and have new
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
-	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
+	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf})
 	var button approval.Button
 	if o.Helper != nil {
 		button = helperButton{o.Helper}

@@ -19,9 +19,9 @@ package agent
 // What a file holds: the tool's entry of the tools/list result exactly as
 // the agent sends it (read from the wire, before the SDK's client decodes
 // it), every key of it: name, title, description, annotations, inputSchema,
-// outputSchema, _meta (id, risk, min_role, stability, namespace_title: the
-// contract a client's policy reads) and icons (the namespace's icon, a
-// data URI; TestIconsAndTitlesOnTheWire checks it is a sound SVG). Nothing
+// outputSchema, _meta (id, risk, min_role, stability: the contract a
+// client's policy reads) and icons, should a tool carry any (none do: the
+// server's icon is in the handshake, TestIconsAndTitlesOnTheWire). Nothing
 // is left out, so nothing a client sees can change unnoticed. It is listed
 // by an admin through real go-sdk client sessions on the agent's socket,
 // on the simulated board with every switch on (config.Laptop), once per

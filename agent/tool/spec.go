@@ -403,9 +403,6 @@ func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(c
 	}
 	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
-	if r.opt.Decorate != nil {
-		r.opt.Decorate(s.ID, t.mcp)
-	}
 	return t, nil
 }
 
