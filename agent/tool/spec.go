@@ -219,6 +219,35 @@ func nonNullable(s *jsonschema.Schema) {
 	}
 }
 
+// undescribed drops the descriptions of an output schema, at every level.
+// They document the result types in the source; on the wire they were a
+// fifth of every tools/list (16 KB) for no client: validating
+// structuredContent ignores them, and clients do not show output schemas
+// to models, which read the result's field names and values. An input
+// schema keeps its descriptions: those are what a model reads to call.
+func undescribed(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	s.Description = ""
+	for _, p := range s.Properties {
+		undescribed(p)
+	}
+	for _, p := range s.PatternProperties {
+		undescribed(p)
+	}
+	for _, p := range s.Defs {
+		undescribed(p)
+	}
+	for _, l := range [][]*jsonschema.Schema{s.PrefixItems, s.AllOf, s.AnyOf, s.OneOf} {
+		for _, p := range l {
+			undescribed(p)
+		}
+	}
+	undescribed(s.Items)
+	undescribed(s.AdditionalProperties)
+}
+
 // notNull makes an optional pointer field a plain type: absent is allowed, null is not.
 func notNull(s *jsonschema.Schema) {
 	if len(s.Types) == 0 {
@@ -363,6 +392,7 @@ func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(c
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
+	undescribed(out)
 	t := &Tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
 		newInput: sync.OnceValues(newInput)}
 	t.check = t.Validate
