@@ -218,7 +218,8 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a.exp.handler = a.newMetricsHandler(o.MetricsRenderer)
-	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}
+	a.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),
 		HasTools:     true,
@@ -238,7 +239,7 @@ func New(o Options) (*Agent, error) {
 	a.registerResources()
 	a.registerPrompts()
 	a.doors = transport.New(transport.Options{Server: a.server, Config: a.conf, Log: a.log, Audit: a.auditDoor})
-	a.server.AddReceivingMiddleware(a.protocolErrors, transport.PrincipalMiddleware, a.doors.InFlightMiddleware)
+	a.server.AddReceivingMiddleware(a.protocolErrors, slimServerInfo(impl), transport.PrincipalMiddleware, a.doors.InFlightMiddleware)
 	return a, nil
 }
 
