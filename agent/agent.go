@@ -182,7 +182,7 @@ func New(o Options) (*Agent, error) {
 	// Before any record is written: log a tampered trail, and have new
 	// records follow the witnessed head instead of sealing over a cut.
 	a.witness.start(o.Store)
-	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf, Decorate: decorate})
+	a.tools = tool.NewRegistry(tool.Options{Dotted: o.Config.Agent.ExposeDottedNames, CheckOutput: o.CheckOutput, Stability: stabilityOf})
 	var button approval.Button
 	if o.Helper != nil {
 		button = helperButton{o.Helper}
@@ -219,7 +219,8 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a.exp.handler = a.newMetricsHandler(o.MetricsRenderer)
-	a.server = mcp.NewServer(&mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "raspi-mcp", Title: serverLook().title, Version: o.Version, Icons: serverLook().icons()}
+	a.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(slog.DiscardHandler),
 		HasTools:     true,
@@ -243,7 +244,7 @@ func New(o Options) (*Agent, error) {
 	// The lists are shaped inside the principal middleware, which gives an
 	// HTTP request its principal (lists.go).
 	a.server.AddReceivingMiddleware(a.shapeLists)
-	a.server.AddReceivingMiddleware(a.protocolErrors, transport.PrincipalMiddleware, a.doors.InFlightMiddleware)
+	a.server.AddReceivingMiddleware(a.protocolErrors, slimServerInfo(impl), transport.PrincipalMiddleware, a.doors.InFlightMiddleware)
 	return a, nil
 }
 
@@ -252,7 +253,7 @@ func New(o Options) (*Agent, error) {
 // must not miss on its own; the rest is short and points to the contract.
 const instructions = `raspi-mcp acts on a real Raspberry Pi: before any change, call the tool with dry_run: true, show the plan to the person, and pass confirm: true or a change token only after they agree.
 Start with system_get_capabilities. Errors carry code, fix_hint and suggested_next_tool_calls: follow them.
-How to work with this server (which tools need confirm, reason or a change token, what never to do): resource raspi://agent/contract.`
+How to work with this server (the guard arguments dry_run, confirm, reason and intent; which tools need them or a change token; what never to do): resource raspi://agent/contract.`
 
 // Serve accepts MCP connections until ctx ends. Each connection's peer
 // credentials are read once and decide the principal for its whole life.

@@ -42,7 +42,15 @@ Every change is audited with your reason.
 1. Read %s (under 1,500 bytes) or call %s to see what this device has and what your role may do.
 2. Prefer resources for context (%s, %s, %s) and tools for actions. Subscribe to %s or %s to hear when throttling, a failed unit, the helper or an upstream changes.
 
+## Guard arguments
+Every tool that changes something takes the same four; the tools' own schemas only name them.
+- dry_run: true checks policy (role, switches, allowlists) and answers with the plan; nothing changes. A passing dry run means the real call would pass policy.
+- confirm: true only once the person has agreed to this very call; required at high risk.
+- reason: why, in the person's words (at most 200 characters); recorded in the audit trail; required at high risk.
+- intent: the larger goal the call serves, e.g. "free disk space before the update" (at most 200 characters); recorded in the audit trail.
+
 ## Guards, by risk
+A tool's description ends with its risk and the role it needs.
 - read (change nothing, no guard): %s
 - low (reversible writes; take dry_run, reason, intent): %s
 - high (disruptive; need confirm: true and a reason): %s
@@ -50,7 +58,6 @@ Every change is audited with your reason.
 
 %s
 When the client can ask the person, high and critical calls may be put to them before they run: a decline is final, do not retry it or route around it.
-Use dry_run: true to see the plan of any change without doing it; a passing dry run means the real call would pass policy.
 
 ## Errors
 A failed call has isError and an error object (in the text block and in _meta.error): code (invalid_argument, not_found, permission_denied, failed_precondition, resource_exhausted, unavailable, internal), message, details, retryable, fix_hint and suggested_next_tool_calls.

@@ -51,7 +51,7 @@ type configKey struct {
 
 // configCandidateIn is a candidate drop-in.
 type configCandidateIn struct {
-	TOML string `json:"toml" jsonschema:"the whole content of the MCP drop-in (TOML), e.g. \"[gpio]\\nwrites = true\\n\"; it replaces the previous one"`
+	TOML string `json:"toml" jsonschema:"the whole MCP drop-in (TOML), e.g. \"[gpio]\\nwrites = true\\n\"; replaces the previous one"`
 }
 
 // configValidateOut is manage.config_validate.
@@ -76,7 +76,7 @@ type configDiffOut struct {
 // configApplyIn is manage.config_apply.
 type configApplyIn struct {
 	configCandidateIn
-	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"the diff_hash manage_config_diff reported: refused if the change would now be a different one"`
+	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"manage_config_diff's diff_hash: refused if the change differs now"`
 	tool.GuardArgs
 }
 
@@ -132,7 +132,7 @@ func (ct *configTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[configCandidateIn, configValidateOut]{
 		ID: "manage.config_validate", Title: "Check a configuration drop-in",
-		Description: "Check a candidate for the MCP drop-in exactly as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused: only the owner changes them on the device.",
+		Description: "Check a candidate MCP drop-in as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
@@ -168,7 +168,7 @@ func (ct *configTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[configApplyIn, configApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
-		Description: "Have the root helper write the candidate as the MCP drop-in, reload both daemons and run a health check; if anything fails the previous drop-in comes back by itself and the error says why. Critical: approved on the Pi (button or `raspi-mcp approve`) unless the owner lets the client approve; a change that widens a power always needs the Pi. Keys that decide who may do what are refused.",
+		Description: "Write the candidate as the MCP drop-in, reload both daemons and check health; on any failure the previous drop-in comes back and the error says why. A change that widens a power always waits for approval on the Pi. Keys that decide who may do what are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
 		Destructive: true,
 		Props:       []tool.Prop{candidate, tool.P("expect_diff_hash", tool.MaxLen(71))},

@@ -41,14 +41,15 @@ type lanDomain struct {
 
 // guardProps are the guard arguments a mounted write tool takes on top of the
 // upstream's own parameters (unless the upstream declares them itself, in
-// which case they are passed through). Fresh maps each time: every tool's
+// which case they are passed through). Described as tersely as
+// tool.GuardArgs, for the same reason. Fresh maps each time: every tool's
 // schema owns its own.
 func guardProps() map[string]map[string]any {
 	return map[string]map[string]any{
-		"dry_run": {"type": "boolean", "description": "plan only: check policy and report what would be sent, call nothing"},
-		"confirm": {"type": "boolean", "description": "must be true for high-risk tools"},
-		"reason":  {"type": "string", "maxLength": 200, "description": "why; recorded in the audit trail; required for high-risk tools"},
-		"intent":  {"type": "string", "maxLength": 200, "description": "the larger goal this call serves; recorded in the audit trail"},
+		"dry_run": {"type": "boolean", "description": "plan only"},
+		"confirm": {"type": "boolean", "description": "the person agreed"},
+		"reason":  {"type": "string", "maxLength": 200, "description": "why (audited)"},
+		"intent":  {"type": "string", "maxLength": 200, "description": "larger goal (audited)"},
 	}
 }
 

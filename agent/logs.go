@@ -154,7 +154,7 @@ func (l *logsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[appLogsIn, appLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
-		Description: "The latest log lines of raspi-mcp itself (the agent and the root helper): start-up, refusals, hardware and helper errors. Who connected (principal, uid, pid, remote address) shows only to a caller who may read the audit trail.",
+		Description: "The latest log lines of raspi-mcp itself (agent and root helper): start-up, refusals, errors. Who connected shows only to a caller who may read the audit trail.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(500), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0)),
 			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
@@ -166,7 +166,7 @@ func (l *logsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[journalQueryIn, journalQueryOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
-		Description: "Journal entries of the units this device allows ([logs] journal_units), newest matching ones returned oldest first: filter by unit, priority, time (RFC 3339 or a duration back from now such as 15m or 2h) and a case-insensitive text match; capped by limit and max_bytes.",
+		Description: "Journal entries of the allowed units, the newest matches returned oldest first, capped by limit and max_bytes.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("units", tool.MaxItems(16)), tool.P("unit", tool.MaxLen(proto.MaxUnitName)),
 			tool.P("priority", tool.Enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
@@ -187,7 +187,7 @@ func (l *logsTools) register(r *tool.Registry) {
 // appLogsIn is logs.get_recent_app_logs.
 type appLogsIn struct {
 	Limit    int    `json:"limit,omitempty"`
-	Offset   int    `json:"offset,omitempty" jsonschema:"skip this many of the newest matching lines: the next page back is offset+limit"`
+	Offset   int    `json:"offset,omitempty" jsonschema:"skip this many of the newest matching lines"`
 	Since    string `json:"since,omitempty" jsonschema:"RFC 3339 time, inclusive"`
 	Until    string `json:"until,omitempty" jsonschema:"RFC 3339 time, exclusive"`
 	MinLevel string `json:"min_level,omitempty"`

@@ -108,7 +108,7 @@ type metricsSamplesOut struct {
 // §2.6.3). The names of its first release (metrics, start, end) are still
 // accepted: historySpelling.
 type metricsHistoryIn struct {
-	MetricNames []string `json:"metric_names" jsonschema:"names such as cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.bytes_recv_per_sec, disk.mmcblk0.write_bytes_per_sec, disk_io.total.write_mb_per_sec"`
+	MetricNames []string `json:"metric_names" jsonschema:"e.g. cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.bytes_recv_per_sec"`
 	StartTime   string   `json:"start_time,omitempty" jsonschema:"RFC 3339; default one hour before end_time"`
 	EndTime     string   `json:"end_time,omitempty" jsonschema:"RFC 3339; default now"`
 	Resolution  string   `json:"resolution,omitempty" jsonschema:"bucket size: 10s, 1m, 5m, 1h, 1d"`

@@ -234,7 +234,7 @@ func (a *Agent) registerProcess() {
 func (p *processTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[processListIn, processListOut]{
 		ID: "process.list_processes", Title: "Processes",
-		Description: "Running processes with CPU (measured over a short window like top; 100 = one core), memory, user and command line. Filter by user, name glob, CPU, memory or status; sort; paginate with limit/offset (total_count, has_more).",
+		Description: "Running processes with CPU (over a short window, like top; 100 = one core), memory, user and command line; filtered, sorted and paged.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("filter.status", tool.ItemsEnum(processStatuses...)), tool.P("filter.name_pattern", tool.MaxLen(256)), tool.P("filter.username", tool.MaxLen(64)),
 			tool.P("filter.min_cpu_percent", tool.Min(0)), tool.P("filter.min_memory_mb", tool.Min(0)),

@@ -19,9 +19,9 @@ package agent
 // What a file holds: the tool's entry of the tools/list result exactly as
 // the agent sends it (read from the wire, before the SDK's client decodes
 // it), every key of it: name, title, description, annotations, inputSchema,
-// outputSchema, _meta (id, risk, min_role, stability, namespace_title: the
-// contract a client's policy reads) and icons (the namespace's icon, a
-// data URI; TestIconsAndTitlesOnTheWire checks it is a sound SVG). Nothing
+// outputSchema, _meta (id, risk, min_role, stability: the contract a
+// client's policy reads) and icons, should a tool carry any (none do: the
+// server's icon is in the handshake, TestIconsAndTitlesOnTheWire). Nothing
 // is left out, so nothing a client sees can change unnoticed. It is listed
 // by an admin through real go-sdk client sessions on the agent's socket,
 // on the simulated board with every switch on (config.Laptop), once per
@@ -219,6 +219,14 @@ func snapshotFile(t *testing.T, byEra map[string]any) []byte {
 // came over the socket, by wire name. LAN upstreams' tools are left out.
 func (r *rig) listToolsRaw(t *testing.T, version string) map[string]any {
 	t.Helper()
+	entries, _ := r.listToolsWire(t, version)
+	return entries
+}
+
+// listToolsWire is listToolsRaw that also returns the tools/list results'
+// messages as they came over the socket (one a page).
+func (r *rig) listToolsWire(t *testing.T, version string) (map[string]any, []json.RawMessage) {
+	t.Helper()
 	conn, err := net.Dial("unix", r.cfg.Agent.Socket)
 	if err != nil {
 		t.Fatal(err)
@@ -243,22 +251,28 @@ func (r *rig) listToolsRaw(t *testing.T, version string) map[string]any {
 		n++
 	}
 	entries := map[string]any{}
+	var pages []json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(wire.bytes()))
 	dec.UseNumber()
 	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err == io.ErrUnexpectedEOF {
+			break // a message after the listing, still being read
+		} else if err != nil {
+			t.Fatalf("era %s: reading the wire: %v", version, err)
+		}
 		var msg struct {
 			Result *struct {
 				Tools []map[string]any `json:"tools"`
 			} `json:"result"`
 		}
-		if err := dec.Decode(&msg); err == io.ErrUnexpectedEOF {
-			break // a message after the listing, still being read
-		} else if err != nil {
+		if err := decodeNumbers(raw, &msg); err != nil {
 			t.Fatalf("era %s: reading the wire: %v", version, err)
 		}
-		if msg.Result == nil {
+		if msg.Result == nil || msg.Result.Tools == nil {
 			continue
 		}
+		pages = append(pages, raw)
 		for _, e := range msg.Result.Tools {
 			name, _ := e["name"].(string)
 			tl, ok := r.a.tools.Lookup(name)
@@ -278,7 +292,7 @@ func (r *rig) listToolsRaw(t *testing.T, version string) map[string]any {
 	if len(entries) == 0 || n < len(entries) {
 		t.Fatalf("era %s: the SDK client listed %d tools, the wire carried %d of ours", version, n, len(entries))
 	}
-	return entries
+	return entries, pages
 }
 
 // teeConn reads through a tee and closes the connection.

@@ -101,9 +101,8 @@ func (a *Agent) registerSelftest() { a.selftester().register(a.tools) }
 func (sc *selftester) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, SelftestOut]{
 		ID: "selftest.run", Title: "Self-test of this device",
-		Description: "A pass/warn/fail matrix of the live device: root helper and its version, socket modes and owners, database size, " +
-			"audit chain and witness, clock sync, disk space, allowlisted pins and buses, sensors, camera, systemd and logind, upstreams; " +
-			"each failure with a fix_hint. Read only.",
+		Description: "A pass/warn/fail check of the live device (helper, sockets, database, audit chain, clock, disk, pins, buses, " +
+			"sensors, camera, systemd, upstreams), each failure with a fix_hint.",
 		Rule: tool.Rule{MinRole: identity.RoleRead},
 		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return sc.run(ctx), nil },
 		Summary: func(_ noArgs, o SelftestOut) string {

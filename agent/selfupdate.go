@@ -100,10 +100,9 @@ func (a *Agent) registerSelfUpdate() {
 func (su *selfUpdateTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[serverUpdateIn, serverUpdateOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
-		Description: "Update raspi-mcp itself from its apt repository (channel stable or beta; default the channel's newest version). " +
-			"Both services restart: reconnect afterwards. The new version must pass its own start-up check within [manage] update_health_timeout, " +
-			"or the previous version is reinstalled by itself; manage_get_server_status shows the outcome as last_update. " +
-			"A downgrade needs target_version and allow_downgrade. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
+		Description: "Update raspi-mcp itself from its apt repository. Both services restart: reconnect afterwards. " +
+			"A new version that fails its start-up check is rolled back by itself; manage_get_server_status shows the outcome as last_update. " +
+			"Off unless the owner allows it.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props: []tool.Prop{tool.P("channel", tool.Enum("stable", "beta"), tool.Default("stable")), tool.P("target_version", tool.MinLen(1), tool.MaxLen(selfupdate.MaxVersion)),

@@ -87,7 +87,7 @@ var healthProps = []tool.Prop{
 // catalog's delay_seconds, spec 002 §3.3) or a time, and the guard arguments.
 type systemRebootIn struct {
 	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
-	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time up to 7 days ahead, e.g. 2026-11-23T03:00:00+01:00"`
+	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time at most 7 days ahead"`
 	tool.GuardArgs
 }
 
@@ -95,7 +95,7 @@ type systemRebootIn struct {
 // the tool catalog foresees for it (spec 002 §3.4).
 type systemShutdownIn struct {
 	systemRebootIn
-	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off; without it a pending reboot is kept and the call refused. Services always stop cleanly: there is no unclean power-off"`
+	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off"`
 }
 
 // SystemPowerOut is the reboot's result, whether it is scheduled and in how many
@@ -171,7 +171,7 @@ func (st *systemTools) register(r *tool.Registry) {
 	powerProps := []tool.Prop{tool.P("delay_seconds", tool.Min(0), tool.Max(proto.MaxDelaySeconds), tool.Default(5)), tool.P("at", tool.Format("date-time"), tool.MaxLen(40))}
 	tool.Add(r, tool.Spec[systemRebootIn, SystemPowerOut]{
 		ID: "system.reboot", Title: "Reboot",
-		Description: "Schedule a clean reboot through systemd-logind after delay_seconds (default 5) or at a given time (at). A later call replaces an earlier schedule; at most one power action per [system] min_power_interval.",
+		Description: "Schedule a clean reboot after delay_seconds or at a time (at); a later call replaces an earlier schedule.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
@@ -183,7 +183,7 @@ func (st *systemTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[systemShutdownIn, SystemPowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
-		Description: "Power the device off after delay_seconds (default 5) or at a given time (at). Someone must be there to power it on again. A pending reboot is replaced only with force. Disabled unless the owner allows it; critical: needs change_prepare then change_commit.",
+		Description: "Power the device off after delay_seconds or at a time (at). Someone must be there to power it on again. Off unless the owner allows it.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, tool.P("force", tool.Default(false))),

@@ -6,8 +6,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Registry holds the tools in registration order, by wire name and by id.
@@ -32,9 +30,6 @@ type Options struct {
 	CheckOutput bool
 	// Stability is the stability of a tool whose Spec names none; nil: "".
 	Stability func(id string) string
-	// Decorate adds what the catalog says of a tool's look (icons, its
-	// namespace's title) to its listing; may be nil.
-	Decorate func(id string, t *mcp.Tool)
 }
 
 // NewRegistry is an empty registry.

@@ -146,11 +146,16 @@ type Call struct {
 func (c *Call) Request() *mcp.CallToolRequest { return c.request }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
+//
+// Their descriptions are a few words: twenty tools take them, so each word
+// here is twenty in every model's context. What they mean and when each is
+// required is said once, in the server's instructions and in
+// raspi://agent/contract (agent/agentcontract.go); keep the two in step.
 type GuardArgs struct {
-	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only: check policy and report what would happen, change nothing"`
-	Confirm bool   `json:"confirm,omitempty" jsonschema:"must be true for high-risk tools"`
-	Reason  string `json:"reason,omitempty" jsonschema:"why; recorded in the audit trail; required for high-risk tools"`
-	Intent  string `json:"intent,omitempty" jsonschema:"the larger goal this call serves, e.g. 'free disk space before the update'; recorded in the audit trail"`
+	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only"`
+	Confirm bool   `json:"confirm,omitempty" jsonschema:"the person agreed"`
+	Reason  string `json:"reason,omitempty" jsonschema:"why (audited)"`
+	Intent  string `json:"intent,omitempty" jsonschema:"larger goal (audited)"`
 }
 
 func (g GuardArgs) guard() Guard { return Guard(g) }
@@ -212,6 +217,35 @@ func nonNullable(s *jsonschema.Schema) {
 	if s.AdditionalProperties != nil && s.AdditionalProperties.Not == nil {
 		nonNullable(s.AdditionalProperties)
 	}
+}
+
+// undescribed drops the descriptions of an output schema, at every level.
+// They document the result types in the source; on the wire they were a
+// fifth of every tools/list (16 KB) for no client: validating
+// structuredContent ignores them, and clients do not show output schemas
+// to models, which read the result's field names and values. An input
+// schema keeps its descriptions: those are what a model reads to call.
+func undescribed(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	s.Description = ""
+	for _, p := range s.Properties {
+		undescribed(p)
+	}
+	for _, p := range s.PatternProperties {
+		undescribed(p)
+	}
+	for _, p := range s.Defs {
+		undescribed(p)
+	}
+	for _, l := range [][]*jsonschema.Schema{s.PrefixItems, s.AllOf, s.AnyOf, s.OneOf} {
+		for _, p := range l {
+			undescribed(p)
+		}
+	}
+	undescribed(s.Items)
+	undescribed(s.AdditionalProperties)
 }
 
 // notNull makes an optional pointer field a plain type: absent is allowed, null is not.
@@ -358,6 +392,7 @@ func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(c
 	if err := tighten(out, s.OutProps); err != nil {
 		return nil, fmt.Errorf("agent: tool %q output: %w", s.ID, err)
 	}
+	undescribed(out)
 	t := &Tool{id: s.ID, name: name, rule: s.Rule, mutating: isGuarded || s.Rule.Risk != RiskRead, stable: s.Stability, spelling: s.Spelling, slow: s.Slow, run: run,
 		newInput: sync.OnceValues(newInput)}
 	t.check = t.Validate
@@ -398,9 +433,6 @@ func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(c
 	}
 	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
-	if r.opt.Decorate != nil {
-		r.opt.Decorate(s.ID, t.mcp)
-	}
 	return t, nil
 }
 
