@@ -4,7 +4,10 @@
 // figures of issue 15 as a table: CPU per cheap call from /proc/PID/stat,
 // context switches, RSS/Pss, bridge figures, SD bytes per day from
 // /proc/PID/io, bytes per audited call, the health read against python's
-// psutil, and the armv6 binary sizes.
+// psutil, and the armv6 binary sizes. A second table gives the agent's CPU
+// per cheap call in each protocol era (-eras: a session opened as go-sdk's
+// client opens it in 2025-11-25 and in 2026-07-28, the latter with the
+// SEP-2575 `_meta` triple on every request) beside Node's echo, in turns.
 //
 // The machine it runs on is shared and noisy, so it prints ratios measured
 // in the same run next to the absolute numbers, and it never judges: it is
