@@ -218,7 +218,13 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 		var g GuardArgs
 		_ = json.Unmarshal(args, &g)
 		c.Guard = Guard(g)
-		ask := p.askingOf(c)
+		// Only a call the person confirms needs to know how to reach
+		// them; reading that is per request from 2026-07-28 on (the
+		// capabilities in the request's _meta), so a cheap call skips it.
+		var ask asking
+		if needsPerson(t, c) {
+			ask = p.askingOf(c)
+		}
 		// A call the device approves needs no guard of the client's
 		// channel, and the client is not asked: the device is.
 		why, gerr := p.deviceReason(ctx, t, c, args)

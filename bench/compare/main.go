@@ -4,7 +4,10 @@
 // figures of issue 15 as a table: CPU per cheap call from /proc/PID/stat,
 // context switches, RSS/Pss, bridge figures, SD bytes per day from
 // /proc/PID/io, bytes per audited call, the health read against python's
-// psutil, and the armv6 binary sizes.
+// psutil, and the armv6 binary sizes. A second table gives the agent's CPU
+// per cheap call in each protocol era (-eras: a session opened as go-sdk's
+// client opens it in 2025-11-25 and in 2026-07-28, the latter with the
+// SEP-2575 `_meta` triple on every request) beside Node's echo, in turns.
 //
 // The machine it runs on is shared and noisy, so it prints ratios measured
 // in the same run next to the absolute numbers, and it never judges: it is
@@ -24,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +47,9 @@ type options struct {
 	sizeBaseline     string
 	curve            string
 	bridgeAB         string
+	eras             string
+	eraReps          int
+	erasOnly         bool
 }
 
 func main() {
@@ -60,6 +67,9 @@ func main() {
 	flag.StringVar(&o.sizeBaseline, "size-baseline", "6f3a6a4", "also build the armv6 agent of this commit (the size target's baseline) with the same flags; empty: don't")
 	flag.StringVar(&o.curve, "gc-curve", "", "also measure the agent under each GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list, e.g. 100//0,off/24MiB/0,400/24MiB/1 (GOMAXPROCS 0: one per core)")
 	flag.StringVar(&o.bridgeAB, "bridge-ab", "", "another raspi-mcp binary whose `stdio` bridge is measured in turn with ours against the same agent")
+	flag.StringVar(&o.eras, "eras", "2025-11-25,2026-07-28", "protocol eras whose agent CPU per cheap call is measured in turns with each other and Node's echo (a second table); empty: don't")
+	flag.IntVar(&o.eraReps, "era-reps", 5, "turns of the eras table: each turn measures -calls calls of every era and of Node")
+	flag.BoolVar(&o.erasOnly, "eras-only", false, "print only the eras table")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -94,6 +104,9 @@ func run(o options) error {
 	time.Sleep(2 * time.Second)
 	aIdle := readMem(apid)
 
+	if o.erasOnly {
+		return eraTable(o, raspi, filepath.Join(dir, "s"), apid)
+	}
 	if o.curve != "" {
 		if err := gcCurve(o, raspi, dir, cfg); err != nil {
 			return err
@@ -197,7 +210,112 @@ func run(o options) error {
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.figure, r.ours, r.ref, r.ratio)
 	}
+	if o.eras != "" {
+		return eraTable(o, raspi, filepath.Join(dir, "s"), apid)
+	}
 	return nil
+}
+
+// nodeEra is the newest protocol version server-everything speaks.
+const nodeEra = "2025-11-25"
+
+// eraTable measures the agent's CPU per cheap call (system_get_basic_info
+// over `raspi-mcp stdio`) with a session of each protocol era of o.eras,
+// and Node's echo, in turns (era A, era B, Node, era A, ...), o.eraReps
+// turns of o.calls calls each, so every figure sees the same load on a
+// shared machine. Each row gives the median turn and the median of the
+// turns' ratios to Node's turn of the same round.
+func eraTable(o options, raspi, sock string, apid int) error {
+	type turn struct {
+		name string
+		s    *session
+		pid  int
+		args string
+		cpu  []float64
+	}
+	var turns []*turn
+	defer func() {
+		for _, t := range turns {
+			t.s.close()
+		}
+	}()
+	basic := `"name":"system_get_basic_info","arguments":{}`
+	for _, era := range strings.Split(o.eras, ",") {
+		era = strings.TrimSpace(era)
+		s, err := startStdioEra(exec.Command(raspi, "stdio", "--dir", sock), era)
+		if err != nil {
+			return fmt.Errorf("%s: %w", era, err)
+		}
+		turns = append(turns, &turn{name: era, s: s, pid: apid, args: basic})
+	}
+	var node *turn
+	if s, err := startNodeEra(o.npm, nodeEra); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare: server-everything:", err, "(run make tools)")
+	} else {
+		node = &turn{name: "node", s: s, pid: s.cmd.Process.Pid, args: `"name":"echo","arguments":{"message":"hi"}`}
+		turns = append(turns, node)
+	}
+	for _, t := range turns {
+		for range o.warm {
+			if _, err := t.s.call(t.args); err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+	}
+	for range o.eraReps {
+		for _, t := range turns {
+			c0 := readCPU(t.pid)
+			for range o.calls {
+				if _, err := t.s.call(t.args); err != nil {
+					return fmt.Errorf("%s: %w", t.name, err)
+				}
+			}
+			c1 := readCPU(t.pid)
+			t.cpu = append(t.cpu, float64(c1.ns-c0.ns)/1e3/float64(o.calls))
+		}
+	}
+	fmt.Printf("\nprotocol eras: agent CPU per cheap call (system_get_basic_info over `raspi-mcp stdio`) beside server-everything's echo (%s), %d turns of %d calls each, interleaved; median turn [min–max], ratio is the median of the turns' ratios\n\n", nodeEra, o.eraReps, o.calls)
+	fmt.Println("| era | agent µs CPU/call | Node µs CPU/call | ratio to Node | ratio to " + turns[0].name + " |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, t := range turns {
+		if t == node {
+			continue
+		}
+		toNode, toFirst := "–", "–"
+		if node != nil {
+			toNode = fmt.Sprintf("%.2fx", median(ratios(t.cpu, node.cpu)))
+		}
+		toFirst = fmt.Sprintf("%.2fx", median(ratios(t.cpu, turns[0].cpu)))
+		nodeCPU := "–"
+		if node != nil {
+			nodeCPU = spread(node.cpu)
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", t.name, spread(t.cpu), nodeCPU, toNode, toFirst)
+	}
+	return nil
+}
+
+func ratios(a, b []float64) []float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / b[i]
+	}
+	return r
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func spread(v []float64) string {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return fmt.Sprintf("%.0f [%.0f–%.0f]", median(s), s[0], s[len(s)-1])
 }
 
 // startAgent starts `serve --sim` in dir with extra environment and waits
@@ -297,9 +415,21 @@ type session struct {
 	in  io.WriteCloser
 	out *bufio.Reader
 	id  int
+	// meta is the `_meta` member every request's params begin with: the
+	// SEP-2575 triple from 2026-07-28 on, empty before.
+	meta string
 }
 
-func startStdio(cmd *exec.Cmd) (*session, error) {
+// benchEra is the protocol version of the main table's sessions.
+const benchEra = "2025-06-18"
+
+func startStdio(cmd *exec.Cmd) (*session, error) { return startStdioEra(cmd, benchEra) }
+
+// startStdioEra opens the session in the protocol era as the go-sdk v1.8
+// client does: initialize and notifications/initialized up to 2025-11-25;
+// from 2026-07-28 on, server/discover and the `_meta` triple (protocol
+// version, client info, client capabilities) on every request.
+func startStdioEra(cmd *exec.Cmd, era string) (*session, error) {
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -313,7 +443,15 @@ func startStdio(cmd *exec.Cmd) (*session, error) {
 		return nil, err
 	}
 	s := &session{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
-	if _, err := s.request("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench-compare","version":"1"}}`); err != nil {
+	if era >= "2026-07-28" {
+		s.meta = `"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"bench-compare","version":"1"},"io.modelcontextprotocol/protocolVersion":"` + era + `"},`
+		if _, err := s.request("server/discover", `{}`); err != nil {
+			s.close()
+			return nil, fmt.Errorf("server/discover: %w", err)
+		}
+		return s, nil
+	}
+	if _, err := s.request("initialize", `{"protocolVersion":"`+era+`","capabilities":{},"clientInfo":{"name":"bench-compare","version":"1"}}`); err != nil {
 		s.close()
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
@@ -323,7 +461,9 @@ func startStdio(cmd *exec.Cmd) (*session, error) {
 	return s, nil
 }
 
-func startNode(npm string) (*session, error) {
+func startNode(npm string) (*session, error) { return startNodeEra(npm, benchEra) }
+
+func startNodeEra(npm, era string) (*session, error) {
 	index := filepath.Join(npm, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 	if _, err := os.Stat(index); err != nil {
 		return nil, err
@@ -332,11 +472,17 @@ func startNode(npm string) (*session, error) {
 	if _, err := os.Stat(node); err != nil {
 		node = "node"
 	}
-	return startStdio(exec.Command(node, index, "stdio"))
+	return startStdioEra(exec.Command(node, index, "stdio"), era)
 }
 
 func (s *session) request(method, params string) ([]byte, error) {
 	s.id++
+	if s.meta != "" {
+		params = "{" + s.meta + strings.TrimPrefix(params, "{")
+		if strings.HasSuffix(params, ",}") {
+			params = strings.TrimSuffix(params, ",}") + "}"
+		}
+	}
 	want := []byte(fmt.Sprintf(`"id":%d`, s.id))
 	if _, err := fmt.Fprintf(s.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", s.id, method, params); err != nil {
 		return nil, err
