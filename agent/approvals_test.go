@@ -95,6 +95,7 @@ func press(t *testing.T, r *rig, long bool) {
 // declines it, no press refuses it after the timeout, and the client is
 // told what to do meanwhile.
 func TestShutdownWaitsForTheButton(t *testing.T) {
+	t.Parallel() // it mostly waits (a timeout, a scrape): beside the others
 	r := newRig(t, func(c *config.Config) {
 		onDevice(c)
 		c.Guard.ApprovalTimeout = config.Duration(5 * time.Second)
@@ -152,6 +153,7 @@ func TestShutdownWaitsForTheButton(t *testing.T) {
 // accepted elicitation nor a change token gets it through; root at the
 // console does. Each refusal changes nothing and leaves one record.
 func TestWideningConfigNeedsTheDevice(t *testing.T) {
+	t.Parallel() // it mostly waits (a timeout, a scrape): beside the others
 	r := newRig(t, func(c *config.Config) {
 		gpioWritesOff(c)
 		c.System.MinPowerInterval = config.Duration(10 * time.Minute)

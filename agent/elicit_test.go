@@ -135,6 +135,7 @@ func TestElicitDeclineAndCancelAreRefusedAndAudited(t *testing.T) {
 }
 
 func TestElicitTimeoutCountsAsDecline(t *testing.T) {
+	t.Parallel() // it mostly waits (a timeout, a scrape): beside the others
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			r := newRig(t, func(c *config.Config) { c.Guard.ElicitationTimeout = config.Duration(time.Second) })

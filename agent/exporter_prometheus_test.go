@@ -27,6 +27,7 @@ import (
 // packaged prometheus service on this machine neither interferes nor is
 // touched.
 func TestRealPrometheusScrapes(t *testing.T) {
+	t.Parallel() // it mostly waits (a timeout, a scrape): beside the others
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus not installed (Debian package prometheus)")

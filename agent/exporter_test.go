@@ -217,6 +217,7 @@ func TestMetricsMethod(t *testing.T) {
 // HELP, TYPE, counters' _total). CI installs it with the Debian package
 // prometheus; elsewhere the test skips.
 func TestMetricsPromtool(t *testing.T) {
+	t.Parallel() // it mostly waits (a timeout, a scrape): beside the others
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed (Debian package prometheus)")

@@ -210,12 +210,30 @@ func TestInspectorCLIOverHTTP(t *testing.T) {
 		if rc != 0 || !strings.Contains(string(out), `"dry_run":true`) {
 			t.Fatalf("%s era dry run: rc %d %s", era, rc, out)
 		}
-		out, rc = runInspectorHTTP(t, url, reader, "--protocol-era", era, "--method", "tools/call", "--tool-name", "gpio_write_pin",
-			"--tool-args-json", `{"pin":17,"value":"high"}`, "--format", "json", "-q")
-		if rc != 5 || !strings.Contains(string(out), "permission_denied") {
-			t.Fatalf("%s era read token's write: rc %d, want 5 (isError) %s", era, rc, out)
+		// A read token is not listed the write tools (lists are shaped by
+		// policy), and the Inspector does not call a tool it was not
+		// listed; the agent's own refusal of a client that calls it
+		// anyway is below.
+		out, rc = runInspectorHTTP(t, url, reader, "--protocol-era", era, "--method", "tools/list", "--format", "json", "-q")
+		if rc != 0 || strings.Contains(string(out), `"gpio_write_pin"`) || !strings.Contains(string(out), `"gpio_read_pin"`) {
+			t.Fatalf("%s era read token's list: rc %d %s", era, rc, out)
+		}
+		if _, rc = runInspectorHTTP(t, url, reader, "--protocol-era", era, "--method", "tools/call", "--tool-name", "gpio_write_pin",
+			"--tool-args-json", `{"pin":17,"value":"high"}`, "--format", "json", "-q"); rc == 0 {
+			t.Fatalf("%s era read token's write: rc 0, want a refusal", era)
 		}
 	}
+	// The Go SDK's client calls what it is told to: the agent refuses the
+	// read token's write itself, naming the role it needs.
+	cs, err := httpSession(t, url, reader, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "gpio_write_pin", Arguments: map[string]any{"pin": 17, "value": "high"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "permission_denied") || !strings.Contains(textOf(res), "operate") {
+		t.Fatalf("read token's write through the Go SDK: %v %v", err, res)
+	}
+	cs.Close()
 	if _, rc := runInspectorHTTP(t, url, "rmcp_wrong", "--method", "tools/list", "--format", "json", "-q"); rc == 0 {
 		t.Fatal("a wrong token listed the tools")
 	}
