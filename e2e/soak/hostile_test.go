@@ -3,6 +3,7 @@ package soak
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,8 +94,12 @@ func TestSoakHostile(t *testing.T) {
 		// Now read: what the agent queued for this peer, then the end
 		// of a connection it cut.
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// A cut ends in EOF, or in a reset when the agent closed with
+		// requests of ours still unread in its socket (the kernel then
+		// discards what it had queued for us); a timeout means it did not
+		// cut at all.
 		n, err := io.Copy(io.Discard, c)
-		if err != nil {
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("unread answers: the agent did not cut the session (%d B read, then %v)", n, err)
 		}
 		return fmt.Sprintf("sent %d requests; %d B of answers were waiting when the agent cut it", sent, n)
