@@ -143,11 +143,6 @@ func (b *Broker) Await(ctx context.Context, r tool.ApprovalRequest, tell func(st
 	}
 	defer b.leave(e.w.ID, button)
 	if b.o.Journal != nil {
-		if err := b.o.Journal.Begin(e.w); err != nil {
-			b.o.Log.Error("approval: noting a wait failed", "id", e.w.ID, "err", err)
-			return tool.ApprovalOutcome{Err: tool.Errf(errcode.Unavailable, "the agent could not note the wait for an approval: %v", err).
-				With("tool", r.Tool).Hint("`raspi-mcp status` on the Pi shows the database's problem")}
-		}
 		defer func() {
 			if err := b.o.Journal.End(e.w.ID); err != nil {
 				b.o.Log.Error("approval: clearing a wait failed", "id", e.w.ID, "err", err)
@@ -214,6 +209,16 @@ func (b *Broker) enter(r tool.ApprovalRequest, now time.Time, timeout time.Durat
 	e := &entry{answer: make(chan verdict, 1), w: Waiting{ID: id, Principal: r.Principal.Name, Role: r.Principal.Role.String(),
 		Tool: r.Tool, Name: r.Name, Risk: r.Risk.String(), Arguments: r.Arguments, Plan: r.Plan, Reason: r.Reason, Intent: r.Intent,
 		Why: r.Why, Transport: r.Transport, Bind: r.Bind, Since: now, Expires: now.Add(timeout), Correlation: r.CorrelationID}}
+	// Noted before anyone can see it: a wait the console could answer
+	// is always one a restart would find. Approvals are rare; the one
+	// small write under the lock costs nothing else.
+	if b.o.Journal != nil {
+		if err := b.o.Journal.Begin(e.w); err != nil {
+			b.o.Log.Error("approval: noting a wait failed", "id", id, "err", err)
+			return nil, false, tool.Errf(errcode.Unavailable, "the agent could not note the wait for an approval: %v", err).
+				With("tool", r.Tool).Hint("`raspi-mcp status` on the Pi shows the database's problem")
+		}
+	}
 	b.waiting[id] = e
 	b.buttonOn = b.buttonOn || button
 	b.notifyLocked()

@@ -132,7 +132,7 @@ func TestConsoleApprovesOnce(t *testing.T) {
 		t.Fatalf("waiting: %+v", w)
 	}
 	if r.notes.count() != 1 {
-		t.Fatalf("the wait is not noted: %v", r.notes.open)
+		t.Fatalf("the wait is not noted: %d notes", r.notes.count())
 	}
 	if err := r.b.Decide(w.ID, true, Approver{Name: "alice", UID: 1002}, "sha256:other"); !errors.Is(err, ErrChanged) {
 		t.Fatalf("an answer for another call: %v", err)
@@ -152,7 +152,7 @@ func TestConsoleApprovesOnce(t *testing.T) {
 		t.Fatalf("a second answer: %v", err)
 	}
 	if len(r.b.List()) != 0 || r.notes.count() != 0 {
-		t.Fatalf("left waiting: %v %v", r.b.List(), r.notes.open)
+		t.Fatalf("left waiting: %v, %d notes", r.b.List(), r.notes.count())
 	}
 }
 
