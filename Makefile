@@ -187,10 +187,15 @@ cross:
 # maps; make size-check (after make cross) fails when one is over. The
 # helper's is the footprint target, 5.1 MiB. The agent's target, 11.9 MiB at
 # 6f3a6a4, is not met (docs/ARCHITECTURE.md, Footprint, says why), so its
-# budget is 13 MiB, the agent when the budget was set (12.75 MiB) with a
+# budget was 13 MiB, the agent when the budget was set (12.75 MiB) with a
 # quarter MiB to spare: growing past it is a decision taken in a reviewed
-# change to this line, not by accident.
-ARMV6_BUDGET_AGENT  := 13631488
+# change to this line, not by accident. Raised to 14,000,000 B (13.35 MiB)
+# at issue 30/31: device approvals (agent/approval, the console, the
+# pipeline's device path), lists shaped by policy and the approve command
+# took the armv6 agent from 13,566,114 to 13,844,642 B (symbols: agent/tool
+# +32 KB, agent +31 KB, agent/approval +19 KB, config +9 KB, main +12 KB,
+# the rest tables and strings); the new budget leaves 150 KB.
+ARMV6_BUDGET_AGENT  := 14000000
 ARMV6_BUDGET_HELPER := 5347737
 .PHONY: size-check
 size-check:
