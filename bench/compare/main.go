@@ -50,6 +50,7 @@ type options struct {
 	eras             string
 	eraReps          int
 	erasOnly         bool
+	eraGC            string
 }
 
 func main() {
@@ -70,6 +71,7 @@ func main() {
 	flag.StringVar(&o.eras, "eras", "2025-11-25,2026-07-28", "protocol eras whose agent CPU per cheap call is measured in turns with each other and Node's echo (a second table); empty: don't")
 	flag.IntVar(&o.eraReps, "era-reps", 5, "turns of the eras table: each turn measures -calls calls of every era and of Node")
 	flag.BoolVar(&o.erasOnly, "eras-only", false, "print only the eras table")
+	flag.StringVar(&o.eraGC, "era-gc", "", "also measure the eras under each collector setting GOGC[/GOMEMLIMIT[/GOMAXPROCS]] of this comma-separated list (an empty field: the config's), each on an agent of its own whose turns join the same rounds, e.g. 100,off/32MiB")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -105,7 +107,7 @@ func run(o options) error {
 	aIdle := readMem(apid)
 
 	if o.erasOnly {
-		return eraTable(o, raspi, filepath.Join(dir, "s"), apid)
+		return eraTable(o, raspi, dir, apid)
 	}
 	if o.curve != "" {
 		if err := gcCurve(o, raspi, dir, cfg); err != nil {
@@ -211,7 +213,7 @@ func run(o options) error {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.figure, r.ours, r.ref, r.ratio)
 	}
 	if o.eras != "" {
-		return eraTable(o, raspi, filepath.Join(dir, "s"), apid)
+		return eraTable(o, raspi, dir, apid)
 	}
 	return nil
 }
@@ -221,32 +223,77 @@ const nodeEra = "2025-11-25"
 
 // eraTable measures the agent's CPU per cheap call (system_get_basic_info
 // over `raspi-mcp stdio`) with a session of each protocol era of o.eras,
-// and Node's echo, in turns (era A, era B, Node, era A, ...), o.eraReps
-// turns of o.calls calls each, so every figure sees the same load on a
-// shared machine. Each row gives the median turn and the median of the
-// turns' ratios to Node's turn of the same round.
-func eraTable(o options, raspi, sock string, apid int) error {
+// and Node's echo, in turns, o.eraReps rounds of o.calls calls a turn, so
+// every figure sees the same load on a shared machine. Each round runs
+// every turn once, starting one turn later than the round before, so no
+// turn always follows the same one (a collection the previous turn's
+// garbage set off is not always charged to the same figure). With
+// o.eraGC, each of its collector settings gets an agent of its own (dir/gcN)
+// whose sessions take their turns in the same rounds, and the table gives
+// every agent's memory after the calls.
+//
+// A row gives the median turn [min–max] and the medians of the rounds'
+// ratios: to Node's turn and to the first era's turn of the same agent in
+// the same round. The ratios are the figures to read on a noisy machine;
+// the absolute numbers move with the load.
+func eraTable(o options, raspi, dir string, apid int) error {
+	type agentUnder struct {
+		label string // the collector setting, "config" for the config's
+		pid   int
+		cmd   *exec.Cmd // nil: the main agent, stopped by run
+	}
 	type turn struct {
-		name string
-		s    *session
-		pid  int
-		args string
-		cpu  []float64
+		name  string
+		agent *agentUnder
+		s     *session
+		pid   int
+		args  string
+		cpu   []float64
+		first *turn // the first era's turn of the same agent
 	}
 	var turns []*turn
+	agents := []*agentUnder{{label: "config", pid: apid}}
 	defer func() {
 		for _, t := range turns {
 			t.s.close()
 		}
-	}()
-	basic := `"name":"system_get_basic_info","arguments":{}`
-	for _, era := range strings.Split(o.eras, ",") {
-		era = strings.TrimSpace(era)
-		s, err := startStdioEra(exec.Command(raspi, "stdio", "--dir", sock), era)
-		if err != nil {
-			return fmt.Errorf("%s: %w", era, err)
+		for _, a := range agents {
+			if a.cmd != nil {
+				stopAgent(a.cmd)
+			}
 		}
-		turns = append(turns, &turn{name: era, s: s, pid: apid, args: basic})
+	}()
+	if o.eraGC != "" {
+		cfg := filepath.Join(dir, "c.toml")
+		for i, item := range strings.Split(o.eraGC, ",") {
+			item = strings.TrimSpace(item)
+			cmd, err := startAgent(raspi, filepath.Join(dir, fmt.Sprintf("egc%d", i)), cfg, gcEnv(item))
+			if err != nil {
+				return fmt.Errorf("agent under %s: %w", item, err)
+			}
+			agents = append(agents, &agentUnder{label: item, pid: cmd.Process.Pid, cmd: cmd})
+		}
+	}
+	basic := `"name":"system_get_basic_info","arguments":{}`
+	for i, a := range agents {
+		sock := filepath.Join(dir, "s")
+		if i > 0 {
+			sock = filepath.Join(dir, fmt.Sprintf("egc%d", i-1))
+		}
+		var first *turn
+		for _, era := range strings.Split(o.eras, ",") {
+			era = strings.TrimSpace(era)
+			s, err := startStdioEra(exec.Command(raspi, "stdio", "--dir", sock), era)
+			if err != nil {
+				return fmt.Errorf("%s: %w", era, err)
+			}
+			t := &turn{name: era, agent: a, s: s, pid: a.pid, args: basic}
+			if first == nil {
+				first = t
+			}
+			t.first = first
+			turns = append(turns, t)
+		}
 	}
 	var node *turn
 	if s, err := startNodeEra(o.npm, nodeEra); err != nil {
@@ -262,8 +309,9 @@ func eraTable(o options, raspi, sock string, apid int) error {
 			}
 		}
 	}
-	for range o.eraReps {
-		for _, t := range turns {
+	for round := range o.eraReps {
+		for i := range turns {
+			t := turns[(i+round)%len(turns)]
 			c0 := readCPU(t.pid)
 			for range o.calls {
 				if _, err := t.s.call(t.args); err != nil {
@@ -274,25 +322,47 @@ func eraTable(o options, raspi, sock string, apid int) error {
 			t.cpu = append(t.cpu, float64(c1.ns-c0.ns)/1e3/float64(o.calls))
 		}
 	}
-	fmt.Printf("\nprotocol eras: agent CPU per cheap call (system_get_basic_info over `raspi-mcp stdio`) beside server-everything's echo (%s), %d turns of %d calls each, interleaved; median turn [min–max], ratio is the median of the turns' ratios\n\n", nodeEra, o.eraReps, o.calls)
-	fmt.Println("| era | agent µs CPU/call | Node µs CPU/call | ratio to Node | ratio to " + turns[0].name + " |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("\nprotocol eras: agent CPU per cheap call (system_get_basic_info over `raspi-mcp stdio`) beside server-everything's echo (%s), %d rounds of one turn of %d calls each, the turns' order rotated each round; median turn [min–max]; a ratio is the median of the rounds' ratios\n\n", nodeEra, o.eraReps, o.calls)
+	fmt.Println("| collector (GOGC/GOMEMLIMIT/GOMAXPROCS) | era | agent µs CPU/call | Node µs CPU/call | ratio to Node | ratio to " + turns[0].name + " |")
+	fmt.Println("|---|---|---|---|---|---|")
 	for _, t := range turns {
 		if t == node {
 			continue
 		}
-		toNode, toFirst := "–", "–"
+		toNode, nodeCPU := "–", "–"
 		if node != nil {
 			toNode = fmt.Sprintf("%.2fx", median(ratios(t.cpu, node.cpu)))
-		}
-		toFirst = fmt.Sprintf("%.2fx", median(ratios(t.cpu, turns[0].cpu)))
-		nodeCPU := "–"
-		if node != nil {
 			nodeCPU = spread(node.cpu)
 		}
-		fmt.Printf("| %s | %s | %s | %s | %s |\n", t.name, spread(t.cpu), nodeCPU, toNode, toFirst)
+		toFirst := fmt.Sprintf("%.2fx", median(ratios(t.cpu, t.first.cpu)))
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", t.agent.label, t.name, spread(t.cpu), nodeCPU, toNode, toFirst)
+	}
+	if len(agents) > 1 {
+		fmt.Printf("\nmemory of each agent after its sessions' %d calls (RSS / Pss / USS)\n\n", len(strings.Split(o.eras, ","))*(o.warm+o.eraReps*o.calls))
+		fmt.Println("| collector | memory |")
+		fmt.Println("|---|---|")
+		for _, a := range agents {
+			fmt.Printf("| %s | %s |\n", a.label, mem(readMem(a.pid)))
+		}
 	}
 	return nil
+}
+
+// gcEnv is the environment of a collector setting GOGC[/GOMEMLIMIT[/GOMAXPROCS]]
+// (an empty field is left out: the config's setting holds).
+func gcEnv(item string) []string {
+	f := strings.Split(strings.TrimSpace(item), "/")
+	var env []string
+	if f[0] != "" {
+		env = append(env, "GOGC="+f[0])
+	}
+	if len(f) > 1 && f[1] != "" {
+		env = append(env, "GOMEMLIMIT="+f[1])
+	}
+	if len(f) > 2 && f[2] != "" {
+		env = append(env, "GOMAXPROCS="+f[2])
+	}
+	return env
 }
 
 func ratios(a, b []float64) []float64 {
@@ -349,14 +419,7 @@ func gcCurve(o options, raspi, dir, cfg string) error {
 	fmt.Println("| GOGC / GOMEMLIMIT / GOMAXPROCS (0: one per core; absent: the config's) | agent CPU per call | switches per call | RSS / Pss / USS idle | RSS / Pss / USS after calls |")
 	fmt.Println("|---|---|---|---|---|")
 	for i, item := range strings.Split(o.curve, ",") {
-		f := strings.Split(strings.TrimSpace(item), "/")
-		env := []string{"GOGC=" + f[0]}
-		if len(f) > 1 && f[1] != "" {
-			env = append(env, "GOMEMLIMIT="+f[1])
-		}
-		if len(f) > 2 {
-			env = append(env, "GOMAXPROCS="+f[2])
-		}
+		env := gcEnv(item)
 		sub := filepath.Join(dir, fmt.Sprintf("gc%d", i))
 		agent, err := startAgent(raspi, sub, cfg, env)
 		if err != nil {
