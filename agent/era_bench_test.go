@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime/metrics"
 	"syscall"
 	"testing"
 
@@ -88,7 +89,7 @@ func BenchmarkCheapCallEra(b *testing.B) {
 			}
 			await()
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0, gc0 := processCPU(), gcCycles()
 			for range b.N {
 				id++
 				if _, err := conn.Write([]byte(eraCall(era, id, "system_get_basic_info", "{}") + "\n")); err != nil {
@@ -98,8 +99,19 @@ func BenchmarkCheapCallEra(b *testing.B) {
 			}
 			// The whole process's CPU: the agent's, and this loop's little.
 			b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "cpu-µs/op")
+			// Collections per thousand calls: how much of the CPU above
+			// the collector's pacing decides (the 2026-07-28 era's garbage
+			// sets off about twice as many).
+			b.ReportMetric(float64(gcCycles()-gc0)*1e3/float64(b.N), "gc/kop")
 		})
 	}
+}
+
+// gcCycles is how many collections this process has finished.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // processCPU is this process's user and system time, in nanoseconds.
