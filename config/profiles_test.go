@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -88,5 +89,29 @@ func TestProfilesValidate(t *testing.T) {
 	}
 	if err := Default().CheckProfile("read-only"); err != nil {
 		t.Errorf("CheckProfile(read-only): %v", err)
+	}
+}
+
+// The README's profiles example (indented in its list item) is a valid
+// drop-in, and its grants read as it says.
+func TestReadmeProfilesExample(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "  ```toml\n  # /etc/raspi-mcp/config.d/profiles.toml\n")
+	block, _, ok2 := strings.Cut(rest, "  ```")
+	if !ok || !ok2 {
+		t.Fatal("README has no profiles.toml example")
+	}
+	c, err := Parse([]byte(strings.ReplaceAll(block, "\n  ", "\n")))
+	if err != nil {
+		t.Fatalf("README's profiles.toml: %v", err)
+	}
+	if p, ok := c.LookupProfile("sensors"); !ok || !p.ReadOnly || p.AllowsNamespace("service") {
+		t.Errorf("sensors: %+v %v", p, ok)
+	}
+	if role, prof, _ := ParseGrant(c.Roles.Users["kiosk"]); role != "admin" || prof != ProfileReadOnly {
+		t.Errorf("kiosk: %s %s", role, prof)
 	}
 }
