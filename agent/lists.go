@@ -14,14 +14,14 @@ import (
 // Lists shaped by policy (issue 31). tools/list, resources/list,
 // resources/templates/list and prompts/list answer each caller with what it
 // may use now, under the configuration in force: a tool when the pipeline's
-// May passes (its role, its namespace switch, its write switch: the checks
-// of its dry run), a LAN tool likewise under its own rule, a raspi://
+// May passes (its role, its profile, its namespace switch, its write switch:
+// the checks of its dry run), a LAN tool likewise under its own rule, a raspi://
 // resource or template when the caller may call the tool it shows, an
 // upstream's resource, template or prompt when mayReadDomain passes, one of
 // our prompts when the caller may call the tool it is for. The decision is
 // the one a call meets; nothing here decides anything of its own. A call to
-// a tool left out is still refused by Decide with the role or the config
-// key it needs, as before.
+// a tool left out is still refused by Decide with the role, the profile or
+// the config key it needs, as before.
 //
 // The SDK pages a list (1,000 items a page) and its cursor names the last
 // item of the page it built, so dropping items from a page leaves every
@@ -33,7 +33,11 @@ import (
 // resources and prompts ones, each only when its kind changed; a
 // 2026-07-28 session hears them on its subscriptions/listen stream, as it
 // hears every list_changed. A session's principal is fixed when it opens,
-// so a change of [roles] alone changes no live session's lists.
+// so a change of [roles] alone changes no live session's lists. Its
+// profile's name is fixed too, but its definition ([profiles]) is read at
+// every decision, list or call: a reload that changes a profile changes
+// the lists of the sessions that hold it, and the snapshot compares every
+// role under every profile, so they are told.
 
 // lists is what the list filter asks of the agent.
 type lists struct {
@@ -41,6 +45,9 @@ type lists struct {
 	may     func(identity.Principal, string) *tool.Error              // the pipeline's May
 	mayRead func(p identity.Principal, domain, id string) *tool.Error // mayReadDomain
 	lan     *lanServers
+	// profiles names every profile a principal may hold under the
+	// configuration in force (config.ProfileNames).
+	profiles func() []string
 	// readBy maps each raspi:// resource URI and template to the tool
 	// that shows it ("" for those every caller may read); promptFor maps
 	// each of our prompts to the tool it is for.
@@ -55,7 +62,8 @@ type lists struct {
 // newLists wires the list filter; New calls it once everything is registered.
 func (a *Agent) newLists(readBy, promptFor map[string]string, againResources, againPrompts func()) *lists {
 	return &lists{tools: a.tools, may: a.pipe.May, mayRead: a.mayReadDomain, lan: a.lan,
-		readBy: readBy, promptFor: promptFor, againResources: againResources, againPrompts: againPrompts,
+		profiles: func() []string { return a.conf().ProfileNames() },
+		readBy:   readBy, promptFor: promptFor, againResources: againResources, againPrompts: againPrompts,
 		againTools: func() {
 			if t, ok := a.tools.Get(capabilitiesTool); ok {
 				a.server.AddTool(t.MCP(), a.handler(t))
@@ -146,44 +154,65 @@ func (l *lanServers) domainWhere(is func(*lanDomain) bool) *lanDomain {
 	return nil
 }
 
-// listed is what each role is listed of the agent's own items under the
+// listed is what each role under each profile is listed under the
 // configuration in force, one string a kind, to compare across a reload.
-// The upstreams' resources and prompts follow the role alone, which a
-// reload does not change, so they are left out.
+// The upstreams' resources and prompts are in it by upstream: they follow
+// the role, which a reload does not change, and the profile, which it may.
 type listed struct{ tools, resources, prompts string }
 
-// snapshot is what each role is listed now. The roles a list can differ by
-// are read, operate and admin: no role is listed none of our tools.
+// snapshot is what each role under each profile is listed now. The roles
+// a list can differ by are read, operate and admin: no role is listed none
+// of our tools. A profile added or taken out changes the snapshot by its
+// name alone, which may send a list_changed no list needed: harmless.
 func (l *lists) snapshot() listed {
 	var t, r, pr strings.Builder
 	all := l.tools.All()
 	uris := sortedKeys(l.readBy)
 	prompts := sortedKeys(l.promptFor)
+	var profiles []string
+	if l.profiles != nil {
+		profiles = l.profiles()
+	}
 	for _, role := range [...]identity.Role{identity.RoleRead, identity.RoleOperate, identity.RoleAdmin} {
-		p := identity.Principal{Name: "lists", Role: role}
-		t.WriteString("|")
-		for _, x := range all {
-			if l.may(p, x.ID()) == nil {
-				t.WriteString(x.ID())
-				t.WriteByte(' ')
-			}
-		}
-		r.WriteString("|")
-		for _, u := range uris {
-			if l.resource(p, u) {
-				r.WriteString(u)
-				r.WriteByte(' ')
-			}
-		}
-		pr.WriteString("|")
-		for _, n := range prompts {
-			if l.prompt(p, n) {
-				pr.WriteString(n)
-				pr.WriteByte(' ')
-			}
+		for _, prof := range profiles {
+			l.snapshotOf(identity.Principal{Name: "lists", Role: role, Profile: prof}, all, uris, prompts, &t, &r, &pr)
 		}
 	}
 	return listed{t.String(), r.String(), pr.String()}
+}
+
+// snapshotOf writes what p is listed to t, r and pr.
+func (l *lists) snapshotOf(p identity.Principal, all []*tool.Tool, uris, prompts []string, t, r, pr *strings.Builder) {
+	mark := "|" + p.Role.String() + "/" + p.Profile + ":"
+	t.WriteString(mark)
+	for _, x := range all {
+		if l.may(p, x.ID()) == nil {
+			t.WriteString(x.ID())
+			t.WriteByte(' ')
+		}
+	}
+	r.WriteString(mark)
+	for _, u := range uris {
+		if l.resource(p, u) {
+			r.WriteString(u)
+			r.WriteByte(' ')
+		}
+	}
+	pr.WriteString(mark)
+	for _, n := range prompts {
+		if l.prompt(p, n) {
+			pr.WriteString(n)
+			pr.WriteByte(' ')
+		}
+	}
+	if l.lan != nil {
+		for _, d := range l.lan.domains {
+			if l.mayRead(p, d.cfg.Name, d.cfg.Name+".resources/read") == nil {
+				r.WriteString(d.cfg.Name + "+ ")
+				pr.WriteString(d.cfg.Name + "+ ")
+			}
+		}
+	}
 }
 
 func sortedKeys(m map[string]string) []string {

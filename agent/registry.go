@@ -49,8 +49,8 @@ func (a *Agent) newPipeline() *tool.Pipeline {
 
 // mayReadDomain is nil when p may read an upstream's resources and prompts
 // (domain is the upstream's name, id the read as the audit trail names it),
-// else the refusal: role read and the domain switched on, as any read tool
-// of that domain would need. The pipeline's May answers for a registered
+// else the refusal: role read, the domain switched on and a profile that
+// takes the upstream in, as any read tool of that domain would need. The pipeline's May answers for a registered
 // tool, and no tool stands behind such a read (resources/read and
 // prompts/get are not tools of the upstream), so the decision with the rule
 // a read has is made here, with the pipeline's wiring, and the catalog

@@ -11,7 +11,7 @@ import (
 // Every key of the tables that decide who may do what, found by walking the
 // Config struct (so a key added later is covered), is refused over MCP.
 func TestNoForbiddenKeyIsChangeable(t *testing.T) {
-	forbidden := []string{"roles", "http", "guard", "manage", "audit", "helper", "agent", "change", "upstream"}
+	forbidden := []string{"roles", "profiles", "http", "guard", "manage", "audit", "helper", "agent", "change", "upstream"}
 	ct := reflect.TypeOf(Config{})
 	seen := 0
 	for i := range ct.NumField() {

@@ -58,6 +58,9 @@ type Config struct {
 	// Upstreams are other MCP servers of the LAN mounted as extra namespaces
 	// ([[upstream]], see upstream.go); none by default.
 	Upstreams []Upstream `toml:"upstream"`
+	// Profiles are named narrowings of a grant ([profiles.NAME], see
+	// profiles.go) that a bearer token or a [roles] entry may carry.
+	Profiles map[string]Profile `toml:"profiles"`
 }
 
 // Manage is the manage namespace: the server's status, its jobs, and the
@@ -427,7 +430,8 @@ type Helper struct {
 }
 
 // Roles maps Unix users and groups to roles. uid 0 is always admin; anyone
-// unmapped is refused.
+// unmapped is refused. A value is a role ("operate") or a role narrowed by
+// a profile ("operate:sensors", see ParseGrant).
 type Roles struct {
 	Users  map[string]string `toml:"users"`
 	Groups map[string]string `toml:"groups"`
@@ -631,6 +635,7 @@ func Default() Config {
 			Users:  map[string]string{},
 			Groups: map[string]string{"raspi-mcp": "read"},
 		},
+		Profiles: map[string]Profile{},
 		Change:   Change{TokenTTL: Duration(5 * time.Minute)},
 		HTTP:     defaultHTTP(),
 		Sessions: defaultSessions(),
@@ -912,14 +917,7 @@ func (c Config) Validate() error {
 	if err := c.Sessions.validate(); err != nil {
 		return err
 	}
-	for kind, m := range map[string]map[string]string{"users": c.Roles.Users, "groups": c.Roles.Groups} {
-		for name, role := range m {
-			if !ValidRole(role) {
-				return fmt.Errorf("roles.%s.%s: want one of %s, got %q", kind, name, strings.Join(roleNames, ", "), role)
-			}
-		}
-	}
-	return nil
+	return c.validateProfiles()
 }
 
 func (g GPIO) validate() error {

@@ -57,7 +57,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"[system]\nreboots = true\n", `unknown key "system.reboots"`},
 		{"[system]\nreboot = \"yes\"\n", "system.reboot"},
 		{"[nope]\nx = 1\n", `unknown key "nope`},
-		{"[roles]\nusers = { pi = \"root\" }\n", `roles.users.pi: want one of read, operate, admin, got "root"`},
+		{"[roles]\nusers = { pi = \"root\" }\n", `roles.users.pi: want one of read, operate, admin, or one and a profile ("read:sensors"), got "root"`},
 		{"[agent]\nsocket = \"relative.sock\"\n", "agent.socket: want an absolute path"},
 		{"[change]\ntoken_ttl = \"forever\"\n", "token_ttl"},
 		{"[change]\ntoken_ttl = \"2h\"\n", "change.token_ttl: want 1s..1h"},

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/errcode"
@@ -80,6 +81,9 @@ func Decide(c *config.Config, p identity.Principal, r Rule, g Guard, committed b
 			With("tool", r.Tool).With("required_role", r.MinRole.String()).With("role", p.Role.String()).
 			Hint("ask the device owner for a higher role in [roles] of " + config.DefaultPath)
 	}
+	if perr := decideProfile(c, p, r); perr != nil {
+		return perr
+	}
 	if on, key := DomainEnabled(c, r.Domain); !on {
 		return Errf(errcode.PermissionDenied, "the %s namespace is disabled on this device", r.Domain).
 			With("domain", r.Domain).With("config_key", key).
@@ -107,6 +111,41 @@ func Decide(c *config.Config, p identity.Principal, r Rule, g Guard, committed b
 			Hint("change_prepare returns a single-use token bound to the exact arguments")
 	}
 	return nil
+}
+
+// decideProfile refuses a call outside the principal's profile: a tool of a
+// namespace its toolsets leave out, or one that is not a read under
+// read_only. It comes after the role, which it can only narrow, and before
+// the switches, whose fix (turn it on) would not help. The profile's
+// definition is read from c, so a reload that changes it applies to the
+// next decision; a profile c does not define refuses everything.
+func decideProfile(c *config.Config, p identity.Principal, r Rule) *Error {
+	prof, ok := c.LookupProfile(p.Profile)
+	if !ok {
+		return Errf(errcode.PermissionDenied, "%s is narrowed by profile %q, which this device does not define: it may call nothing", p.Name, p.Profile).
+			With("principal", p.Name).With("profile", p.Profile).
+			Hint("the device owner defines [profiles." + p.Profile + "] in " + config.DefaultPath + ", or gives " + p.Name + " another profile")
+	}
+	if !prof.Narrows() {
+		return nil
+	}
+	ns, _, _ := strings.Cut(r.Tool, ".")
+	inToolsets, readOK := prof.AllowsNamespace(ns), !prof.ReadOnly || r.Risk == RiskRead
+	if inToolsets && readOK {
+		return nil
+	}
+	why := "its namespace " + ns + " is not in the profile's toolsets"
+	if inToolsets {
+		why = "it is a " + r.Risk.String() + "-risk tool and the profile allows reads only"
+	}
+	toolsets := prof.Toolsets
+	if toolsets == nil {
+		toolsets = []string{"*"}
+	}
+	return Errf(errcode.PermissionDenied, "%s is outside profile %q of %s: %s (the profile allows %s)", r.Tool, p.Profile, p.Name, why, prof.Describe()).
+		With("tool", r.Tool).With("profile", p.Profile).With("toolsets", toolsets).With("read_only", prof.ReadOnly).
+		Hint("a profile narrows what " + p.Name + " may call whatever its role; the device owner changes it in [roles] or [profiles] of " +
+			config.DefaultPath + ", or with raspi-mcp token create --profile")
 }
 
 func missingGuards(g Guard) []string {

@@ -198,7 +198,7 @@ func (f *httpFront) authenticate(metrics bool, next http.Handler) http.Handler {
 			f.deny(w, r, tok, status, why)
 			return
 		}
-		p := identity.FromToken(tok.Name, tok.Role, r.RemoteAddr)
+		p := identity.FromToken(tok.Name, tok.Role, tok.Profile, r.RemoteAddr)
 		n := 1
 		if !metrics && r.Method == http.MethodPost {
 			var ok bool

@@ -22,7 +22,7 @@ import (
 const tokenGroup = "raspi-mcp"
 
 var tokenLines = []string{
-	"raspi-mcp token create NAME --role read|operate|admin|metrics [--expires 90d] [--config FILE | --dir DIR]",
+	"raspi-mcp token create NAME --role read|operate|admin|metrics [--profile P] [--expires 90d] [--config FILE | --dir DIR]",
 	"raspi-mcp token list [--json] [--config FILE | --dir DIR]",
 	"raspi-mcp token revoke NAME [--config FILE | --dir DIR]",
 }
@@ -53,14 +53,14 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 }
 
 // tokenFileFlags adds --config and --dir to c and returns what finds the
-// token file once c is parsed.
-func tokenFileFlags(c *command) func() (*bearer.File, error) {
+// token file once c is parsed, and the configuration that names it.
+func tokenFileFlags(c *command) func() (*bearer.File, config.Config, error) {
 	cfgPath := c.fs.String("config", config.DefaultPath, "configuration `FILE` naming the token file ([http] tokens)")
 	dir := c.fs.String("dir", "", "the `DIR` of a laptop-mode agent (serve --sim --dir DIR): its token file")
-	return func() (*bearer.File, error) {
+	return func() (*bearer.File, config.Config, error) {
 		if *dir != "" {
 			if flagSet(c.fs, "config") {
-				return nil, c.wrongArgs("--dir and --config name the token file twice: give one")
+				return nil, config.Config{}, c.wrongArgs("--dir and --config name the token file twice: give one")
 			}
 			return tokenFile(c, filepath.Join(*dir, "config.toml"), true)
 		}
@@ -71,22 +71,22 @@ func tokenFileFlags(c *command) func() (*bearer.File, error) {
 // tokenFile is the token file the configuration names. Without a config
 // file at the default path the default applies; a named config (--config,
 // or --dir's) that does not load is an error, never silently another file.
-func tokenFile(c *command, cfgPath string, named bool) (*bearer.File, error) {
+func tokenFile(c *command, cfgPath string, named bool) (*bearer.File, config.Config, error) {
 	cfg, err := config.Load(cfgPath)
 	if errors.Is(err, fs.ErrNotExist) && !named {
 		cfg, err = config.Default(), nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, config.Config{}, err
 	}
 	if cfg.HTTP.Tokens == "" {
-		return nil, fmt.Errorf("%s: [http] tokens is empty: set the token file's path", cfgPath)
+		return nil, config.Config{}, fmt.Errorf("%s: [http] tokens is empty: set the token file's path", cfgPath)
 	}
 	f := &bearer.File{Path: cfg.HTTP.Tokens}
 	if _, err := user.LookupGroup(tokenGroup); err == nil {
 		f.Group = tokenGroup // the package made it; without it the agent runs as the file's owner
 	}
-	return f, nil
+	return f, cfg, nil
 }
 
 // asRoot adds the way out of a permission error: the file is root's.
@@ -98,10 +98,11 @@ func asRoot(err error) error {
 }
 
 func tokenCreate(args []string, stdout, stderr io.Writer) error {
-	c := newCommand("token create", "NAME --role read|operate|admin|metrics [--expires 90d] [--config FILE | --dir DIR]",
+	c := newCommand("token create", "NAME --role read|operate|admin|metrics [--profile P] [--expires 90d] [--config FILE | --dir DIR]",
 		"make a bearer token for the HTTP endpoint and print its secret, once")
 	tokens := tokenFileFlags(c)
 	role := c.fs.String("role", "", "the token's `ROLE`: read, operate, admin (as in [roles]) or metrics (only /metrics)")
+	profile := c.fs.String("profile", "", "narrow the role to `PROFILE`: read-only, or a [profiles] name of the config (default: all, no narrowing)")
 	expires := c.fs.String("expires", "none", "lifetime `TTL`: 30m, 12h, 90d, 8w, or none")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -117,16 +118,27 @@ func tokenCreate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := tokens()
+	f, cfg, err := tokens()
 	if err != nil {
 		return err
 	}
-	secret, tok, err := f.Create(pos[0], *role, ttl, time.Now())
+	// The agent refuses every call of a token whose profile its config does
+	// not define: refuse to make one here, where the owner can fix it.
+	prof := *profile
+	if prof == config.ProfileAll {
+		prof = ""
+	}
+	if prof != "" {
+		if err := cfg.CheckProfile(prof); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+	}
+	secret, tok, err := f.CreateProfile(pos[0], *role, prof, ttl, time.Now())
 	if err != nil {
 		return asRoot(err)
 	}
 	// The secret alone on stdout, so SECRET=$(raspi-mcp token create ...) works.
-	fmt.Fprintf(stderr, "token %q (role %s, expires %s) is in %s; its secret, shown only now:\n", tok.Name, tok.Role, expiryUTC(tok), f.Path)
+	fmt.Fprintf(stderr, "token %q (role %s, profile %s, expires %s) is in %s; its secret, shown only now:\n", tok.Name, tok.Role, profileOf(tok), expiryUTC(tok), f.Path)
 	fmt.Fprintln(stdout, secret)
 	fmt.Fprintln(stderr, "clients send it as the HTTP header \"Authorization: Bearer <secret>\"; revoke it with: raspi-mcp token revoke", tok.Name)
 	return nil
@@ -136,13 +148,14 @@ func tokenCreate(args []string, stdout, stderr io.Writer) error {
 type tokenJSON struct {
 	Name    string     `json:"name"`
 	Role    string     `json:"role"`
+	Profile string     `json:"profile"` // "all": no narrowing
 	Created time.Time  `json:"created"`
 	Expires *time.Time `json:"expires"` // null: never
 	Expired bool       `json:"expired"`
 }
 
 func tokenList(args []string, stdout io.Writer) error {
-	c := newCommand("token list", "[--json] [--config FILE | --dir DIR]", "the bearer tokens: name, role, created, expires; never a secret")
+	c := newCommand("token list", "[--json] [--config FILE | --dir DIR]", "the bearer tokens: name, role, profile, created, expires; never a secret")
 	tokens := tokenFileFlags(c)
 	asJSON := c.fs.Bool("json", false, "print JSON")
 	pos, err := c.parse(args)
@@ -152,7 +165,7 @@ func tokenList(args []string, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return c.wrongArgs("token list takes no arguments")
 	}
-	f, err := tokens()
+	f, _, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -164,7 +177,7 @@ func tokenList(args []string, stdout io.Writer) error {
 	if *asJSON {
 		out := make([]tokenJSON, len(toks))
 		for i, t := range toks {
-			out[i] = tokenJSON{Name: t.Name, Role: t.Role, Created: t.Created, Expired: t.Expired(now)}
+			out[i] = tokenJSON{Name: t.Name, Role: t.Role, Profile: profileOf(t), Created: t.Created, Expired: t.Expired(now)}
 			if !t.Expires.IsZero() {
 				out[i].Expires = &toks[i].Expires
 			}
@@ -178,13 +191,13 @@ func tokenList(args []string, stdout io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tCREATED (UTC)\tEXPIRES (UTC)\tEXPIRED")
+	fmt.Fprintln(tw, "NAME\tROLE\tPROFILE\tCREATED (UTC)\tEXPIRES (UTC)\tEXPIRED")
 	for _, t := range toks {
 		exp := "no"
 		if t.Expired(now) {
 			exp = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Role, t.Created.UTC().Format(time.DateTime), expiry(t), exp)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Role, profileOf(t), t.Created.UTC().Format(time.DateTime), expiry(t), exp)
 	}
 	return tw.Flush()
 }
@@ -199,7 +212,7 @@ func tokenRevoke(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return c.wrongArgs("token revoke takes one NAME")
 	}
-	f, err := tokens()
+	f, _, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -208,6 +221,14 @@ func tokenRevoke(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "token %q revoked: its next request is refused\n", pos[0])
 	return nil
+}
+
+// profileOf is a token's profile as the CLI shows it: "all" for none.
+func profileOf(t bearer.Token) string {
+	if t.Profile == "" {
+		return config.ProfileAll
+	}
+	return t.Profile
 }
 
 // expiry is when a token expires, as the list shows it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,60 @@ func TestTokenRefusals(t *testing.T) {
 	if err := runToken([]string{"--help"}, &bytes.Buffer{}, &bytes.Buffer{}); !errors.As(err, &ee) || ee.code != 0 {
 		t.Errorf("token --help: %v, want exit 0", err)
 	}
+}
+
+// --profile narrows a token to a profile the config defines (or a built-in
+// one); list shows it; a profile the config does not define, or one on a
+// metrics token, is refused and writes nothing.
+func TestTokenProfile(t *testing.T) {
+	cfg, path := tokenConfig(t)
+	conf, _ := os.ReadFile(cfg)
+	conf = append(conf, "\n[profiles.sensors]\ntoolsets = [\"gpio\", \"i2c\"]\nread_only = true\n"...)
+	if err := os.WriteFile(cfg, conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, info, err := token(t, "create", "fleet", "--role", "operate", "--profile", "sensors", "--config", cfg)
+	if err != nil || !strings.Contains(info, "profile sensors") {
+		t.Fatalf("create --profile sensors: %v %s", err, info)
+	}
+	if tok, err := (&bearer.File{Path: path}).Verify(strings.TrimSpace(out), time.Now()); err != nil || tok.Profile != "sensors" || tok.Role != "operate" {
+		t.Fatalf("verify: %+v %v", tok, err)
+	}
+	for _, args := range [][]string{{"create", "ro", "--role", "admin", "--profile", "read-only"}, {"create", "wide", "--role", "read", "--profile", "all"}} {
+		if _, _, err := token(t, append(args, "--config", cfg)...); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+	}
+	out, _, err = token(t, "list", "--config", cfg)
+	if err != nil || !strings.Contains(out, "PROFILE") || !regexpLine(out, `fleet\s+operate\s+sensors`) || !regexpLine(out, `ro\s+admin\s+read-only`) || !regexpLine(out, `wide\s+read\s+all`) {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+	out, _, _ = token(t, "list", "--json", "--config", cfg)
+	var list []tokenJSON
+	if json.Unmarshal([]byte(out), &list) != nil || len(list) != 3 || list[0].Profile != "sensors" || list[2].Profile != "all" {
+		t.Errorf("list --json: %s", out)
+	}
+	before, _ := os.ReadFile(path)
+	if bytes.Count(before, []byte("profile =")) != 2 {
+		t.Errorf("the file keeps a profile for fleet and ro only:\n%s", before)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "x", "--role", "read", "--profile", "sensor"}, `--profile: profile "sensor" is not defined: want all, read-only, sensors, or a [profiles.sensor] table; did you mean "sensors"?`},
+		{[]string{"create", "x", "--role", "metrics", "--profile", "sensors"}, "a metrics token calls no tool"},
+	} {
+		if _, _, err := token(t, append(c.args, "--config", cfg)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error with %s", c.args, err, c.want)
+		}
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Errorf("a refused create changed the file")
+	}
+}
+
+// regexpLine reports whether some line of s matches re.
+func regexpLine(s, re string) bool {
+	return regexp.MustCompile(`(?m)^` + re).MatchString(s)
 }

@@ -20,8 +20,12 @@ const (
 
 // Token is one token as listed: everything but its secret.
 type Token struct {
-	Name    string
-	Role    string
+	Name string
+	Role string
+	// Profile narrows Role to a profile of the config ([profiles], or a
+	// built-in one); "" narrows nothing. The agent looks the profile up in
+	// its config at each call.
+	Profile string
 	Created time.Time
 	// Expires is when the token stops working; zero: never.
 	Expires time.Time

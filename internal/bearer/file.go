@@ -219,10 +219,20 @@ func (f *File) List() ([]Token, error) {
 // nobody holding the file can search for it however fast the hash is, and a
 // slow hash would only cost the Pi milliseconds on every request.
 func (f *File) Create(name, role string, ttl time.Duration, now time.Time) (string, Token, error) {
+	return f.CreateProfile(name, role, "", ttl, now)
+}
+
+// CreateProfile is Create for a token narrowed by profile ("" for none).
+// Whether the config defines the profile is the caller's to check; the
+// agent refuses every call of a token whose profile it does not know.
+func (f *File) CreateProfile(name, role, profile string, ttl time.Duration, now time.Time) (string, Token, error) {
 	if err := CheckName(name); err != nil {
 		return "", Token{}, err
 	}
 	if err := CheckRole(role); err != nil {
+		return "", Token{}, err
+	}
+	if err := checkProfile(role, profile); err != nil {
 		return "", Token{}, err
 	}
 	if ttl < 0 || ttl > maxTTL {
@@ -233,7 +243,7 @@ func (f *File) Create(name, role string, ttl time.Duration, now time.Time) (stri
 		return "", Token{}, fmt.Errorf("bearer: random secret: %w", err)
 	}
 	secret := Prefix + base64.RawURLEncoding.EncodeToString(raw)
-	tok := Token{Name: name, Role: role, Created: now.UTC().Truncate(time.Second)}
+	tok := Token{Name: name, Role: role, Profile: profile, Created: now.UTC().Truncate(time.Second)}
 	if ttl > 0 {
 		tok.Expires = tok.Created.Add(ttl)
 	}
@@ -282,6 +292,26 @@ func CheckRole(role string) error {
 		return nil
 	}
 	return fmt.Errorf("bearer: role %q: want %s, %s, %s or %s", role, RoleRead, RoleOperate, RoleAdmin, RoleMetrics)
+}
+
+// profileRe is the shape of a profile name (config.CheckProfileName's):
+// the file's own check, so a hand-edited profile cannot smuggle quoting
+// into what encode writes.
+var profileRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// checkProfile accepts a token's profile: "" or a profile name, and none on
+// a metrics token, which calls no tool a profile could narrow.
+func checkProfile(role, profile string) error {
+	if profile == "" {
+		return nil
+	}
+	if !profileRe.MatchString(profile) {
+		return fmt.Errorf("bearer: profile %q: want 1 to 32 of a-z, 0-9, '_' and '-', starting with a letter", profile)
+	}
+	if role == RoleMetrics {
+		return fmt.Errorf("bearer: profile %q: a metrics token calls no tool; give it no profile", profile)
+	}
+	return nil
 }
 
 // ParseTTL reads an expiry as the CLI takes it: a whole number of minutes,
@@ -478,6 +508,7 @@ type fileDoc struct {
 type fileToken struct {
 	Name    string    `toml:"name"`
 	Role    string    `toml:"role"`
+	Profile string    `toml:"profile"` // absent in files older than profiles: none
 	SHA256  string    `toml:"sha256"`
 	Created time.Time `toml:"created"`
 	Expires time.Time `toml:"expires"`
@@ -522,7 +553,10 @@ func (t fileToken) record() (record, error) {
 	if err := CheckRole(t.Role); err != nil {
 		return record{}, fmt.Errorf("role %q: want %s, %s, %s or %s", t.Role, RoleRead, RoleOperate, RoleAdmin, RoleMetrics)
 	}
-	r := record{tok: Token{Name: t.Name, Role: t.Role, Created: t.Created.UTC(), Expires: t.Expires.UTC()}}
+	if err := checkProfile(t.Role, t.Profile); err != nil {
+		return record{}, errors.New(strings.TrimPrefix(err.Error(), "bearer: "))
+	}
+	r := record{tok: Token{Name: t.Name, Role: t.Role, Profile: t.Profile, Created: t.Created.UTC(), Expires: t.Expires.UTC()}}
 	if len(t.SHA256) != hex.EncodedLen(sha256.Size) || strings.ToLower(t.SHA256) != t.SHA256 {
 		return record{}, errors.New("sha256: want 64 lowercase hex digits")
 	}
@@ -545,8 +579,11 @@ func encode(recs []record) []byte {
 	b.WriteString("# raspi-mcp bearer tokens: \"raspi-mcp token create|list|revoke\" keeps this file.\n")
 	b.WriteString("# Only each secret's SHA-256 is here: reading the file grants nothing.\n")
 	for _, r := range recs {
-		fmt.Fprintf(&b, "\n[[token]]\nname = %q\nrole = %q\nsha256 = %q\ncreated = %s\n",
-			r.tok.Name, r.tok.Role, hex.EncodeToString(r.hash[:]), r.tok.Created.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(&b, "\n[[token]]\nname = %q\nrole = %q\n", r.tok.Name, r.tok.Role)
+		if r.tok.Profile != "" {
+			fmt.Fprintf(&b, "profile = %q\n", r.tok.Profile)
+		}
+		fmt.Fprintf(&b, "sha256 = %q\ncreated = %s\n", hex.EncodeToString(r.hash[:]), r.tok.Created.UTC().Format(time.RFC3339Nano))
 		if !r.tok.Expires.IsZero() {
 			fmt.Fprintf(&b, "expires = %s\n", r.tok.Expires.UTC().Format(time.RFC3339Nano))
 		}

@@ -364,3 +364,51 @@ func BenchmarkReload(b *testing.B) {
 		}
 	}
 }
+
+// A token's profile is kept in the file and comes back with the token; a
+// file written before profiles existed (no profile key) still loads, its
+// tokens narrowed by nothing; a bad profile is refused and changes nothing.
+func TestProfileRoundTrip(t *testing.T) {
+	f := newFile(t)
+	old := "[[token]]\nname = \"laptop\"\nrole = \"read\"\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\ncreated = 2026-01-02T03:04:05Z\n"
+	if err := os.WriteFile(f.Path, []byte(old), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := f.List()
+	if err != nil || len(toks) != 1 || toks[0].Profile != "" || toks[0].Role != RoleRead {
+		t.Fatalf("old file: %+v %v", toks, err)
+	}
+	secret, tok, err := f.CreateProfile("fleet", RoleAdmin, "sensors", 0, t0)
+	if err != nil || tok.Profile != "sensors" {
+		t.Fatalf("create with profile: %+v %v", tok, err)
+	}
+	got, err := (&File{Path: f.Path}).Verify(secret, t0)
+	if err != nil || got.Profile != "sensors" || got.Role != RoleAdmin {
+		t.Fatalf("verify: %+v %v", got, err)
+	}
+	b, _ := os.ReadFile(f.Path)
+	if !bytes.Contains(b, []byte("profile = \"sensors\"")) || bytes.Count(b, []byte("profile =")) != 1 {
+		t.Errorf("file: the profile is written once, for its token only:\n%s", b)
+	}
+	before := b
+	for _, c := range []struct{ role, profile, want string }{
+		{RoleRead, "Sensors", `profile "Sensors"`},
+		{RoleRead, "a:b", `profile "a:b"`},
+		{RoleRead, "x\"y", "profile"},
+		{RoleMetrics, "sensors", "metrics token calls no tool"},
+	} {
+		if _, _, err := f.CreateProfile("new", c.role, c.profile, 0, t0); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("create %s %q: %v, want an error with %s", c.role, c.profile, err, c.want)
+		}
+	}
+	if after, _ := os.ReadFile(f.Path); !bytes.Equal(before, after) {
+		t.Errorf("a refused create changed the file")
+	}
+	bad := bytes.Replace(b, []byte(`profile = "sensors"`), []byte(`profile = "Sensors"`), 1)
+	if err := os.WriteFile(f.Path, bad, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Verify(secret, t0); err == nil || !strings.Contains(err.Error(), `"fleet": profile "Sensors"`) {
+		t.Errorf("hand-edited bad profile: %v, want the file's error naming the entry", err)
+	}
+}

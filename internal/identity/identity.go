@@ -68,19 +68,29 @@ type Principal struct {
 	// Remote is KindToken's client address (host:port) as the request
 	// arrived; empty for local callers.
 	Remote string
+	// Profile narrows Role: the name of a profile of the config ("" and
+	// "all" narrow nothing). It comes from the grant, a [roles] entry or
+	// the token, never from the client; the policy looks its definition
+	// up in the config in force at each decision.
+	Profile string
 }
 
 // FromToken is the principal of an HTTP request that carried the token
 // name with role (a [roles] name; "metrics" or anything else maps to
-// RoleNone, which may call nothing).
-func FromToken(name, role, remote string) Principal {
+// RoleNone, which may call nothing) narrowed by profile ("" for none).
+func FromToken(name, role, profile, remote string) Principal {
 	r, _ := ParseRole(role)
-	return Principal{Kind: KindToken, Name: "token:" + name, UID: -1, PID: -1, Role: r, Remote: remote}
+	return Principal{Kind: KindToken, Name: "token:" + name, UID: -1, PID: -1, Role: r, Remote: remote, Profile: profile}
 }
 
 // FromUnix resolves a socket peer to a principal: uid 0 is admin; otherwise
-// the user's own entry in roles.Users, else the highest role of any of its
+// the user's own entry in roles.Users, else the best grant of any of its
 // groups (primary and supplementary) in roles.Groups; unmapped is RoleNone.
+// A grant is a role and the profile that narrows it ("operate:sensors",
+// config.ParseGrant). The best grant is the highest role; at the same role
+// one without a profile (it narrows nothing) wins over one with, and
+// between two profiles the name that sorts first, so the answer does not
+// depend on the order the system lists the groups in.
 func FromUnix(roles config.Roles, peer unixsock.Peer) Principal {
 	return fromUnix(roles, peer, osAccounts{})
 }
@@ -104,8 +114,8 @@ func fromUnix(roles config.Roles, peer unixsock.Peer, acc accounts) Principal {
 		p.Name = name
 		gids = append(gids, more...)
 	}
-	if r, ok := roles.Users[p.Name]; ok {
-		p.Role, _ = ParseRole(r)
+	if g, ok := roles.Users[p.Name]; ok {
+		p.Role, p.Profile = parseGrant(g)
 		return p
 	}
 	for _, id := range gids {
@@ -113,11 +123,35 @@ func fromUnix(roles config.Roles, peer unixsock.Peer, acc accounts) Principal {
 		if !ok {
 			continue
 		}
-		if r, ok := ParseRole(roles.Groups[g]); ok && r > p.Role {
-			p.Role = r
+		r, prof := parseGrant(roles.Groups[g])
+		if r != RoleNone && better(r, prof, p.Role, p.Profile) {
+			p.Role, p.Profile = r, prof
 		}
 	}
 	return p
+}
+
+// parseGrant reads a [roles] value; a bad role is RoleNone, refused
+// everything (config.Validate refuses it first). "all" is no profile.
+func parseGrant(s string) (Role, string) {
+	role, prof, _ := config.ParseGrant(s)
+	r, _ := ParseRole(role)
+	if prof == config.ProfileAll {
+		prof = ""
+	}
+	return r, prof
+}
+
+// better reports whether grant (r, prof) beats grant (cur, curProf): see
+// FromUnix.
+func better(r Role, prof string, cur Role, curProf string) bool {
+	switch {
+	case r != cur:
+		return r > cur
+	case prof == "" || curProf == "":
+		return prof == "" && curProf != ""
+	}
+	return prof < curProf
 }
 
 // osAccounts reads the system's user and group databases.

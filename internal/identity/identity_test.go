@@ -77,6 +77,45 @@ func TestFromUnix(t *testing.T) {
 	}
 }
 
+// A [roles] value may narrow its role by a profile; the grant a user gets
+// from several groups does not depend on the order of its groups.
+func TestFromUnixProfiles(t *testing.T) {
+	type u = struct {
+		name string
+		gids []string
+	}
+	acc := table{
+		users: map[int]u{
+			1000: {"alice", []string{"1000", "27"}},
+			1001: {"bob", []string{"1001", "30", "31", "32"}},
+			1002: {"carol", []string{"1002", "32", "31"}},
+			1003: {"dave", []string{"1003", "30", "33"}},
+		},
+		groups: map[string]string{"27": "sudo", "30": "fleet", "31": "sensors", "32": "lab", "33": "ops"},
+	}
+	roles := config.Roles{
+		Users: map[string]string{"alice": "admin:read-only"},
+		Groups: map[string]string{"sudo": "admin", "fleet": "read", "sensors": "operate:sensors",
+			"lab": "operate:lab", "ops": "operate:all"},
+	}
+	for _, c := range []struct {
+		name    string
+		uid     int
+		role    Role
+		profile string
+	}{
+		{"a user's own grant, narrowed, wins over a wider group", 1000, RoleAdmin, "read-only"},
+		{"the highest role wins, with its profile; lab sorts before sensors", 1001, RoleOperate, "lab"},
+		{"the same in another group order", 1002, RoleOperate, "lab"},
+		{"at the same role, a grant without profile wins (all is none)", 1003, RoleOperate, ""},
+	} {
+		p := fromUnix(roles, unixsock.Peer{UID: c.uid, GID: c.uid, PID: 1}, acc)
+		if p.Role != c.role || p.Profile != c.profile {
+			t.Errorf("%s: got role %s profile %q, want %s %q", c.name, p.Role, p.Profile, c.role, c.profile)
+		}
+	}
+}
+
 // TestFromUnixSystem resolves the test's own user through the system's
 // databases.
 func TestFromUnixSystem(t *testing.T) {
@@ -128,8 +167,8 @@ func TestFromToken(t *testing.T) {
 		role string
 		want Role
 	}{{"read", RoleRead}, {"operate", RoleOperate}, {"admin", RoleAdmin}, {"metrics", RoleNone}, {"", RoleNone}} {
-		p := FromToken("ha", c.role, "192.0.2.7:5000")
-		want := Principal{Kind: KindToken, Name: "token:ha", UID: -1, PID: -1, Role: c.want, Remote: "192.0.2.7:5000"}
+		p := FromToken("ha", c.role, "sensors", "192.0.2.7:5000")
+		want := Principal{Kind: KindToken, Name: "token:ha", UID: -1, PID: -1, Role: c.want, Remote: "192.0.2.7:5000", Profile: "sensors"}
 		if p != want {
 			t.Errorf("FromToken(ha, %q) = %+v, want %+v", c.role, p, want)
 		}
@@ -140,7 +179,7 @@ func TestContext(t *testing.T) {
 	if _, ok := FromContext(context.Background()); ok {
 		t.Fatal("a principal in an empty context")
 	}
-	p := FromToken("ci", "read", "192.0.2.1:4000")
+	p := FromToken("ci", "read", "", "192.0.2.1:4000")
 	got, ok := FromContext(NewContext(context.Background(), p))
 	if !ok || got != p {
 		t.Fatalf("FromContext = %+v, %v; want %+v", got, ok, p)
