@@ -442,7 +442,8 @@ func (f *httpFront) deny(w http.ResponseWriter, r *http.Request, tok bearer.Toke
 	case status == http.StatusUnauthorized && why == "no bearer token":
 		w.Header().Set("WWW-Authenticate", realm)
 	case status == http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token", error_description="`+why+`"`)
+		// Codex shows only this header: the fix rides in it too.
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token", error_description="`+why+`; `+challengeFix+`"`)
 	case status == http.StatusForbidden:
 		w.Header().Set("WWW-Authenticate", realm+`, error="insufficient_scope"`)
 	}

@@ -37,6 +37,10 @@ import (
 const tokenFix = "make a token on the device (raspi-mcp token create NAME --role read|operate|admin, with sudo on a Pi; " +
 	"raspi-mcp token list shows which have expired) and send it as the HTTP header 'Authorization: Bearer SECRET'"
 
+// challengeFix is tokenFix for a WWW-Authenticate error_description, which
+// may hold neither '"' nor a backslash (RFC 6750 §3).
+const challengeFix = "make one on the device with raspi-mcp token create"
+
 // noOAuthText is the error_description of the OAuth paths.
 const noOAuthText = "raspi-mcp does not use OAuth, there is nothing to sign in to or register: " + tokenFix
 
