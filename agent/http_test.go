@@ -337,8 +337,8 @@ func TestHTTPRefusesBadTokens(t *testing.T) {
 		status            int
 	}{
 		{"", `Bearer realm="raspi-mcp"`, 401},
-		{"s-nobody", `Bearer realm="raspi-mcp", error="invalid_token", error_description="unknown or revoked token"`, 401},
-		{"s-expired", `Bearer realm="raspi-mcp", error="invalid_token", error_description="token expired"`, 401},
+		{"s-nobody", `Bearer realm="raspi-mcp", error="invalid_token", error_description="unknown or revoked token; make one on the device with raspi-mcp token create"`, 401},
+		{"s-expired", `Bearer realm="raspi-mcp", error="invalid_token", error_description="token expired; make one on the device with raspi-mcp token create"`, 401},
 		{"s-metrics", `Bearer realm="raspi-mcp", error="insufficient_scope"`, 403},
 	} {
 		for range 5 {
@@ -369,6 +369,75 @@ func TestHTTPRefusesBadTokens(t *testing.T) {
 	}
 	if len(recs) != 3 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("%d refusal records %v, want one each of %v", len(recs), got, want)
+	}
+}
+
+// A refused token reads as such where clients show it: the 401's challenge
+// and body say why and how to get a token (within RFC 6750's character set
+// for error_description), and the OAuth paths a TS-SDK client probes after
+// a 401 answer 404 with an OAuth error saying there is no OAuth, which the
+// SDK puts in the error it reports. Other paths stay a plain 404.
+func TestHTTPRefusalSaysHowToGetAToken(t *testing.T) {
+	h := newHTTPRig(t, nil, HTTPOptions{Now: fixedClock})
+	base := strings.TrimSuffix(h.url, "/mcp")
+	do := func(method, path, secret string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(writeRelay))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := (&http.Client{Timeout: hangGuard}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, c := range []struct{ secret, why string }{{"", "no bearer token"}, {"s-nobody", "unknown or revoked token"}, {"s-expired", "token expired"}} {
+		resp, body := do(http.MethodPost, "/mcp", c.secret)
+		if resp.StatusCode != 401 || !strings.Contains(body, c.why) || !strings.Contains(body, "raspi-mcp token create") || !strings.Contains(body, "Authorization: Bearer") {
+			t.Errorf("%q: %d %q, want 401 with why and how to get a token", c.secret, resp.StatusCode, body)
+		}
+		ch := resp.Header.Get("WWW-Authenticate")
+		if c.secret != "" && !strings.Contains(ch, "raspi-mcp token create") {
+			t.Errorf("%q: challenge %q lacks the fix", c.secret, ch)
+		}
+		_, desc, _ := strings.Cut(ch, `error_description="`)
+		desc = strings.TrimSuffix(desc, `"`)
+		if strings.ContainsAny(desc, "\"\\") || strings.ContainsFunc(desc, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			t.Errorf("%q: error_description %q outside RFC 6750's characters", c.secret, desc)
+		}
+	}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/.well-known/oauth-protected-resource/mcp"},
+		{http.MethodGet, "/.well-known/oauth-protected-resource"},
+		{http.MethodGet, "/.well-known/oauth-authorization-server"},
+		{http.MethodGet, "/.well-known/openid-configuration"},
+		{http.MethodGet, "/mcp/.well-known/openid-configuration"},
+		{http.MethodPost, "/register"},
+		{http.MethodGet, "/authorize"},
+	} {
+		resp, body := do(c.method, c.path, "")
+		var e struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		if err := json.Unmarshal([]byte(body), &e); resp.StatusCode != 404 || err != nil || e.Error == "" ||
+			!strings.Contains(e.Description, "does not use OAuth") || !strings.Contains(e.Description, "raspi-mcp token create") {
+			t.Errorf("%s %s: %d %q (%v), want 404 with an OAuth error saying there is none", c.method, c.path, resp.StatusCode, body, err)
+		}
+	}
+	if resp, body := do(http.MethodGet, "/favicon.ico", ""); resp.StatusCode != 404 || strings.Contains(body, "OAuth") {
+		t.Errorf("/favicon.ico: %d %q, want a plain 404", resp.StatusCode, body)
+	}
+	if level17(t, h.rig) != 0 {
+		t.Fatal("a refused request changed the pin")
 	}
 }
 

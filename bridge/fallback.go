@@ -16,6 +16,13 @@ type Down struct {
 	Version string // raspi-mcp's version, for serverInfo
 }
 
+// UnavailableTool is the one tool the fallback lists. A server with no tools
+// reads as "connected" in Claude Code, Gemini CLI and OpenCode, and Codex
+// leaves it out of the model's prompt altogether, so instructions alone may
+// never reach the model; a tool whose name and description say what is wrong
+// does, and calling it answers the same `unavailable` error as any other.
+const UnavailableTool = "raspi_mcp_unavailable"
+
 // Clients of both protocol eras: 2026-07-28 probes with server/discover,
 // older ones initialize. The newest first, as the go-sdk lists them.
 var fallbackVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
@@ -24,10 +31,11 @@ var fallbackVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-
 // raspi-mcp cannot serve: MCP clients (Claude Code, Codex, Gemini CLI) show
 // only "connection closed" when a stdio server exits, and none shows its
 // stderr. It completes the handshake of either era with the reason and the
-// fix as the server's instructions, lists no tools, and answers every other
-// request with them: a tool call as an `unavailable` tool error in the
-// agent's shape, anything else as a JSON-RPC error. It returns when stdin
-// ends.
+// fix as the server's instructions, lists one read-only tool
+// (UnavailableTool) whose description says them again, and answers every
+// other request with them: a call of any tool as an `unavailable` tool error
+// in the agent's shape, anything else as a JSON-RPC error. It returns when
+// stdin ends.
 //
 // It is a few dozen lines of encoding/json rather than a go-sdk server: the
 // bridge process runs once per SSH session and stays small, and there is no
@@ -39,6 +47,15 @@ func Unavailable(stdin io.Reader, stdout io.Writer, d Down) error {
 		"retryable": true, "details": map[string]any{}, "suggested_next_tool_calls": []any{}}
 	errText, _ := json.Marshal(map[string]any{"error": toolErr})
 	caps := map[string]any{"tools": map[string]any{}}
+	tool := map[string]any{
+		"name":  UnavailableTool,
+		"title": "raspi-mcp is unavailable",
+		"description": fmt.Sprintf("raspi-mcp cannot serve on this device: %s. Fix: %s. Until then no other raspi-mcp tool exists; "+
+			"tell the user this. Calling this tool returns the same as an error.", d.Reason, d.FixHint),
+		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false},
+		"annotations": map[string]any{"title": "raspi-mcp is unavailable", "readOnlyHint": true, "destructiveHint": false,
+			"idempotentHint": true, "openWorldHint": false},
+	}
 
 	w := bufio.NewWriter(stdout)
 	send := func(msg map[string]any) error {
@@ -92,8 +109,8 @@ func Unavailable(stdin io.Reader, stdout io.Writer, d Down) error {
 		case "ping":
 			return result(map[string]any{})
 		case "tools/list":
-			// ttlMs 0: a client must not cache "no tools" past the outage.
-			return result(map[string]any{"tools": []any{}, "ttlMs": 0, "cacheScope": "private"})
+			// ttlMs 0: a client must not cache this list past the outage.
+			return result(map[string]any{"tools": []any{tool}, "ttlMs": 0, "cacheScope": "private"})
 		case "tools/call":
 			return result(map[string]any{"isError": true,
 				"content": []any{map[string]any{"type": "text", "text": "error unavailable: " + d.Reason + "\n" + string(errText)}},

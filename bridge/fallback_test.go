@@ -12,8 +12,9 @@ import (
 )
 
 // A go-sdk client of either era connects to the fallback, reads the reason
-// as instructions, sees no tools, and gets an unavailable tool error that
-// carries the fix; the fallback returns when the client closes.
+// as instructions and in the description of its one read-only tool, and gets
+// an unavailable tool error that carries the fix, from that tool or any
+// other; the fallback returns when the client closes.
 func TestUnavailableBothEras(t *testing.T) {
 	down := Down{Reason: "the agent is not running (/run/raspi-mcp/mcp.sock: no such file or directory)",
 		FixHint: "sudo systemctl start raspi-mcp", Version: "1.2.3"}
@@ -45,31 +46,28 @@ func TestUnavailableBothEras(t *testing.T) {
 				t.Errorf("server info %+v", ir.ServerInfo)
 			}
 			tools, err := cs.ListTools(ctx, nil)
-			if err != nil || len(tools.Tools) != 0 {
+			if err != nil || len(tools.Tools) != 1 {
 				t.Fatalf("tools/list: %v %+v", err, tools)
+			}
+			tool := tools.Tools[0]
+			if tool.Name != UnavailableTool || !strings.Contains(tool.Description, down.Reason) || !strings.Contains(tool.Description, down.FixHint) {
+				t.Errorf("tool %q: description %q lacks the reason or the fix", tool.Name, tool.Description)
+			}
+			if a := tool.Annotations; a == nil || !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint || !a.IdempotentHint {
+				t.Errorf("annotations %+v: want read-only, not destructive, idempotent", a)
+			}
+			if s, _ := json.Marshal(tool.InputSchema); !strings.Contains(string(s), `"type":"object"`) {
+				t.Errorf("input schema %s", s)
 			}
 			if err := cs.Ping(ctx, nil); err != nil {
 				t.Errorf("ping: %v", err)
 			}
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "system_get_health"})
-			if err != nil {
-				t.Fatalf("tools/call: %v", err)
-			}
-			if !res.IsError {
-				t.Fatalf("tools/call not an error: %+v", res)
-			}
-			var e struct {
-				Code      string `json:"code"`
-				Message   string `json:"message"`
-				FixHint   string `json:"fix_hint"`
-				Retryable bool   `json:"retryable"`
-			}
-			b, _ := json.Marshal(res.Meta["error"])
-			if err := json.Unmarshal(b, &e); err != nil || e.Code != "unavailable" || e.FixHint != down.FixHint || e.Message != down.Reason || !e.Retryable {
-				t.Errorf("_meta.error = %s (%v)", b, err)
-			}
-			if txt := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(txt, "error unavailable: "+down.Reason) {
-				t.Errorf("text %q", txt)
+			for _, name := range []string{UnavailableTool, "system_get_health"} {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name})
+				if err != nil {
+					t.Fatalf("tools/call %s: %v", name, err)
+				}
+				checkUnavailable(t, res, down)
 			}
 			// Anything else is refused with the reason, not "method not found".
 			_, err = cs.ListPrompts(ctx, nil)
@@ -100,5 +98,27 @@ func TestUnavailableMalformed(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"id":null`) || !strings.Contains(lines[0], "-32700") {
 		t.Errorf("answers: %q", out.String())
+	}
+}
+
+// checkUnavailable asserts a tool result is the agent's `unavailable` error
+// with the reason and the fix.
+func checkUnavailable(t *testing.T, res *mcp.CallToolResult, down Down) {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("tools/call not an error: %+v", res)
+	}
+	var e struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		FixHint   string `json:"fix_hint"`
+		Retryable bool   `json:"retryable"`
+	}
+	b, _ := json.Marshal(res.Meta["error"])
+	if err := json.Unmarshal(b, &e); err != nil || e.Code != "unavailable" || e.FixHint != down.FixHint || e.Message != down.Reason || !e.Retryable {
+		t.Errorf("_meta.error = %s (%v)", b, err)
+	}
+	if txt := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(txt, "error unavailable: "+down.Reason) {
+		t.Errorf("text %q", txt)
 	}
 }

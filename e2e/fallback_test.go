@@ -11,8 +11,8 @@ import (
 
 // With no agent, `raspi-mcp stdio` still completes the handshake and says
 // why in every answer: the Inspector (a client nobody here wrote) shows the
-// reason and the fix in both protocol eras, where a real client would show
-// "connection closed".
+// reason and the fix in both protocol eras (instructions, the one tool's
+// description, its call), where a real client would show "connection closed".
 func TestStdioFallbackInspector(t *testing.T) {
 	node, cli := inspector(t)
 	dir := t.TempDir()
@@ -31,12 +31,15 @@ func TestStdioFallbackInspector(t *testing.T) {
 			}
 			return out.String(), 0
 		}
+		// One tool, named and described so that a model reads why.
 		out, rc := run("--method", "tools/list", "--strict", "--format", "json", "-q")
-		if rc != 0 || !strings.Contains(out, `"tools": []`) && !strings.Contains(out, `"tools":[]`) {
+		if rc != 0 || !strings.Contains(out, `"raspi_mcp_unavailable"`) || !strings.Contains(out, "raspi-mcp serve --sim --dir "+dir) {
 			t.Fatalf("%s tools/list: rc %d %s", era, rc, out)
 		}
-		// The Inspector calls only listed tools; what it shows the person
-		// is the handshake: the reason and the fix as instructions.
+		out, _ = run("--method", "tools/call", "--tool-name", "raspi_mcp_unavailable", "--format", "json", "-q")
+		if !strings.Contains(strings.ReplaceAll(out, " ", ""), `"isError":true`) || !strings.Contains(out, `"code":"unavailable"`) {
+			t.Fatalf("%s tools/call: %s", era, out)
+		}
 		out, rc = run("--method", "initialize", "--format", "json", "-q")
 		if rc != 0 || !strings.Contains(out, "the agent is not running") || !strings.Contains(out, "raspi-mcp serve --sim --dir "+dir) {
 			t.Fatalf("%s initialize: rc %d, want the reason and fix:\n%s", era, rc, out)

@@ -95,6 +95,7 @@ type httpFront struct {
 	tokens   map[string]*tokenLive   // by token name, while it has requests or sessions opening
 	live     map[string]*sessionLive // HTTP sessions by id, with whose token opened them
 	reqs     map[*liveReq]struct{}   // requests being served
+	opened   uint64                  // sessions opened so far: each one's seq
 	sweeping bool                    // a sweep goroutine runs
 	stop     <-chan struct{}         // closed when the endpoint stops; nil: never
 }
@@ -110,6 +111,7 @@ type tokenLive struct {
 type sessionLive struct {
 	id, token, secret string
 	last              time.Time // of its last request's start or end
+	seq               uint64    // order of opening: ties of last go to the first opened
 	busy              int       // requests of it being served (a GET stream is one)
 }
 
@@ -180,6 +182,7 @@ func (d *Doors) newHTTPFront(o HTTPOptions) (*httpFront, http.Handler) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.authenticate(false, carry(http.HandlerFunc(f.serveMCP))))
 	mux.Handle("/metrics", f.metrics())
+	mux.HandleFunc("/", notFound) // OAuth probes learn there is none (noauth.go)
 	return f, f.guard.Wrap(mux)
 }
 
@@ -432,17 +435,19 @@ func (f *httpFront) verify(r *http.Request, now time.Time) (tok bearer.Token, se
 
 // deny answers an authentication failure as RFC 6750 asks: 401 with a
 // challenge (error="invalid_token" when a token came and was refused), 403
-// for a token whose role may not use the path.
+// for a token whose role may not use the path; the body says why and, for
+// a 401, how to get a token (noauth.go: what clients make of it).
 func (f *httpFront) deny(w http.ResponseWriter, r *http.Request, tok bearer.Token, status int, why string) {
 	switch {
 	case status == http.StatusUnauthorized && why == "no bearer token":
 		w.Header().Set("WWW-Authenticate", realm)
 	case status == http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token", error_description="`+why+`"`)
+		// Codex shows only this header: the fix rides in it too.
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token", error_description="`+why+`; `+challengeFix+`"`)
 	case status == http.StatusForbidden:
 		w.Header().Set("WWW-Authenticate", realm+`, error="insufficient_scope"`)
 	}
-	http.Error(w, why, status)
+	http.Error(w, deniedBody(status, why), status)
 	name := ""
 	if tok.Name != "" {
 		name = "token:" + tok.Name
@@ -505,9 +510,12 @@ func (f *httpFront) reserve(token string) (victim, refusal string) {
 		}
 	}
 	if len(mine)+t.opening >= min(f.cfg.MaxSessionsPerToken, f.cfg.MaxSessions) {
+		// Longest idle first, then the first opened: a coarse clock (or
+		// a test's fixed one) leaves many alike, and map order must not
+		// choose.
 		var oldest *sessionLive
 		for _, s := range mine {
-			if s.busy == 0 && (oldest == nil || s.last.Before(oldest.last)) {
+			if s.busy == 0 && (oldest == nil || s.last.Before(oldest.last) || s.last.Equal(oldest.last) && s.seq < oldest.seq) {
 				oldest = s
 			}
 		}
@@ -535,7 +543,8 @@ func (f *httpFront) release(c caller, id string) {
 	}
 	f.dropTokenLocked(c.tok.Name)
 	if id != "" {
-		f.live[id] = &sessionLive{id: id, token: c.tok.Name, secret: c.secret, last: f.o.Now()}
+		f.opened++
+		f.live[id] = &sessionLive{id: id, token: c.tok.Name, secret: c.secret, last: f.o.Now(), seq: f.opened}
 		f.sweepLocked()
 	}
 }
