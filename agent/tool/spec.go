@@ -158,15 +158,16 @@ func (c *Call) Request() *mcp.CallToolRequest { return c.request }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
 //
-// Their descriptions are a few words: twenty tools take them, so each word
-// here is twenty in every model's context. What they mean and when each is
-// required is said once, in the server's instructions and in
-// raspi://agent/contract (agent/agentcontract.go); keep the two in step.
+// Twenty tools take them, so each word here is twenty in every model's
+// context: what they mean and when each is required is said once, in the
+// server's instructions and in raspi://agent/contract
+// (agent/agentcontract.go); keep the two in step. Their names say enough,
+// but confirm keeps three words: a model must not read it as "proceed".
 type GuardArgs struct {
-	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only"`
+	DryRun  bool   `json:"dry_run,omitempty"`
 	Confirm bool   `json:"confirm,omitempty" jsonschema:"the person agreed"`
-	Reason  string `json:"reason,omitempty" jsonschema:"why (audited)"`
-	Intent  string `json:"intent,omitempty" jsonschema:"larger goal (audited)"`
+	Reason  string `json:"reason,omitempty"`
+	Intent  string `json:"intent,omitempty"`
 }
 
 func (g GuardArgs) guard() Guard { return Guard(g) }
