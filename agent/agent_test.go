@@ -117,7 +117,7 @@ func TestToolNamesAndSchemas(t *testing.T) {
 }
 
 // Outside tests (Options.CheckOutput off) a tool keeps its output schema as
-// the JSON tools/list sends, not as a tree of schema values: those trees were
+// the JSON raspi://agent/schemas/{tool} serves, not as a tree of schema values: those trees were
 // most of the idle agent's live heap. The JSON is the schema itself.
 func TestOutputSchemaKeptAsJSON(t *testing.T) {
 	// The input schema too is listed as JSON, and the one a call is checked
@@ -156,10 +156,11 @@ func TestOutputSchemaKeptAsJSON(t *testing.T) {
 		if tl.ChecksOutput() != check {
 			t.Errorf("checkOutput %v: resolved output schema kept: %v", check, tl.ChecksOutput())
 		}
-		raw, ok := tl.MCP().OutputSchema.(json.RawMessage)
-		if !ok {
-			t.Fatalf("checkOutput %v: OutputSchema is %T, want json.RawMessage", check, tl.MCP().OutputSchema)
+		// Served as raspi://agent/schemas/{tool}, not listed.
+		if tl.MCP().OutputSchema != nil {
+			t.Errorf("checkOutput %v: the listing carries an output schema", check)
 		}
+		raw := tl.OutputSchema()
 		var got map[string]any
 		if err := json.Unmarshal(raw, &got); err != nil {
 			t.Fatal(err)

@@ -41,6 +41,7 @@ Every change is audited with your reason.
 ## Start
 1. Read %s (under 1,500 bytes) or call %s to see what this device has and what your role may do.
 2. Prefer resources for context (%s, %s, %s) and tools for actions. Subscribe to %s or %s to hear when throttling, a failed unit, the helper or an upstream changes.
+3. A tool's result is its structuredContent; its JSON Schema is raspi://agent/schemas/{tool}, should you need it before calling.
 
 ## Guard arguments
 Every tool that changes something takes the same four; the tools' own schemas only name them.

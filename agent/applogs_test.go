@@ -136,7 +136,7 @@ func TestPaginationNamesAgree(t *testing.T) {
 	paged := 0
 	for _, tl := range r.a.tools.All() {
 		var outSchema jsonschema.Schema
-		if err := json.Unmarshal(tl.MCP().OutputSchema.(json.RawMessage), &outSchema); err != nil {
+		if err := json.Unmarshal(tl.OutputSchema(), &outSchema); err != nil {
 			t.Fatalf("%s: output schema: %v", tl.Name(), err)
 		}
 		in, out := tl.Input().Tree.Properties, outSchema.Properties

@@ -94,7 +94,7 @@ func (a *Agent) registerCamera() {
 func (cam *cameraTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[cameraTakePhotoIn, cameraTakePhotoOut]{
 		ID: "camera.take_photo", Title: "Take a photo",
-		Description: "Take a photo with the camera module and save it on the device under the media root.",
+		Description: "Take a photo; it is saved under the media root.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("resolution", tool.Enum("640x480", "1280x720", "1920x1080"), tool.Default("1280x720")), tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg"))},
 		Run: func(ctx context.Context, c *tool.Call, in cameraTakePhotoIn) (cameraTakePhotoOut, error) {
@@ -106,7 +106,7 @@ func (cam *cameraTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[cameraCaptureIn, cameraCaptureOut]{
 		ID: "camera.capture", Title: "Capture an image",
-		Description: "Take a photo and return it as an image (size-capped by config), also saved under the media root.",
+		Description: "Take a photo and return it as an image (size-capped); also saved.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props: []tool.Prop{tool.P("width", tool.Enum(640, 1280, 1920)), tool.P("height", tool.Enum(480, 720, 1080)),
 			tool.P("format", tool.Enum("jpeg", "png"), tool.Default("jpeg")), tool.P("quality", tool.Min(1), tool.Max(100), tool.Default(85))},

@@ -21,7 +21,7 @@ type (
 func (a *Agent) registerChange() {
 	tool.Add(a.tools, tool.Spec[changePrepareIn, changePrepareOut]{
 		ID: tool.PrepareID, Title: "Prepare a change",
-		Description: "Stage a call to a critical tool: checks policy, returns its dry-run plan and a single-use token for change_commit that expires soon.",
+		Description: "Stage a critical call: checks policy, returns its plan and a single-use token for change_commit.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("tool", tool.MinLen(1), tool.MaxLen(100))},
 		OutProps:    []tool.Prop{tool.P("expires_at", tool.Format("date-time"))},
@@ -33,7 +33,7 @@ func (a *Agent) registerChange() {
 	})
 	tool.Add(a.tools, tool.Spec[changeCommitIn, changeCommitOut]{
 		ID: tool.CommitID, Title: "Commit a change",
-		Description: "Run the call a change_prepare token stands for, after re-checking policy. The token works once.",
+		Description: "Run the call a change_prepare token stands for.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Risk: tool.RiskLow},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("token", tool.MinLen(8), tool.MaxLen(64))},

@@ -51,7 +51,7 @@ type configKey struct {
 
 // configCandidateIn is a candidate drop-in.
 type configCandidateIn struct {
-	TOML string `json:"toml" jsonschema:"the whole MCP drop-in (TOML), e.g. \"[gpio]\\nwrites = true\\n\"; replaces the previous one"`
+	TOML string `json:"toml" jsonschema:"the whole drop-in (TOML)"`
 }
 
 // configValidateOut is manage.config_validate.
@@ -76,7 +76,7 @@ type configDiffOut struct {
 // configApplyIn is manage.config_apply.
 type configApplyIn struct {
 	configCandidateIn
-	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"manage_config_diff's diff_hash: refused if the change differs now"`
+	ExpectDiffHash string `json:"expect_diff_hash,omitempty" jsonschema:"manage_config_diff's diff_hash"`
 	tool.GuardArgs
 }
 
@@ -122,7 +122,7 @@ func (ct *configTools) register(r *tool.Registry) {
 	candidate := tool.P("toml", tool.MaxLen(config.MaxDropIn))
 	tool.Add(r, tool.Spec[noArgs, configGetOut]{
 		ID: "manage.config_get", Title: "Configuration in force",
-		Description: "Every configuration key in force with its value and the file it comes from (main file, a config.d drop-in or default), and whether manage_config_apply may change it. Secrets appear as references only.",
+		Description: "Every configuration key in force: value, source, whether manage_config_apply may change it; secrets as references.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("loaded_at", tool.Format("date-time"))},
 		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (configGetOut, error) { return ct.configGet() },
@@ -132,7 +132,7 @@ func (ct *configTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[configCandidateIn, configValidateOut]{
 		ID: "manage.config_validate", Title: "Check a configuration drop-in",
-		Description: "Check a candidate MCP drop-in as `raspi-mcp config check` does, merged with the other files. Keys that decide who may do what ([roles], [http], [guard], [manage], [audit], [helper], [agent], [change], [[upstream]]) are refused.",
+		Description: "Check a candidate MCP drop-in as `raspi-mcp config check` does; keys that decide who may do what ([roles], [guard]...) are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
@@ -156,7 +156,7 @@ func (ct *configTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[configCandidateIn, configDiffOut]{
 		ID: "manage.config_diff", Title: "What a configuration drop-in would change",
-		Description: "Key by key, what the candidate MCP drop-in would change against the configuration in force, which switches and tools that turns on or off, and the diff_hash manage_config_apply can be held to.",
+		Description: "What a candidate MCP drop-in would change, key by key, which tools it turns on or off, and a diff_hash for manage_config_apply.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{candidate},
 		Example:     &configCandidateIn{TOML: "[gpio]\nwrites = true\n"},
@@ -168,7 +168,7 @@ func (ct *configTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[configApplyIn, configApplyOut]{
 		ID: "manage.config_apply", Title: "Apply a configuration drop-in",
-		Description: "Write the candidate as the MCP drop-in, reload both daemons and check health; on any failure the previous drop-in comes back and the error says why. A change that widens a power always waits for approval on the Pi. Keys that decide who may do what are refused.",
+		Description: "Write the MCP drop-in, reload and check health; a failure restores the previous one. Widening a power waits for approval on the Pi; keys that decide who may do what are refused.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical},
 		Destructive: true,
 		Props:       []tool.Prop{candidate, tool.P("expect_diff_hash", tool.MaxLen(71))},

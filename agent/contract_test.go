@@ -104,11 +104,11 @@ func TestSpec002Contract(t *testing.T) {
 			compareParams(t, diffs, id, tl, st.Parameters)
 		}
 		if st.Result != nil {
-			out := schemaMap(t, tl.MCP().OutputSchema)
+			out := schemaMap(t, tl.OutputSchema())
 			compareResult(diffs, id, "result", resolveRefs(st.Result, defs), out)
 		}
 		for _, add := range st.ResultAdditions {
-			compareShape(diffs, id, "result", add, schemaMap(t, tl.MCP().OutputSchema))
+			compareShape(diffs, id, "result", add, schemaMap(t, tl.OutputSchema()))
 		}
 		if st.Result != nil && len(st.Examples) == 0 {
 			// The result stays a map: it is checked as JSON against the
@@ -128,7 +128,7 @@ func TestSpec002Contract(t *testing.T) {
 	for name, where := range specDefinitions {
 		tl, _ := r.a.tools.Get(where.tool)
 		spec := resolveRefs(defs[name], defs)
-		out := schemaMap(t, tl.MCP().OutputSchema)
+		out := schemaMap(t, tl.OutputSchema())
 		res, sc := r.as(admin, tl.Name(), liveArgs(where.tool)) // a map, for validateLive as above
 		if res.IsError {
 			t.Fatalf("%s: %v", tl.Name(), resultError(t, res))

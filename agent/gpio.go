@@ -56,8 +56,8 @@ type gpioConfigureIn struct {
 // before it reverts (tool catalog, spec 002 §5.3).
 type gpioWriteIn struct {
 	Pin        int    `json:"pin" jsonschema:"BCM number"`
-	Value      string `json:"value" jsonschema:"high or low (1 and 0 are accepted too)"`
-	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"hold the value this long, then revert (a lease); omit for a permanent write"`
+	Value      string `json:"value"`
+	DurationMS *int   `json:"duration_ms,omitempty" jsonschema:"revert after this long; omit to keep"`
 	tool.GuardArgs
 }
 
@@ -121,14 +121,14 @@ func (g *gpioTools) register(r *tool.Registry) {
 	pinProp := tool.P("pin", tool.Min(1), tool.Max(proto.MaxPin)) // the tool catalog's pin schemas start at 1 (spec 002 §5)
 	tool.Add(r, tool.Spec[noArgs, gpioListOut]{
 		ID: "gpio.list_pins", Title: "GPIO pins",
-		Description: "The GPIO pins this device allows (BCM numbers) with their name, mode, value and pull.",
+		Description: "The allowed GPIO pins (BCM) with name, mode, value and pull.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (gpioListOut, error) { return g.list(ctx) },
 		Summary:     func(_ noArgs, o gpioListOut) string { return fmt.Sprintf("%d allowed pins", len(o.Pins)) },
 	})
 	tool.Add(r, tool.Spec[gpioReadIn, GpioPinInfo]{
 		ID: "gpio.read_pin", Title: "Read a GPIO pin",
-		Description: "Read an allowed pin's level (high or low).",
+		Description: "Read an allowed pin's level.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{pinProp},
 		Example:     &gpioReadIn{Pin: 17},
@@ -148,7 +148,7 @@ func (g *gpioTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[gpioConfigureIn, GpioPinInfo]{
 		ID: "gpio.configure_pin", Title: "Configure a GPIO pin",
-		Description: "Set an allowed pin to input (with pull none, up or down) or output.",
+		Description: "Set an allowed pin to input or output.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []tool.Prop{pinProp, tool.P("mode", tool.Enum("input", "output")), tool.P("pull", tool.Enum("none", "up", "down"), tool.Default("none"))},
@@ -160,7 +160,7 @@ func (g *gpioTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[gpioWriteIn, GPIOWriteOut]{
 		ID: "gpio.write_pin", Title: "Write a GPIO pin",
-		Description: "Drive an allowed output pin high or low. With duration_ms the write is a lease: the pin returns to its previous value (or the inverse, per config) afterwards, even across restarts.",
+		Description: "Drive an allowed output pin high or low; with duration_ms it reverts afterwards, even across restarts.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Props:       []tool.Prop{pinProp, tool.P("value", tool.Enum("high", "low")), tool.P("duration_ms", tool.Min(1), tool.Max(600000))},
 		Spelling:    levelSpelling,
@@ -179,7 +179,7 @@ func (g *gpioTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[gpioPWMIn, gpioPWMOut]{
 		ID: "gpio.set_pwm", Title: "Hardware PWM",
-		Description: "Set hardware PWM (frequency and duty cycle) on an allowed pin that has a PWM channel.",
+		Description: "Set hardware PWM on an allowed pin with a PWM channel.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: gate},
 		Idempotent:  true,
 		Props:       []tool.Prop{pinProp, tool.P("frequency_hz", tool.Min(1), tool.Max(proto.MaxPWMHz)), tool.P("duty_cycle_percent", tool.Min(0), tool.Max(100))},

@@ -145,8 +145,10 @@ func TestStuckSubscriberDoesNotStopOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Enough unread answers to fill the socket's buffers, well under the
-	// session's queue: the stuck session is stuck, not cut.
-	for i := 2; i < 6; i++ {
+	// session's queue: the stuck session is stuck, not cut. A listing is
+	// some 38 KB (all switches on, no output schemas): 14 are 530 KB, past
+	// a Unix socket's buffers and under [sessions] queue_bytes' 1 MiB.
+	for i := 2; i < 16; i++ {
 		if _, err := fmt.Fprintf(stuck, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i); err != nil {
 			t.Fatal(err)
 		}

@@ -119,7 +119,7 @@ func (t *i2cTools) register(reg *tool.Registry) {
 	addr := []tool.Prop{tool.P("bus", tool.Min(0), tool.Max(255)), tool.P("address", tool.Min(0), tool.Max(127)), tool.P("register", tool.Min(0), tool.Max(255))}
 	tool.Add(reg, tool.Spec[noArgs, i2cListBusesOut]{
 		ID: "i2c.list_buses", Title: "I2C buses",
-		Description: "The I2C buses (adapters) of this device.",
+		Description: "The I2C buses.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(ctx context.Context, _ *tool.Call, _ noArgs) (i2cListBusesOut, error) {
 			r, err := client.Call(ctx, t.helper, proto.I2CBuses, proto.I2CBusesReq{})
@@ -136,7 +136,7 @@ func (t *i2cTools) register(reg *tool.Registry) {
 	})
 	tool.Add(reg, tool.Spec[i2cScanIn, i2cScanOut]{
 		ID: "i2c.scan_bus", Title: "Scan an I2C bus",
-		Description: "Find the devices answering on a bus, like i2cdetect: addresses bound to a kernel driver are reported in in_use and not probed.",
+		Description: "Find the devices answering on a bus, like i2cdetect.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       addr[:1],
 		Example:     &i2cScanIn{Bus: 1},
@@ -156,7 +156,7 @@ func (t *i2cTools) register(reg *tool.Registry) {
 	})
 	tool.Add(reg, tool.Spec[i2cReadIn, i2cReadOut]{
 		ID: "i2c.read", Title: "Read I2C",
-		Description: "Read 1..32 bytes from a device, from a register when given.",
+		Description: "Read bytes from a device, from a register when given.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       append(addr, tool.P("length", tool.Min(1), tool.Max(proto.MaxI2CBytes))),
 		Example:     &i2cReadIn{Bus: 1, Address: 0x76, Length: 1},
@@ -176,7 +176,7 @@ func (t *i2cTools) register(reg *tool.Registry) {
 	})
 	tool.Add(reg, tool.Spec[i2cWriteIn, i2cWriteOut]{
 		ID: "i2c.write", Title: "Write I2C",
-		Description: "Write 1..32 bytes to a device, to a register when given. A wrong write can reconfigure or damage hardware.",
+		Description: "Write bytes to a device, at a register when given. A wrong write can damage hardware.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchI2CWrites},
 		Destructive: true,
 		Props: append(addr, tool.P("data", tool.MinItems(1), tool.MaxItems(proto.MaxI2CBytes)), tool.P("data", func(s *jsonschema.Schema) {
@@ -206,7 +206,7 @@ func (t *i2cTools) register(reg *tool.Registry) {
 	})
 	tool.Add(reg, tool.Spec[noArgs, sensorsListOut]{
 		ID: "sensors.list", Title: "Sensors",
-		Description: "The I2C sensors the owner declared, by name (e.g. greenhouse), with type, bus and address.",
+		Description: "The declared I2C sensors: name, type, bus, address.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(context.Context, *tool.Call, noArgs) (sensorsListOut, error) {
 			out := sensorsListOut{Sensors: []sensorInfo{}}
@@ -219,7 +219,7 @@ func (t *i2cTools) register(reg *tool.Registry) {
 	})
 	tool.Add(reg, tool.Spec[sensorsReadIn, SensorsReadOut]{
 		ID: "sensors.read", Title: "Read a sensor",
-		Description: "Read a declared sensor by name and get temperature, pressure and humidity in units.",
+		Description: "Read a declared sensor: temperature, pressure, humidity.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("name", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &sensorsReadIn{Name: "case"},

@@ -46,10 +46,10 @@ type lanDomain struct {
 // schema owns its own.
 func guardProps() map[string]map[string]any {
 	return map[string]map[string]any{
-		"dry_run": {"type": "boolean", "description": "plan only"},
+		"dry_run": {"type": "boolean"},
 		"confirm": {"type": "boolean", "description": "the person agreed"},
-		"reason":  {"type": "string", "maxLength": 200, "description": "why (audited)"},
-		"intent":  {"type": "string", "maxLength": 200, "description": "larger goal (audited)"},
+		"reason":  {"type": "string", "maxLength": 200},
+		"intent":  {"type": "string", "maxLength": 200},
 	}
 }
 

@@ -57,14 +57,14 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 
 // auditLogsIn filters and pages the audit trail.
 type auditLogsIn struct {
-	Limit      int    `json:"limit,omitempty" jsonschema:"entries per page"`
+	Limit      int    `json:"limit,omitempty"`
 	Offset     int    `json:"offset,omitempty"`
-	Since      string `json:"since,omitempty" jsonschema:"RFC 3339 time, inclusive"`
-	Until      string `json:"until,omitempty" jsonschema:"RFC 3339 time, exclusive"`
+	Since      string `json:"since,omitempty"`
+	Until      string `json:"until,omitempty"`
 	Principal  string `json:"principal,omitempty"`
-	Tool       string `json:"tool,omitempty" jsonschema:"canonical id or wire name; a trailing * matches a prefix (system.*)"`
+	Tool       string `json:"tool,omitempty" jsonschema:"tool name; system.* matches a prefix"`
 	Decision   string `json:"decision,omitempty"`
-	OnlyErrors bool   `json:"only_errors,omitempty" jsonschema:"only denied or failed calls"`
+	OnlyErrors bool   `json:"only_errors,omitempty"`
 	Oldest     bool   `json:"oldest_first,omitempty"`
 }
 
@@ -128,7 +128,7 @@ func (a *Agent) registerLogs() {
 func (l *logsTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[auditLogsIn, AuditLogsOut]{
 		ID: "logs.get_recent_audit_logs", Title: "Audit trail",
-		Description: "The hash-chained audit trail of this device: every change, denial and failure, newest first, filtered and paginated.",
+		Description: "The audit trail: every change, denial and failure, newest first.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate},
 		Props: []tool.Prop{
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(50)), tool.P("offset", tool.Min(0)),
@@ -142,7 +142,7 @@ func (l *logsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[noArgs, AuditVerifyOut]{
 		ID: "logs.verify_audit_chain", Title: "Verify the audit trail",
-		Description: "Recompute the audit trail's hash chain and report any edited, deleted or reordered record.",
+		Description: "Verify the audit trail's hash chain: finds edited, deleted or reordered records.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run:         func(context.Context, *tool.Call, noArgs) (AuditVerifyOut, error) { return l.verify() },
 		Summary: func(_ noArgs, o AuditVerifyOut) string {
@@ -154,7 +154,7 @@ func (l *logsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[appLogsIn, appLogsOut]{
 		ID: "logs.get_recent_app_logs", Title: "raspi-mcp's own logs",
-		Description: "The latest log lines of raspi-mcp itself (agent and root helper): start-up, refusals, errors. Who connected shows only to a caller who may read the audit trail.",
+		Description: "raspi-mcp's own latest log lines (agent and helper).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(500), tool.Default(50)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0)),
 			tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
@@ -166,7 +166,7 @@ func (l *logsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[journalQueryIn, journalQueryOut]{
 		ID: "logs.query_journal", Title: "Query the systemd journal",
-		Description: "Journal entries of the allowed units, the newest matches returned oldest first, capped by limit and max_bytes.",
+		Description: "Journal entries of allowed units: the newest matches, oldest first.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("units", tool.MaxItems(16)), tool.P("unit", tool.MaxLen(proto.MaxUnitName)),
 			tool.P("priority", tool.Enum("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")),
@@ -187,11 +187,11 @@ func (l *logsTools) register(r *tool.Registry) {
 // appLogsIn is logs.get_recent_app_logs.
 type appLogsIn struct {
 	Limit    int    `json:"limit,omitempty"`
-	Offset   int    `json:"offset,omitempty" jsonschema:"skip this many of the newest matching lines"`
-	Since    string `json:"since,omitempty" jsonschema:"RFC 3339 time, inclusive"`
-	Until    string `json:"until,omitempty" jsonschema:"RFC 3339 time, exclusive"`
+	Offset   int    `json:"offset,omitempty"`
+	Since    string `json:"since,omitempty"`
+	Until    string `json:"until,omitempty"`
 	MinLevel string `json:"min_level,omitempty"`
-	Source   string `json:"source,omitempty" jsonschema:"agent, helper or all"`
+	Source   string `json:"source,omitempty"`
 }
 
 // appLogEntry is one line of raspi-mcp's own log.
@@ -215,12 +215,12 @@ type appLogsOut struct {
 
 // journalQueryIn is logs.query_journal.
 type journalQueryIn struct {
-	Unit     string   `json:"unit,omitempty" jsonschema:"one unit (nginx means nginx.service)"`
-	Units    []string `json:"units,omitempty" jsonschema:"several units; globs allowed"`
-	Priority string   `json:"priority,omitempty" jsonschema:"this priority and more severe"`
-	Since    string   `json:"since,omitempty" jsonschema:"RFC 3339 time or a duration back from now (15m, 2h, 1d)"`
-	Until    string   `json:"until,omitempty" jsonschema:"RFC 3339 time or a duration back from now"`
-	Grep     string   `json:"grep,omitempty" jsonschema:"case-insensitive text the message must contain"`
+	Unit     string   `json:"unit,omitempty" jsonschema:"e.g. nginx"`
+	Units    []string `json:"units,omitempty" jsonschema:"globs allowed"`
+	Priority string   `json:"priority,omitempty" jsonschema:"and more severe"`
+	Since    string   `json:"since,omitempty" jsonschema:"RFC 3339 or a duration back (15m, 2h)"`
+	Until    string   `json:"until,omitempty" jsonschema:"like since"`
+	Grep     string   `json:"grep,omitempty" jsonschema:"case-insensitive substring"`
 	Limit    int      `json:"limit,omitempty"`
 	MaxBytes int      `json:"max_bytes,omitempty"`
 }

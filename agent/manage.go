@@ -138,7 +138,7 @@ func (m *manageTools) conf() *config.Config { return m.loaded().cfg }
 func (m *manageTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, ServerStatus]{
 		ID: "manage.get_server_status", Title: "Server status",
-		Description: "Version, start time, configuration summary, root helper state, audit counts and the latest denied or failed calls (those records only to a caller who may read the audit trail; others get counts).",
+		Description: "raspi-mcp's version, uptime, helper state, audit counts and latest denials.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("started_at", tool.Format("date-time"))},
 		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (ServerStatus, error) {
@@ -381,7 +381,7 @@ func (a *Agent) registerJobs() {
 func (jt *jobsTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, jobsListOut]{
 		ID: "manage.list_jobs", Title: "Queued jobs",
-		Description: "Everything queued on this device that survives a restart: sampling jobs, timed GPIO writes waiting to revert, and a scheduled reboot or shutdown, with what cancelling each would do.",
+		Description: "Pending jobs: sampling jobs, timed GPIO writes, a scheduled reboot or shutdown.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(ctx context.Context, c *tool.Call, _ noArgs) (jobsListOut, error) {
 			out, err := jt.queue.list()
@@ -402,7 +402,7 @@ func (jt *jobsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[jobsCancelIn, jobsCancelOut]{
 		ID: "manage.cancel_job", Title: "Cancel a queued job",
-		Description: "Cancel one job from manage_list_jobs: a sampling job stops (its samples stay), a timed GPIO write reverts now, a scheduled reboot or shutdown is called off. The switch of the job's own namespace applies.",
+		Description: "Cancel a job from manage_list_jobs; a timed GPIO write reverts now.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
 		Example:     &jobsCancelIn{JobID: "job-nope"}, // no such job: cancels nothing

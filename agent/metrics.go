@@ -27,8 +27,8 @@ const (
 // samplingStartIn is metrics.start_sampling_job: how often to sample and how long
 // to keep the samples (tool catalog, spec 002 §4.2).
 type samplingStartIn struct {
-	IntervalSeconds int `json:"interval_seconds" jsonschema:"seconds between samples"`
-	RetentionHours  int `json:"retention_hours,omitempty" jsonschema:"how long samples are kept"`
+	IntervalSeconds int `json:"interval_seconds"`
+	RetentionHours  int `json:"retention_hours,omitempty"`
 	tool.GuardArgs
 }
 
@@ -72,11 +72,11 @@ type jobEntry struct {
 // metricsSamplesIn is metrics.get_samples: a job, a time range and a limit (tool
 // catalog, spec 002 §4.3), plus a cursor.
 type metricsSamplesIn struct {
-	JobID  string `json:"job_id,omitempty" jsonschema:"default: the default job"`
-	Since  string `json:"since,omitempty" jsonschema:"RFC 3339, inclusive; default one hour before until"`
-	Until  string `json:"until,omitempty" jsonschema:"RFC 3339, exclusive; default now"`
+	JobID  string `json:"job_id,omitempty"`
+	Since  string `json:"since,omitempty" jsonschema:"default: an hour before until"`
+	Until  string `json:"until,omitempty" jsonschema:"default: now"`
 	Limit  int    `json:"limit,omitempty"`
-	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"the previous page's next_cursor"`
 }
 
 // sampleRecord is one stored sample: time, CPU, memory, disk and temperature
@@ -108,10 +108,10 @@ type metricsSamplesOut struct {
 // §2.6.3). The names of its first release (metrics, start, end) are still
 // accepted: historySpelling.
 type metricsHistoryIn struct {
-	MetricNames []string `json:"metric_names" jsonschema:"e.g. cpu_percent, memory_percent, cpu_temperature_celsius, throttled, net.eth0.bytes_recv_per_sec"`
-	StartTime   string   `json:"start_time,omitempty" jsonschema:"RFC 3339; default one hour before end_time"`
-	EndTime     string   `json:"end_time,omitempty" jsonschema:"RFC 3339; default now"`
-	Resolution  string   `json:"resolution,omitempty" jsonschema:"bucket size: 10s, 1m, 5m, 1h, 1d"`
+	MetricNames []string `json:"metric_names" jsonschema:"e.g. cpu_percent, net.eth0.bytes_recv_per_sec"`
+	StartTime   string   `json:"start_time,omitempty" jsonschema:"default: an hour before end_time"`
+	EndTime     string   `json:"end_time,omitempty" jsonschema:"default: now"`
+	Resolution  string   `json:"resolution,omitempty" jsonschema:"bucket: 10s, 1m, 5m, 1h, 1d"`
 	Aggregation string   `json:"aggregation,omitempty"`
 	JobID       string   `json:"job_id,omitempty"`
 }
@@ -144,7 +144,7 @@ type historyPoint struct {
 
 // metricsSummaryIn names the window.
 type metricsSummaryIn struct {
-	Window string `json:"window,omitempty" jsonschema:"how far back from now: 15m, 1h, 24h, 7d"`
+	Window string `json:"window,omitempty" jsonschema:"e.g. 15m, 24h, 7d"`
 	JobID  string `json:"job_id,omitempty"`
 }
 
@@ -204,7 +204,7 @@ func (a *Agent) registerMetrics() {
 	// (system.go builds it), so it is added here, before the rest of the
 	// namespace, as it always was.
 	tool.Add(a.tools, a.healthReader().spec("metrics.get_realtime_metrics", "Realtime metrics",
-		"The same snapshot as system_get_health_snapshot: CPU, memory, disk, temperature, throttling, network and disk I/O rates."))
+		"The same snapshot as system_get_health_snapshot."))
 	(&metricsTools{conf: a.conf, sampler: a.sampler, mayReadAudit: a.mayReadAudit, wire: a.wire}).register(a.tools)
 }
 
@@ -212,7 +212,7 @@ func (mt *metricsTools) register(r *tool.Registry) {
 	jobsGate := config.SwitchMetricsJobs
 	tool.Add(r, tool.Spec[samplingStartIn, jobStatus]{
 		ID: "metrics.start_sampling_job", Title: "Start sampling",
-		Description: "Start a background job that samples health, network and disk rates every interval_seconds and keeps them retention_hours (default 24). Jobs survive restarts and reboots.",
+		Description: "Start a background job sampling health, network and disk rates; it survives reboots.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Props:       []tool.Prop{tool.P("interval_seconds", tool.Min(5), tool.Max(3600)), tool.P("retention_hours", tool.Min(1), tool.Max(168), tool.Default(24))},
 		Example:     &samplingStartIn{IntervalSeconds: 10},
@@ -223,7 +223,7 @@ func (mt *metricsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[samplingStopIn, jobStatus]{
 		ID: "metrics.stop_sampling_job", Title: "Stop sampling",
-		Description: "Stop a sampling job. Its samples stay queryable until its retention removes them.",
+		Description: "Stop a sampling job; its samples stay until retention ends.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: jobsGate},
 		Idempotent:  true,
 		Props:       []tool.Prop{tool.P("job_id", tool.MinLen(1), tool.MaxLen(64))},
@@ -235,7 +235,7 @@ func (mt *metricsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[noArgs, jobList]{
 		ID: "metrics.list_sampling_jobs", Title: "Sampling jobs",
-		Description: "The sampling jobs with their interval, retention, sample count and the age of their last sample.",
+		Description: "The sampling jobs and their state.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(_ context.Context, c *tool.Call, _ noArgs) (jobList, error) {
 			return jobsFor(mt.sampler, mt.mayReadAudit, c.Principal)
@@ -252,7 +252,7 @@ func (mt *metricsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[metricsSamplesIn, metricsSamplesOut]{
 		ID: "metrics.get_samples", Title: "Raw samples",
-		Description: "Raw samples of a job, oldest first, paginated with next_cursor. For long ranges use metrics_query_history or metrics_get_summary.",
+		Description: "A job's raw samples, oldest first. For long ranges use metrics_query_history.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("since", tool.Format("date-time")), tool.P("until", tool.Format("date-time")),
 			tool.P("job_id", tool.MaxLen(64)), tool.P("cursor", tool.MaxLen(64))},
@@ -263,7 +263,7 @@ func (mt *metricsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[metricsHistoryIn, metricsHistoryOut]{
 		ID: "metrics.query_history", Title: "Metric history",
-		Description: "Metric history downsampled on the fly (avg by default; min, max, last) over up to 7 days. Too many points are coarsened automatically and the result says so.",
+		Description: "Metric history, downsampled, up to 7 days back.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("start_time", tool.Format("date-time")), tool.P("end_time", tool.Format("date-time")), tool.P("resolution", tool.Default("1m"), tool.MaxLen(8)),
 			tool.P("aggregation", tool.Enum("avg", "min", "max", "last"), tool.Default("avg")), tool.P("job_id", tool.MaxLen(64)), tool.P("metric_names", tool.MinItems(1), tool.MaxItems(maxQueryMetrics))},
@@ -285,7 +285,7 @@ func (mt *metricsTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[metricsSummaryIn, metricsSummaryOut]{
 		ID: "metrics.get_summary", Title: "Metrics summary",
-		Description: "A short summary of a window (1h by default): min/avg/max/p95 per metric, throttling and under-voltage episodes, and the top anomalies.",
+		Description: "A window's summary: min/avg/max/p95 per metric, throttling episodes, anomalies.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("window", tool.Default("1h"), tool.MaxLen(8)), tool.P("job_id", tool.MaxLen(64))},
 		Run:         mt.summary,

@@ -101,7 +101,7 @@ type networkDetailedIn struct {
 	IncludeRoutingTable   bool     `json:"include_routing_table,omitempty"`
 	IncludeConnections    bool     `json:"include_connections,omitempty"`
 	ConnectionStateFilter []string `json:"connection_state_filter,omitempty"`
-	MaxConnections        int      `json:"max_connections,omitempty" jsonschema:"at most this many connections (listening sockets first)"`
+	MaxConnections        int      `json:"max_connections,omitempty"`
 }
 
 // routeEntry is one route of the routing table (system.get_detailed_network_info,
@@ -176,7 +176,7 @@ func (a *Agent) registerNetwork() {
 func (n *networkTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, netStatus]{
 		ID: "network.get_status", Title: "Network status",
-		Description: "Interfaces with their addresses and Wi-Fi signal, default gateway, DNS servers and whether the device looks online (route, gateway in the ARP table, DNS), with problems spelled out.",
+		Description: "Is the device online? Interfaces, Wi-Fi signal, gateway, DNS and the problems found.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (netStatus, error) { return n.status(ctx) },
 		Summary: func(_ noArgs, s netStatus) string {
@@ -195,7 +195,7 @@ func (n *networkTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[noArgs, networkInfo]{
 		ID: "system.get_network_info", Title: "Network interfaces",
-		Description: "Every interface with MAC, MTU, state, IPv4 and IPv6 addresses, traffic counters and Wi-Fi details; the default gateways and DNS servers.",
+		Description: "Interfaces (addresses, state, counters, Wi-Fi), gateways and DNS servers.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
 		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (networkInfo, error) { return n.info(ctx) },
 		Summary: func(_ noArgs, info networkInfo) string {
@@ -204,7 +204,7 @@ func (n *networkTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[networkDetailedIn, detailedNetworkInfo]{
 		ID: "system.get_detailed_network_info", Title: "Network in detail",
-		Description: "get_network_info plus, on request, the routing table and the TCP/UDP connections with their state and owning process (where visible).",
+		Description: "system_get_network_info plus, on request, routes and TCP/UDP connections.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead, Domain: "network"},
 		Props: []tool.Prop{tool.P("include_routing_table", tool.Default(false)), tool.P("include_connections", tool.Default(false)), tool.P("connection_state_filter", tool.MaxItems(4)),
 			tool.P("connection_state_filter", func(s *jsonschema.Schema) { s.Items.Enum = []any{"ESTABLISHED", "LISTEN", "TIME_WAIT", "CLOSE_WAIT"} }),

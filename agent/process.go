@@ -47,11 +47,11 @@ var processStatuses = []any{"running", "sleeping", "disk-sleep", "stopped", "zom
 // memory and state (the tool catalog's filter examples, spec 002 addendum §5.1).
 type processFilter struct {
 	Username      string   `json:"username,omitempty"`
-	NamePattern   string   `json:"name_pattern,omitempty" jsonschema:"glob on the process name or executable, e.g. python*"`
+	NamePattern   string   `json:"name_pattern,omitempty" jsonschema:"glob, e.g. python*"`
 	MinCPUPercent float64  `json:"min_cpu_percent,omitempty"`
-	MinMemoryMB   float64  `json:"min_memory_mb,omitempty" jsonschema:"resident memory at least this many MiB"`
+	MinMemoryMB   float64  `json:"min_memory_mb,omitempty" jsonschema:"RSS in MiB"`
 	Status        []string `json:"status,omitempty"`
-	KernelThreads bool     `json:"include_kernel_threads,omitempty" jsonschema:"also list kernel threads (hidden by default)"`
+	KernelThreads bool     `json:"include_kernel_threads,omitempty"`
 }
 
 // processListIn is process.list_processes: a filter, a sort and a page by
@@ -234,7 +234,7 @@ func (a *Agent) registerProcess() {
 func (p *processTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[processListIn, processListOut]{
 		ID: "process.list_processes", Title: "Processes",
-		Description: "Running processes with CPU (over a short window, like top; 100 = one core), memory, user and command line; filtered, sorted and paged.",
+		Description: "Running processes with CPU (100 = one core), memory, user and command line.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("filter.status", tool.ItemsEnum(processStatuses...)), tool.P("filter.name_pattern", tool.MaxLen(256)), tool.P("filter.username", tool.MaxLen(64)),
 			tool.P("filter.min_cpu_percent", tool.Min(0)), tool.P("filter.min_memory_mb", tool.Min(0)),
@@ -254,7 +254,7 @@ func (p *processTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[processPIDIn, processDetail]{
 		ID: "process.get_process_details", Title: "Process details",
-		Description: "One process in detail: command line, user, CPU and memory, I/O counters, open files, sockets, largest memory mappings and environment (secret-looking values redacted). Parts the unprivileged agent may not read are listed in not_visible.",
+		Description: "One process in detail: resources, I/O, open files, sockets, environment (secrets redacted).",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{tool.P("pid", tool.Min(1), tool.Max(1<<22))},
 		Example:     &processPIDIn{PID: 2},
@@ -265,10 +265,11 @@ func (p *processTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[processSignalIn, processSignalOut]{
 		ID: "process.send_signal", Title: "Signal a process",
-		Description: "Send an allowed signal (TERM, HUP, ...) to a process. Never PID 1, kernel threads, raspi-mcp itself or processes of protected users.",
+		Description: "Send an allowed signal to a process; never PID 1, kernel threads, raspi-mcp or protected users'.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchProcessSignals},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("pid", tool.Min(2), tool.Max(1<<22)), tool.P("signal", tool.Enum(signalNames()...))},
+		Spelling:    signalSpelling,
 		Example:     &processSignalIn{PID: 4194000, Signal: "TERM"}, // a PID no process has in practice: signals nothing
 		Run:         p.signal,
 		Summary: func(in processSignalIn, o processSignalOut) string {
@@ -513,18 +514,25 @@ func (p *processTools) signalCheck(ctx context.Context, in processSignalIn) (pro
 }
 
 // signalNames is the enum of process.send_signal's signal: each name as the
-// config and the helper write it (TERM) and with SIG (SIGTERM), as kill(1)
-// takes both and a model writes either; sendSignal drops the SIG.
+// config and the helper write it (TERM). kill(1) takes SIGTERM too and a
+// model writes either: signalSpelling drops the SIG, so the schema lists
+// each signal once.
 func signalNames() []any {
 	signals := []string{"HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "KILL", "STOP", "CONT", "WINCH", "ALRM"}
-	names := make([]any, 0, 2*len(signals))
+	names := make([]any, 0, len(signals))
 	for _, s := range signals {
 		names = append(names, s)
 	}
-	for _, s := range signals {
-		names = append(names, "SIG"+s)
-	}
 	return names
+}
+
+// signalSpelling accepts SIGTERM for TERM.
+func signalSpelling(args map[string]any) {
+	if s, ok := args["signal"].(string); ok {
+		if name, cut := strings.CutPrefix(s, "SIG"); cut {
+			args["signal"] = name
+		}
+	}
 }
 
 // isSelf reports whether pid is raspi-mcp: this process or the helper, or

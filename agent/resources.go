@@ -82,6 +82,7 @@ func (a *Agent) newResources() *resources {
 // of the resources lists with.
 func (a *Agent) registerResources() (readBy map[string]string, again func()) {
 	readBy, again = a.newResources().register(a.server)
+	a.registerOutputSchemas(readBy)
 	// Innermost, added before the agent's other middleware (agent.go).
 	a.server.AddReceivingMiddleware(a.subscriptionMiddleware)
 	return readBy, again

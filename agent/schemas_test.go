@@ -19,7 +19,7 @@ package agent
 // What a file holds: the tool's entry of the tools/list result exactly as
 // the agent sends it (read from the wire, before the SDK's client decodes
 // it), every key of it: name, title, description, annotations, inputSchema,
-// outputSchema, _meta (id, risk, min_role, stability: the contract a
+// _meta (id, risk, min_role, stability: the contract a
 // client's policy reads) and icons, should a tool carry any (none do: the
 // server's icon is in the handshake, TestIconsAndTitlesOnTheWire). Nothing
 // is left out, so nothing a client sees can change unnoticed. It is listed
@@ -32,7 +32,9 @@ package agent
 // "2025-11-25 and 2026-07-28", and the entry is stored once: a reviewer
 // reads a single entry, and the key says it is what both eras see. When the
 // eras differ, each has its own key and the diff between the two is the
-// difference. An era that does not list the tool has no key.
+// difference. An era that does not list the tool has no key. One more key,
+// outputSchemaKey, holds the schema the tool's results conform to, which
+// tools/list leaves out and raspi://agent/schemas/{tool} serves.
 //
 // The tools of LAN upstreams (mounted namespaces) are not ours to snapshot:
 // the rig mounts none, and any it listed would be skipped.
@@ -62,6 +64,14 @@ var updateSchemas = flag.Bool("update-schemas", false, "rewrite agent/testdata/s
 var schemaEras = []string{"2025-11-25", "2026-07-28"}
 
 const schemaDir = "testdata/schemas"
+
+// outputSchemaKey is the snapshot's key for the tool's output schema,
+// which tools/list leaves out and raspi://agent/schemas/{tool} serves
+// (outputschemas.go): kept under review as the listing is.
+const outputSchemaKey = "outputSchema, served as raspi://agent/schemas/{tool}"
+
+// snapshotKeys are the keys of a snapshot file: the eras, then the output schema.
+func snapshotKeys() []string { return append(slices.Clone(schemaEras), outputSchemaKey) }
 
 func TestToolSchemaSnapshots(t *testing.T) {
 	r := newSimRig(t, nil)
@@ -112,6 +122,12 @@ func TestToolSchemaSnapshots(t *testing.T) {
 				byEra[era] = e
 			}
 		}
+		tl, _ := r.a.tools.Lookup(name)
+		var out any
+		if err := decodeNumbers(tl.OutputSchema(), &out); err != nil {
+			t.Fatalf("tool %s: output schema: %v", name, err)
+		}
+		byEra[outputSchemaKey] = out
 		want := snapshotFile(t, byEra)
 		path := filepath.Join(schemaDir, name+".json")
 		if *updateSchemas {
@@ -150,7 +166,7 @@ func compareSnapshot(t *testing.T, name, path string, file []byte, byEra map[str
 		}
 	}
 	var eras, problems []string // the same problem for consecutive eras is one report
-	for _, era := range schemaEras {
+	for _, era := range snapshotKeys() {
 		want, inFile := fromFile[era]
 		got, isListed := byEra[era]
 		var p string
@@ -188,7 +204,7 @@ func compareSnapshot(t *testing.T, name, path string, file []byte, byEra map[str
 func snapshotFile(t *testing.T, byEra map[string]any) []byte {
 	t.Helper()
 	var groups [][]string // eras with the same entry, in era order
-	for _, era := range schemaEras {
+	for _, era := range snapshotKeys() {
 		e, ok := byEra[era]
 		if !ok {
 			continue
@@ -231,6 +247,12 @@ func (r *rig) listToolsWire(t *testing.T, version string) (map[string]any, []jso
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r.listToolsOver(t, version, conn)
+}
+
+// listToolsOver is listToolsWire over conn, a connection to the agent.
+func (r *rig) listToolsOver(t *testing.T, version string, conn net.Conn) (map[string]any, []json.RawMessage) {
+	t.Helper()
 	wire := &teeBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()

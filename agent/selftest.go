@@ -101,10 +101,9 @@ func (a *Agent) registerSelftest() { a.selftester().register(a.tools) }
 func (sc *selftester) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, SelftestOut]{
 		ID: "selftest.run", Title: "Self-test of this device",
-		Description: "A pass/warn/fail check of the live device (helper, sockets, database, audit chain, clock, disk, pins, buses, " +
-			"sensors, camera, systemd, upstreams), each failure with a fix_hint.",
-		Rule: tool.Rule{MinRole: identity.RoleRead},
-		Run:  func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return sc.run(ctx), nil },
+		Description: "Self-check of the live device: pass, warn or fail per part, with fix hints.",
+		Rule:        tool.Rule{MinRole: identity.RoleRead},
+		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (SelftestOut, error) { return sc.run(ctx), nil },
 		Summary: func(_ noArgs, o SelftestOut) string {
 			s := fmt.Sprintf("selftest %s: %d pass, %d warn, %d fail", o.Status, o.Pass, o.Warn, o.Fail)
 			for _, c := range o.Checks {

@@ -33,9 +33,9 @@ import (
 // target_version (spec 002 §8.2), and a flag without which no downgrade
 // happens.
 type serverUpdateIn struct {
-	Channel        string `json:"channel,omitempty" jsonschema:"the repository suite to update from: stable (default) or beta"`
-	TargetVersion  string `json:"target_version,omitempty" jsonschema:"a version the channel offers; default: the channel's newest"`
-	AllowDowngrade bool   `json:"allow_downgrade,omitempty" jsonschema:"allow target_version to be older than the installed version; never implied"`
+	Channel        string `json:"channel,omitempty"`
+	TargetVersion  string `json:"target_version,omitempty" jsonschema:"default: the newest"`
+	AllowDowngrade bool   `json:"allow_downgrade,omitempty" jsonschema:"allow an older target_version"`
 	tool.GuardArgs
 }
 
@@ -100,9 +100,7 @@ func (a *Agent) registerSelfUpdate() {
 func (su *selfUpdateTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[serverUpdateIn, serverUpdateOut]{
 		ID: "manage.update_server", Title: "Update raspi-mcp",
-		Description: "Update raspi-mcp itself from its apt repository. Both services restart: reconnect afterwards. " +
-			"A new version that fails its start-up check is rolled back by itself; manage_get_server_status shows the outcome as last_update. " +
-			"Off unless the owner allows it.",
+		Description: "Update raspi-mcp from its apt repository; both services restart (reconnect). A failing new version rolls back by itself.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props: []tool.Prop{tool.P("channel", tool.Enum("stable", "beta"), tool.Default("stable")), tool.P("target_version", tool.MinLen(1), tool.MaxLen(selfupdate.MaxVersion)),

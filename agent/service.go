@@ -47,9 +47,9 @@ var serviceStatuses = []any{"active", "inactive", "activating", "deactivating", 
 
 // serviceListIn filters service.list_services.
 type serviceListIn struct {
-	State   string `json:"state,omitempty" jsonschema:"only units in this state"`
-	Pattern string `json:"pattern,omitempty" jsonschema:"glob on the unit name, e.g. nginx* or *.service"`
-	Enabled *bool  `json:"enabled,omitempty" jsonschema:"only units that do (true) or do not (false) start at boot"`
+	State   string `json:"state,omitempty"`
+	Pattern string `json:"pattern,omitempty" jsonschema:"glob, e.g. nginx*"`
+	Enabled *bool  `json:"enabled,omitempty" jsonschema:"starts at boot"`
 	Limit   int    `json:"limit,omitempty"`
 	Offset  int    `json:"offset,omitempty"`
 }
@@ -66,13 +66,13 @@ type serviceListOut struct {
 
 // serviceValidateIn names one unit.
 type serviceValidateIn struct {
-	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
+	ServiceName string `json:"service_name" jsonschema:"e.g. nginx"`
 }
 
 // serviceStatusIn is service.get_status.
 type serviceStatusIn struct {
-	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
-	LogLines    int    `json:"log_lines,omitempty" jsonschema:"how many of the unit's latest journal lines to include"`
+	ServiceName string `json:"service_name" jsonschema:"e.g. nginx"`
+	LogLines    int    `json:"log_lines,omitempty" jsonschema:"journal lines to include"`
 }
 
 // dependencies of a unit: what it requires, wants and orders itself against,
@@ -117,9 +117,9 @@ type serviceDetail struct {
 // catalog's start example, spec 002 §2.6.4), and force to stop a unit that
 // active units depend on (spec 002 addendum §6.1).
 type serviceControlIn struct {
-	ServiceName                 string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
+	ServiceName                 string `json:"service_name" jsonschema:"e.g. nginx"`
 	Action                      string `json:"action"`
-	Force                       bool   `json:"force,omitempty" jsonschema:"stop even though active units depend on it (admin only)"`
+	Force                       bool   `json:"force,omitempty" jsonschema:"stop despite dependents (admin)"`
 	ConfirmBreakingDependencies bool   `json:"confirm_breaking_dependencies,omitempty" jsonschema:"required with force"`
 	tool.GuardArgs
 }
@@ -144,8 +144,8 @@ type serviceControlOut struct {
 
 // serviceEnableIn is service.set_enabled.
 type serviceEnableIn struct {
-	ServiceName string `json:"service_name" jsonschema:"unit name; nginx means nginx.service"`
-	Enabled     bool   `json:"enabled" jsonschema:"true: start at boot; false: do not"`
+	ServiceName string `json:"service_name" jsonschema:"e.g. nginx"`
+	Enabled     bool   `json:"enabled" jsonschema:"start at boot"`
 	tool.GuardArgs
 }
 
@@ -226,7 +226,7 @@ func (sv *serviceTools) register(r *tool.Registry) {
 	nameProp := tool.P("service_name", tool.MinLen(1), tool.MaxLen(proto.MaxUnitName))
 	tool.Add(r, tool.Spec[serviceListIn, serviceListOut]{
 		ID: "service.list_services", Title: "Services",
-		Description: "systemd services with state, enablement, main PID, memory, restarts and whether this device lets you change them. Filter by state, name glob or enablement; paginate with limit and offset. Failed units are always listed in failed.",
+		Description: "systemd services with state, enablement, resources and whether you may change them.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("state", tool.Enum(serviceStatuses...)), tool.P("pattern", tool.MaxLen(256)),
 			tool.P("limit", tool.Min(1), tool.Max(1000), tool.Default(100)), tool.P("offset", tool.Min(0), tool.Max(100000), tool.Default(0))},
@@ -242,7 +242,7 @@ func (sv *serviceTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[serviceStatusIn, serviceDetail]{
 		ID: "service.get_status", Title: "Service status",
-		Description: "One unit in detail: state, main PID, memory, command lines, user, restart policy, dependencies, the active units that depend on it, and its latest journal lines.",
+		Description: "One unit in detail: state, process, dependencies and dependents, latest journal lines.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp, tool.P("log_lines", tool.Min(0), tool.Max(50), tool.Default(10))},
 		OutProps:    []tool.Prop{tool.P("status", tool.Enum(serviceStatuses...))},
@@ -261,7 +261,7 @@ func (sv *serviceTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[serviceControlIn, serviceControlOut]{
 		ID: "service.control_service", Title: "Start, stop, restart or reload a service",
-		Description: "Start, stop, restart or reload a unit in this device's allow list, and wait for systemd's job result. Stopping a unit that other active units need is refused with their names unless an admin passes force and confirm_breaking_dependencies.",
+		Description: "Start, stop, restart or reload an allowed unit and wait for the result. Stopping a unit others need is refused unless an admin passes force and confirm_breaking_dependencies.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
 		Destructive: true,
 		Props:       []tool.Prop{nameProp, tool.P("action", tool.Enum(proto.ServiceStart, proto.ServiceStop, proto.ServiceRestart, proto.ServiceReload))},
@@ -278,7 +278,7 @@ func (sv *serviceTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[serviceEnableIn, serviceEnableOut]{
 		ID: "service.set_enabled", Title: "Enable or disable a service at boot",
-		Description: "Enable or disable a unit in this device's allow list (whether it starts at boot). The unit file is validated first; a unit that cannot be enabled is refused.",
+		Description: "Enable or disable an allowed unit at boot; its unit file is validated first.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: gate},
 		Idempotent:  true,
 		Destructive: true, // disabling stops a service from coming back after a reboot
@@ -295,7 +295,7 @@ func (sv *serviceTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[serviceValidateIn, serviceValidateOut]{
 		ID: "service.validate_unit_file", Title: "Validate a unit file",
-		Description: "Check a unit's file: systemd-analyze verify, required sections, ExecStart executable, User/Group, WorkingDirectory and dependencies. Says whether it can be enabled.",
+		Description: "Check a unit file (systemd-analyze verify and more): can it be enabled?",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props:       []tool.Prop{nameProp},
 		Example:     &serviceValidateIn{ServiceName: "nginx.service"},

@@ -86,8 +86,8 @@ var healthProps = []tool.Prop{
 // systemRebootIn is the input of system.reboot and system.shutdown: a delay (the tool
 // catalog's delay_seconds, spec 002 §3.3) or a time, and the guard arguments.
 type systemRebootIn struct {
-	DelaySeconds int    `json:"delay_seconds,omitempty" jsonschema:"seconds until it happens"`
-	At           string `json:"at,omitempty" jsonschema:"instead of a delay: an RFC 3339 time at most 7 days ahead"`
+	DelaySeconds int    `json:"delay_seconds,omitempty"`
+	At           string `json:"at,omitempty" jsonschema:"instead of a delay; at most 7 days ahead"`
 	tool.GuardArgs
 }
 
@@ -95,7 +95,7 @@ type systemRebootIn struct {
 // the tool catalog foresees for it (spec 002 §3.4).
 type systemShutdownIn struct {
 	systemRebootIn
-	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot with this power-off"`
+	Force bool `json:"force,omitempty" jsonschema:"replace a pending reboot"`
 }
 
 // SystemPowerOut is the reboot's result, whether it is scheduled and in how many
@@ -141,7 +141,7 @@ func (a *Agent) registerSystem() {
 func (st *systemTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, basicInfo]{
 		ID: "system.get_basic_info", Title: "Device basics",
-		Description: "Hardware and OS of the device: model, CPU, memory, OS and kernel versions, uptime.",
+		Description: "Model, CPU, memory, OS, kernel and uptime.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
 		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (basicInfo, error) { return st.basicInfo(ctx) },
@@ -150,10 +150,10 @@ func (st *systemTools) register(r *tool.Registry) {
 		},
 	})
 	tool.Add(r, st.health.spec("system.get_health_snapshot", "Health snapshot",
-		"CPU, memory and disk use, CPU temperature, the firmware's throttling and under-voltage flags, and network and disk I/O rates, right now."))
+		"Right now: CPU, memory, disk, temperature, throttling and under-voltage flags, network and disk I/O rates."))
 	tool.Add(r, tool.Spec[noArgs, capabilities]{
 		ID: "system.get_capabilities", Title: "Capabilities",
-		Description: "What this device has (hardware, namespaces) and what the caller may do: every tool with its risk, required role, stability and whether it is available now.",
+		Description: "What this device has and what you may do: each tool's risk, role and availability.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run:         func(ctx context.Context, c *tool.Call, _ noArgs) (capabilities, error) { return st.caps.read(ctx, c) },
 		Summary: func(_ noArgs, cp capabilities) string {
@@ -171,7 +171,7 @@ func (st *systemTools) register(r *tool.Registry) {
 	powerProps := []tool.Prop{tool.P("delay_seconds", tool.Min(0), tool.Max(proto.MaxDelaySeconds), tool.Default(5)), tool.P("at", tool.Format("date-time"), tool.MaxLen(40))}
 	tool.Add(r, tool.Spec[systemRebootIn, SystemPowerOut]{
 		ID: "system.reboot", Title: "Reboot",
-		Description: "Schedule a clean reboot after delay_seconds or at a time (at); a later call replaces an earlier schedule.",
+		Description: "Schedule a reboot after delay_seconds or at a time; replaces an earlier schedule.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskHigh, Gate: config.SwitchSystemReboot},
 		Destructive: true,
 		Props:       powerProps,
@@ -183,7 +183,7 @@ func (st *systemTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[systemShutdownIn, SystemPowerOut]{
 		ID: "system.shutdown", Title: "Shut down",
-		Description: "Power the device off after delay_seconds or at a time (at). Someone must be there to power it on again. Off unless the owner allows it.",
+		Description: "Power off after delay_seconds or at a time. Someone must be there to power it on again.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchSystemShutdown},
 		Destructive: true,
 		Props:       append(powerProps, tool.P("force", tool.Default(false))),
@@ -198,7 +198,7 @@ func (st *systemTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[systemCancelPowerIn, systemCancelPowerOut]{
 		ID: "system.cancel_scheduled_power_action", Title: "Cancel a scheduled reboot or shutdown",
-		Description: "Cancel the pending reboot or power-off, whoever scheduled it. Cancelling is always allowed: it is the safe direction.",
+		Description: "Cancel the pending reboot or power-off, whoever scheduled it.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow},
 		Idempotent:  true,
 		Slow:        true, // asks systemd-logind, through the helper (proto.Systemd)

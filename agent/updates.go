@@ -155,7 +155,7 @@ type osJobBrief struct {
 
 // updatesPreviewIn is manage.preview_os_updates.
 type updatesPreviewIn struct {
-	Refresh *bool `json:"refresh,omitempty" jsonschema:"refresh the package lists first (apt-get update); default true"`
+	Refresh *bool `json:"refresh,omitempty"`
 	tool.GuardArgs
 }
 
@@ -187,7 +187,7 @@ type updatesApplyIn struct {
 // updatesUpdateOSIn is manage.update_os: preview and apply in one call; a
 // plan_hash binds it to a preview as apply does.
 type updatesUpdateOSIn struct {
-	PlanHash string `json:"plan_hash,omitempty" jsonschema:"the preview's plan_hash: install only if the plan is unchanged"`
+	PlanHash string `json:"plan_hash,omitempty" jsonschema:"install only if the plan is still this"`
 	tool.GuardArgs
 }
 
@@ -233,7 +233,7 @@ func (a *Agent) registerUpdates() {
 func (up *updatesTools) register(r *tool.Registry) {
 	tool.Add(r, tool.Spec[noArgs, updatesCheckOut]{
 		ID: "manage.check_for_updates", Title: "Check for updates",
-		Description: "Whether a newer raspi-mcp is offered, and what the OS has waiting (upgradable, security and held packages, a pending reboot, the lists' age, the dpkg lock). Does not refresh the lists: manage_preview_os_updates does.",
+		Description: "Pending raspi-mcp and OS updates, and whether a reboot is due; the lists are not refreshed.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps: []tool.Prop{tool.P("last_checked", tool.Format("date-time")), tool.P("release_date", tool.Format("date-time")), tool.P("release_notes_url", tool.Format("uri")),
 			tool.P("os.lists_updated_at", tool.Format("date-time"))},
@@ -253,7 +253,7 @@ func (up *updatesTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[updatesPreviewIn, updatesPreviewOut]{
 		ID: "manage.preview_os_updates", Title: "Preview OS updates",
-		Description: "Refresh the package lists and show what a full upgrade would do (packages, security fixes, removals, held, download and disk size, reboot needed), with a plan_hash naming exactly that plan. Installs nothing: apply it with manage_apply_os_updates.",
+		Description: "Refresh the package lists and show what a full upgrade would do, with a plan_hash for manage_apply_os_updates. Installs nothing.",
 		Rule:        tool.Rule{MinRole: identity.RoleOperate, Risk: tool.RiskLow, Gate: config.SwitchManageUpdates},
 		Props:       []tool.Prop{tool.P("refresh", tool.Default(true))},
 		OutProps:    []tool.Prop{tool.P("lists_updated_at", tool.Format("date-time"))},
@@ -265,7 +265,7 @@ func (up *updatesTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[updatesApplyIn, updatesApplyOut]{
 		ID: "manage.apply_os_updates", Title: "Apply OS updates",
-		Description: "Install exactly the plan manage_preview_os_updates showed (its plan_hash); refused with the difference if it changed since. Changed config files are kept. Runs as a job that manage_cancel_job can stop until dpkg starts.",
+		Description: "Install exactly the plan (plan_hash) manage_preview_os_updates showed; refused if it changed. manage_cancel_job stops it until dpkg starts.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},
@@ -277,7 +277,7 @@ func (up *updatesTools) register(r *tool.Registry) {
 	})
 	tool.Add(r, tool.Spec[updatesUpdateOSIn, updatesApplyOut]{
 		ID: "manage.update_os", Title: "Update the OS",
-		Description: "Preview and apply in one step: refresh the package lists and install the full upgrade, its plan in the audit trail.",
+		Description: "Refresh the package lists and install the full upgrade in one step.",
 		Rule:        tool.Rule{MinRole: identity.RoleAdmin, Risk: tool.RiskCritical, Gate: config.SwitchManageUpdates},
 		Destructive: true,
 		Props:       []tool.Prop{tool.P("plan_hash", tool.MinLen(71), tool.MaxLen(71))},

@@ -63,8 +63,8 @@ type TokenStore interface {
 
 // PrepareIn names the call to prepare.
 type PrepareIn struct {
-	Tool      string         `json:"tool" jsonschema:"wire name or canonical id of a mutating tool"`
-	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments, without dry_run"`
+	Tool      string         `json:"tool" jsonschema:"the tool to stage"`
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"its arguments"`
 }
 
 // PrepareOut is the token and what it will do.

@@ -44,6 +44,9 @@ type Tool struct {
 	// nil for a tool whose schema is someone else's (a LAN upstream's).
 	newInput func() (*InputSchema, error)
 	outRes   *jsonschema.Resolved // nil unless the Registry checks results
+	// out is the output schema as JSON: served as raspi://agent/schemas/{tool},
+	// not listed (OutputSchema says why); nil for a LAN upstream's tool.
+	out json.RawMessage
 	// check validates raw arguments: t.Validate against the input schema, or, for a tool
 	// whose schema is someone else's (a LAN upstream's), a lighter check.
 	check func(raw json.RawMessage) ([]byte, *Error)
@@ -113,6 +116,14 @@ func (t *Tool) Example() json.RawMessage { return t.example }
 // ChecksOutput is whether results are checked against the output schema.
 func (t *Tool) ChecksOutput() bool { return t.outRes != nil }
 
+// OutputSchema is the JSON Schema every structuredContent of the tool
+// conforms to; nil for a LAN upstream's tool. tools/list does not carry
+// it: no client measured shows output schemas to a model, and all tools'
+// were 56 KB of every session's listing, more than half of it, on a Pi
+// Zero's link. A client that wants one reads raspi://agent/schemas/{tool}
+// (MCP makes outputSchema optional; structuredContent without it is fine).
+func (t *Tool) OutputSchema() json.RawMessage { return t.out }
+
 // Check validates raw arguments (Validate, or a foreign tool's own check)
 // and returns them with defaults applied.
 func (t *Tool) Check(raw json.RawMessage) ([]byte, *Error) { return t.check(raw) }
@@ -147,15 +158,16 @@ func (c *Call) Request() *mcp.CallToolRequest { return c.request }
 
 // GuardArgs are the guard arguments every mutating tool takes (embedded in its input).
 //
-// Their descriptions are a few words: twenty tools take them, so each word
-// here is twenty in every model's context. What they mean and when each is
-// required is said once, in the server's instructions and in
-// raspi://agent/contract (agent/agentcontract.go); keep the two in step.
+// Twenty tools take them, so each word here is twenty in every model's
+// context: what they mean and when each is required is said once, in the
+// server's instructions and in raspi://agent/contract
+// (agent/agentcontract.go); keep the two in step. Their names say enough,
+// but confirm keeps three words: a model must not read it as "proceed".
 type GuardArgs struct {
-	DryRun  bool   `json:"dry_run,omitempty" jsonschema:"plan only"`
+	DryRun  bool   `json:"dry_run,omitempty"`
 	Confirm bool   `json:"confirm,omitempty" jsonschema:"the person agreed"`
-	Reason  string `json:"reason,omitempty" jsonschema:"why (audited)"`
-	Intent  string `json:"intent,omitempty" jsonschema:"larger goal (audited)"`
+	Reason  string `json:"reason,omitempty"`
+	Intent  string `json:"intent,omitempty"`
 }
 
 func (g GuardArgs) guard() Guard { return Guard(g) }
@@ -412,9 +424,8 @@ func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(c
 	if r.opt.CheckOutput {
 		t.outRes = outRes
 	}
-	// The SDK gets the output schema as JSON, which tools/list sends as it
-	// is: the trees of schema values behind all tools' results were 1.8 MB,
-	// two thirds of the idle agent's live heap, for a listing.
+	// Kept as JSON, not as the tree of schema values: those trees behind all
+	// tools' results were 1.8 MB, two thirds of the idle agent's live heap.
 	outJSON, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("agent: tool %q output schema: %w", s.ID, err)
@@ -431,7 +442,8 @@ func buildTool(r *Registry, s specBase, inType, outType reflect.Type, run func(c
 	if !readOnly {
 		desc += fmt.Sprintf(" Risk %s, role %s.", t.rule.Risk, t.rule.MinRole)
 	}
-	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann,
+	t.out = outJSON
+	t.mcp = &mcp.Tool{Name: name, Title: s.Title, Description: desc, InputSchema: json.RawMessage(inJSON), Annotations: ann,
 		Meta: mcp.Meta{"id": s.ID, "risk": t.rule.Risk.String(), "min_role": t.rule.MinRole.String(), "stability": t.stable}}
 	return t, nil
 }
