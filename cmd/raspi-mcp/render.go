@@ -404,8 +404,8 @@ func (v callView) list(name string, a []any, depth int) []string {
 	if n := len(rows) - len(shown); n > 0 {
 		lines = append(lines, fmt.Sprintf("%s(%d more %s; --json shows all)", ind, n, name))
 	}
-	if hidden := len(keys) - len(cols); hidden > 0 || len(keys) == 0 {
-		lines = append(lines, fmt.Sprintf("%s(not shown: %d more fields of each; --json shows all)", ind, hidden+callNested(shown)))
+	if hidden := len(keys) - len(cols) + callNested(shown); hidden > 0 {
+		lines = append(lines, fmt.Sprintf("%s(not shown: %d more fields of each; --json shows all)", ind, hidden))
 	}
 	return lines
 }
