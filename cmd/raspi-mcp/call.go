@@ -19,7 +19,7 @@ func cmdCall(args []string) error {
 		"call one tool; arguments as one JSON object or as key=value pairs typed by the tool's schema")
 	var w where
 	w.flags(c.fs)
-	asJSON := c.fs.Bool("json", false, "print the whole MCP result as one line of JSON")
+	asJSON := c.fs.Bool("json", false, "print the whole MCP result as JSON: one line when piped, indented on a terminal")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
