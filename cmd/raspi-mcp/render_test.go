@@ -175,8 +175,8 @@ func TestTryLineRoundTrip(t *testing.T) {
 	tool := &mcp.Tool{Name: "x", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
 		"pid": map[string]any{"type": "integer"}, "confirm": map[string]any{"type": "boolean"},
 		"reason": map[string]any{"type": "string"}, "pattern": map[string]any{"type": "string"},
-		"units": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-		"names": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+		"units":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+		"names":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
 		"filter": map[string]any{"type": "object"},
 	}}}
 	want := map[string]any{
