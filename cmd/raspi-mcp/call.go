@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,7 +19,7 @@ func cmdCall(args []string) error {
 		"call one tool; arguments as one JSON object or as key=value pairs typed by the tool's schema")
 	var w where
 	w.flags(c.fs)
-	asJSON := c.fs.Bool("json", false, "print the whole MCP result as one line of JSON")
+	asJSON := c.fs.Bool("json", false, "print the whole MCP result as JSON: one line when piped, indented on a terminal")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -47,14 +46,19 @@ func cmdCall(args []string) error {
 	if err != nil {
 		return err
 	}
+	term := isTerminal(os.Stdout)
 	switch {
+	case *asJSON && term:
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Println(string(b))
 	case *asJSON:
 		b, _ := json.Marshal(res)
 		fmt.Println(string(b))
-	case isTerminal(os.Stdout):
-		printResult(res)
+	case term:
+		v := callView{Width: callWidth(os.Stdout), Tool: t.Name, Args: arguments, Prefix: "raspi-mcp call" + w.again()}
+		v.render(os.Stdout, res)
 	default:
-		fmt.Println(textOf(res))
+		fmt.Println(textOf(res)) // what scripts have always read: the summary line, then the JSON
 	}
 	if res.IsError {
 		return &exitError{code: 1}
@@ -62,22 +66,36 @@ func cmdCall(args []string) error {
 	return nil
 }
 
-// printResult is a result for a person: the summary line, then the result
-// (or the error) as indented JSON.
-func printResult(res *mcp.CallToolResult) {
-	summary, js, _ := strings.Cut(textOf(res), "\n")
-	fmt.Println(summary)
-	var buf bytes.Buffer
-	if json.Indent(&buf, []byte(js), "", "  ") == nil {
-		fmt.Println(buf.String())
-	} else if js != "" {
-		fmt.Println(js)
+// callWidth is how wide call's output may be on the terminal f: its width,
+// else $COLUMNS, else 80.
+func callWidth(f *os.File) int {
+	if w := callTermWidth(f); w > 0 {
+		return w
 	}
-	for _, c := range res.Content[1:] {
-		if im, ok := c.(*mcp.ImageContent); ok {
-			fmt.Printf("(and an image: %s, %d bytes)\n", im.MIMEType, len(im.Data))
-		}
+	if w, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && w > 0 {
+		return w
 	}
+	return 80
+}
+
+// again is the flags that reach the same agent again, for the command lines
+// call prints (try:, next:), so that they can be pasted as they are.
+func (w *where) again() string {
+	switch {
+	case w.socket != "":
+		return " --socket " + callShellWord(w.socket)
+	case w.dir != "":
+		return " --dir " + callShellWord(w.dir)
+	}
+	return ""
+}
+
+// callShellWord is s quoted for a shell only when it needs it.
+func callShellWord(s string) string {
+	if callSafe.MatchString(s) {
+		return s
+	}
+	return callShellQuote(s)
 }
 
 // isTerminal reports whether f is a character device (a terminal).
