@@ -183,6 +183,16 @@ func (d *demo) run() error {
 			return err
 		}
 	}
+	// The lease's end is recorded by the agent when it comes: waited for
+	// here, so that the story (and the audit trail below) has it in one
+	// place, whatever the machine's speed.
+	if err := d.waitForRecord(ctx, cs, "gpio.write_pin", "lease ended: revert"); err != nil {
+		return err
+	}
+	if _, err := d.call(ctx, cs, call{"The relay's 2 seconds are over: the agent switched it back, and recorded that", "gpio_read_pin",
+		map[string]any{"pin": 17}, done}, nil); err != nil {
+		return err
+	}
 	if err := d.shutdownAtTheConsole(ctx, cs); err != nil {
 		return err
 	}
@@ -356,6 +366,35 @@ func (d *demo) osUpdates(ctx context.Context) error {
 	return err
 }
 
+// waitForRecord waits (up to 30 s) until the audit trail has a record of
+// tool with reason.
+func (d *demo) waitForRecord(ctx context.Context, cs *mcp.ClientSession, tool, reason string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "logs_get_recent_audit_logs", Arguments: map[string]any{"tool": tool, "limit": 20}})
+		if err != nil {
+			return fmt.Errorf("demo: waiting for the audit record %q of %s: %w", reason, tool, err)
+		}
+		var page struct {
+			Entries []struct {
+				Reason string `json:"reason"`
+			} `json:"entries"`
+		}
+		if err := remarshal(res.StructuredContent, &page); err != nil {
+			return fmt.Errorf("demo: waiting for the audit record %q of %s: %w", reason, tool, err)
+		}
+		for _, e := range page.Entries {
+			if e.Reason == reason {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: no audit record %q of %s after 30 s", reason, tool)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // relayWaiting prints what the agent tells the client while a call waits
 // for the device: the message an assistant relays to its person.
 func (d *demo) relayWaiting(_ context.Context, req *mcp.LoggingMessageRequest) {
@@ -470,11 +509,11 @@ func (d *demo) show(tool string, res *mcp.CallToolResult) map[string]any {
 		for _, k := range []string{"upgrades", "installs", "removals"} {
 			for _, x := range m[k].([]any) {
 				c := x.(map[string]any)
-				sec := ""
+				kind := strings.TrimSuffix(k, "s")
 				if c["security"] == true {
-					sec = " (security)"
+					kind = "security" // an upgrade that fixes a vulnerability
 				}
-				s.line(4, "%-8s %-30v %v -> %v%s", strings.TrimSuffix(k, "s"), c["name"], orDash(c["from"]), orDash(c["to"]), sec)
+				s.line(4, "%-8s %-29v %v -> %v", kind, c["name"], orDash(c["from"]), orDash(c["to"]))
 			}
 		}
 		s.line(4, "held: %v; download %.0f B; reboot needed %v", m["held"], m["download_bytes"], m["reboot_needed"])
@@ -487,7 +526,7 @@ func (d *demo) show(tool string, res *mcp.CallToolResult) map[string]any {
 		s.line(4, "job %v: %v; configuration files kept: %v", res["job_id"], st["status"], res["conffiles_kept"])
 		for _, x := range res["packages"].([]any) {
 			p := x.(map[string]any)
-			s.line(4, "%-30v %v -> %v", p["name"], orDash(p["before"]), orDash(p["after"]))
+			s.line(4, "%-29v %v -> %v", p["name"], orDash(p["before"]), orDash(p["after"]))
 		}
 	case "system_reboot":
 		if p, ok := m["plan"].([]any); ok {
