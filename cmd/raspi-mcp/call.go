@@ -15,11 +15,14 @@ import (
 )
 
 func cmdCall(args []string) error {
-	c := newCommand("call", "[--dir DIR] [--json] TOOL [JSON | KEY=VALUE...]",
+	c := newCommand("call", "[--dir DIR] [--json] [--timeout D] TOOL [JSON | KEY=VALUE...]",
 		"call one tool; arguments as one JSON object or as key=value pairs typed by the tool's schema")
 	var w where
 	w.flags(c.fs)
 	asJSON := c.fs.Bool("json", false, "print the whole MCP result as JSON: one line when piped, indented on a terminal")
+	// A critical call may wait for the owner at the Pi ([guard]
+	// approval_timeout, 2 minutes by default): call waits longer than that.
+	timeout := c.fs.Duration("timeout", 5*time.Minute, "give up after `D` (a call may wait for the owner's approval)")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -27,7 +30,10 @@ func cmdCall(args []string) error {
 	if len(pos) < 1 {
 		return c.wrongArgs("call needs a TOOL (raspi-mcp tools lists them)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if *timeout <= 0 {
+		return c.wrongArgs("--timeout must be positive")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	s, err := session(ctx, &w)
 	if err != nil {
@@ -51,14 +57,15 @@ func cmdCall(args []string) error {
 	case *asJSON && term:
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Println(string(b))
-	case *asJSON:
-		b, _ := json.Marshal(res)
-		fmt.Println(string(b))
 	case term:
 		v := callView{Width: callWidth(os.Stdout), Tool: t.Name, Args: arguments, Prefix: "raspi-mcp call" + w.again()}
 		v.render(os.Stdout, res)
 	default:
-		fmt.Println(textOf(res)) // what scripts have always read: the summary line, then the JSON
+		// Piped (or --json): the whole MCP result as one line of JSON and
+		// nothing else, so that jq and scripts read it as it is; the
+		// summary is its first text content.
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
 	}
 	if res.IsError {
 		return &exitError{code: 1}

@@ -173,17 +173,31 @@ func TestCallPipedIsJSON(t *testing.T) {
 		}
 		return string(out), code
 	}
+	// Piped, with or without --json: the MCP result as one line of JSON,
+	// nothing before or after it.
+	type result struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+		Meta              json.RawMessage `json:"_meta"` // an error's structured form
+	}
 	out, code := call("gpio_list_pins")
-	summary, js, _ := strings.Cut(strings.TrimSuffix(out, "\n"), "\n")
+	var ok result
 	var pins struct {
 		Pins []struct{ Pin int } `json:"pins"`
 	}
-	if err := json.Unmarshal([]byte(js), &pins); err != nil || code != 0 || len(pins.Pins) == 0 || summary != fmt.Sprintf("%d allowed pins", len(pins.Pins)) {
-		t.Errorf("gpio_list_pins piped: exit %d, %v: %q then %q", code, err, summary, js)
+	if err := json.Unmarshal([]byte(out), &ok); err != nil || code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("gpio_list_pins piped: exit %d, %v:\n%s", code, err, out)
+	}
+	if err := json.Unmarshal(ok.StructuredContent, &pins); err != nil || len(pins.Pins) == 0 || len(ok.Content) == 0 ||
+		!strings.HasPrefix(ok.Content[0].Text, fmt.Sprintf("%d allowed pins", len(pins.Pins))) {
+		t.Errorf("gpio_list_pins piped: %v: %s", err, out)
 	}
 
 	out, code = call("gpio_write_pin", "pin=5", "value=high")
-	_, js, _ = strings.Cut(strings.TrimSuffix(out, "\n"), "\n")
+	var bad result
 	var e struct {
 		Error struct {
 			Code string `json:"code"`
@@ -192,8 +206,11 @@ func TestCallPipedIsJSON(t *testing.T) {
 			} `json:"suggested_next_tool_calls"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(js), &e); err != nil || code != 1 || e.Error.Code != "permission_denied" || len(e.Error.Next) == 0 {
-		t.Errorf("error piped: exit %d, %v: %s", code, err, out)
+	if err := json.Unmarshal([]byte(out), &bad); err != nil || code != 1 || !bad.IsError || strings.Count(out, "\n") != 1 {
+		t.Fatalf("error piped: exit %d, %v: %s", code, err, out)
+	}
+	if err := json.Unmarshal(bad.Meta, &e); err != nil || e.Error.Code != "permission_denied" || len(e.Error.Next) == 0 {
+		t.Errorf("error piped: %v: %s", err, out)
 	}
 	if strings.Contains(out, "try:") || strings.Contains(out, "fix_hint:") {
 		t.Errorf("the terminal's form when piped:\n%s", out)

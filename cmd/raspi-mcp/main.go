@@ -31,7 +31,7 @@ usage:
                                                 agent, helper, audit and recent problems;
                                                 --check: the live device's self-test
   raspi-mcp tools [--dir DIR] [--json] [NAME]   the tools with risk and role, or one tool's parameters
-  raspi-mcp call [--dir DIR] [--json] TOOL [JSON | KEY=VALUE...]
+  raspi-mcp call [--dir DIR] [--json] [--timeout D] TOOL [JSON | KEY=VALUE...]
                                                 call one tool: raspi-mcp call gpio_read_pin pin=17
   raspi-mcp metrics [--dir DIR] [--hours H]     a small chart of the last hours, with units
   raspi-mcp audit verify [--dir DIR] [--db FILE] check the audit trail's hash chain
