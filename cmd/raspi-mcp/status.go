@@ -442,7 +442,9 @@ func renderAgent(r rows, st *agent.ServerStatus, socket string, loc *time.Locati
 	if st.HTTP != nil {
 		r.add("http", st.HTTP.URL, "")
 		if st.HTTP.Fingerprint != "" {
-			r.add("tls cert", "SHA-256 fingerprint as raspi-mcp prints it, then as openssl x509 -noout -fingerprint -sha256 does:", "")
+			for _, l := range wrapText("tls certificate: its SHA-256 fingerprint as raspi-mcp prints it, then as openssl x509 -noout -fingerprint -sha256 does:", r.o.width) {
+				fmt.Fprintln(r.out, l)
+			}
 			fmt.Fprintln(r.out, "  "+st.HTTP.Fingerprint)
 			if fp, ok := opensslFingerprint(st.HTTP.Fingerprint); ok {
 				fmt.Fprintln(r.out, "  "+fp[:48])
