@@ -76,7 +76,7 @@ func cmdCall(args []string) error {
 // callWidth is how wide call's output may be on the terminal f: its width,
 // else $COLUMNS, else 80.
 func callWidth(f *os.File) int {
-	if w := callTermWidth(f); w > 0 {
+	if w, _ := termWidth(f); w > 0 {
 		return w
 	}
 	if w, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && w > 0 {
