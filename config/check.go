@@ -224,7 +224,15 @@ func decodeFile(c *Config, file string, data []byte, at located, failed map[stri
 			continue
 		}
 		d.bad[k.String()] = true
-		d.unknown(k.String(), 0, typeAt(reflect.TypeOf(Config{}), k[:len(k)-1]))
+		// The line of the nearest enclosing key the walk saw: the
+		// decoder keeps no position for a key inside a list element.
+		line := 0
+		for i := len(k) - 1; i > 0 && line == 0; i-- {
+			if w, ok := at[k[:i].String()]; ok && w.file == file {
+				line = w.line
+			}
+		}
+		d.unknown(k.String(), line, typeAt(reflect.TypeOf(Config{}), k[:len(k)-1]))
 	}
 	for k := range d.bad {
 		failed[k] = true
@@ -268,6 +276,32 @@ func (d *decoder) table(m map[string]toml.Primitive, v reflect.Value, prefix str
 			var inner map[string]toml.Primitive
 			if err := d.md.PrimitiveDecode(prim, &inner); err == nil {
 				d.table(inner, f, key+".")
+				continue
+			}
+		}
+		if tables, ok := raw.(map[string]any); ok && f.Kind() == reflect.Map && f.Type().Elem().Kind() == reflect.Struct {
+			// [profiles.NAME]: each a struct of its own, as the decoder
+			// would make it (a fresh value per name).
+			var inner map[string]toml.Primitive
+			if err := d.md.PrimitiveDecode(prim, &inner); err == nil {
+				if f.IsNil() {
+					f.Set(reflect.MakeMapWithSize(f.Type(), len(tables)))
+				}
+				for name, ep := range inner {
+					ekey := key + "." + name
+					d.at[ekey] = spot{d.file, lineOf(d.md, ep)}
+					ev := reflect.New(f.Type().Elem()).Elem()
+					var eraw any
+					_ = d.md.PrimitiveDecode(ep, &eraw)
+					var fields map[string]toml.Primitive
+					if _, isTable := eraw.(map[string]any); !isTable || d.md.PrimitiveDecode(ep, &fields) != nil {
+						d.bad[ekey] = true
+						d.probs = append(d.probs, d.typeProblem(ekey, d.at[ekey].line, ev.Type(), eraw, errProbe))
+						continue
+					}
+					d.table(fields, ev, ekey+".")
+					f.SetMapIndex(reflect.ValueOf(name), ev)
+				}
 				continue
 			}
 		}
