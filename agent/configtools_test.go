@@ -89,7 +89,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for name, tc := range map[string]struct{ toml, key, reason string }{
 		"bad value": {"[gpio]\nrevert = \"sideways\"\n", "gpio.revert", "previous or inverse"},
-		"bad type":  {"[gpio]\nwrites = 1\n", "gpio.writes", "incompatible types"},
+		"bad type":  {"[gpio]\nwrites = 1\n", "gpio.writes", "want true or false, got the number 1"},
 		"bad toml":  {"[gpio\n", "", "not TOML"},
 	} {
 		out, e := callAs[configValidateOut](t, r, reader, "manage_config_validate", map[string]any{"toml": tc.toml})

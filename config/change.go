@@ -163,6 +163,26 @@ func parseMessage(err error, data []byte) string {
 // keyError turns a Load error ("config: FILE: gpio.revert: want ...",
 // "unknown key \"gpio.foo\"") into a KeyError naming the key.
 func keyError(err error, keys map[string]any) *KeyError {
+	var ps Problems
+	if errors.As(err, &ps) && len(ps) > 0 {
+		// The first problem: a candidate is refused whole, and the model
+		// fixes one key at a time.
+		p := ps[0]
+		ke := &KeyError{Key: p.Key, Reason: p.Msg}
+		if k, ok := strings.CutPrefix(p.Msg, "unknown key "); ok && ke.Key == "" {
+			if k, _, ok := strings.Cut(strings.TrimPrefix(k, `"`), `"`); ok {
+				ke.Key = k
+			}
+		}
+		if v, ok := keys[baseKey(ke.Key)]; ok && ke.Key != "" {
+			ke.Value = JSONText(v)
+		} else if i := strings.IndexByte(ke.Key, '['); i >= 0 {
+			if v, ok := keys[ke.Key[:i]]; ok {
+				ke.Value = JSONText(v)
+			}
+		}
+		return ke
+	}
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "config: ")
 	// Strip the file name Load puts first.
@@ -201,29 +221,56 @@ func keyError(err error, keys map[string]any) *KeyError {
 }
 
 // load is Load with some drop-ins' contents replaced (or added) by name.
+// It reads every file even after one is wrong and returns all their
+// problems together, as Problems, each with its file and, where the TOML
+// decoder knows it, its line.
 func load(path string, replace map[string][]byte) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	c := Default()
-	if err := decode(&c, data); err != nil {
-		return Config{}, fmt.Errorf("config: %s: %w", path, err)
-	}
-	files, err := dropInData(path, replace)
+	dropins, err := dropInData(path, replace)
 	if err != nil {
 		return Config{}, err
 	}
-	for _, f := range files {
-		if err := clearLists(&c, f.data); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", f.path, err)
+	c := Default()
+	at, failed := located{}, map[string]bool{}
+	var probs Problems
+	unreadable := false
+	files := append([]fileData{{path, data}}, dropins...)
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.path
+		if i > 0 {
+			if err := clearLists(&c, f.data); err != nil {
+				probs = append(probs, Problem{File: f.path, Msg: parseMessage(err, f.data)})
+				unreadable = true
+				continue
+			}
 		}
-		if err := decode(&c, f.data); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", f.path, err)
+		ps, syntax := decodeFile(&c, f.path, f.data, at, failed)
+		probs = append(probs, ps...)
+		unreadable = unreadable || syntax
+	}
+	// A file that did not parse left its settings out: what Validate would
+	// say of the rest could be wrong.
+	if !unreadable {
+		if err := c.Validate(); err != nil {
+			var ps Problems
+			errors.As(err, &ps)
+			// Validate walks some maps: sort by key first so that the
+			// order is the same each run.
+			sort.SliceStable(ps, func(i, j int) bool { return ps[i].Key < ps[j].Key })
+			for _, p := range ps {
+				if !failedUnder(failed, p.Key) {
+					probs = append(probs, at.place(p, path))
+				}
+			}
 		}
 	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("config: %s: %w", path, err)
+	if len(probs) > 0 {
+		sortProblems(probs, names)
+		return Config{}, probs
 	}
 	return c, nil
 }

@@ -100,7 +100,7 @@ func TestCheckCandidate(t *testing.T) {
 		{"unknown key", "[gpio]\nwritez = true\n", "gpio.writez", "", true, "only on the device"},
 		{"bad value", "[gpio]\nrevert = \"sideways\"\n", "gpio.revert", `"sideways"`, false, "want previous or inverse"},
 		{"bad pin", "[gpio]\npins = [ { pin = 99, mode = \"output\" } ]\n", "gpio.pins[0].pin", "", false, "0..53"},
-		{"bad type", "[gpio]\nwrites = \"yes\"\n", "gpio.writes", `"yes"`, false, "incompatible types"},
+		{"bad type", "[gpio]\nwrites = \"yes\"\n", "gpio.writes", `"yes"`, false, "want true or false, got the string \"yes\""},
 		{"bad toml", "[gpio\n", "", "", false, "not TOML"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

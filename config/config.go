@@ -218,6 +218,7 @@ func defaultSessions() Sessions {
 }
 
 func (s Sessions) validate() error {
+	var pr problems
 	ints := []struct {
 		key       string
 		v, lo, hi int64
@@ -235,24 +236,24 @@ func (s Sessions) validate() error {
 	}
 	for _, f := range ints {
 		if f.v < f.lo || f.v > f.hi {
-			return fmt.Errorf("%s: want %d..%d, got %d", f.key, f.lo, f.hi, f.v)
+			pr.addf("%s: want %d..%d, got %d", f.key, f.lo, f.hi, f.v)
 		}
 	}
 	if s.TotalQueueBytes < s.QueueBytes {
-		return fmt.Errorf("sessions.total_queue_bytes: want at least queue_bytes (%d), got %d", s.QueueBytes, s.TotalQueueBytes)
+		pr.addf("sessions.total_queue_bytes: want at least queue_bytes (%d), got %d", s.QueueBytes, s.TotalQueueBytes)
 	}
 	if s.PerUID > s.Total {
-		return fmt.Errorf("sessions.per_uid: want at most total (%d), got %d", s.Total, s.PerUID)
+		pr.addf("sessions.per_uid: want at most total (%d), got %d", s.Total, s.PerUID)
 	}
 	for _, f := range []struct {
 		key string
 		d   Duration
 	}{{"sessions.stall_timeout", s.StallTimeout}, {"sessions.first_line_timeout", s.FirstLineTimeout}} {
 		if f.d.D() < 100*time.Millisecond || f.d.D() > time.Hour {
-			return fmt.Errorf("%s: want 100ms..1h, got %s", f.key, f.d.D())
+			pr.addf("%s: want 100ms..1h, got %s", f.key, f.d.D())
 		}
 	}
-	return nil
+	return pr.err()
 }
 
 // Loopback reports whether listen (host:port) takes connections from this
@@ -270,75 +271,76 @@ func Loopback(listen string) bool {
 }
 
 func (h HTTP) validate() error {
+	var pr problems
 	if h.Listen != "" {
 		host, port, err := net.SplitHostPort(h.Listen)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
-			return fmt.Errorf("http.listen: want host:port (127.0.0.1:8765), got %q", h.Listen)
+			pr.addf("http.listen: want host:port (127.0.0.1:8765), got %q", h.Listen)
 		}
 		if host != "" && host != "localhost" && net.ParseIP(host) == nil {
-			return fmt.Errorf("http.listen: want an IP address or localhost as host, got %q", host)
+			pr.addf("http.listen: want an IP address or localhost as host, got %q", host)
 		}
 		if !Loopback(h.Listen) && !h.TLS && !h.InsecurePlaintext {
-			return fmt.Errorf("http.listen: %q is reachable from the network: set tls = true (tokens would cross the LAN readable), or insecure_plaintext = true on purpose", h.Listen)
+			pr.addf("http.listen: %q is reachable from the network: set tls = true (tokens would cross the LAN readable), or insecure_plaintext = true on purpose", h.Listen)
 		}
 	}
 	if (h.TLSCert == "") != (h.TLSKey == "") {
-		return errors.New("http.tls_cert and http.tls_key: set both or neither")
+		pr.add(errors.New("http.tls_cert and http.tls_key: set both or neither"))
 	}
 	if h.TLSCert != "" && !h.TLS {
-		return errors.New("http.tls_cert: set tls = true to use it")
+		pr.add(errors.New("http.tls_cert: set tls = true to use it"))
 	}
 	for _, f := range []struct{ key, path string }{{"http.tokens", h.Tokens}, {"http.tls_cert", h.TLSCert}, {"http.tls_key", h.TLSKey}} {
 		if f.path != "" && !filepath.IsAbs(f.path) {
-			return fmt.Errorf("%s: want an absolute path, got %q", f.key, f.path)
+			pr.addf("%s: want an absolute path, got %q", f.key, f.path)
 		}
 	}
 	for _, n := range h.Names {
 		if n == "" || strings.ContainsAny(n, ":/ *") {
-			return fmt.Errorf("http.names: want host names without port or scheme (pi.local), got %q", n)
+			pr.addf("http.names: want host names without port or scheme (pi.local), got %q", n)
 		}
 	}
 	if h.MaxBodyBytes < 1024 || h.MaxBodyBytes > 64<<20 {
-		return fmt.Errorf("http.max_body_bytes: want 1024..67108864, got %d", h.MaxBodyBytes)
+		pr.addf("http.max_body_bytes: want 1024..67108864, got %d", h.MaxBodyBytes)
 	}
 	for _, f := range []struct {
 		key string
 		d   Duration
 	}{{"http.read_header_timeout", h.ReadHeaderTimeout}, {"http.read_timeout", h.ReadTimeout}, {"http.idle_timeout", h.IdleTimeout}, {"http.write_timeout", h.WriteTimeout}} {
 		if f.d.D() < 100*time.Millisecond || f.d.D() > time.Hour {
-			return fmt.Errorf("%s: want 100ms..1h, got %s", f.key, f.d.D())
+			pr.addf("%s: want 100ms..1h, got %s", f.key, f.d.D())
 		}
 	}
 	if h.Rate <= 0 || h.Rate > 10000 {
-		return fmt.Errorf("http.rate: want requests per second per token, >0..10000, got %g", h.Rate)
+		pr.addf("http.rate: want requests per second per token, >0..10000, got %g", h.Rate)
 	}
 	if h.Burst < 1 || h.Burst > 100000 {
-		return fmt.Errorf("http.burst: want 1..100000, got %d", h.Burst)
+		pr.addf("http.burst: want 1..100000, got %d", h.Burst)
 	}
 	if h.MaxSessions < 1 || h.MaxSessions > 10000 {
-		return fmt.Errorf("http.max_sessions: want 1..10000, got %d", h.MaxSessions)
+		pr.addf("http.max_sessions: want 1..10000, got %d", h.MaxSessions)
 	}
 	if d := h.SessionIdle.D(); d < time.Second || d > 24*time.Hour {
-		return fmt.Errorf("http.session_idle: want 1s..24h, got %s", d)
+		pr.addf("http.session_idle: want 1s..24h, got %s", d)
 	}
 	// Over max_sessions it is max_sessions: a config that lowered only
 	// max_sessions stays valid.
 	if h.MaxSessionsPerToken < 1 || h.MaxSessionsPerToken > 10000 {
-		return fmt.Errorf("http.max_sessions_per_token: want 1..10000, got %d", h.MaxSessionsPerToken)
+		pr.addf("http.max_sessions_per_token: want 1..10000, got %d", h.MaxSessionsPerToken)
 	}
 	if h.MaxBatch < 1 || h.MaxBatch > 1000 {
-		return fmt.Errorf("http.max_batch: want 1..1000, got %d", h.MaxBatch)
+		pr.addf("http.max_batch: want 1..1000, got %d", h.MaxBatch)
 	}
 	if h.MaxInFlight < 1 || h.MaxInFlight > 10000 {
-		return fmt.Errorf("http.max_in_flight: want 1..10000, got %d", h.MaxInFlight)
+		pr.addf("http.max_in_flight: want 1..10000, got %d", h.MaxInFlight)
 	}
 	if h.MaxConns < 1 || h.MaxConns > 100000 {
-		return fmt.Errorf("http.max_conns: want 1..100000, got %d", h.MaxConns)
+		pr.addf("http.max_conns: want 1..100000, got %d", h.MaxConns)
 	}
 	if h.MaxConnsPerSource < 1 || h.MaxConnsPerSource > 100000 {
-		return fmt.Errorf("http.max_conns_per_source: want 1..100000, got %d", h.MaxConnsPerSource)
+		pr.addf("http.max_conns_per_source: want 1..100000, got %d", h.MaxConnsPerSource)
 	}
-	return nil
+	return pr.err()
 }
 
 // Camera is the camera namespace: off until the owner turns it on, since a
@@ -681,11 +683,19 @@ func DropIns(path string) ([]string, error) {
 // Parse decodes TOML over the defaults, rejecting unknown keys, and validates.
 func Parse(data []byte) (Config, error) {
 	c := Default()
-	if err := decode(&c, data); err != nil {
-		return Config{}, err
+	at := located{}
+	if probs, _ := decodeFile(&c, "", data, at, map[string]bool{}); len(probs) > 0 {
+		sortProblems(probs, nil)
+		return Config{}, probs
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, err
+		var ps Problems
+		errors.As(err, &ps)
+		for i := range ps {
+			ps[i] = at.place(ps[i], "")
+		}
+		sortProblems(ps, nil)
+		return Config{}, ps
 	}
 	return c, nil
 }
@@ -748,29 +758,9 @@ func positioned(perr toml.ParseError, data []byte) string {
 	return strings.TrimSpace(perr.ErrorWithPosition())
 }
 
-// decode reads one TOML document over c, rejecting unknown keys.
-func decode(c *Config, data []byte) error {
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
-	if err != nil {
-		var perr toml.ParseError
-		if errors.As(err, &perr) {
-			return errors.New(positioned(perr, data))
-		}
-		return err
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		sort.Strings(keys)
-		return fmt.Errorf("unknown key %q (see config.example.toml for every key)", keys[0])
-	}
-	return nil
-}
-
 // Validate checks values that TOML types cannot express.
 func (c Config) Validate() error {
+	var pr problems
 	for key, p := range map[string]string{
 		"agent.socket":     c.Agent.Socket,
 		"agent.state":      c.Agent.State,
@@ -778,31 +768,31 @@ func (c Config) Validate() error {
 		"helper.state_dir": c.Helper.StateDir,
 	} {
 		if !filepath.IsAbs(p) {
-			return fmt.Errorf("%s: want an absolute path, got %q", key, p)
+			pr.addf("%s: want an absolute path, got %q", key, p)
 		}
 	}
 	switch c.Agent.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("agent.log_level: want debug, info, warn or error, got %q", c.Agent.LogLevel)
+		pr.addf("agent.log_level: want debug, info, warn or error, got %q", c.Agent.LogLevel)
 	}
 	if g := c.Agent.GCPercent; g != -1 && (g < 25 || g > 10000) {
-		return fmt.Errorf("agent.gc_percent: want 25..10000, or -1 to collect only at memory_limit_mib, got %d", g)
+		pr.addf("agent.gc_percent: want 25..10000, or -1 to collect only at memory_limit_mib, got %d", g)
 	}
 	if m := c.Agent.MemoryLimitMiB; m < 0 || m > 1<<20 || (m > 0 && m < 8) {
-		return fmt.Errorf("agent.memory_limit_mib: want 0 (none) or 8..1048576, got %d", m)
+		pr.addf("agent.memory_limit_mib: want 0 (none) or 8..1048576, got %d", m)
 	}
 	if p := c.Agent.MaxProcs; p < 0 || p > 1024 {
-		return fmt.Errorf("agent.max_procs: want 0 (one per core) or 1..1024, got %d", p)
+		pr.addf("agent.max_procs: want 0 (one per core) or 1..1024, got %d", p)
 	}
 	if c.Agent.GCPercent == -1 && c.Agent.MemoryLimitMiB == 0 {
-		return errors.New("agent.gc_percent: -1 needs a memory_limit_mib, or the heap grows without bound")
+		pr.add(errors.New("agent.gc_percent: -1 needs a memory_limit_mib, or the heap grows without bound"))
 	}
 	if c.Helper.AgentUser == "" {
-		return errors.New("helper.agent_user: must name the agent's user")
+		pr.add(errors.New("helper.agent_user: must name the agent's user"))
 	}
 	if c.Helper.Timeout.D() <= 0 || c.Helper.Timeout.D() > 10*time.Minute {
-		return fmt.Errorf("helper.timeout: want 1ms..10m, got %s", c.Helper.Timeout.D())
+		pr.addf("helper.timeout: want 1ms..10m, got %s", c.Helper.Timeout.D())
 	}
 	// Below 10 s a slow method would be cut where it was before issue 28;
 	// above 30 m a stuck systemd holds the agent's only helper connection
@@ -812,87 +802,83 @@ func (c Config) Validate() error {
 		d   time.Duration
 	}{{"helper.systemd_timeout", c.Helper.SystemdTimeout.D()}, {"helper.job_timeout", c.Helper.JobTimeout.D()}} {
 		if b.d < 10*time.Second || b.d > 30*time.Minute {
-			return fmt.Errorf("%s: want 10s..30m, got %s", b.key, b.d)
+			pr.addf("%s: want 10s..30m, got %s", b.key, b.d)
 		}
 	}
 	if c.Change.TokenTTL.D() < time.Second || c.Change.TokenTTL.D() > time.Hour {
-		return fmt.Errorf("change.token_ttl: want 1s..1h, got %s", c.Change.TokenTTL.D())
+		pr.addf("change.token_ttl: want 1s..1h, got %s", c.Change.TokenTTL.D())
 	}
 	switch c.Guard.Elicitation {
 	case ElicitPreferred, ElicitRequired, ElicitOff:
 	default:
-		return fmt.Errorf("guard.elicitation: want %q, %q or %q, got %q", ElicitPreferred, ElicitRequired, ElicitOff, c.Guard.Elicitation)
+		pr.addf("guard.elicitation: want %q, %q or %q, got %q", ElicitPreferred, ElicitRequired, ElicitOff, c.Guard.Elicitation)
 	}
 	if d := c.Guard.ElicitationTimeout.D(); d < time.Second || d > time.Hour {
-		return fmt.Errorf("guard.elicitation_timeout: want 1s..1h, got %s", d)
+		pr.addf("guard.elicitation_timeout: want 1s..1h, got %s", d)
 	}
-	if err := c.Guard.validateApproval(); err != nil {
-		return err
-	}
+	pr.add(c.Guard.validateApproval())
 	if d := c.Manage.UpdateHealthTimeout.D(); d < 10*time.Second || d > 30*time.Minute {
-		return fmt.Errorf("manage.update_health_timeout: want 10s..30m, got %s", d)
+		pr.addf("manage.update_health_timeout: want 10s..30m, got %s", d)
 	}
 	if d := c.Metrics.DefaultInterval.D(); d < 5*time.Second || d > time.Hour {
-		return fmt.Errorf("metrics.default_interval: want 5s..1h, got %s", d)
+		pr.addf("metrics.default_interval: want 5s..1h, got %s", d)
 	}
 	if d := c.Metrics.DefaultRetention.D(); d < time.Hour || d > 168*time.Hour {
-		return fmt.Errorf("metrics.default_retention: want 1h..168h, got %s", d)
+		pr.addf("metrics.default_retention: want 1h..168h, got %s", d)
 	}
 	if d := c.Metrics.FlushInterval.D(); d < time.Second || d > time.Hour {
-		return fmt.Errorf("metrics.flush_interval: want 1s..1h, got %s", d)
+		pr.addf("metrics.flush_interval: want 1s..1h, got %s", d)
 	}
 	if c.Metrics.MaxJobs < 1 || c.Metrics.MaxJobs > 64 {
-		return fmt.Errorf("metrics.max_jobs: want 1..64, got %d", c.Metrics.MaxJobs)
+		pr.addf("metrics.max_jobs: want 1..64, got %d", c.Metrics.MaxJobs)
 	}
 	if n := c.Subscriptions.PerSession; n < 1 || n > 1024 {
-		return fmt.Errorf("subscriptions.per_session: want 1..1024, got %d", n)
+		pr.addf("subscriptions.per_session: want 1..1024, got %d", n)
 	}
 	if n := c.Subscriptions.Total; n < c.Subscriptions.PerSession || n > 65536 {
-		return fmt.Errorf("subscriptions.total: want per_session (%d)..65536, got %d", c.Subscriptions.PerSession, n)
+		pr.addf("subscriptions.total: want per_session (%d)..65536, got %d", c.Subscriptions.PerSession, n)
 	}
 	if n := c.Subscriptions.MaxURIBytes; n < 128 || n > 64<<10 {
-		return fmt.Errorf("subscriptions.max_uri_bytes: want 128..65536, got %d", n)
+		pr.addf("subscriptions.max_uri_bytes: want 128..65536, got %d", n)
 	}
 	if !filepath.IsAbs(c.Camera.MediaRoot) {
-		return fmt.Errorf("camera.media_root: want an absolute path, got %q", c.Camera.MediaRoot)
+		pr.addf("camera.media_root: want an absolute path, got %q", c.Camera.MediaRoot)
 	}
 	if c.Camera.MaxImageBytes < 1024 || c.Camera.MaxImageBytes > 8<<20 {
-		return fmt.Errorf("camera.max_image_bytes: want 1024..8388608, got %d", c.Camera.MaxImageBytes)
+		pr.addf("camera.max_image_bytes: want 1024..8388608, got %d", c.Camera.MaxImageBytes)
 	}
 	if u := c.Camera.PublicURL; u != "" {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
-			return fmt.Errorf("camera.public_url: want an http or https URL without query, got %q", u)
+			pr.addf("camera.public_url: want an http or https URL without query, got %q", u)
 		}
 	}
-	if err := c.GPIO.validate(); err != nil {
-		return err
-	}
+	pr.add(c.GPIO.validate())
 	// The button's pins are the owner's consent: a tool that could read
 	// or drive them could watch for, or fake, an approval.
 	for _, pin := range c.Guard.ReservedPins() {
 		if p, ok := c.GPIO.Pin(pin); ok {
-			return fmt.Errorf("guard.button: GPIO%d (the approval button or its LED) is also in [gpio] pins (%q): the button's pins are reserved, and config check refuses overlaps with tool allowlists; take it out of [gpio] pins or wire the button elsewhere", pin, p.Name)
+			pr.addf("guard.button: GPIO%d (the approval button or its LED) is also in [gpio] pins (%q): the button's pins are reserved, and config check refuses overlaps with tool allowlists; take it out of [gpio] pins or wire the button elsewhere", pin, p.Name)
 		}
 	}
 	if d := c.System.MinPowerInterval.D(); d < 0 || d > 24*time.Hour {
-		return fmt.Errorf("system.min_power_interval: want 0s..24h, got %s", d)
+		pr.addf("system.min_power_interval: want 0s..24h, got %s", d)
 	}
 	for key, globs := range map[string][]string{"service.allow": c.Service.Allow, "logs.journal_units": c.Logs.JournalUnits} {
 		for _, g := range globs {
 			if err := checkUnitGlob(g); err != nil {
-				return fmt.Errorf("%s: %w", key, err)
+				pr.addf("%s: %w", key, err)
 			}
 		}
 	}
 	for _, sig := range c.Process.AllowedSignals {
 		if !knownSignal(sig) {
-			return fmt.Errorf("process.allowed_signals: want signal names such as TERM or HUP, got %q", sig)
+			pr.addf("process.allowed_signals: want signal names such as TERM or HUP, got %q", sig)
 		}
 	}
 	for key, list := range map[string][]string{"i2c.read": c.I2C.Read, "i2c.write": c.I2C.Write} {
 		for _, e := range list {
 			if _, _, err := ParseI2CAddr(e); err != nil {
-				return fmt.Errorf("%s: %w", key, err)
+				pr.addf("%s: %w", key, err)
 			}
 		}
 	}
@@ -900,45 +886,41 @@ func (c Config) Validate() error {
 	for i, sn := range c.I2C.Sensors {
 		switch {
 		case sn.Name == "" || names[sn.Name]:
-			return fmt.Errorf("i2c.sensors[%d].name: want a unique name, got %q", i, sn.Name)
+			pr.addf("i2c.sensors[%d].name: want a unique name, got %q", i, sn.Name)
 		case sn.Type != "bme280" && sn.Type != "bmp280" && sn.Type != "tmp102":
-			return fmt.Errorf("i2c.sensors[%d].type: want bme280, bmp280 or tmp102, got %q", i, sn.Type)
+			pr.addf("i2c.sensors[%d].type: want bme280, bmp280 or tmp102, got %q", i, sn.Type)
 		case sn.Bus < 0 || sn.Address < 0x03 || sn.Address > 0x77:
-			return fmt.Errorf("i2c.sensors[%d]: bus %d address 0x%x out of range", i, sn.Bus, sn.Address)
+			pr.addf("i2c.sensors[%d]: bus %d address 0x%x out of range", i, sn.Bus, sn.Address)
 		}
 		names[sn.Name] = true
 	}
-	if err := validateUpstreams(c.Upstreams); err != nil {
-		return err
-	}
-	if err := c.HTTP.validate(); err != nil {
-		return err
-	}
-	if err := c.Sessions.validate(); err != nil {
-		return err
-	}
-	return c.validateProfiles()
+	pr.add(validateUpstreams(c.Upstreams))
+	pr.add(c.HTTP.validate())
+	pr.add(c.Sessions.validate())
+	pr.add(c.validateProfiles())
+	return pr.err()
 }
 
 func (g GPIO) validate() error {
+	var pr problems
 	if g.Revert != "previous" && g.Revert != "inverse" {
-		return fmt.Errorf("gpio.revert: want previous or inverse, got %q", g.Revert)
+		pr.addf("gpio.revert: want previous or inverse, got %q", g.Revert)
 	}
 	seen := map[int]bool{}
 	for i, p := range g.Pins {
 		switch {
 		case p.Pin < 0 || p.Pin > 53 || seen[p.Pin]:
-			return fmt.Errorf("gpio.pins[%d].pin: want a unique BCM number 0..53, got %d", i, p.Pin)
+			pr.addf("gpio.pins[%d].pin: want a unique BCM number 0..53, got %d", i, p.Pin)
 		case p.Mode != "input" && p.Mode != "output":
-			return fmt.Errorf("gpio.pins[%d].mode: want input or output, got %q", i, p.Mode)
+			pr.addf("gpio.pins[%d].mode: want input or output, got %q", i, p.Mode)
 		case p.Value != 0 && p.Value != 1:
-			return fmt.Errorf("gpio.pins[%d].value: want 0 or 1, got %d", i, p.Value)
+			pr.addf("gpio.pins[%d].value: want 0 or 1, got %d", i, p.Value)
 		case p.Pull != "" && p.Pull != "none" && p.Pull != "up" && p.Pull != "down":
-			return fmt.Errorf("gpio.pins[%d].pull: want none, up or down, got %q", i, p.Pull)
+			pr.addf("gpio.pins[%d].pull: want none, up or down, got %q", i, p.Pull)
 		}
 		seen[p.Pin] = true
 	}
-	return nil
+	return pr.err()
 }
 
 // checkUnitGlob accepts unit names and globs: systemd's unit name characters
@@ -1121,44 +1103,45 @@ func LaptopFrom(base Config, dir, user string) Config {
 
 // validateApproval checks [guard]'s channels and [guard.button].
 func (g Guard) validateApproval() error {
+	var pr problems
 	for _, ch := range []struct{ key, v string }{{"guard.high", g.High}, {"guard.critical", g.Critical}} {
 		if ch.v != ChannelClient && ch.v != ChannelDevice {
-			return fmt.Errorf("guard: %s: want %q or %q, got %q", ch.key, ChannelClient, ChannelDevice, ch.v)
+			pr.addf("guard: %s: want %q or %q, got %q", ch.key, ChannelClient, ChannelDevice, ch.v)
 		}
 	}
 	if d := g.ApprovalTimeout.D(); d < 5*time.Second || d > 30*time.Minute {
-		return fmt.Errorf("guard.approval_timeout: want 5s..30m, got %s", d)
+		pr.addf("guard.approval_timeout: want 5s..30m, got %s", d)
 	}
 	for _, u := range g.Approvers {
 		if u == "" || strings.ContainsAny(u, " \t\n/:") {
-			return fmt.Errorf("guard.approvers: %q is not a user name", u)
+			pr.addf("guard.approvers: %q is not a user name", u)
 		}
 	}
 	b := g.Button
 	if b.Pin < -1 || b.Pin > 63 {
-		return fmt.Errorf("guard.button.pin: want a BCM pin 0..63, or -1 for none, got %d", b.Pin)
+		pr.addf("guard.button.pin: want a BCM pin 0..63, or -1 for none, got %d", b.Pin)
 	}
 	if b.LED < -1 || b.LED > 63 {
-		return fmt.Errorf("guard.button.led: want a BCM pin 0..63, or -1 for none, got %d", b.LED)
+		pr.addf("guard.button.led: want a BCM pin 0..63, or -1 for none, got %d", b.LED)
 	}
 	if b.LED >= 0 && !b.Wired() {
-		return fmt.Errorf("guard.button.led: an LED (pin %d) needs a button: set guard.button.pin", b.LED)
+		pr.addf("guard.button.led: an LED (pin %d) needs a button: set guard.button.pin", b.LED)
 	}
 	if b.Wired() && b.LED == b.Pin {
-		return fmt.Errorf("guard.button: pin and led are both %d", b.Pin)
+		pr.addf("guard.button: pin and led are both %d", b.Pin)
 	}
 	switch b.Pull {
 	case "up", "down", "none":
 	default:
-		return fmt.Errorf("guard.button.pull: want \"up\", \"down\" or \"none\", got %q", b.Pull)
+		pr.addf("guard.button.pull: want \"up\", \"down\" or \"none\", got %q", b.Pull)
 	}
 	if d := b.Debounce.D(); d < time.Millisecond || d > time.Second {
-		return fmt.Errorf("guard.button.debounce: want 1ms..1s, got %s", d)
+		pr.addf("guard.button.debounce: want 1ms..1s, got %s", d)
 	}
 	if d := b.LongPress.D(); d < 200*time.Millisecond || d > 10*time.Second || d <= b.Debounce.D() {
-		return fmt.Errorf("guard.button.long_press: want 200ms..10s and longer than debounce, got %s", d)
+		pr.addf("guard.button.long_press: want 200ms..10s and longer than debounce, got %s", d)
 	}
-	return nil
+	return pr.err()
 }
 
 // ReservedPins are the BCM pins the approval button holds (its input and

@@ -56,7 +56,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"[system]\nreboots = true\n", `unknown key "system.reboots"`},
 		{"[system]\nreboot = \"yes\"\n", "system.reboot"},
-		{"[nope]\nx = 1\n", `unknown key "nope`},
+		{"[nope]\nx = 1\n", "unknown table [nope]"},
 		{"[roles]\nusers = { pi = \"root\" }\n", `roles.users.pi: want one of read, operate, admin, or one and a profile ("read:sensors"), got "root"`},
 		{"[agent]\nsocket = \"relative.sock\"\n", "agent.socket: want an absolute path"},
 		{"[change]\ntoken_ttl = \"forever\"\n", "token_ttl"},

@@ -133,5 +133,5 @@ func (c Config) Warnings() []string {
 	if c.Guard.Button.Wired() && c.Guard.Critical == ChannelClient && c.Guard.High == ChannelClient {
 		w = append(w, fmt.Sprintf("[guard.button] pin %d is wired but no risk goes to the device: it only approves configuration changes that widen a power", c.Guard.Button.Pin))
 	}
-	return w
+	return append(w, c.pinWarnings()...)
 }

@@ -346,45 +346,6 @@ func orDash(s string) string {
 	return s
 }
 
-func cmdConfig(args []string) error {
-	cmd := newCommand("config check", "FILE", "validate a configuration file and its config.d drop-ins: unknown keys and wrong types are errors")
-	if len(args) == 0 || args[0] != "check" {
-		sub := ""
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			sub, args = args[0], args[1:]
-		}
-		return groupUsage("config", "check a configuration file", sub, args, "raspi-mcp config check FILE")
-	}
-	pos, err := cmd.parse(args[1:])
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return cmd.wrongArgs("config check takes one FILE")
-	}
-	file := pos[0]
-	c, err := config.Load(file)
-	if err != nil {
-		return err
-	}
-	files := file
-	if dropins, _ := config.DropIns(file); len(dropins) > 0 {
-		files += " + " + strings.Join(dropins, " + ")
-	}
-	var ups []string
-	for _, u := range c.Upstreams {
-		if u.IsEnabled() {
-			ups = append(ups, u.Name)
-		}
-	}
-	fmt.Printf("%s: ok (writes on: %s; %d users and %d groups mapped to roles; upstreams: %s)\n", files,
-		orNone(strings.Join(c.WritesOn(), ", ")), len(c.Roles.Users), len(c.Roles.Groups), orNone(strings.Join(ups, ", ")))
-	for _, w := range c.Warnings() {
-		fmt.Printf("warning: %s\n", w)
-	}
-	return nil
-}
-
 // groupUsage answers a command group (audit, config) called without one of
 // its commands: help on stdout for --help, else usage on stderr and exit 2.
 func groupUsage(group, summary, sub string, args []string, lines ...string) error {

@@ -54,24 +54,35 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 
 // tokenFileFlags adds --config and --dir to c and returns what finds the
 // token file once c is parsed, and the configuration that names it.
+// Without either it finds the agent as every client command does (where):
+// the Pi's when its socket is there, else the laptop-mode agent of
+// `raspi-mcp serve --sim` in its well-known directory.
 func tokenFileFlags(c *command) func() (*bearer.File, config.Config, error) {
 	cfgPath := c.fs.String("config", config.DefaultPath, "configuration `FILE` naming the token file ([http] tokens)")
-	dir := c.fs.String("dir", "", "the `DIR` of a laptop-mode agent (serve --sim --dir DIR): its token file")
+	dir := c.fs.String("dir", "", "the `DIR` of a laptop-mode agent (serve --sim --dir DIR): its token file (default: the Pi's, else "+simDir("")+"'s)")
 	return func() (*bearer.File, config.Config, error) {
 		if *dir != "" {
 			if flagSet(c.fs, "config") {
 				return nil, config.Config{}, c.wrongArgs("--dir and --config name the token file twice: give one")
 			}
-			return tokenFile(c, filepath.Join(*dir, "config.toml"), true)
+			return tokenFile(filepath.Join(*dir, "config.toml"), true, true)
 		}
-		return tokenFile(c, *cfgPath, flagSet(c.fs, "config"))
+		if !flagSet(c.fs, "config") {
+			w := where{cfg: *cfgPath}
+			if d, ok := w.laptop(); ok {
+				return tokenFile(filepath.Join(d, "config.toml"), true, true)
+			}
+		}
+		return tokenFile(*cfgPath, flagSet(c.fs, "config"), false)
 	}
 }
 
 // tokenFile is the token file the configuration names. Without a config
 // file at the default path the default applies; a named config (--config,
-// or --dir's) that does not load is an error, never silently another file.
-func tokenFile(c *command, cfgPath string, named bool) (*bearer.File, config.Config, error) {
+// or a laptop-mode agent's) that does not load is an error, never silently
+// another file. A laptop-mode agent runs as its user, who owns the file:
+// it is never given to the packaged agent's group.
+func tokenFile(cfgPath string, named, laptop bool) (*bearer.File, config.Config, error) {
 	cfg, err := config.Load(cfgPath)
 	if errors.Is(err, fs.ErrNotExist) && !named {
 		cfg, err = config.Default(), nil
@@ -83,7 +94,7 @@ func tokenFile(c *command, cfgPath string, named bool) (*bearer.File, config.Con
 		return nil, config.Config{}, fmt.Errorf("%s: [http] tokens is empty: set the token file's path", cfgPath)
 	}
 	f := &bearer.File{Path: cfg.HTTP.Tokens}
-	if _, err := user.LookupGroup(tokenGroup); err == nil {
+	if _, err := user.LookupGroup(tokenGroup); err == nil && !laptop {
 		f.Group = tokenGroup // the package made it; without it the agent runs as the file's owner
 	}
 	return f, cfg, nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/bearer"
 )
 
@@ -179,4 +180,39 @@ func TestTokenProfile(t *testing.T) {
 // regexpLine reports whether some line of s matches re.
 func regexpLine(s, re string) bool {
 	return regexp.MustCompile(`(?m)^` + re).MatchString(s)
+}
+
+// Without --dir or --config, token finds the laptop-mode agent as every
+// other command does (issue 32: it went for /etc/raspi-mcp/tokens.toml and
+// failed on its lock), and writes the token file that agent reads.
+func TestTokenFindsLaptopAgent(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("HOME", t.TempDir()) // macOS keeps laptop mode under HOME
+	if _, err := os.Stat(config.Default().Agent.Socket); err == nil {
+		t.Skip("this machine runs a real agent: token goes to it")
+	}
+	cfg, err := laptopConfig(config.Default(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(simDir(""), "tokens.toml")
+	if cfg.HTTP.Tokens != want {
+		t.Fatalf("laptop config's token file %s, want %s", cfg.HTTP.Tokens, want)
+	}
+	out, info, err := token(t, "create", "laptop", "--role", "read")
+	if err != nil {
+		t.Fatalf("token create without --dir in laptop mode: %v", err)
+	}
+	if !strings.Contains(info, want) {
+		t.Errorf("create does not say where the token is: %q", info)
+	}
+	if tok, err := (&bearer.File{Path: want}).Verify(strings.TrimSpace(out), time.Now()); err != nil || tok.Role != "read" {
+		t.Fatalf("the laptop agent's file does not hold it: %+v %v", tok, err)
+	}
+	if out, _, err := token(t, "list"); err != nil || !strings.Contains(out, "laptop") {
+		t.Errorf("list without --dir: %v\n%s", err, out)
+	}
+	if out, _, err := token(t, "revoke", "laptop"); err != nil || !strings.Contains(out, "revoked") {
+		t.Errorf("revoke without --dir: %v %s", err, out)
+	}
 }
