@@ -99,7 +99,11 @@ func (d *demo) run() error {
 	}
 	s.line(2, "ready in %d ms", time.Since(start).Milliseconds())
 	s.mark(2, "$", "raspi-mcp status --dir $DIR")
-	status, _ := d.command("status").Output()
+	// status fits its output to $COLUMNS when piped: the block's indent
+	// comes off the screen's width, so nothing wraps twice.
+	st := d.command("status")
+	st.Env = append(os.Environ(), fmt.Sprintf("COLUMNS=%d", d.scr.width-4))
+	status, _ := st.Output()
 	s.block(4, d.hideDir(string(status)))
 
 	s.step("Connect like a laptop client does: the Go SDK client runs `raspi-mcp stdio`")

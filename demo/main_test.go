@@ -89,8 +89,10 @@ func maskRun(screen string) string {
 			inStatus = true
 			out = append(out, l, "    <raspi-mcp status>")
 			continue
-		case inStatus && strings.HasPrefix(l, "    "):
-			continue
+		case inStatus && (strings.HasPrefix(l, "    ") || l == ""):
+			continue // status's blank line between the device and the agent too
+		case inStatus:
+			out = append(out, "") // the blank line before the next step
 		}
 		inStatus = false
 		out = append(out, l)

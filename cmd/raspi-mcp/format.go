@@ -243,8 +243,13 @@ type output struct {
 func stdoutOutput(def int) output {
 	w, tty := termWidth(os.Stdout)
 	o := output{width: def}
-	if tty && w > 0 {
+	switch c, err := strconv.Atoi(os.Getenv("COLUMNS")); {
+	case tty && w > 0:
 		o.width = w
+	case !tty && err == nil && c >= 40:
+		// Piped into something that says how wide it shows the output
+		// (a script, the demo's indented block): as wide as that.
+		o.width = c
 	}
 	o.color = tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return o
