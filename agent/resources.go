@@ -171,14 +171,18 @@ func (rs *resources) register(server *mcp.Server) (readBy map[string]string, aga
 //   - the contract, which changes only when the configuration is
 //     reloaded, may be kept for ttlContract; the pipeline enforces the
 //     rules whatever copy a model read;
-//   - the lists are private (shaped by the caller's role) with ttlLists
-//     (lists.go): they change only on a reload or when a LAN server comes
-//     or goes, which list_changed announces at once to a client that
-//     listens, so the ttl only bounds a client that does not.
+//   - the lists are private (shaped by the caller's role) and stale at
+//     once too (ttlLists): they change while a client holds them, on a
+//     reload and when a LAN server's tools mount (a few seconds after
+//     start) or go, and only a client that listens hears list_changed.
+//     go-sdk's 2026-07-28 client serves its cached list for the whole
+//     ttl: with 10 s, a client that listed at start missed the LAN's
+//     tools for 10 s (the agent's LAN tests took 10 s each instead of
+//     0.3 s), a staleness the agent could not announce to it.
 const (
 	ttlLive     = 0
 	ttlContract = 5 * 60 * 1000
-	ttlLists    = 60 * 1000
+	ttlLists    = 0
 	cachePriv   = "private"
 )
 
