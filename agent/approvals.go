@@ -104,7 +104,8 @@ func (a *Agent) declineLeftWaits() {
 }
 
 // tellWaiting tells the client of a call that waits for the device what
-// the person should do: once as a log message, and as progress every few
+// the person should do: once as a line of the agent log and (2025-11-25
+// era only, notify.go) a notifications/message, and as progress every few
 // seconds for a caller that sent a progress token (which also keeps a
 // client's request timeout from running out while the person walks to the
 // Pi, where the client resets it on progress).
@@ -113,11 +114,17 @@ func (a *Agent) tellWaiting(ctx context.Context, t *tool.Tool, c *tool.Call, msg
 		return func() {}
 	}
 	ss, tok := c.Session, c.ProgressToken
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	_ = ss.Log(sctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel("notice"), Logger: loggerName, Data: map[string]any{
-		"event": "approval_waiting", "tool": t.Name(), "message": msg, "correlation_id": c.CorrelationID,
-	}})
-	cancel()
+	data := map[string]any{"event": "approval_waiting", "tool": t.Name(), "message": msg, "correlation_id": c.CorrelationID}
+	if tp := c.Traceparent(); tp != "" {
+		data[tool.MetaTraceparent] = tp
+	}
+	a.logEvent(ctx, "notice", data)
+	// notifications/message in the 2025-11-25 era only (notify.go).
+	if legacyLogging(ss, c.Request()) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = ss.Log(sctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel("notice"), Logger: loggerName, Data: data})
+		cancel()
+	}
 	if tok == nil {
 		return func() {}
 	}

@@ -26,7 +26,8 @@ import (
 // The SDK pages a list (1,000 items a page) and its cursor names the last
 // item of the page it built, so dropping items from a page leaves every
 // cursor right: a page may only come out shorter. A shaped list is the
-// caller's own, so it is marked cacheScope "private".
+// caller's own, so it is marked cacheScope "private", fresh for ttlLists
+// (resources.go says why).
 //
 // A reload that changes what some role is listed (a switch turned on or
 // off) tells every session: notifications/tools/list_changed and the
@@ -89,19 +90,19 @@ func (a *Agent) shapeLists(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.ListToolsResult:
 			p := principalOrUnknown(ctx)
 			r.Tools = slices.DeleteFunc(r.Tools, func(t *mcp.Tool) bool { return !a.lists.tool(p, t.Name) })
-			r.CacheScope = "private"
+			r.Cacheable = mcp.Cacheable{TTLMs: ttlLists, CacheScope: cachePriv}
 		case *mcp.ListResourcesResult:
 			p := principalOrUnknown(ctx)
 			r.Resources = slices.DeleteFunc(r.Resources, func(x *mcp.Resource) bool { return !a.lists.resource(p, x.URI) })
-			r.CacheScope = "private"
+			r.Cacheable = mcp.Cacheable{TTLMs: ttlLists, CacheScope: cachePriv}
 		case *mcp.ListResourceTemplatesResult:
 			p := principalOrUnknown(ctx)
 			r.ResourceTemplates = slices.DeleteFunc(r.ResourceTemplates, func(x *mcp.ResourceTemplate) bool { return !a.lists.resource(p, x.URITemplate) })
-			r.CacheScope = "private"
+			r.Cacheable = mcp.Cacheable{TTLMs: ttlLists, CacheScope: cachePriv}
 		case *mcp.ListPromptsResult:
 			p := principalOrUnknown(ctx)
 			r.Prompts = slices.DeleteFunc(r.Prompts, func(x *mcp.Prompt) bool { return !a.lists.prompt(p, x.Name) })
-			r.CacheScope = "private"
+			r.Cacheable = mcp.Cacheable{TTLMs: ttlLists, CacheScope: cachePriv}
 		}
 		return res, err
 	}

@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,11 +19,15 @@ import (
 
 // The client shows what the person should know without a model asking:
 // its own call was refused, the root helper or a LAN upstream went away or
-// came back. These go out as notifications/message, at the level each
-// session chose with logging/setLevel (none until it chooses, as the SDK
-// does). That is the 2025-11-25 era's channel; 2026-07-28 deprecates
-// logging, and a client of that era gets a message only for a request that
-// asked for a log level in its _meta.
+// came back. Every such event is a line in the agent log (stderr, so the
+// journal, and the ring logs_get_recent_app_logs reads). A client of the
+// 2025-11-25 era (a session that ran the initialize handshake) also gets
+// it as notifications/message, at the level the session chose with
+// logging/setLevel (none until it chooses, as the SDK does). A client of
+// the 2026-07-28 era never does: that revision deprecates logging/setLevel
+// and notifications/message, so the agent sends none in it (go-sdk would,
+// for a request whose _meta names a log level); what a call's caller must
+// know is in the call's result.
 //
 // Long tools (Spec.Slow) report progress every second while they run when
 // the client sent a progress token, so a client can show that the call is
@@ -111,13 +118,57 @@ func (a *Agent) lookOnce(ctx context.Context) {
 	}
 }
 
-// broadcast sends one message to every session; each session's level decides.
+// broadcast writes one event to the agent log and sends it to every
+// session of the 2025-11-25 era; each session's level decides.
 func (a *Agent) broadcast(ctx context.Context, level mcp.LoggingLevel, data map[string]any) {
+	a.logEvent(ctx, level, data)
 	for ss := range a.server.Sessions() {
+		if !legacyLogging(ss, nil) {
+			continue
+		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_ = ss.Log(sctx, &mcp.LoggingMessageParams{Level: level, Logger: loggerName, Data: data})
 		cancel()
 	}
+}
+
+// legacyLogging is whether notifications/message is a channel to the
+// client of ss (and of req, the request being served, when there is one):
+// only in the 2025-11-25 era and before. A request's era is its own
+// (_meta, else the session's handshake); a session's is whether it ran
+// the initialize handshake, which the 2026-07-28 era has none of.
+func legacyLogging(ss *mcp.ServerSession, req *mcp.CallToolRequest) bool {
+	if req != nil {
+		v := req.ProtocolVersion()
+		return v != "" && v < "2026-07-28"
+	}
+	return ss != nil && ss.InitializeParams() != nil
+}
+
+// logEvent writes an event meant for the person as a line of the agent
+// log, at the slog level of its MCP level: message as the line's message,
+// the other fields as attributes.
+func (a *Agent) logEvent(ctx context.Context, level mcp.LoggingLevel, data map[string]any) {
+	lv := slog.LevelInfo
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warning":
+		lv = slog.LevelWarn
+	case "error", "critical", "alert", "emergency":
+		lv = slog.LevelError
+	}
+	if !a.log.Enabled(ctx, lv) {
+		return
+	}
+	msg, _ := data["message"].(string)
+	attrs := make([]any, 0, 2*len(data))
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		if k != "message" {
+			attrs = append(attrs, k, data[k])
+		}
+	}
+	a.log.Log(ctx, lv, msg, attrs...)
 }
 
 // tellDenied shows the person that the client's own call was refused, with
@@ -127,12 +178,18 @@ func (a *Agent) tellDenied(ctx context.Context, t *tool.Tool, c *tool.Call, deci
 	if c.Request() == nil || c.Session == nil || e == nil {
 		return
 	}
+	data := map[string]any{"event": "call_denied", "tool": t.Name(), "decision": decision, "code": e.Code, "message": e.Message,
+		"correlation_id": c.CorrelationID}
+	if tp := c.Traceparent(); tp != "" {
+		data[tool.MetaTraceparent] = tp
+	}
+	a.logEvent(ctx, "warning", data)
+	if !legacyLogging(c.Session, c.Request()) {
+		return
+	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_ = c.Session.Log(sctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel("warning"), Logger: loggerName, Data: map[string]any{
-		"event": "call_denied", "tool": t.Name(), "decision": decision, "code": e.Code, "message": e.Message,
-		"correlation_id": c.CorrelationID,
-	}})
+	_ = c.Session.Log(sctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel("warning"), Logger: loggerName, Data: data})
 }
 
 // progress reports, for a slow tool whose caller sent a progress token, a

@@ -26,7 +26,7 @@ const (
 func (a *Agent) registerOutputSchemas(readBy map[string]string) {
 	a.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: tmplSchema, Name: "output_schema", Title: "A tool's output schema", MIMEType: mimeSchema,
 		Description: "The JSON Schema of a tool's structuredContent (tools/list leaves it out); {tool} is its wire name or id."},
-		resourceHandler(mimeSchema, a.readOutputSchema))
+		resourceHandler(mimeSchema, ttlSchema, a.readOutputSchema))
 	readBy[tmplSchema] = ""
 }
 

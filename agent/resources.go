@@ -101,25 +101,26 @@ func (rs *resources) register(server *mcp.Server) (readBy map[string]string, aga
 		tool                         string
 		args                         func(*url.URL) (any, error)
 		read                         func(context.Context, *mcp.ReadResourceRequest) (string, error)
+		ttlMS                        int // cache hint (cacheHints)
 	}{
 		{uriSummary, "state_summary", "Device summary", mimeJSON,
 			"Start here: the device in under 1,500 bytes (model, uptime, temperature, throttling now and since boot, CPU/memory/disk, failed units, pending jobs, recent denials, helper and upstream health, which domains are on). Subscribe to hear when any of it changes.",
-			"", nil, rs.readSummary},
+			"", nil, rs.readSummary, ttlLive},
 		{uriContract, "agent_contract", "How to work with this server", mimeMarkdown,
 			"The rules for a model: where to start, which tools need confirm, a reason, a change token or the person's confirmation, how to read errors, what never to do.",
-			"", nil, func(context.Context, *mcp.ReadResourceRequest) (string, error) { return rs.contract(), nil }},
+			"", nil, func(context.Context, *mcp.ReadResourceRequest) (string, error) { return rs.contract(), nil }, ttlContract},
 		{uriHealth, "health", "Health snapshot", mimeJSON,
 			"What system_get_health_snapshot returns: CPU, memory, disk, temperature, throttling, network and disk I/O rates. Subscribable.",
-			"system.get_health_snapshot", nil, nil},
+			"system.get_health_snapshot", nil, nil, ttlLive},
 		{uriPins, "gpio_pins", "GPIO pins", mimeJSON,
 			"What gpio_list_pins returns: the allowlisted pins with name, mode, value and pull.",
-			"gpio.list_pins", nil, nil},
+			"gpio.list_pins", nil, nil, ttlLive},
 		{uriConfig, "config_effective", "Effective configuration", mimeJSON,
 			"The merged configuration in force, as TOML inside JSON; secrets appear only as their env: or file: references. Readable by whoever may call manage_get_server_status.",
-			configReadTool, nil, rs.readConfig},
+			configReadTool, nil, rs.readConfig, ttlLive},
 		{uriAudit, "audit_recent", "Recent audit records", mimeJSON,
 			"What logs_get_recent_audit_logs returns for the latest 20 records, newest first.",
-			"logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil }, nil},
+			"logs.get_recent_audit_logs", func(*url.URL) (any, error) { return map[string]any{"limit": 20}, nil }, nil, ttlLive},
 	}
 	readBy = make(map[string]string, len(static)+3)
 	for _, r := range static {
@@ -127,7 +128,7 @@ func (rs *resources) register(server *mcp.Server) (readBy map[string]string, aga
 		if read == nil {
 			read = rs.readTool(r.tool, r.args)
 		}
-		res, h := &mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc}, resourceHandler(r.mime, read)
+		res, h := &mcp.Resource{URI: r.uri, Name: r.name, Title: r.title, MIMEType: r.mime, Description: r.desc}, resourceHandler(r.mime, r.ttlMS, read)
 		server.AddResource(res, h)
 		readBy[r.uri] = r.tool
 		if r.uri == uriContract {
@@ -151,20 +152,54 @@ func (rs *resources) register(server *mcp.Server) (readBy map[string]string, aga
 	}
 	for _, t := range templates {
 		server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.tmpl, Name: t.name, Title: t.title, MIMEType: mimeJSON, Description: t.desc},
-			resourceHandler(mimeJSON, rs.readTool(t.tool, t.args)))
+			resourceHandler(mimeJSON, ttlLive, rs.readTool(t.tool, t.args)))
 		readBy[t.tmpl] = t.tool
 	}
 	return readBy, again
 }
 
-// resourceHandler wraps a reader into the SDK's handler: one text content.
-func resourceHandler(mime string, read func(context.Context, *mcp.ReadResourceRequest) (string, error)) mcp.ResourceHandler {
+// Cache hints (2026-07-28: ttlMs and cacheScope on resources/read and the
+// list results; a client may serve a result again until ttlMs runs out,
+// and only to the same user when cacheScope is "private"). They are
+// chosen, not left to go-sdk's default (ttlMs 0, cacheScope "public"):
+//
+//   - every raspi:// read is "private": it is read under the caller's
+//     role, describes one device and is never for a shared cache;
+//   - a live value (the summary, health, pins, metrics, a service, a
+//     journal, the audit records, the configuration in force) has ttlMs 0,
+//     stale at once: a model reads it to see the device now, often right
+//     after changing it; the subscribable ones announce changes anyway;
+//   - the contract, which changes only when the configuration is
+//     reloaded, may be kept for ttlContract; the pipeline enforces the
+//     rules whatever copy a model read;
+//   - a tool's output schema (raspi://agent/schemas/{tool}) changes only
+//     with the agent's version: ttlSchema, a day;
+//   - the lists are private (shaped by the caller's role) and stale at
+//     once too (ttlLists): they change while a client holds them, on a
+//     reload and when a LAN server's tools mount (a few seconds after
+//     start) or go, and only a client that listens hears list_changed.
+//     go-sdk's 2026-07-28 client serves its cached list for the whole
+//     ttl: with 10 s, a client that listed at start missed the LAN's
+//     tools for 10 s (the agent's LAN tests took 10 s each instead of
+//     0.3 s), a staleness the agent could not announce to it.
+const (
+	ttlLive     = 0
+	ttlContract = 5 * 60 * 1000
+	ttlSchema   = 24 * 60 * 60 * 1000
+	ttlLists    = 0
+	cachePriv   = "private"
+)
+
+// resourceHandler wraps a reader into the SDK's handler: one text content,
+// private, fresh for ttlMS.
+func resourceHandler(mime string, ttlMS int, read func(context.Context, *mcp.ReadResourceRequest) (string, error)) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		text, err := read(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: mime, Text: text}}}, nil
+		return &mcp.ReadResourceResult{Cacheable: mcp.Cacheable{TTLMs: ttlMS, CacheScope: cachePriv},
+			Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: mime, Text: text}}}, nil
 	}
 }
 

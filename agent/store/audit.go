@@ -47,8 +47,12 @@ type AuditRecord struct {
 	Channel  string `json:"channel,omitempty"`
 	Approver string `json:"approver,omitempty"`
 	WaitedMS int64  `json:"waited_ms,omitempty"`
-	PrevHash string `json:"prev_hash"`
-	Hash     string `json:"hash"`
+	// Traceparent is the W3C traceparent the client sent in the request's
+	// _meta (SEP-414), validated; omitted when none came, so older
+	// records hash as before.
+	Traceparent string `json:"traceparent,omitempty"`
+	PrevHash    string `json:"prev_hash"`
+	Hash        string `json:"hash"`
 }
 
 // Decision values. AppendAudit refuses anything else because counts and the

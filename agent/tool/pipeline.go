@@ -60,6 +60,9 @@ type Record struct {
 	Channel  string
 	Approver string // who answered on the device: "button", a user name
 	WaitedMS int64  // how long the call waited for the device
+	// Traceparent is the W3C traceparent the client sent in _meta
+	// (trace.go); "" when none or a malformed one came.
+	Traceparent string
 }
 
 // Result interfaces a tool's result type may implement.
@@ -271,7 +274,7 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 		rec := Record{
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.ID(), Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
-			Elicitation: elicited, Remote: c.Principal.Remote,
+			Elicitation: elicited, Remote: c.Principal.Remote, Traceparent: c.Traceparent(),
 		}
 		rec.Channel, rec.Approver, rec.WaitedMS = channelOf(t, c, elicited)
 		ref, err := p.Record(rec, RawOrEmpty(raw), o.out, o.err)
@@ -285,6 +288,7 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 		}
 	}
 	p.count(t, decision, o.err)
+	p.logCall(ctx, t, c, decision, o)
 	return o
 }
 
