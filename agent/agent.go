@@ -47,6 +47,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/chart"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
@@ -87,6 +88,11 @@ type Options struct {
 	// link Prometheus's library), the tests' internal/promexp in process.
 	// nil answers every scrape with 503.
 	MetricsRenderer scrape.Renderer
+	// ChartRenderer draws metrics_get_chart's PNGs: a serving agent's is
+	// chart.Process (the raspi-mcp-chart child, so the agent does not link
+	// the plotting library), the tests' internal/chartpng in process. nil
+	// answers every chart with unavailable.
+	ChartRenderer chart.Renderer
 
 	// CheckOutput validates every result against its tool's output schema
 	// before it is sent, and turns a mismatch into an internal error. The
@@ -147,8 +153,9 @@ type Agent struct {
 
 	checkOutput bool // validate results against their output schemas (Options.CheckOutput)
 
-	updates *watcher // resource subscriptions' updates (subscriptions.go)
-	exp     exporter // counters and handler of /metrics (exporter.go)
+	updates *watcher    // resource subscriptions' updates (subscriptions.go)
+	exp     exporter    // counters and handler of /metrics (exporter.go)
+	charts  *chartTools // metrics_get_chart's renderer, one chart at a time (chart.go)
 }
 
 // New registers every tool and fails if any name, schema or collision is wrong.
@@ -198,6 +205,7 @@ func New(o Options) (*Agent, error) {
 	a.updates = newWatcher(a)
 	a.registerSystem()
 	a.registerMetrics()
+	a.registerChart(o.ChartRenderer)
 	a.registerManage()
 	a.registerConfigTools()
 	a.registerLogs()

@@ -34,6 +34,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/procs"
 	"github.com/raspi-mcp/raspi-mcp/hw/pwm"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/chartpng"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/internal/promexp"
 	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
@@ -113,7 +114,7 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	r := &rig{t: t, sim: s, dir: dir, cfg: s.Config, db: s.Store, pw: s.Power, gpio: s.Board.GPIO, pwm: s.Board.PWM,
 		bme: s.Board.BME280, units: s.Agent.Units, simProcs: s.Agent.Procs, helper: s.Helper, appLog: applog.NewRing(100)}
 	opts := Options{Config: r.cfg, ConfigPath: cfgPath, Store: r.db, Sys: s.Agent.Sys, Helper: r.helper, CheckOutput: true, Version: "test", Mode: "sim",
-		Units: r.units, Journal: r.units.Journal(), AppLog: r.appLog, Apt: s.Agent.Apt, MetricsRenderer: promexp.New(),
+		Units: r.units, Journal: r.units.Journal(), AppLog: r.appLog, Apt: s.Agent.Apt, MetricsRenderer: promexp.New(), ChartRenderer: chartpng.Renderer{},
 		Logger: slog.New(r.appLog.Handler(slog.NewTextHandler(io.Discard, nil), "agent"))}
 	if sim {
 		opts.SimProcs, opts.Net = s.Agent.Procs, s.Agent.Net

@@ -55,3 +55,37 @@ func TestAgentLinksNoHelperRig(t *testing.T) {
 		"image/...": "image codecs register at start-up and cost every agent: the agent only reads the files a camera wrote",
 	}}.Check(t)
 }
+
+// The plotting library and the fonts it embeds are megabytes, more than
+// the armv6 agent's size budget has left: raspi-mcp-chart, a child started
+// for each chart, links them, and the two share only internal/chart.
+func TestAgentLinksNoPlottingLibrary(t *testing.T) {
+	plotLibs := map[string]string{
+		"gonum.org/v1/plot/...":                            "gonum's plot belongs in raspi-mcp-chart (internal/chartpng), not the agent",
+		"codeberg.org/go-fonts/...":                        "the fonts come with gonum's plot: raspi-mcp-chart only",
+		"github.com/raspi-mcp/raspi-mcp/internal/chartpng": "the drawing runs in raspi-mcp-chart",
+	}
+	deptest.Fence{Packages: []string{"./cmd/raspi-mcp"}, Forbidden: plotLibs}.Check(t)
+	deptest.Fence{Packages: []string{"./internal/chart"}, StdlibOnly: true}.Check(t)
+
+	// raspi-mcp-chart does link them: the fence names the right paths.
+	root, err := deptest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := deptest.Fence{Packages: []string{"./cmd/raspi-mcp-chart"}, Forbidden: plotLibs, GOOS: []string{"linux"}}.Violations(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, v := range vs {
+		for p := range plotLibs {
+			if strings.HasPrefix(v.Dep, strings.TrimSuffix(p, "...")) {
+				seen[p] = true
+			}
+		}
+	}
+	if len(seen) != len(plotLibs) {
+		t.Fatalf("raspi-mcp-chart links %v of %d fenced libraries: a fenced path is misspelt", seen, len(plotLibs))
+	}
+}

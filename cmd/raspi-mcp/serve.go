@@ -31,6 +31,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/hw/netinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/hw/units"
+	"github.com/raspi-mcp/raspi-mcp/internal/chart"
 	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/internal/simagent"
 	"github.com/raspi-mcp/raspi-mcp/internal/unixsock"
@@ -190,6 +191,12 @@ func cmdServe(args []string) error {
 		exp := scrape.NewProcess(bin, os.Stderr)
 		defer exp.Close() // after the HTTP endpoint stopped: nothing scrapes any more
 		opts.MetricsRenderer = exp
+	}
+	// raspi-mcp-chart draws metrics_get_chart's PNGs, a child for each
+	// chart, so that the agent does not carry the plotting library
+	// (internal/chart says why); without it the tool answers unavailable.
+	if bin := libBinary("raspi-mcp-chart"); bin != "" {
+		opts.ChartRenderer = chart.Process{Bin: bin}
 	}
 	a, err := agent.New(opts)
 	if err != nil {
