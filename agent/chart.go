@@ -17,14 +17,18 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 )
 
-// metricsChartIn is metrics.get_chart: which metrics, how far back, how big.
+// metricsChartIn is metrics.get_chart: which metrics and how far back. The
+// picture is always chartWidth x chartHeight: a size is no choice a model
+// makes well, and two parameters fewer are ~45 o200k tokens of every
+// listing that shows the tool.
 type metricsChartIn struct {
-	MetricNames []string `json:"metric_names,omitempty" jsonschema:"one panel each; default cpu_temperature_celsius, throttled"`
+	MetricNames []string `json:"metric_names,omitempty" jsonschema:"one panel each; default temperature, throttled"`
 	Hours       int      `json:"hours,omitempty"`
-	Width       int      `json:"width,omitempty"`
-	Height      int      `json:"height,omitempty"`
 	JobID       string   `json:"job_id,omitempty"`
 }
+
+// The chart's size in pixels: legible in a chat window, ~30-60 KB of PNG.
+const chartWidth, chartHeight = 800, 400
 
 // metricsChartOut describes the chart; the PNG itself is the image content
 // block (Content), not a field, so a model reads the numbers here and a
@@ -85,11 +89,10 @@ func (a *Agent) registerChart(r chart.Renderer) {
 	ct := a.charts
 	tool.Add(a.tools, tool.Spec[metricsChartIn, metricsChartOut]{
 		ID: "metrics.get_chart", Title: "Metrics chart",
-		Description: "A PNG chart (image block) of sampled metrics over the last hours, default CPU temperature and throttling over 24 h, with each metric's min, max and last.",
+		Description: "PNG chart of sampled metrics (default: temperature and throttling, 24 h), with min, max and last.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Props: []tool.Prop{tool.P("metric_names", tool.MinItems(1), tool.MaxItems(chart.MaxSeries)), tool.P("hours", tool.Min(1), tool.Max(168), tool.Default(24)),
-			tool.P("width", tool.Min(chart.MinWidth), tool.Max(chart.MaxWidth), tool.Default(800)),
-			tool.P("height", tool.Min(chart.MinHeight), tool.Max(chart.MaxHeight), tool.Default(400)), tool.P("job_id", tool.MaxLen(64))},
+			tool.P("job_id", tool.MaxLen(64))},
 		OutProps: []tool.Prop{tool.P("start_time", tool.Format("date-time")), tool.P("end_time", tool.Format("date-time"))},
 		Slow:     true,
 		Run:      ct.run,
@@ -126,10 +129,10 @@ func (ct *chartTools) run(ctx context.Context, _ *tool.Call, in metricsChartIn) 
 	end := time.Now().Add(time.Second)
 	start := end.Add(-time.Duration(in.Hours) * time.Hour)
 	// About one point per two pixels across is as fine as a line can show.
-	res := series.Fit(end.Sub(start), 10*time.Second, 1, min(in.Width/2, chart.MaxPoints))
-	req := chart.Request{Width: in.Width, Height: in.Height, Start: start.Unix(), End: end.Unix() + 1}
+	res := series.Fit(end.Sub(start), 10*time.Second, 1, min(chartWidth/2, chart.MaxPoints))
+	req := chart.Request{Width: chartWidth, Height: chartHeight, Start: start.Unix(), End: end.Unix() + 1}
 	out := metricsChartOut{JobID: job.ID, StartTime: start.UTC().Format(time.RFC3339), EndTime: end.UTC().Format(time.RFC3339),
-		Resolution: series.FormatResolution(res), Width: in.Width, Height: in.Height, MIMEType: "image/png", Series: make([]chartSeriesOut, len(names))}
+		Resolution: series.FormatResolution(res), Width: chartWidth, Height: chartHeight, MIMEType: "image/png", Series: make([]chartSeriesOut, len(names))}
 	ds := make([]*series.Downsampler, len(names))
 	for i, g := range getters {
 		agg := series.Avg

@@ -111,9 +111,26 @@ func (a *Agent) shapeLists(next mcp.MethodHandler) mcp.MethodHandler {
 // tool reports whether the tool of wire name name is listed to p: the
 // pipeline's May, for our tools and the LAN's alike. A name the registry
 // does not know (none is served) is left as the server lists it.
+//
+// change_prepare and change_commit exist for critical calls only: they are
+// listed to p only when p may call some critical tool, so a reader, or an
+// operator on a Pi with every critical switch off, is not shown two tools
+// that could only ever be refused (137 o200k tokens of a read listing).
+// The pipeline still decides a call of them as before.
 func (l *lists) tool(p identity.Principal, name string) bool {
 	t, ok := l.tools.Lookup(name)
-	return !ok || l.may(p, t.ID()) == nil
+	if !ok {
+		return true
+	}
+	if l.may(p, t.ID()) != nil {
+		return false
+	}
+	if id := t.ID(); id == tool.PrepareID || id == tool.CommitID {
+		return slices.ContainsFunc(l.tools.All(), func(c *tool.Tool) bool {
+			return c.Rule().Risk == tool.RiskCritical && l.may(p, c.ID()) == nil
+		})
+	}
+	return true
 }
 
 // resource reports whether the resource or template uri is listed to p.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,12 +127,42 @@ func listedTools(t testing.TB, s *mcp.ClientSession) map[string]bool {
 // shaped tools/list must equal.
 func mayNames(r *rig, p Principal) map[string]bool {
 	want := map[string]bool{}
+	critical := false
 	for _, tl := range r.a.tools.All() {
 		if r.a.pipe.May(p, tl.ID()) == nil {
 			want[tl.Name()] = true
+			critical = critical || tl.Rule().Risk == tool.RiskCritical
 		}
 	}
+	if !critical { // change_* serve critical calls only
+		delete(want, "change_prepare")
+		delete(want, "change_commit")
+	}
 	return want
+}
+
+// change_prepare and change_commit are listed only to a caller who may
+// call some critical tool: not to a reader, nor to an operator while every
+// critical switch is off; an admin with shutdown on sees them. A call of
+// them is still decided as before (a reader's prepare is refused by the
+// tool it names).
+func TestChangeToolsListedOnlyWithACriticalTool(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.System.Shutdown = false; c.System.Reboot = false })
+	for _, era := range eras {
+		for _, c := range []struct {
+			p    Principal
+			want bool
+		}{{reader, false}, {admin, true}} {
+			got := listedTools(t, r.sessionIn(t, c.p, era, nil))
+			if got["change_prepare"] != c.want || got["change_commit"] != c.want {
+				t.Errorf("%s %s: change_prepare %v, change_commit %v, want %v", era, c.p.Role, got["change_prepare"], got["change_commit"], c.want)
+			}
+		}
+	}
+	_, e := callAs[changePrepareOut](t, r, reader, "change_prepare", map[string]any{"tool": "system_shutdown"})
+	if e == nil {
+		t.Fatal("a reader prepared a shutdown")
+	}
 }
 
 // A read principal is listed no write tool, an operator no admin tool and
