@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,15 +79,49 @@ func (p *problems) err() error {
 	return p.list
 }
 
-// keyPrefix is a dotted key as validators put it first in a message:
-// "gpio.pins[0].pin", "guard.button", "profiles".
-var keyPrefix = regexp.MustCompile(`^([a-z_][a-z0-9_]*(?:\[[0-9]+\])?(?:\.[A-Za-z0-9_-]+(?:\[[0-9]+\])?)*): (.*)$`)
-
+// splitKey takes the dotted key validators put first in a message
+// ("gpio.pins[0].pin: ...", "guard.button: ...", "profiles: ...") off
+// it. Hand-written rather than a regexp: config is linked into the root
+// helper, which regexp and its tables would grow by 130 KB on armv6.
 func splitKey(msg string) Problem {
-	if m := keyPrefix.FindStringSubmatch(msg); m != nil {
-		return Problem{Key: m[1], Msg: m[2]}
+	if key, rest, ok := strings.Cut(msg, ": "); ok && keyPath(key) {
+		return Problem{Key: key, Msg: rest}
 	}
 	return Problem{Msg: msg}
+}
+
+// keyPath reports whether key is segments joined by '.', each of letters,
+// digits, '_' and '-' with an optional [N] index; the first starts with a
+// lower-case letter or '_' and has no upper case or '-'.
+func keyPath(key string) bool {
+	for i, seg := range strings.Split(key, ".") {
+		name, idx, indexed := strings.Cut(seg, "[")
+		if name == "" || (indexed && (!strings.HasSuffix(idx, "]") || !digits(strings.TrimSuffix(idx, "]")))) {
+			return false
+		}
+		for j, r := range name {
+			lower := r >= 'a' && r <= 'z' || r == '_'
+			switch {
+			case j == 0 && i == 0 && !lower:
+				return false
+			case i == 0 && !lower && !(r >= '0' && r <= '9'):
+				return false
+			case !lower && !(r >= '0' && r <= '9') && !(r >= 'A' && r <= 'Z') && r != '-':
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// digits reports whether s is one or more ASCII digits.
+func digits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // baseKey is key without list indexes: gpio.pins[0].pin -> gpio.pins.pin.
@@ -335,9 +368,28 @@ func (d *decoder) unknown(key string, line int, parent reflect.Type) {
 	d.probs = append(d.probs, Problem{File: d.file, Line: line, Msg: msg})
 }
 
-// libraryType is the decoder's "incompatible types" message for a value
-// deeper than the key decoded (a pin's value, an upstream's timeout).
-var libraryType = regexp.MustCompile(`(?:line (\d+) )?\(last key "([^"]+)"\): incompatible types: TOML value has type ([^;]+); destination has type (.+)$`)
+// libraryType reads the decoder's "incompatible types" message for a value
+// deeper than the key decoded (a pin's value, an upstream's timeout):
+// `[line N ](last key "K"): incompatible types: TOML value has type T;
+// destination has type D`.
+func libraryType(msg string) (line int, key, have, dest string, ok bool) {
+	head, tail, found := strings.Cut(msg, `(last key "`)
+	if !found {
+		return 0, "", "", "", false
+	}
+	key, tail, found = strings.Cut(tail, `"): incompatible types: TOML value has type `)
+	if !found || key == "" {
+		return 0, "", "", "", false
+	}
+	have, dest, found = strings.Cut(tail, "; destination has type ")
+	if !found || have == "" || dest == "" {
+		return 0, "", "", "", false
+	}
+	if n, ok := strings.CutPrefix(strings.TrimSpace(head[max(0, strings.LastIndex(head, "line ")):]), "line "); ok {
+		line, _ = strconv.Atoi(n)
+	}
+	return line, key, have, dest, true
+}
 
 // typeProblem says in plain words what key wants and what it got.
 func (d *decoder) typeProblem(key string, line int, t reflect.Type, raw any, err error) Problem {
@@ -359,12 +411,12 @@ func (d *decoder) typeProblem(key string, line int, t reflect.Type, raw any, err
 		p.Msg = perr.Message
 		return p
 	}
-	if m := libraryType.FindStringSubmatch(err.Error()); m != nil {
-		if n, _ := strconv.Atoi(m[1]); n > 0 {
-			p.Line = n
+	if line, key, have, dest, ok := libraryType(err.Error()); ok {
+		if line > 0 {
+			p.Line = line
 		}
-		p.Key = m[2]
-		p.Msg = fmt.Sprintf("want %s, got %s", libraryName(m[4]), libraryName(m[3]))
+		p.Key = key
+		p.Msg = fmt.Sprintf("want %s, got %s", libraryName(dest), libraryName(have))
 		return p
 	}
 	p.Msg = err.Error()

@@ -153,3 +153,31 @@ func TestPinWarnings(t *testing.T) {
 		t.Errorf("the simulated board warns: %v", w)
 	}
 }
+
+// The two message parsers that stand in for regexps (config is linked into
+// the root helper): a validator's key prefix and the decoder's type message.
+func TestMessageParsers(t *testing.T) {
+	for msg, want := range map[string]Problem{
+		"gpio.pins[0].pin: want 1..53":     {Key: "gpio.pins[0].pin", Msg: "want 1..53"},
+		"profiles.Sensor-1: bad":           {Key: "profiles.Sensor-1", Msg: "bad"},
+		"upstream[2].rules[10].role: nope": {Key: "upstream[2].rules[10].role", Msg: "nope"},
+		"Gpio.pins: x":                     {Msg: "Gpio.pins: x"},
+		"gpio.pins[a]: x":                  {Msg: "gpio.pins[a]: x"},
+		"two words: x":                     {Msg: "two words: x"},
+		"no key here":                      {Msg: "no key here"},
+	} {
+		if got := splitKey(msg); got != want {
+			t.Errorf("splitKey(%q) = %+v, want %+v", msg, got, want)
+		}
+	}
+	line, key, have, dest, ok := libraryType(`toml: line 7 (last key "gpio.pins.value"): incompatible types: TOML value has type string; destination has type integer`)
+	if !ok || line != 7 || key != "gpio.pins.value" || have != "string" || dest != "integer" {
+		t.Errorf("libraryType: %d %q %q %q %v", line, key, have, dest, ok)
+	}
+	if line, _, _, _, ok := libraryType(`(last key "a"): incompatible types: TOML value has type bool; destination has type string`); !ok || line != 0 {
+		t.Errorf("libraryType without a line: %d %v", line, ok)
+	}
+	if _, _, _, _, ok := libraryType("toml: something else"); ok {
+		t.Error("libraryType read a message that is not one")
+	}
+}

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -101,13 +100,15 @@ func (c *Config) ProfileNames() []string {
 	return append([]string{ProfileAll, ProfileReadOnly}, names...)
 }
 
-var profileNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-
 // CheckProfileName accepts a profile's name: 1 to 32 of a-z, 0-9, '_' and
 // '-', starting with a letter. It never holds ':', which separates it from
 // the role in a [roles] grant.
 func CheckProfileName(name string) error {
-	if !profileNameRe.MatchString(name) {
+	ok := len(name) >= 1 && len(name) <= 32 && name[0] >= 'a' && name[0] <= 'z'
+	for _, r := range name {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}
+	if !ok {
 		return fmt.Errorf("profile name %q: want 1 to 32 of a-z, 0-9, '_' and '-', starting with a letter", name)
 	}
 	return nil
