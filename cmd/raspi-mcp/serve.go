@@ -489,7 +489,10 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // printLaptopHelp tells the person who started laptop mode the exact
 // commands to use it: --dir only when the directory is not the one every
 // client command looks in, and this binary's absolute path for the MCP
-// client, whose PATH may not have it.
+// client, whose PATH may not have it. The client's command always names
+// the directory: clients built on the MCP TypeScript SDK (the Inspector,
+// Claude Desktop) start a server with a few variables only, without
+// XDG_RUNTIME_DIR, and would look in another directory.
 func printLaptopHelp(w io.Writer, dir string) {
 	self, err := os.Executable()
 	if err != nil {
@@ -508,5 +511,5 @@ From another terminal:
 The command for an MCP client (Claude, Cursor, VS Code, ...):
   %s stdio%s
 Stop with Ctrl-C.
-`, dir, flag, flag, flag, flag, self, flag)
+`, dir, flag, flag, flag, flag, self, " --dir "+dir)
 }

@@ -45,21 +45,32 @@ type lab struct {
 // readmeRepo is the README's stand-in for the repository's address.
 const readmeRepo = "https://apt.example.org/raspi-mcp"
 
+// The README's placeholders for the owner's login on the Pi, and its build
+// command for the package.
+const (
+	readmeUser  = "YOUR_USER"
+	readmePi    = readmeUser + "@raspberrypi.local"
+	readmeBuild = "make deb DEB_ARCHES=arm64"
+)
+
 // guestRepo is where the test's repository is in the guest: in the
 // directory shared from the host, read with a copy: source, which fetches
 // the packages into apt's cache as a download from a web server would.
 const guestRepo = "/share/apt"
 
 // Substitutions the test makes in the README's commands, and nothing else:
-// the repository is the one the test signed, shared into the VM (which has
-// neither network nor curl, so the key is read with cat); the VM is amd64,
-// the newer package is whatever make test-e2e built, and the "Pi" is behind
-// a loopback port.
-func (l *lab) adapt(text, nextVersion string) string {
+// the package is the one make test-e2e built (pkg: the older build for
+// Install, the newer for Upgrade), copied where make deb writes it; the VM
+// is amd64; the owner's login YOUR_USER@raspberrypi.local is the lab's ssh
+// entry "pi" (user pi, the VM behind a loopback port); the repository is
+// the one the test signed, shared into the VM (which has neither network
+// nor curl, so the key is read with cat).
+func (l *lab) adapt(text, pkg string) string {
+	text = strings.ReplaceAll(text, readmeBuild, "mkdir -p dist && cp '"+pkg+"' dist/")
+	text = strings.ReplaceAll(text, readmePi, "pi")
 	text = strings.ReplaceAll(text, "curl -fsSL "+readmeRepo+"/", "cat "+guestRepo+"/")
 	text = strings.ReplaceAll(text, readmeRepo, "copy:"+guestRepo)
-	text = strings.ReplaceAll(text, "_arm64.deb", "_amd64.deb")
-	return strings.ReplaceAll(text, "raspi-mcp_0.2.0_", "raspi-mcp_"+nextVersion+"_")
+	return strings.ReplaceAll(text, "_arm64.deb", "_amd64.deb")
 }
 
 func TestInstallUpgradePurgeOverSSH(t *testing.T) {
@@ -144,13 +155,14 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 	}()
 	l.waitSSH()
 
-	// ---- Install, as the README says: from the signed repository.
-	install := Select(blocks, "Install")
+	// ---- Install, as the README says: the package built on the laptop,
+	// copied to the Pi, installed with apt.
+	pkg1, pkg2 := filepath.Base(deb), filepath.Base(next)
 	var t0 time.Time
-	for i, b := range install {
+	for i, b := range Select(blocks, secInstall) {
 		if b.Where == "pi" && strings.Contains(b.Text, "usermod -aG raspi-mcp") {
 			t0 = time.Now()
-			out := l.runBlock(b, v2)
+			out := l.runBlock(b, pkg1)
 			installed := time.Since(t0)
 			// "From their next login": end the shared ssh connection, whose
 			// session predates usermod.
@@ -158,12 +170,12 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 			if !strings.Contains(out, "active\nactive") {
 				t.Fatalf("both services should be active after apt install:\n%s", out)
 			}
-			l.fromRepo(out, v1)
+			l.installedVersion(v1)
 			// The agent answers over SSH, as pi with the usual key (pi is in
 			// group raspi-mcp from this new login on).
 			cs := l.waitMCP("pi", "/usr/bin/raspi-mcp", "stdio")
 			answered := time.Since(t0)
-			t.Logf("MEASURE apt update && apt install block took %.2fs; its start to the agent answering over SSH: %.2fs", installed.Seconds(), answered.Seconds())
+			t.Logf("MEASURE apt install ./ block took %.2fs; its start to the agent answering over SSH: %.2fs", installed.Seconds(), answered.Seconds())
 			if got := cs.InitializeResult().ServerInfo.Version; got != v1 {
 				t.Errorf("agent version %q, want %q", got, v1)
 			}
@@ -177,7 +189,7 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 			l.addSSHConfig(b.Text)
 			continue
 		}
-		out := l.runBlock(b, v2)
+		out := l.runBlock(b, pkg1)
 		t.Logf("install block %d (%s) output:\n%.600s", i, b.Where, out)
 		if strings.Contains(b.Text, "inspector --cli") {
 			// The Inspector CLI, through ssh -T pi-mcp: pi is operate now.
@@ -187,29 +199,26 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 		}
 	}
 	l.forcedCommandOnly()
-	l.foreignKeyRefused(share)
 	firstGPIO := l.tour(v1)
 	l.httpSocket()
 	samplesBefore := l.samples()
 
-	// ---- Upgrade to the newer build, published to stable.
-	repo.Publish(t, "stable", next)
-	l.rootScript("clock", GuestClock(time.Now()))
+	// ---- Upgrade to the newer build, the same way.
 	var t1 time.Time
-	for _, b := range Select(blocks, "Upgrade") {
+	for _, b := range Select(blocks, secUpgrade) {
 		if b.Where == "pi" {
 			t1 = time.Now()
 		}
-		out := l.runBlock(b, v2)
+		out := l.runBlock(b, pkg2)
 		if b.Where == "pi" {
 			if !strings.Contains(out, v2) {
 				t.Fatalf("raspi-mcp version after the upgrade:\n%s", out)
 			}
-			l.fromRepo(out, v2)
+			l.installedVersion(v2)
 		}
 	}
 	cs := l.waitMCP("pi-mcp")
-	t.Logf("MEASURE upgrade: apt update && apt upgrade start to the new agent answering over SSH: %.2fs", time.Since(t1).Seconds())
+	t.Logf("MEASURE upgrade: apt install ./ start to the new agent answering over SSH: %.2fs", time.Since(t1).Seconds())
 	if got := cs.InitializeResult().ServerInfo.Version; got != v2 {
 		t.Fatalf("after the upgrade the agent is %q, want %q", got, v2)
 	}
@@ -217,8 +226,8 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 	cs.Close()
 
 	// ---- Remove keeps the data, purge deletes it.
-	for _, b := range Select(blocks, "Remove") {
-		l.runBlock(b, v2)
+	for _, b := range Select(blocks, secRemove) {
+		l.runBlock(b, pkg2)
 		if strings.Contains(b.Text, "dpkg -r ") {
 			l.mustPi("state kept after remove", "test -f /var/lib/raspi-mcp/state.db && test -f /var/lib/raspi-mcp-helper/audit.witness && test -f /etc/raspi-mcp/config.d/local.toml && ! systemctl is-active -q raspi-mcp raspi-mcp-helper && test ! -e /run/raspi-mcp/mcp.sock")
 			if cs, err := l.connect("pi-mcp"); err == nil {
@@ -231,17 +240,36 @@ func TestInstallUpgradePurgeOverSSH(t *testing.T) {
 		}
 	}
 
-	// ---- The offline path: the package file with dpkg -i, on a Pi that
-	// has never seen raspi-mcp (its data is purged), then purged again.
-	offline := Select(blocks, "Without a network: install or upgrade from the package file")
-	for _, b := range offline {
-		out := l.runBlock(b, v2)
-		if b.Where == "pi" && !strings.Contains(out, "active\nactive") {
-			t.Fatalf("both services should be active after dpkg -i:\n%s", out)
+	// ---- The repository's route, on a Pi that has never seen raspi-mcp
+	// (its data is purged): the source, install from stable, an upgrade
+	// once the newer build is published there, then purged again.
+	l.rootScript("clock", GuestClock(time.Now()))
+	for _, b := range Select(blocks, secRepo) {
+		if strings.Contains(b.Text, "apt upgrade") {
+			repo.Publish(t, "stable", next)
+			l.rootScript("clock", GuestClock(time.Now()))
+		}
+		out := l.runBlock(b, pkg2)
+		switch {
+		case strings.Contains(b.Text, "apt install raspi-mcp"):
+			if !strings.Contains(out, "active\nactive") {
+				t.Fatalf("both services should be active after apt install from the repository:\n%s", out)
+			}
+			l.fromRepo(out, v1)
+			// With the project's key in place: a source another key
+			// signed is still refused.
+			l.foreignKeyRefused(share)
+		case strings.Contains(b.Text, "apt upgrade"):
+			if !strings.Contains(out, v2) {
+				t.Fatalf("raspi-mcp version after apt upgrade:\n%s", out)
+			}
+			l.fromRepo(out, v2)
 		}
 	}
-	if got := strings.TrimSpace(l.mustPi("version after dpkg -i", "dpkg-query -W -f '${Version}' raspi-mcp")); got != v2 {
-		t.Fatalf("dpkg -i installed %q, want %q", got, v2)
+	if cs := l.waitMCP("pi", "/usr/bin/raspi-mcp", "stdio"); cs.InitializeResult().ServerInfo.Version != v2 {
+		t.Fatalf("after apt upgrade from the repository the agent is %q, want %q", cs.InitializeResult().ServerInfo.Version, v2)
+	} else {
+		cs.Close()
 	}
 	l.mustPi("purge", "sudo dpkg --purge raspi-mcp")
 	l.purged()
@@ -284,6 +312,14 @@ func (l *lab) rootScript(what, script string) string {
 func (l *lab) purged() {
 	l.t.Helper()
 	l.mustPi("data gone after purge", "test ! -e /var/lib/raspi-mcp && test ! -e /var/lib/raspi-mcp-helper && test ! -e /etc/raspi-mcp && ! systemctl cat raspi-mcp.service >/dev/null 2>&1 && ! dpkg -s raspi-mcp >/dev/null 2>&1 && getent passwd raspi-mcp >/dev/null")
+}
+
+// installedVersion: dpkg says raspi-mcp version is installed.
+func (l *lab) installedVersion(version string) {
+	l.t.Helper()
+	if got := strings.TrimSpace(l.mustPi("installed version", "dpkg-query -W -f '${Version}' raspi-mcp")); got != version {
+		l.t.Fatalf("dpkg says raspi-mcp %q is installed, want %q", got, version)
+	}
 }
 
 // What apt will fetch: "Download size: 5,427 kB" (apt 3), "Need to get
@@ -447,10 +483,11 @@ func (l *lab) sshOut(host, script string) (string, error) {
 	return string(out), err
 }
 
-// runBlock runs one README block where it says, failing on any error.
-func (l *lab) runBlock(b Block, next string) string {
+// runBlock runs one README block where it says, failing on any error; pkg
+// is the package file that make deb stands for.
+func (l *lab) runBlock(b Block, pkg string) string {
 	l.t.Helper()
-	text := l.adapt(b.Text, next)
+	text := l.adapt(b.Text, pkg)
 	var out string
 	var err error
 	switch b.Where {
@@ -475,6 +512,7 @@ func (l *lab) runBlock(b Block, next string) string {
 // addSSHConfig appends the README's Host pi-mcp entry, pointed at the VM.
 func (l *lab) addSSHConfig(text string) {
 	text = strings.ReplaceAll(text, "raspberrypi.local", fmt.Sprintf("127.0.0.1\n    Port %d", l.port))
+	text = strings.ReplaceAll(text, "User "+readmeUser, "User pi")
 	text = strings.ReplaceAll(text, "~/", l.home+"/")
 	f, err := os.OpenFile(filepath.Join(l.home, ".ssh/config"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

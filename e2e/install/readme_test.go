@@ -92,6 +92,14 @@ func classify(sub, lang string, lines []string) (Block, error) {
 	return b, nil
 }
 
+// The ### sections of the install section, as the VM test runs them.
+const (
+	secInstall = "Install"                // the package built on the laptop, copied, apt install ./
+	secUpgrade = "Upgrade"                // the same with a newer build
+	secRepo    = "From an apt repository" // the signed repository's route
+	secRemove  = "Remove"
+)
+
 // Select returns the blocks of one ### section.
 func Select(blocks []Block, section string) []Block {
 	var out []Block
@@ -112,17 +120,21 @@ func TestReadmeInstallSectionIsRunnable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []struct{ section, where, text string }{
-		{"Install", "pi", "curl -fsSL " + readmeRepo + "/raspi-mcp-archive-keyring.gpg | sudo tee /etc/apt/keyrings/raspi-mcp-archive-keyring.gpg"},
-		{"Install", "pi", "URIs: " + readmeRepo + "\nSuites: stable\nComponents: main\nSigned-By: /etc/apt/keyrings/raspi-mcp-archive-keyring.gpg\n"},
-		{"Install", "pi", "sudo apt update && sudo apt install raspi-mcp\n"},
-		{"Install", "pi", "sudo usermod -aG raspi-mcp pi"},
-		{"Install", "laptop", `restrict,command="/usr/bin/raspi-mcp stdio"`},
-		{"Install", "ssh-config", "Host pi-mcp"},
-		{"Upgrade", "pi", "sudo apt update && sudo apt upgrade\n"},
-		{"Without a network: install or upgrade from the package file", "laptop", "scp raspi-mcp_0.2.0_arm64.deb pi:"},
-		{"Without a network: install or upgrade from the package file", "pi", "sudo dpkg -i raspi-mcp_0.2.0_arm64.deb"},
-		{"Remove", "pi", "sudo dpkg -r raspi-mcp"},
-		{"Remove", "pi", "sudo dpkg --purge raspi-mcp"},
+		{secInstall, "laptop", readmeBuild},
+		{secInstall, "laptop", "scp dist/raspi-mcp_*_arm64.deb " + readmePi + ":"},
+		{secInstall, "pi", "sudo apt install ./raspi-mcp_*_arm64.deb\n"},
+		{secInstall, "pi", "sudo usermod -aG raspi-mcp $USER"},
+		{secInstall, "laptop", `restrict,command="/usr/bin/raspi-mcp stdio"`},
+		{secInstall, "ssh-config", "Host pi-mcp"},
+		{secInstall, "ssh-config", "User " + readmeUser + "\n"},
+		{secUpgrade, "laptop", readmeBuild},
+		{secUpgrade, "pi", "sudo apt install ./raspi-mcp_*_arm64.deb\n"},
+		{secRepo, "pi", "curl -fsSL " + readmeRepo + "/raspi-mcp-archive-keyring.gpg | sudo tee /etc/apt/keyrings/raspi-mcp-archive-keyring.gpg"},
+		{secRepo, "pi", "URIs: " + readmeRepo + "\nSuites: stable\nComponents: main\nSigned-By: /etc/apt/keyrings/raspi-mcp-archive-keyring.gpg\n"},
+		{secRepo, "pi", "sudo apt update && sudo apt install raspi-mcp\n"},
+		{secRepo, "pi", "sudo apt update && sudo apt upgrade\n"},
+		{secRemove, "pi", "sudo dpkg -r raspi-mcp"},
+		{secRemove, "pi", "sudo dpkg --purge raspi-mcp"},
 	} {
 		found := false
 		for _, b := range Select(blocks, want.section) {
