@@ -34,4 +34,5 @@ require (
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
+	rsc.io/qr v0.2.0 // indirect
 )
