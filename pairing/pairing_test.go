@@ -5,12 +5,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"image"
+	"image/color"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/makiuchi-d/gozxing"
+	"github.com/makiuchi-d/gozxing/qrcode"
 )
 
 const (
@@ -476,4 +481,46 @@ func TestQR(t *testing.T) {
 		t.Errorf("ansi: %v %q", err, a.String()[:20])
 	}
 	t.Logf("a %d-character line: %d columns\n%s", len(s), width, b.String())
+}
+
+// What WriteQR draws scans: its characters read back as modules, drawn as
+// an image, decode with ZXing's decoder to the line itself.
+func TestQRScans(t *testing.T) {
+	s, _ := Encode(testLine())
+	var b bytes.Buffer
+	width, err := WriteQR(&b, s, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const scale = 4
+	img := image.NewGray(image.Rect(0, 0, width*scale, width*scale))
+	for y, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		for x, r := range []rune(line) {
+			top, bottom := r == '█' || r == '▀', r == '█' || r == '▄'
+			for dy := 0; dy < 2*scale; dy++ {
+				for dx := 0; dx < scale; dx++ {
+					dark := top
+					if dy >= scale {
+						dark = bottom
+					}
+					c := color.Gray{Y: 255}
+					if dark {
+						c.Y = 0
+					}
+					img.SetGray(x*scale+dx, (2*y)*scale+dy, c)
+				}
+			}
+		}
+	}
+	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := qrcode.NewQRCodeReader().Decode(bmp, nil)
+	if err != nil {
+		t.Fatalf("decode: %v\n%s", err, b.String())
+	}
+	if res.GetText() != s {
+		t.Errorf("the code reads %q, want %q", res.GetText(), s)
+	}
 }

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"rsc.io/qr"
+	"rsc.io/qr/coding"
 )
 
 // quiet is the light border around a QR code, in modules: the standard's
@@ -20,9 +20,9 @@ const quiet = 4
 // most phone scanners also read the inverse). It returns the code's width
 // in columns.
 func WriteQR(w io.Writer, text string, ansi bool) (int, error) {
-	c, err := qr.Encode(text, qr.L)
+	c, err := encodeQR(text)
 	if err != nil {
-		return 0, fmt.Errorf("pairing: qr: %w", err)
+		return 0, err
 	}
 	n := c.Size + 2*quiet
 	dark := func(x, y int) bool { return c.Black(x-quiet, y-quiet) } // false outside the code
@@ -51,4 +51,28 @@ func WriteQR(w io.Writer, text string, ansi bool) (int, error) {
 	}
 	_, err = io.WriteString(w, b.String())
 	return n, err
+}
+
+// encodeQR makes the smallest code of text at level L, the least error
+// correction: a terminal is a clean, flat source, and each step up in
+// level makes a pairing line's code a version or two wider. It uses
+// rsc.io/qr's coding package, not its top-level one, which brings the
+// image package into the agent.
+func encodeQR(text string) (*coding.Code, error) {
+	enc := coding.String(text) // byte mode: a pairing line is mixed case
+	for v := coding.Version(coding.MinVersion); v <= coding.MaxVersion; v++ {
+		if enc.Bits(v) > v.DataBytes(coding.L)*8 {
+			continue
+		}
+		p, err := coding.NewPlan(v, coding.L, 0)
+		if err != nil {
+			return nil, fmt.Errorf("pairing: qr: %w", err)
+		}
+		c, err := p.Encode(enc)
+		if err != nil {
+			return nil, fmt.Errorf("pairing: qr: %w", err)
+		}
+		return c, nil
+	}
+	return nil, fmt.Errorf("pairing: qr: %d bytes are too many for a QR code", len(text))
 }
