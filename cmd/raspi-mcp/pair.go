@@ -142,7 +142,7 @@ func runPair(args []string, stdout, stderr io.Writer, ansi bool, env pairEnv) er
 		fmt.Fprintf(stderr, "(the code is %d columns wide: widen the terminal to scan it, or copy the line)\n", width)
 	}
 	fmt.Fprintf(stderr, "It pairs the laptop with https://%s/mcp, certificate %s.\n", addr, fp)
-	fmt.Fprintf(stderr, "Pair %s again to rotate its token; revoke it with: raspi-mcp token revoke %s\n", name, name)
+	fmt.Fprintf(stderr, "raspi-mcp pair %s again rotates its token; raspi-mcp token revoke %s revokes it\n", name, name)
 	return nil
 }
 
