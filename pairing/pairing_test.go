@@ -348,6 +348,7 @@ func TestExplainRefusal(t *testing.T) {
 		{401, "raspi-mcp: token expired: make a token", "expired on the Pi: pair again"},
 		{401, "raspi-mcp: no bearer token: ...", "refused the paired token (401"},
 		{403, "raspi-mcp: role metrics may not use /mcp", "--role read, operate or admin"},
+		{403, `Host "pi.lan:8443" is not a name of this device (http.names)`, "[http] names"},
 		{503, "raspi-mcp: the token file cannot be read", "raspi-mcp status"},
 		{502, "bad gateway", "502 Bad Gateway"},
 		{200, "", ""},
@@ -522,5 +523,45 @@ func TestQRScans(t *testing.T) {
 	}
 	if res.GetText() != s {
 		t.Errorf("the code reads %q, want %q", res.GetText(), s)
+	}
+}
+
+// Command, as the laptop binary calls it, stores in the OS's user config
+// directory and writes a client's user-wide config file there.
+func TestCommandUserDirs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("XDG_CONFIG_HOME moves os.UserConfigDir on Linux only")
+	}
+	home, cfg := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	if err := os.Mkdir(filepath.Join(home, ".cursor"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := Encode(testLine())
+	var o, e bytes.Buffer
+	if err := Command([]string{line, "--client", "cursor", "--write", "--command", "/usr/bin/raspi-mcp-laptop"}, &o, &e); err != nil {
+		t.Fatalf("%v\n%s%s", err, o.String(), e.String())
+	}
+	if _, err := os.Stat(filepath.Join(cfg, "raspi-mcp", "pairs", "raspberrypi.json")); err != nil {
+		t.Errorf("not stored in the user config directory: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(home, ".cursor", "mcp.json"))
+	if err != nil || !strings.Contains(string(b), `"raspberrypi"`) {
+		t.Errorf("cursor's mcp.json: %v\n%s", err, b)
+	}
+	for id, want := range map[string]string{
+		"claude-desktop": filepath.Join(cfg, "Claude", "claude_desktop_config.json"),
+		"vscode":         filepath.Join(cfg, "Code", "User", "mcp.json"),
+	} {
+		c, _ := LookupClient(id)
+		if got, err := c.ConfigPath(); err != nil || got != want {
+			t.Errorf("%s: %q %v, want %q", id, got, err, want)
+		}
+	}
+	// Claude Desktop is not installed here: refused, nothing written.
+	o.Reset()
+	if err := Command([]string{"snippet", "raspberrypi", "--client", "claude-desktop", "--write"}, &o, &e); err == nil || !strings.Contains(err.Error(), "installed") {
+		t.Errorf("no Claude directory: %v", err)
 	}
 }

@@ -34,6 +34,8 @@ func ExplainRefusal(status int, body string) string {
 		return "this pairing's token expired on the Pi: pair again (on the Pi: sudo raspi-mcp pair NAME --role ROLE [--expires 90d]; here: raspi-mcp-laptop pair LINE)"
 	case status == http.StatusUnauthorized:
 		return "the Pi refused the paired token (401: " + body + "): pair again"
+	case status == http.StatusForbidden && strings.Contains(body, "is not a name of this device"):
+		return "the Pi refuses requests addressed to this pairing's host name (403: " + body + "): add the name to [http] names on the Pi and restart its agent, or pair again with --address set to a name it has"
 	case status == http.StatusForbidden:
 		return "the Pi refused the paired token's role for MCP (403: " + body + "): pair again with --role read, operate or admin"
 	case status == http.StatusTooManyRequests:
