@@ -143,6 +143,9 @@ func runPair(args []string, stdout, stderr io.Writer, ansi bool, env pairEnv) er
 	}
 	fmt.Fprintf(stderr, "It pairs the laptop with https://%s/mcp, certificate %s.\n", addr, fp)
 	fmt.Fprintf(stderr, "raspi-mcp pair %s again rotates its token; raspi-mcp token revoke %s revokes it\n", name, name)
+	if cfg.HTTP.TLSCert != "" {
+		fmt.Fprintf(stderr, "The pairing pins this certificate (%s): pair again after renewing it.\n", cfg.HTTP.TLSCert)
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/config"
 	"github.com/raspi-mcp/raspi-mcp/internal/bearer"
+	"github.com/raspi-mcp/raspi-mcp/internal/webguard"
 	"github.com/raspi-mcp/raspi-mcp/pairing"
 )
 
@@ -253,4 +254,31 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// With the agent down, the fingerprint is the certificate file's: the
+// owner's ([http] tls_cert) or the self-signed one beside the state file,
+// with a warning that says so.
+func TestPairFingerprintFromFile(t *testing.T) {
+	dir := t.TempDir()
+	cert, err := webguard.SelfSigned(dir, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := webguard.Fingerprint(cert.Certificate[0])
+	for _, cfg := range []config.Config{
+		{Agent: config.Agent{State: filepath.Join(dir, "state.db")}, HTTP: config.HTTP{TLS: true}},
+		{Agent: config.Agent{State: "/nonexistent/state.db"}, HTTP: config.HTTP{TLS: true, TLSCert: filepath.Join(dir, webguard.CertFile)}},
+	} {
+		fp, warn, err := pairFingerprint(cfg, "127.0.0.1:1")
+		if err != nil || fp != want || !strings.Contains(warn, "does not answer") {
+			t.Errorf("%+v: %q %q %v, want %s", cfg.HTTP, fp, warn, err, want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "junk.pem"), []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pairFingerprint(config.Config{HTTP: config.HTTP{TLS: true, TLSCert: filepath.Join(dir, "junk.pem")}}, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("junk certificate: %v", err)
+	}
 }
