@@ -41,6 +41,9 @@ usage:
                                                 a bearer token for the HTTP endpoint (as root)
   raspi-mcp token list [--json] [--config FILE] the HTTP endpoint's tokens, never a secret
   raspi-mcp token revoke NAME [--config FILE]   delete a token: its next request is refused
+  raspi-mcp pair NAME --role ROLE [--expires 90d] [--address HOST:PORT] [--config FILE]
+                                                a laptop's token with the Pi's address and certificate
+                                                fingerprint, as one line and a QR code (as root)
   raspi-mcp approve [--dir DIR] [--wait DURATION] [ID]
                                                 at the Pi, as root or a [guard] approver: show the calls
                                                 that wait for the device and answer each, or approve ID
@@ -90,6 +93,8 @@ func main() {
 		err = cmdConfig(args)
 	case "token":
 		err = cmdToken(args)
+	case "pair":
+		err = cmdPair(args)
 	case "selftest":
 		err = cmdSelftest(args)
 	case "sim":
