@@ -38,6 +38,7 @@ type AuditEntry struct {
 	Approver      string `json:"approver,omitempty" jsonschema:"who answered on the device"`
 	WaitedMS      int64  `json:"waited_ms,omitempty" jsonschema:"how long the call waited for the device"`
 	Traceparent   string `json:"traceparent,omitempty" jsonschema:"the W3C traceparent the client sent with the call"`
+	Profile       string `json:"profile,omitempty" jsonschema:"the profile that narrowed the caller's role"`
 	ErrorCode     string `json:"error_code,omitempty"`
 	Message       string `json:"message,omitempty"`
 	DurationMS    int64  `json:"duration_ms"`
@@ -51,7 +52,7 @@ func entriesOf(recs []store.AuditRecord) []AuditEntry {
 	for _, r := range recs {
 		out = append(out, AuditEntry{Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano), CorrelationID: r.CorrelationID,
 			Principal: r.Principal, Remote: r.Remote, Role: r.Role, Tool: r.Tool, Decision: r.Decision, DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent,
-			Elicitation: r.Elicitation, Channel: r.Channel, Approver: r.Approver, WaitedMS: r.WaitedMS, Traceparent: r.Traceparent, ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
+			Elicitation: r.Elicitation, Channel: r.Channel, Approver: r.Approver, WaitedMS: r.WaitedMS, Traceparent: r.Traceparent, Profile: r.Profile, ErrorCode: r.ErrorCode, Message: r.Message, DurationMS: r.DurationMS, InHash: r.InHash, OutHash: r.OutHash, Hash: r.Hash})
 	}
 	return out
 }

@@ -66,7 +66,7 @@ func (a *Agent) appendRecord(r tool.Record) (string, error) {
 		Time: r.Time, CorrelationID: r.CorrelationID, Principal: r.Principal, Role: r.Role, Tool: r.Tool, Decision: r.Decision,
 		DryRun: r.DryRun, Reason: r.Reason, Intent: r.Intent, InHash: r.InHash, OutHash: r.OutHash, DurationMS: r.DurationMS,
 		ErrorCode: r.ErrorCode, Message: r.Message, Upstream: r.Upstream, Remote: r.Remote, Elicitation: r.Elicitation,
-		Channel: r.Channel, Approver: r.Approver, WaitedMS: r.WaitedMS, Traceparent: r.Traceparent,
+		Channel: r.Channel, Approver: r.Approver, WaitedMS: r.WaitedMS, Traceparent: r.Traceparent, Profile: r.Profile,
 	})
 	if err != nil {
 		return "", err

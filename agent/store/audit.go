@@ -51,8 +51,11 @@ type AuditRecord struct {
 	// _meta (SEP-414), validated; omitted when none came, so older
 	// records hash as before.
 	Traceparent string `json:"traceparent,omitempty"`
-	PrevHash    string `json:"prev_hash"`
-	Hash        string `json:"hash"`
+	// Profile is the profile that narrowed the caller's role ("" for the
+	// built-in "all"); omitted when empty, so older records hash as before.
+	Profile  string `json:"profile,omitempty"`
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
 }
 
 // Decision values. AppendAudit refuses anything else because counts and the

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -30,5 +31,28 @@ func TestAuditTraceparentOmittedWhenEmpty(t *testing.T) {
 	}
 	if traced == plain {
 		t.Fatal("the traceparent is not covered by the record's hash")
+	}
+}
+
+// A profile is kept like the traceparent: omitted when empty, so a record
+// without one hashes as before, and part of the hash when present.
+func TestAuditProfileOmittedWhenEmpty(t *testing.T) {
+	r := AuditRecord{Seq: 1, Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), CorrelationID: "c1", Principal: "token:fleet", Role: "admin",
+		Tool: "gpio.write_pin", Decision: DecisionDeny, InHash: "sha256:x"}
+	plain, err := recordHash(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Profile = "read-only"
+	narrowed, err := recordHash(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain == narrowed {
+		t.Error("the profile is not part of the record's hash")
+	}
+	b, _ := json.Marshal(AuditRecord{})
+	if strings.Contains(string(b), "profile") {
+		t.Errorf("an empty profile is written: %s", b)
 	}
 }

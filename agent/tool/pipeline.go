@@ -63,6 +63,9 @@ type Record struct {
 	// Traceparent is the W3C traceparent the client sent in _meta
 	// (trace.go); "" when none or a malformed one came.
 	Traceparent string
+	// Profile is the caller's profile when it narrows the role ("" for
+	// none): a refusal then reads against what the owner granted.
+	Profile string
 }
 
 // Result interfaces a tool's result type may implement.
@@ -275,6 +278,7 @@ func (p *Pipeline) execute(ctx context.Context, t *Tool, c *Call, raw json.RawMe
 			Time: start.UTC(), CorrelationID: c.CorrelationID, Principal: c.Principal.Name, Role: c.Principal.Role.String(),
 			Tool: t.ID(), Decision: decision, DryRun: c.DryRun, Reason: c.Reason, Intent: c.Intent, DurationMS: ms(o.dur),
 			Elicitation: elicited, Remote: c.Principal.Remote, Traceparent: c.Traceparent(),
+			Profile: narrowing(c.Principal.Profile),
 		}
 		rec.Channel, rec.Approver, rec.WaitedMS = channelOf(t, c, elicited)
 		ref, err := p.Record(rec, RawOrEmpty(raw), o.out, o.err)

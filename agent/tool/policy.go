@@ -158,3 +158,12 @@ func missingGuards(g Guard) []string {
 	}
 	return m
 }
+
+// narrowing is a principal's profile as the audit record keeps it: "" for
+// none and for the built-in "all", which narrow nothing.
+func narrowing(profile string) string {
+	if profile == config.ProfileAll {
+		return ""
+	}
+	return profile
+}

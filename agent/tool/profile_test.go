@@ -85,8 +85,8 @@ func TestPipelineProfile(t *testing.T) {
 	if out != nil || r.runs.Load() != 0 {
 		t.Fatalf("the refused write ran: %v, %d runs", out, r.runs.Load())
 	}
-	if recs := r.audit.since(before); len(recs) != 1 || recs[0].Decision != DecisionDeny || recs[0].ErrorCode != errcode.PermissionDenied {
-		t.Fatalf("audit of the refusal: %+v", recs)
+	if recs := r.audit.since(before); len(recs) != 1 || recs[0].Decision != DecisionDeny || recs[0].ErrorCode != errcode.PermissionDenied || recs[0].Profile != "read-only" {
+		t.Fatalf("audit of the refusal (with the profile that narrowed the role): %+v", recs)
 	}
 	if _, e := r.pipe.Call(context.Background(), admin, PrepareID, map[string]any{"tool": "test_critical", "arguments": map[string]any{"pin": 1}}, nil); e == nil || e.Code != errcode.PermissionDenied {
 		t.Fatalf("change_prepare under read-only: %v", e)
