@@ -27,11 +27,15 @@ func (f *Failed) Error() string {
 	return fmt.Sprintf("laptop: %s; fix: %s", f.Down.Reason, f.Down.FixHint)
 }
 
+// Where is what the fallback says of where raspi-mcp is unavailable.
+const Where = "from this laptop"
+
 // serveDown tells a person at a terminal (stderr) and the client (the
 // fallback, on the client's input from its first message on) why the Pi is
 // not there, until the client closes its input.
 func serveDown(stdin io.Reader, stdout, stderr io.Writer, d fallback.Down) error {
 	fmt.Fprintf(stderr, "raspi-mcp-laptop: %s.\n  fix: %s\n", d.Reason, d.FixHint)
+	d.Where = Where
 	if err := fallback.Serve(stdin, stdout, d); err != nil {
 		return fmt.Errorf("laptop: fallback: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/raspi-mcp/raspi-mcp/internal/fallback"
 	"github.com/raspi-mcp/raspi-mcp/laptop"
 )
 
@@ -86,13 +87,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case err == nil:
 		return 0
 	case errors.As(err, &usageErr):
+		// An MCP client shows neither the exit nor stderr: its person
+		// learns what is wrong with the server's arguments from the
+		// fallback, like any other reason it cannot connect.
+		d := fallback.Down{Reason: "raspi-mcp-laptop's arguments are wrong: " + usageErr.err.Error(),
+			FixHint: "correct the server's arguments in the MCP client's configuration; see raspi-mcp-laptop help", Version: version, Where: laptop.Where}
 		fmt.Fprintf(stderr, "raspi-mcp-laptop: %v\n\n%s", usageErr.err, usage)
+		if stdinIsClient(stdin) {
+			_ = fallback.Serve(stdin, stdout, d)
+		}
 		return 2
 	case errors.As(err, &failed):
 		return 1 // the reason is on stderr and went to the client
 	}
 	fmt.Fprintf(stderr, "raspi-mcp-laptop: %v\n", err)
 	return 1
+}
+
+// stdinIsClient says whether stdin is something other than a terminal: a
+// client that is owed an answer, not a person who reads stderr.
+func stdinIsClient(stdin io.Reader) bool {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return true
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice == 0
 }
 
 type usageError struct{ err error }

@@ -21,6 +21,10 @@ type Down struct {
 	Reason  string // "the agent is not running (/run/raspi-mcp/mcp.sock: no such file or directory)"
 	FixHint string // "sudo systemctl start raspi-mcp"
 	Version string // raspi-mcp's version, for serverInfo
+	// Where says where raspi-mcp cannot serve, for the sentences around
+	// Reason: "on this device" (the Pi's own stdio) when empty, "from this
+	// laptop" when the laptop side could not reach the Pi.
+	Where string
 }
 
 // UnavailableTool is the one tool the fallback lists. A server with no tools
@@ -48,7 +52,11 @@ var fallbackVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-
 // Pi's bridge process runs once per SSH session and stays small, and there
 // is no tool, schema or session state here for an SDK to manage.
 func Serve(stdin io.Reader, stdout io.Writer, d Down) error {
-	instructions := fmt.Sprintf("raspi-mcp is unavailable on this device: %s. Fix: %s", d.Reason, d.FixHint)
+	where := d.Where
+	if where == "" {
+		where = "on this device"
+	}
+	instructions := fmt.Sprintf("raspi-mcp is unavailable %s: %s. Fix: %s", where, d.Reason, d.FixHint)
 	server := map[string]any{"name": "raspi-mcp", "title": "Raspberry Pi (unavailable)", "version": d.Version}
 	toolErr := map[string]any{"code": "unavailable", "message": d.Reason, "fix_hint": d.FixHint,
 		"retryable": true, "details": map[string]any{}, "suggested_next_tool_calls": []any{}}
@@ -57,8 +65,8 @@ func Serve(stdin io.Reader, stdout io.Writer, d Down) error {
 	tool := map[string]any{
 		"name":  UnavailableTool,
 		"title": "raspi-mcp is unavailable",
-		"description": fmt.Sprintf("raspi-mcp cannot serve on this device: %s. Fix: %s. Until then no other raspi-mcp tool exists; "+
-			"tell the user this. Calling this tool returns the same as an error.", d.Reason, d.FixHint),
+		"description": fmt.Sprintf("raspi-mcp cannot serve %s: %s. Fix: %s. Until then no other raspi-mcp tool exists; "+
+			"tell the user this. Calling this tool returns the same as an error.", where, d.Reason, d.FixHint),
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false},
 		"annotations": map[string]any{"title": "raspi-mcp is unavailable", "readOnlyHint": true, "destructiveHint": false,
 			"idempotentHint": true, "openWorldHint": false},
