@@ -13,8 +13,8 @@ import (
 func TestRun(t *testing.T) {
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}` + "\n"
 	for _, tc := range []struct {
-		args       []string
-		code       int
+		args        []string
+		code        int
 		out, errOut string
 	}{
 		{[]string{"connect", "https", "https://pi:8443", "--fingerprint", "sha256:00", "--token-env", "RASPI_MCP_TEST_NOT_SET"}, 2,
