@@ -341,6 +341,10 @@ func classifyHTTP(endpoint string, err error, pinned *PinError, refused *httpRef
 		return fallback.Down{
 			Reason:  fmt.Sprintf("the Pi at %s does not let this token use MCP (HTTP 403: %s)", host, oneLine(refused.body)),
 			FixHint: "make a token with the role read, operate or admin on the Pi (`sudo raspi-mcp token create laptop --role operate`)"}
+	case refused != nil && (refused.status == http.StatusTooManyRequests || refused.status == http.StatusServiceUnavailable):
+		return fallback.Down{
+			Reason:  fmt.Sprintf("the Pi at %s refuses more for now (HTTP %d: %s)", host, refused.status, oneLine(refused.body)),
+			FixHint: "wait a little and try again; the Pi's [http] rate, burst and max_sessions_per_token bound what one token may do"}
 	case refused != nil:
 		return fallback.Down{
 			Reason:  fmt.Sprintf("the Pi at %s answered HTTP %d (%s)", host, refused.status, oneLine(refused.body)),
