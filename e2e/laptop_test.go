@@ -165,8 +165,15 @@ func startSSHPi(t *testing.T, s *sim) *sshPi {
 		return fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %s\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  IdentityAgent none\n"+
 			"  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  HostKeyAlias [127.0.0.1]:%s\n", host, port, me.Username, key, known, port)
 	}
+	// pi-moved: known_hosts holds another key for the Pi, as after a reinstall.
+	movedKnown := filepath.Join(dir, "known_hosts_moved")
+	otherPub := strings.Fields(read(otherKey + ".pub"))
+	if err := os.WriteFile(movedKnown, []byte(fmt.Sprintf("[127.0.0.1]:%s %s %s\n", port, otherPub[0], otherPub[1])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.Replace(client("pi-moved", port, clientKey), known, movedKnown, 1)
 	sshConf := filepath.Join(dir, "ssh_config")
-	if err := os.WriteFile(sshConf, []byte(client("pi", port, clientKey)+client("pi-stranger", port, otherKey)+client("pi-down", down, clientKey)), 0o600); err != nil {
+	if err := os.WriteFile(sshConf, []byte(client("pi", port, clientKey)+client("pi-stranger", port, otherKey)+client("pi-down", down, clientKey)+moved), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// ssh reads ~/.ssh from the password database, not $HOME: an ssh on
@@ -224,7 +231,8 @@ func TestLaptopOverSSH(t *testing.T) {
 	}
 }
 
-// A key the Pi does not accept, and a Pi where nothing listens: the client
+// A key the Pi does not accept, a Pi where nothing listens, and a Pi whose
+// host key is not the one known_hosts holds: the client
 // completes its handshake with the laptop's fallback, which says what ssh
 // said and what to do, and the laptop exits 1 once the client leaves.
 func TestLaptopSSHFailures(t *testing.T) {
@@ -236,6 +244,7 @@ func TestLaptopSSHFailures(t *testing.T) {
 	}{
 		{"pi-stranger", []string{"the Pi refused this laptop's SSH key", "Permission denied (publickey)", "ssh-copy-id pi-stranger"}},
 		{"pi-down", []string{"nothing accepts SSH connections", "Connection refused"}},
+		{"pi-moved", []string{"no longer trusts the Pi's host key", "Host key verification failed", "ssh-keygen -R"}},
 	} {
 		for _, era := range []string{"", "2025-11-25"} {
 			cs, stderr := laptopSession(t, era, pi.env, "connect", "ssh", tc.host, "--no-master")

@@ -208,9 +208,13 @@ func relay(ctx context.Context, client, pi mcp.Connection, rt *relayRT, down fun
 		if req.Method == "initialize" {
 			rt.expect(req.ID)
 		}
-		mu.Lock()
-		owed[req.ID.Raw()] = true
-		mu.Unlock()
+		// subscriptions/listen stays open for the whole session: the end
+		// of the client's input must not wait for its answer.
+		if req.Method != "subscriptions/listen" {
+			mu.Lock()
+			owed[req.ID.Raw()] = true
+			mu.Unlock()
+		}
 		// A call's POST returns once the Pi starts answering; another call
 		// must not wait for it.
 		go func() {
