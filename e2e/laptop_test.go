@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -376,4 +378,62 @@ func TestLaptopHTTPSFailures(t *testing.T) {
 	if strings.Count(after, "token:laptop") != strings.Count(before, "token:laptop") {
 		t.Errorf("a refused pin still sent the token's requests:\n%s", after)
 	}
+}
+
+// Pairing end to end: `raspi-mcp pair` on the Pi prints a line, the
+// laptop's `pair LINE` stores it (0600), and `connect paired:NAME` (the
+// bundle's one-argument form) reaches the Pi with its pinned certificate
+// and token. Pairing the same name again on the Pi rotates the token: the
+// laptop's stored pairing is then refused, and the client reads that it
+// must pair again.
+func TestLaptopPaired(t *testing.T) {
+	p := startHTTPSPi(t)
+	u, err := url.Parse(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	piPair := func() string {
+		cmd := exec.Command(raspi(), "pair", "kitchen", "--role", "operate", "--dir", p.s.dir, "--address", u.Host)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("raspi-mcp pair: %v\n%s", err, stderr.String())
+		}
+		return strings.TrimSpace(string(out))
+	}
+	line := piPair()
+	if !strings.HasPrefix(line, "raspi-mcp-pair:v1:") {
+		t.Fatalf("the Pi printed %q, not a pairing line", line)
+	}
+	home := t.TempDir()
+	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(home, "config"), "HOME=" + home}
+	cmd := exec.Command(laptopBin(t), "pair", line)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "connect") {
+		t.Fatalf("raspi-mcp-laptop pair: %v\n%s", err, out)
+	}
+	if strings.Contains(line, "\n") {
+		t.Fatal("the line has a newline")
+	}
+	files, _ := filepath.Glob(filepath.Join(home, "config", "raspi-mcp", "pairs", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("stored pairings: %v", files)
+	}
+	if fi, err := os.Stat(files[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the stored pairing's mode: %v %v", fi.Mode(), err)
+	}
+	name := strings.TrimSuffix(filepath.Base(files[0]), ".json")
+
+	for _, era := range []string{"", "2025-11-25"} {
+		cs, _ := laptopSession(t, era, env, "connect", "paired:"+name)
+		if tools, err := cs.ListTools(context.Background(), nil); err != nil || len(tools.Tools) < 11 {
+			t.Fatalf("era %q: tools/list through the pairing: %v", era, err)
+		}
+		cs.Close()
+	}
+
+	piPair() // rotates: the stored token is now revoked
+	cs, _ := laptopSession(t, "", env, "connect", "paired", name)
+	wantFallback(t, cs, "HTTP 401", "revoked or rotated on the Pi: pair again")
 }

@@ -29,6 +29,10 @@ type Remote struct {
 	Fingerprint string // the Pi's certificate, sha256:… or openssl's AB:CD:…
 	Token       string // the bearer token's secret
 	Version     string // ours, for the fallback's serverInfo
+	// Explain, when set, words the fix for the Pi's refusal of the token
+	// (a 401 or 403 and its body), replacing the generic one: a paired
+	// connection says to pair again (pairing.ExplainRefusal).
+	Explain func(status int, body string) string
 }
 
 // Endpoint is the MCP endpoint: URL with /mcp when it names no path. Only
@@ -103,7 +107,13 @@ func (r Remote) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writ
 		MaxIdleConnsPerHost: 4,
 	}}
 	down := func(err error) fallback.Down {
-		d := classifyHTTP(endpoint, err, p.refused(), rt.refusal())
+		refused := rt.refusal()
+		d := classifyHTTP(endpoint, err, p.refused(), refused)
+		if r.Explain != nil && refused != nil && (refused.status == http.StatusUnauthorized || refused.status == http.StatusForbidden) {
+			if fix := r.Explain(refused.status, refused.body); fix != "" {
+				d.FixHint = fix
+			}
+		}
 		d.Version = r.Version
 		return d
 	}

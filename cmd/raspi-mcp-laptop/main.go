@@ -20,6 +20,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/internal/fallback"
 	"github.com/raspi-mcp/raspi-mcp/laptop"
+	"github.com/raspi-mcp/raspi-mcp/pairing"
 )
 
 // version and commit are set at link time (-X main.version=... -X main.commit=...).
@@ -33,12 +34,18 @@ const usage = `raspi-mcp-laptop: the laptop side of raspi-mcp, an MCP server on 
 usage:
   raspi-mcp-laptop connect ssh HOST [--command "/usr/bin/raspi-mcp stdio"] [--no-master]
   raspi-mcp-laptop connect https URL --fingerprint sha256:HEX (--token-file FILE | --token-env VAR)
+  raspi-mcp-laptop connect paired NAME
+  raspi-mcp-laptop connect HOST | paired:NAME     (one argument, as the desktop bundle passes it)
+  raspi-mcp-laptop pair LINE [--name NAME] [--client ID [--write]]
+  raspi-mcp-laptop pair list | remove NAME | snippet NAME --client ID [--write]
   raspi-mcp-laptop version
   raspi-mcp-laptop help
 
 connect ssh runs ssh -T HOST COMMAND with your ssh configuration (keys, agent, ~/.ssh/config).
 connect https reaches the Pi's [http] endpoint; only the certificate with that fingerprint
 (from raspi-mcp status on the Pi, or openssl's AB:CD:... form) is accepted.
+connect paired uses what pair stored from the line "sudo raspi-mcp pair NAME --role ROLE" printed on the Pi:
+its address, pinned fingerprint and token.
 If the Pi cannot be reached, the client is told why and what to do, as a tool named raspi_mcp_unavailable.
 `
 
@@ -62,13 +69,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "help", "--help", "-help", "-h":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "pair":
+		err := pairing.Command(args[1:], stdout, stderr)
+		var ue *pairing.UsageError
+		switch {
+		case err == nil, errors.Is(err, pairing.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "raspi-mcp-laptop: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "raspi-mcp-laptop: %v\n", err)
+		return 1
 	case "connect":
 	default:
 		fmt.Fprintf(stderr, "raspi-mcp-laptop: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
 	if len(args) < 2 {
-		fmt.Fprintf(stderr, "raspi-mcp-laptop: connect needs ssh or https\n\n%s", usage)
+		fmt.Fprintf(stderr, "raspi-mcp-laptop: connect needs ssh, https or paired\n\n%s", usage)
 		return 2
 	}
 	var err error
@@ -77,9 +96,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = connectSSH(ctx, args[2:], stdin, stdout, stderr)
 	case "https":
 		err = connectHTTPS(ctx, args[2:], stdin, stdout, stderr)
+	case "paired":
+		err = connectPaired(ctx, args[2:], stdin, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "raspi-mcp-laptop: connect %q: want ssh or https\n\n%s", args[1], usage)
-		return 2
+		// One argument, as the desktop bundle's user_config gives it:
+		// paired:NAME, or an SSH host.
+		if name, ok := strings.CutPrefix(args[1], "paired:"); ok {
+			err = connectPaired(ctx, append([]string{name}, args[2:]...), stdin, stdout, stderr)
+		} else {
+			err = connectSSH(ctx, args[1:], stdin, stdout, stderr)
+		}
 	}
 	var usageErr *usageError
 	var failed *laptop.Failed
@@ -194,6 +220,29 @@ func connectHTTPS(ctx context.Context, args []string, stdin io.Reader, stdout, s
 			return &usageError{fmt.Errorf("the environment variable %s is not set", *tokenEnv)}
 		}
 	}
+	if err := r.Check(); err != nil {
+		return &usageError{err}
+	}
+	return r.Run(ctx, stdin, stdout, stderr)
+}
+
+// connectPaired reaches the Pi a pairing stored: its address, its pinned
+// certificate and its token; a refused token reads as a pairing to redo.
+func connectPaired(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("connect paired", flag.ContinueOnError)
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	st, err := pairing.DefaultStore()
+	if err != nil {
+		return &usageError{err}
+	}
+	p, err := st.Get(pos[0])
+	if err != nil {
+		return &usageError{fmt.Errorf("%w (pair it first: on the Pi `sudo raspi-mcp pair NAME --role operate`, here `raspi-mcp-laptop pair LINE`)", err)}
+	}
+	r := laptop.Remote{URL: p.URL, Fingerprint: p.Fingerprint, Token: p.Token, Version: version, Explain: pairing.ExplainRefusal}
 	if err := r.Check(); err != nil {
 		return &usageError{err}
 	}

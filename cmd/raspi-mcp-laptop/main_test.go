@@ -11,6 +11,8 @@ import (
 // started the server still completes its handshake and reads what is wrong
 // (it shows neither stderr nor the exit); help and version answer at once.
 func TestRun(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // an empty pairing store
+	t.Setenv("HOME", t.TempDir())
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}` + "\n"
 	for _, tc := range []struct {
 		args        []string
@@ -28,7 +30,11 @@ func TestRun(t *testing.T) {
 		{[]string{"connect", "ssh", "-oProxyCommand=x"}, 2, "raspi-mcp-laptop's arguments are wrong", "flag provided but not defined"},
 		{[]string{"connect", "ssh", "--", "-oProxyCommand=x"}, 2, "ssh host", "ssh host"},
 		{[]string{"connect", "ssh", "pi", "other"}, 2, "takes 1 argument", "takes 1 argument"},
-		{[]string{"connect", "telnet", "pi"}, 2, "", "want ssh or https"},
+		{[]string{"connect", "telnet", "pi"}, 2, "takes 1 argument", "takes 1 argument"}, // the one-argument SSH form, given two
+		{[]string{"connect", "paired:kitchen"}, 2, "not paired", "pair it first"},
+		{[]string{"connect", "paired", "kitchen"}, 2, "not paired", "pair it first"},
+		{[]string{"pair", "raspi-mcp-pair:v1:garbage"}, 1, "", "damaged or incomplete"},
+		{[]string{"pair", "list"}, 0, "", ""},
 		{[]string{"version"}, 0, "raspi-mcp-laptop 0.1.0-dev", ""},
 		{[]string{"help"}, 0, "connect https URL --fingerprint", ""},
 		{nil, 2, "", "usage:"},
