@@ -220,7 +220,14 @@ cross:
 # took the armv6 agent from 13,566,114 to 13,844,642 B (symbols: agent/tool
 # +32 KB, agent +31 KB, agent/approval +19 KB, config +9 KB, main +12 KB,
 # the rest tables and strings); the new budget leaves 150 KB.
-ARMV6_BUDGET_AGENT  := 14000000
+# Raised to 14,300,000 B at issues 31-33, where the one `raspi-mcp` binary
+# (agent and the console's CLI alike) went from 13,844,642 to 14,139,554 B:
+# profiles +33 KB; the console's output for people (call's tables and try:
+# lines +49 KB, status as the front panel +49 KB, config check's every
+# problem with its line +33 KB); traces, cache hints, the chart tool's
+# agent half and pairing (its QR encoder 13 KB) +131 KB. The plotting
+# library itself is in raspi-mcp-chart, not here. 160 KB left.
+ARMV6_BUDGET_AGENT  := 14300000
 ARMV6_BUDGET_HELPER := 5347737
 # raspi-mcp-chart (issue 32): gonum/plot links all twelve Liberation fonts
 # (4.4 MB, registered by the plot package itself, so not ours to leave
