@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,12 +28,50 @@ func laptopBin(t *testing.T) string {
 	if _, err := os.Stat(p); err == nil {
 		return p
 	}
+	// In CI, the binary the desktop bundle carries: .ci/run builds the
+	// bundle from this commit right before make test, so the tests drive
+	// what a person installs. Elsewhere a bundle in dist/ may be older than
+	// the tree, so the tests build their own.
+	if os.Getenv("CI") == "true" {
+		bundle, _ := filepath.Abs("../dist/raspi-mcp.mcpb")
+		if err := extractFromBundle(bundle, "server/linux-"+runtime.GOARCH+"/raspi-mcp-laptop", p); err != nil {
+			t.Fatalf("the bundle's laptop binary: %v (.ci/run runs make mcpb before make test)", err)
+		}
+		t.Logf("raspi-mcp-laptop from %s", bundle)
+		return p
+	}
 	cmd := exec.Command("go", "build", "-o", p, "../cmd/raspi-mcp-laptop")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build raspi-mcp-laptop: %v\n%s", err, out)
 	}
 	return p
+}
+
+// extractFromBundle copies the file name of the zip bundle to dst, executable.
+func extractFromBundle(bundle, name, dst string) error {
+	z, err := zip.OpenReader(bundle)
+	if err != nil {
+		return err
+	}
+	defer z.Close()
+	f, err := z.Open(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", bundle, err)
+	}
+	defer f.Close()
+	out, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, f); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(dst+".tmp", dst)
 }
 
 // laptopSession connects the go-sdk client through raspi-mcp-laptop ARGS
