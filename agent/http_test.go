@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"io"
 	"net"
 	"net/http"
@@ -231,10 +232,17 @@ func TestHTTPServesBothEras(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The lists are shaped by policy: the operate token is listed the
-		// socket's tools less those that need admin.
-		if n := len(want.Tools) - countRole(h.rig, RoleAdmin); len(tools.Tools) != n {
-			t.Fatalf("%s: %d tools over HTTP, want the socket's %d less %d admin tools", version, len(tools.Tools), len(want.Tools), countRole(h.rig, RoleAdmin))
+		// The lists are shaped by policy: the operate token is listed what
+		// an operator may call (not the admin tools, nor change_* while no
+		// critical tool is an operator's), the admin socket everything.
+		op := mayNames(h.rig, identity.FromToken("ha", "operate", "", ""))
+		if len(want.Tools) != len(h.rig.a.tools.All()) || len(tools.Tools) != len(op) {
+			t.Fatalf("%s: %d tools over HTTP (the socket %d), want an operator's %d", version, len(tools.Tools), len(want.Tools), len(op))
+		}
+		for _, tl := range tools.Tools {
+			if !op[tl.Name] {
+				t.Errorf("%s: %s listed to an operate token", version, tl.Name)
+			}
 		}
 		before := len(h.audit(t))
 		dry := callHTTP(t, s, "gpio_write_pin", map[string]any{"pin": 17, "value": "high", "dry_run": true})
