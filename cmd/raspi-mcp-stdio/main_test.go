@@ -17,7 +17,7 @@ import (
 // The point of this binary is to be small: the bridge and the standard
 // library, nothing of the agent, the SDK or the store.
 func TestLinksOnlyTheBridge(t *testing.T) {
-	deptest.Fence{Packages: []string{"./cmd/raspi-mcp-stdio", "./bridge", "./internal/rpcid", "./internal/rawio", "./internal/handover"}, StdlibOnly: true}.Check(t)
+	deptest.Fence{Packages: []string{"./cmd/raspi-mcp-stdio", "./bridge", "./internal/rpcid", "./internal/rawio", "./internal/handover", "./internal/fallback"}, StdlibOnly: true}.Check(t)
 }
 
 func TestBadArguments(t *testing.T) {

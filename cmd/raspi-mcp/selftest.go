@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,9 +114,13 @@ func selftest(ctx context.Context, o selftestOptions) error {
 	if steps == nil {
 		steps = selftestSteps()
 	}
-	logw := o.Log
-	if logw == nil {
-		logw = io.Discard
+	var logw io.Writer = io.Discard
+	if o.Log != nil {
+		// Two writers share it: the helper child's output, copied by
+		// os/exec's goroutine, and the agent's logger, from every call
+		// that logs (a refusal does). The caller's writer need not be safe
+		// for that (a bytes.Buffer is not).
+		logw = &lockedWriter{w: o.Log}
 	}
 	r := &selftestRig{dir: o.Dir, helperBin: o.Helper, log: logw}
 	width := 0
@@ -693,4 +698,16 @@ func (r *selftestRig) close() error {
 		err = errors.Join(err, os.RemoveAll(r.dir))
 	}
 	return err
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
