@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
 // boardFixture is sysinfo.Linux over one of hw/sysinfo's recorded trees
@@ -104,5 +106,24 @@ func TestBasicLineWithoutOSRelease(t *testing.T) {
 	b.OSName, b.OSVersion, b.KernelVersion, b.Hostname = "Debian GNU/Linux", "12 (bookworm)", "", ""
 	if got := basicLine(b); got != "Raspberry Pi Zero, Debian GNU/Linux 12 (bookworm), up 9s" {
 		t.Errorf("line %q", got)
+	}
+}
+
+// i2c_list_buses lists every bus the emulated Pi Zero has (0, 1 and 2, as
+// system_get_capabilities does), each saying whether the allowlist lets the
+// caller use it, not only the helper's allowed bus 1.
+func TestListBusesShowsEveryBusAndWhichAreAllowed(t *testing.T) {
+	hw, err := boardFixture(t, "raspi0").Hardware(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mergeBuses(hw.I2CBuses, []proto.I2CBus{{Bus: 1, Name: "bcm2835 (i2c@7e804000)"}})
+	want := []busInfo{{Bus: 0}, {Bus: 1, Description: "bcm2835 (i2c@7e804000)", Allowed: true}, {Bus: 2}}
+	if !slices.Equal(got, want) {
+		t.Errorf("buses %+v, want %+v", got, want)
+	}
+	// A bus the helper reads but /sys did not list (no i2c-dev yet) is kept.
+	if got := mergeBuses(nil, []proto.I2CBus{{Bus: 3, Name: "x"}}); !slices.Equal(got, []busInfo{{Bus: 3, Description: "x", Allowed: true}}) {
+		t.Errorf("helper-only bus: %+v", got)
 	}
 }
