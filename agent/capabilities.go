@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"sort"
 
@@ -52,6 +53,9 @@ type hardwareCaps struct {
 	Cameras       []string `json:"cameras"`
 	Thermal       bool     `json:"thermal_sensor"`
 	ThrottleFlags bool     `json:"throttle_flags"`
+	// ThrottleSource says where throttling comes from, so a model knows
+	// whether "no flags" means healthy or unknown.
+	ThrottleSource string `json:"throttle_source" jsonschema:"firmware, vcgencmd, hwmon rpi_volt (under-voltage now only), sim, or none (throttling unknown)"`
 }
 
 // helperBrief says whether privileged tools can work right now.
@@ -133,7 +137,7 @@ func (cr *capsReader) read(ctx context.Context, c *tool.Call) (capabilities, err
 	cp := capabilities{
 		ServerVersion: cr.version, APIVersion: "1.0", Mode: cr.mode,
 		Device:   dev,
-		Hardware: hardwareCaps{GPIOChips: nonNil(hw.GPIOChips), I2CBuses: nonNilInt(hw.I2CBuses), PWMChips: nonNil(hw.PWMChips), Cameras: nonNil(hw.Cameras), Thermal: hw.Thermal, ThrottleFlags: hw.Throttle},
+		Hardware: hardwareCaps{GPIOChips: nonNil(hw.GPIOChips), I2CBuses: nonNilInt(hw.I2CBuses), PWMChips: nonNil(hw.PWMChips), Cameras: nonNil(hw.Cameras), Thermal: hw.Thermal, ThrottleFlags: hw.Throttle, ThrottleSource: cmp.Or(hw.ThrottleSource, sysinfo.ThrottleNone)},
 		Helper:   cr.helperBrief(ctx),
 		Caller:   caller{Principal: c.Principal.Name, Role: c.Principal.Role.String()},
 	}

@@ -215,7 +215,7 @@ func TestHardwareDryRunsAndReadDenials(t *testing.T) {
 		t.Errorf("audit of the refused write: %+v", recs[0])
 	}
 	buses, _ := callAs[i2cListBusesOut](t, r, admin, "i2c_list_buses", nil)
-	diff(t, "buses", i2cListBusesOut{Buses: []busInfo{{Bus: 1, Description: "sim-i2c"}}}, buses)
+	diff(t, "buses", i2cListBusesOut{Buses: []busInfo{{Bus: 1, Description: "sim-i2c", Allowed: true}}}, buses)
 }
 
 // The tool catalog's example request writes a pin with "value": 1.

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/tool"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 	"github.com/raspi-mcp/raspi-mcp/internal/identity"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/client"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
@@ -18,10 +22,30 @@ type i2cListBusesOut struct {
 	Buses []busInfo `json:"buses"`
 }
 
-// busInfo is one adapter.
+// busInfo is one adapter, and whether this device's [i2c] read allowlist
+// lets callers use it: a model learns which buses exist and which it may
+// scan and read, rather than only the allowed ones.
 type busInfo struct {
 	Bus         int    `json:"bus"`
 	Description string `json:"description,omitempty"`
+	Allowed     bool   `json:"allowed" jsonschema:"true when the [i2c] read allowlist lets you scan and read this bus; the device owner can allow more"`
+}
+
+// mergeBuses is every bus the kernel lists (unprivileged, from /sys) plus
+// every bus the helper may read, which it names; the helper's list decides
+// what is allowed, since the helper enforces the allowlist.
+func mergeBuses(all []int, allowed []proto.I2CBus) []busInfo {
+	out := make([]busInfo, 0, len(all)+len(allowed))
+	for _, b := range allowed {
+		out = append(out, busInfo{Bus: b.Bus, Description: b.Name, Allowed: true})
+	}
+	for _, n := range all {
+		if !slices.ContainsFunc(out, func(b busInfo) bool { return b.Bus == n }) {
+			out = append(out, busInfo{Bus: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b busInfo) int { return cmp.Compare(a.Bus, b.Bus) })
+	return out
 }
 
 // i2cScanIn is i2c.scan_bus: the bus to probe (tool catalog, spec 002 §6.1).
@@ -107,32 +131,41 @@ type SensorsReadOut struct {
 // sensors they read, and the helper that does the bus transfers.
 type i2cTools struct {
 	conf   func() *config.Config
+	sys    sysinfo.Source // the buses the kernel lists, allowed or not
 	helper *client.Client
 	wire   func(string) string // a tool's wire name, for suggested calls
 }
 
 func (a *Agent) registerI2C() {
-	(&i2cTools{conf: a.conf, helper: a.helper, wire: a.wire}).register(a.tools)
+	(&i2cTools{conf: a.conf, sys: a.sys, helper: a.helper, wire: a.wire}).register(a.tools)
 }
 
 func (t *i2cTools) register(reg *tool.Registry) {
 	addr := []tool.Prop{tool.P("bus", tool.Min(0), tool.Max(255)), tool.P("address", tool.Min(0), tool.Max(127)), tool.P("register", tool.Min(0), tool.Max(255))}
 	tool.Add(reg, tool.Spec[noArgs, i2cListBusesOut]{
 		ID: "i2c.list_buses", Title: "I2C buses",
-		Description: "The I2C buses.",
+		Description: "Every I2C bus on the device, and which ones you may use.",
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		Run: func(ctx context.Context, _ *tool.Call, _ noArgs) (i2cListBusesOut, error) {
 			r, err := client.Call(ctx, t.helper, proto.I2CBuses, proto.I2CBusesReq{})
 			if err != nil {
 				return i2cListBusesOut{}, err
 			}
-			out := i2cListBusesOut{Buses: []busInfo{}}
-			for _, b := range r.Buses {
-				out.Buses = append(out.Buses, busInfo{Bus: b.Bus, Description: b.Name})
+			var all []int
+			if hw, err := t.sys.Hardware(ctx); err == nil {
+				all = hw.I2CBuses
 			}
-			return out, nil
+			return i2cListBusesOut{Buses: mergeBuses(all, r.Buses)}, nil
 		},
-		Summary: func(_ noArgs, o i2cListBusesOut) string { return fmt.Sprintf("%d I2C buses", len(o.Buses)) },
+		Summary: func(_ noArgs, o i2cListBusesOut) string {
+			n := 0
+			for _, b := range o.Buses {
+				if b.Allowed {
+					n++
+				}
+			}
+			return fmt.Sprintf("%d I2C buses, %d allowed", len(o.Buses), n)
+		},
 	})
 	tool.Add(reg, tool.Spec[i2cScanIn, i2cScanOut]{
 		ID: "i2c.scan_bus", Title: "Scan an I2C bus",

@@ -397,10 +397,15 @@ type stateSummary struct {
 	Next      string         `json:"next"`
 }
 
-// summaryThrot is the firmware's flags by name, now and since boot.
+// summaryThrot is the firmware's flags by name, now and since boot, and
+// where they come from. A source that tells only under-voltage now (hwmon
+// rpi_volt) fills UV instead; with no source only Src ("none") is set, so
+// an empty list never stands for "unknown".
 type summaryThrot struct {
-	Now       []string `json:"now"`
-	SinceBoot []string `json:"since_boot"`
+	Now       *[]string `json:"now,omitempty"`
+	SinceBoot *[]string `json:"since_boot,omitempty"`
+	UV        *bool     `json:"under_voltage_now,omitempty"`
+	Src       string    `json:"src"`
 }
 
 const summaryListCap = 5
@@ -450,10 +455,7 @@ func (rs *resources) stateSummary(ctx context.Context, p identity.Principal) sta
 			if h.DiskTotalBytes > 0 {
 				s.DiskPct = ptr1(float64(h.DiskUsedBytes) * 100 / float64(h.DiskTotalBytes))
 			}
-			if t := h.Throttle; t != nil {
-				s.Throttle = &summaryThrot{Now: flags(t.UnderVoltage, t.FreqCapped, t.Throttled, t.SoftTempLimit),
-					SinceBoot: flags(t.UnderVoltageOccurred, t.FreqCappedOccurred, t.ThrottledOccurred, t.SoftTempLimitOccurred)}
-			}
+			s.Throttle = summaryThrottle(h.Throttle)
 		}
 	}
 	if allowed("service.list_services") && rs.units != nil {
@@ -507,6 +509,20 @@ func helperUp(ctx context.Context, helper *client.Client) bool {
 	defer cancel()
 	_, err := client.Call(ctx, helper, proto.Status, proto.StatusReq{})
 	return err == nil
+}
+
+// summaryThrottle is the summary's throttle part from a snapshot's.
+func summaryThrottle(t *sysinfo.Throttle) *summaryThrot {
+	switch {
+	case t == nil:
+		return &summaryThrot{Src: sysinfo.ThrottleNone}
+	case t.UnderVoltageOnly:
+		uv := t.UnderVoltage
+		return &summaryThrot{UV: &uv, Src: t.Source}
+	}
+	now := flags(t.UnderVoltage, t.FreqCapped, t.Throttled, t.SoftTempLimit)
+	since := flags(t.UnderVoltageOccurred, t.FreqCappedOccurred, t.ThrottledOccurred, t.SoftTempLimitOccurred)
+	return &summaryThrot{Now: &now, SinceBoot: &since, Src: t.Source}
 }
 
 func flags(uv, capped, throttled, soft bool) []string {

@@ -93,8 +93,8 @@ func testResources(t *testing.T, era string) {
 	if len(sum) >= 1500 {
 		t.Errorf("summary is %d bytes, want < 1500", len(sum))
 	}
-	if st.Model == "" || st.Helper != "up" || st.Throttle == nil || len(st.Throttle.Now) != 0 ||
-		!slices.Contains(st.Throttle.SinceBoot, "under_voltage") || !slices.Contains(st.Domains, "gpio") {
+	if st.Model == "" || st.Helper != "up" || st.Throttle == nil || st.Throttle.Now == nil || len(*st.Throttle.Now) != 0 ||
+		st.Throttle.SinceBoot == nil || !slices.Contains(*st.Throttle.SinceBoot, "under_voltage") || st.Throttle.Src != "sim" || !slices.Contains(st.Domains, "gpio") {
 		t.Errorf("summary %+v", st)
 	}
 
@@ -163,7 +163,7 @@ func testResources(t *testing.T, era string) {
 			t.Fatalf("no update for %v after throttling started", want)
 		}
 	}
-	if err := json.Unmarshal([]byte(readText(t, s, uriSummary)), &st); err != nil || !slices.Contains(st.Throttle.Now, "throttled") {
+	if err := json.Unmarshal([]byte(readText(t, s, uriSummary)), &st); err != nil || st.Throttle.Now == nil || !slices.Contains(*st.Throttle.Now, "throttled") {
 		t.Errorf("summary after the flip: %+v, %v", st.Throttle, err)
 	}
 }

@@ -296,14 +296,7 @@ func (sc *selftester) run(ctx context.Context) SelftestOut {
 		cctx, cancel = bounded()
 		ps, err := client.Call(cctx, sc.helper, proto.PowerState, proto.PowerStateReq{})
 		cancel()
-		switch {
-		case err != nil:
-			fail("logind", "check systemd-logind (systemctl status systemd-logind); reboot and shutdown need it", "the helper cannot ask logind: %v", err)
-		case ps.Scheduled:
-			warn("logind", "manage_list_jobs shows it; system_cancel_power_action cancels it", "a %s is scheduled for %s", ps.Action, ps.At.UTC().Format(time.RFC3339))
-		default:
-			pass("logind", "answers; no power action scheduled")
-		}
+		record(logindCheck(ps, err, sc.conf().System.Reboot || sc.conf().System.Shutdown))
 	}
 
 	for _, u := range sc.upstreams() {
@@ -540,4 +533,27 @@ func bytesHuman(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// logindCheck is the logind row from the helper's power.state answer. A
+// helper that found no logind when it started serves no power methods and
+// answers not_found: that is said as what it means (no reboot or shutdown
+// here), a failure only when the configuration turns either on.
+func logindCheck(ps proto.PowerStateResp, err error, powerOn bool) selftestCheck {
+	c := selftestCheck{Name: "logind", Status: CheckPass, Detail: "answers; no power action scheduled"}
+	switch {
+	case proto.CodeOf(err) == proto.CodeNotFound:
+		c.Status, c.Detail = CheckWarn, "logind not running: reboot/shutdown unavailable (the helper found no systemd-logind when it started)"
+		c.FixHint = "start systemd-logind (systemctl status systemd-logind), then restart the helper (systemctl restart raspi-mcp-helper); on an image without systemd, set [system] reboot = false and shutdown = false"
+		if powerOn {
+			c.Status = CheckFail
+		}
+	case err != nil:
+		c.Status, c.Detail = CheckFail, fmt.Sprintf("the helper cannot ask logind: %v", err)
+		c.FixHint = "check systemd-logind (systemctl status systemd-logind); reboot and shutdown need it"
+	case ps.Scheduled:
+		c.Status, c.Detail = CheckWarn, fmt.Sprintf("a %s is scheduled for %s", ps.Action, ps.At.UTC().Format(time.RFC3339))
+		c.FixHint = "manage_list_jobs shows it; system_cancel_power_action cancels it"
+	}
+	return c
 }

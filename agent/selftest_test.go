@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
 // runSelftest calls selftest_run over a real MCP session (so the agent's
@@ -173,4 +176,29 @@ func TestSelftestApprovalButton(t *testing.T) {
 			t.Errorf("approval_button: %+v", c)
 		}
 	})
+}
+
+// A helper that started without logind serves no power methods: the row
+// says logind is missing and what follows, not `unknown method`, and fails
+// only when the configuration turns reboot or shutdown on.
+func TestSelftestLogindMissing(t *testing.T) {
+	// what the helper answers for a method it does not serve
+	notServed := proto.Errorf(proto.CodeNotFound, "privhelper: unknown method %q", "power.state").With("method", "power.state")
+	for _, powerOn := range []bool{true, false} {
+		c := logindCheck(proto.PowerStateResp{}, fmt.Errorf("privhelper/client: %w", notServed), powerOn)
+		want := CheckWarn
+		if powerOn {
+			want = CheckFail
+		}
+		if c.Name != "logind" || c.Status != want || !strings.HasPrefix(c.Detail, "logind not running: reboot/shutdown unavailable") ||
+			strings.Contains(c.Detail, "unknown method") || !strings.Contains(c.FixHint, "systemctl restart raspi-mcp-helper") {
+			t.Errorf("power on %v: %+v", powerOn, c)
+		}
+	}
+	if c := logindCheck(proto.PowerStateResp{}, errors.New("dbus: timeout"), false); c.Status != CheckFail || !strings.Contains(c.Detail, "cannot ask logind") {
+		t.Errorf("other error: %+v", c)
+	}
+	if c := logindCheck(proto.PowerStateResp{}, nil, true); c.Status != CheckPass {
+		t.Errorf("answers: %+v", c)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
@@ -31,12 +32,32 @@ type basicInfo struct {
 	OSVersion        string `json:"os_version"`
 	KernelVersion    string `json:"kernel_version"`
 	UptimeSeconds    uint64 `json:"uptime_seconds"`
-	Serial           string `json:"serial,omitempty"`
-	Revision         string `json:"revision,omitempty" jsonschema:"Raspberry Pi board revision code"`
+	Serial           string `json:"serial,omitempty" jsonschema:"absent when the board does not report one (some kernels print only zeros)"`
+	Revision         string `json:"revision,omitempty" jsonschema:"Raspberry Pi board revision code; absent when unknown"`
+}
+
+// basicLine is the one-line summary of the basics. A part the device does
+// not report (no os-release in a minimal image, no kernel version) is left
+// out rather than shown as an empty gap.
+func basicLine(b basicInfo) string {
+	head := b.Model
+	if b.Hostname != "" {
+		head = b.Hostname + ": " + b.Model
+	}
+	parts := []string{head}
+	if osName := strings.TrimSpace(b.OSName + " " + b.OSVersion); osName != "" {
+		parts = append(parts, osName)
+	}
+	if b.KernelVersion != "" {
+		parts = append(parts, "kernel "+b.KernelVersion)
+	}
+	parts = append(parts, "up "+human(time.Duration(b.UptimeSeconds)*time.Second))
+	return strings.Join(parts, ", ")
 }
 
 // throttlingFlags are the health snapshot's under-voltage, frequency-capped
-// and throttled flags (tool catalog, spec 002 §3.2): what the firmware reports right now.
+// and throttled flags (tool catalog, spec 002 §3.2): what the firmware reports
+// right now. Only a source that tells all three fills them in.
 type throttlingFlags struct {
 	UnderVoltage bool `json:"under_voltage"`
 	FreqCapped   bool `json:"freq_capped"`
@@ -51,7 +72,7 @@ type throttlingHistory struct {
 	ThrottledOccurred     bool   `json:"throttled_occurred"`
 	SoftTempLimitOccurred bool   `json:"soft_temp_limit_occurred"`
 	Raw                   string `json:"raw" jsonschema:"get_throttled bit field, hex"`
-	Source                string `json:"source" jsonschema:"sysfs or vcgencmd"`
+	Source                string `json:"source" jsonschema:"firmware or vcgencmd"`
 }
 
 // HealthSnapshot is system.get_health_snapshot's one-shot reading of CPU,
@@ -74,6 +95,8 @@ type HealthSnapshot struct {
 	SwapTotalBytes        uint64             `json:"swap_total_bytes"`
 	UptimeSeconds         uint64             `json:"uptime_seconds"`
 	ThrottlingHistory     *throttlingHistory `json:"throttling_history,omitempty"`
+	ThrottlingSource      string             `json:"throttling_source" jsonschema:"where throttling comes from: firmware (get_throttled node), vcgencmd, hwmon rpi_volt (under-voltage now only: see under_voltage_now; throttling and since-boot history unknown), or none (this kernel offers no source: throttling and under-voltage are unknown, not absent)"`
+	UnderVoltageNow       *bool              `json:"under_voltage_now,omitempty" jsonschema:"under-voltage right now, from whichever source reports it; absent when unknown"`
 	Network               *networkBlock      `json:"network,omitempty" jsonschema:"network rates now, per interface and in total; absent when the counters cannot be read"`
 	DiskIO                *diskIOBlock       `json:"disk_io,omitempty" jsonschema:"disk I/O rates now, per disk and in total; absent when the counters cannot be read"`
 }
@@ -145,9 +168,7 @@ func (st *systemTools) register(r *tool.Registry) {
 		Rule:        tool.Rule{MinRole: identity.RoleRead},
 		OutProps:    []tool.Prop{tool.P("cpu_cores", tool.Min(1))},
 		Run:         func(ctx context.Context, _ *tool.Call, _ noArgs) (basicInfo, error) { return st.basicInfo(ctx) },
-		Summary: func(_ noArgs, b basicInfo) string {
-			return fmt.Sprintf("%s: %s, %s %s, kernel %s, up %s", b.Hostname, b.Model, b.OSName, b.OSVersion, b.KernelVersion, human(time.Duration(b.UptimeSeconds)*time.Second))
-		},
+		Summary:     func(_ noArgs, b basicInfo) string { return basicLine(b) },
 	})
 	tool.Add(r, st.health.spec("system.get_health_snapshot", "Health snapshot",
 		"Right now: CPU, memory, disk, temperature, throttling and under-voltage flags, network and disk I/O rates."))
@@ -286,7 +307,12 @@ func snapshotOf(h sysinfo.Health) HealthSnapshot {
 		TemperatureSource: h.TemperatureSource, CPUFrequencyMHz: round1p(h.CPUFreqMHz), LoadAverage: [3]float64{round2(h.Load1), round2(h.Load5), round2(h.Load15)},
 		SwapUsedBytes: h.SwapUsedBytes, SwapTotalBytes: h.SwapTotalBytes, UptimeSeconds: h.UptimeSeconds,
 	}
+	s.ThrottlingSource = sysinfo.ThrottleNone
 	if t := h.Throttle; t != nil {
+		uv := t.UnderVoltage
+		s.ThrottlingSource, s.UnderVoltageNow = t.Source, &uv
+	}
+	if t := h.Throttle; t != nil && !t.UnderVoltageOnly {
 		s.ThrottlingFlags = &throttlingFlags{UnderVoltage: t.UnderVoltage, FreqCapped: t.FreqCapped, Throttled: t.Throttled}
 		s.ThrottlingHistory = &throttlingHistory{SoftTempLimit: t.SoftTempLimit, UnderVoltageOccurred: t.UnderVoltageOccurred,
 			FreqCappedOccurred: t.FreqCappedOccurred, ThrottledOccurred: t.ThrottledOccurred, SoftTempLimitOccurred: t.SoftTempLimitOccurred,
@@ -300,7 +326,13 @@ func healthLine(h HealthSnapshot) string {
 	if h.CPUTemperatureCelsius != nil {
 		temp = fmt.Sprintf("%.1f°C", *h.CPUTemperatureCelsius)
 	}
-	thr := "no throttling flags"
+	thr := "throttling unknown (no source on this kernel)"
+	if uv := h.UnderVoltageNow; uv != nil && h.ThrottlingFlags == nil {
+		thr = "no under-voltage now (" + h.ThrottlingSource + "; throttling unknown)"
+		if *uv {
+			thr = "UNDER-VOLTAGE now (" + h.ThrottlingSource + ")"
+		}
+	}
 	if f := h.ThrottlingFlags; f != nil {
 		thr = "not throttled"
 		switch {

@@ -386,7 +386,7 @@ type I2C struct {
 // Sensor is a known I2C sensor a model can ask for by name.
 type Sensor struct {
 	Name    string `toml:"name"`
-	Type    string `toml:"type"` // bme280, bmp280, tmp102
+	Type    string `toml:"type"` // bme280, bmp280, tmp102, or an LM75-family chip: lm75, tmp75, tmp105, tmp275
 	Bus     int    `toml:"bus"`
 	Address int    `toml:"address"`
 }
@@ -887,8 +887,8 @@ func (c Config) Validate() error {
 		switch {
 		case sn.Name == "" || names[sn.Name]:
 			pr.addf("i2c.sensors[%d].name: want a unique name, got %q", i, sn.Name)
-		case sn.Type != "bme280" && sn.Type != "bmp280" && sn.Type != "tmp102":
-			pr.addf("i2c.sensors[%d].type: want bme280, bmp280 or tmp102, got %q", i, sn.Type)
+		case !slices.Contains([]string{"bme280", "bmp280", "tmp102", "lm75", "tmp75", "tmp105", "tmp275"}, sn.Type):
+			pr.addf("i2c.sensors[%d].type: want bme280, bmp280, tmp102, lm75, tmp75, tmp105 or tmp275, got %q", i, sn.Type)
 		case sn.Bus < 0 || sn.Address < 0x03 || sn.Address > 0x77:
 			pr.addf("i2c.sensors[%d]: bus %d address 0x%x out of range", i, sn.Bus, sn.Address)
 		}

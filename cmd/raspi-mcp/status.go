@@ -308,11 +308,16 @@ func renderStatus(out io.Writer, v statusView, o output, loc *time.Location) {
 		for _, l := range wrapText(title, o.width) {
 			head(l)
 		}
-		sys := strings.TrimSpace(v.basic.OSName + " " + v.basic.OSVersion)
-		if v.basic.KernelVersion != "" {
-			sys += ", kernel " + v.basic.KernelVersion
+		// A part the device does not report (no os-release on a minimal
+		// image) is left out, not shown as an empty gap.
+		var parts []string
+		if osName := strings.TrimSpace(v.basic.OSName + " " + v.basic.OSVersion); osName != "" {
+			parts = append(parts, osName)
 		}
-		sys += ", up " + formatUptime(time.Duration(v.basic.UptimeSeconds)*time.Second)
+		if v.basic.KernelVersion != "" {
+			parts = append(parts, "kernel "+v.basic.KernelVersion)
+		}
+		sys := strings.Join(append(parts, "up "+formatUptime(time.Duration(v.basic.UptimeSeconds)*time.Second)), ", ")
 		for _, l := range wrapText(sys, o.width) {
 			fmt.Fprintln(out, l)
 		}

@@ -189,3 +189,14 @@ func TestStatusAndMetricsInTerminal(t *testing.T) {
 		}
 	}
 }
+
+// With no os-release (the emulated Pi Zero's busybox image) the device's
+// line has no empty gap: "kernel …, up …", not ", kernel …".
+func TestRenderStatusWithoutOSRelease(t *testing.T) {
+	var b strings.Builder
+	renderStatus(&b, statusView{now: time.Date(2027, 1, 15, 14, 0, 0, 0, time.UTC), socket: "/run/raspi-mcp/mcp.sock",
+		basic: &basicInfo{Model: "Raspberry Pi Zero", KernelVersion: "6.1.0-31-rpi", UptimeSeconds: 9}}, output{width: 80}, time.UTC)
+	if !strings.Contains(b.String(), "\nkernel 6.1.0-31-rpi, up ") || strings.Contains(b.String(), ", kernel") {
+		t.Errorf("device line:\n%s", b.String())
+	}
+}

@@ -6,7 +6,10 @@
 // needs only two register reads, so that one is done here. Every read
 // checks first that the chip at the address is the declared type, so a
 // wrong address gives "chip id 0x00, want 0x60" rather than a plausible but
-// meaningless temperature.
+// meaningless temperature. The LM75 family (LM75, LM75A, TMP75, TMP105,
+// TMP275) has no id register at all: its reads check only what the family
+// shares (the address range, the unused low bits), so another chip there can
+// still read as a temperature, and nothing here claims to detect one.
 package sensors
 
 import (
@@ -23,7 +26,7 @@ import (
 // Spec is one declared sensor.
 type Spec struct {
 	Name string
-	Type string // one of Types(): "bme280", "bmp280", "tmp102"
+	Type string // one of Types(): "bme280", "bmp280", "tmp102", "lm75", "tmp75", "tmp105", "tmp275"
 	Bus  int    // only for messages: the caller opens the bus
 	Addr int
 }
@@ -43,10 +46,14 @@ const (
 	BME280 = "bme280"
 	BMP280 = "bmp280"
 	TMP102 = "tmp102"
+	LM75   = "lm75"   // LM75 (9-bit, 0.5 °C) and LM75A (11-bit, 0.125 °C)
+	TMP75  = "tmp75"  // the 12-bit LM75s: 0.0625 °C
+	TMP105 = "tmp105" // what QEMU emulates
+	TMP275 = "tmp275"
 )
 
 // Types lists the sensor types Read understands.
-func Types() []string { return []string{BME280, BMP280, TMP102} }
+func Types() []string { return []string{BME280, BMP280, TMP102, LM75, TMP75, TMP105, TMP275} }
 
 // Read takes one measurement of s on b, which must be the bus s.Bus names.
 func Read(ctx context.Context, b i2c.Bus, s Spec) (Reading, error) {
@@ -59,6 +66,8 @@ func Read(ctx context.Context, b i2c.Bus, s Spec) (Reading, error) {
 		read = readBMx280
 	case TMP102:
 		read = readTMP102
+	case LM75, TMP75, TMP105, TMP275:
+		read = readLM75
 	default:
 		return Reading{}, s.errorf("unknown type %q, want one of %q", s.Type, Types())
 	}
@@ -220,6 +229,57 @@ func tmp102Celsius(raw uint16, extended bool) float64 {
 		return float64(int16(raw)>>3) * tmpLSB
 	}
 	return float64(int16(raw)>>4) * tmpLSB
+}
+
+// LM75-family registers (TI SNOS808 LM75, SBOS231 TMP75/TMP175, SBOS323
+// TMP105, SBOS363 TMP275): the temperature at 0x00 as in the TMP102, an
+// 8-bit configuration at 0x01 whose bit 0 shuts the chip down.
+const (
+	lmRegConfig = 0x01
+	lmCfgSD     = 0x01
+)
+
+// readLM75 reads an LM75-family chip. There is no id register to check,
+// so a wrong address or another chip cannot be told apart for sure; what
+// is checked is the family's address range, that the configuration answers
+// and that the temperature's unused low bits are zero. A shut-down chip
+// holds its last conversion, of unknown age, so it is refused rather than
+// read: the TMP75/105/275 one-shot bit does not exist on the LM75.
+func readLM75(_ context.Context, b i2c.Bus, s Spec, r *Reading) error {
+	if s.Addr < 0x48 || s.Addr > 0x4F {
+		return s.errorf("an LM75-family chip answers only at 0x48..0x4f")
+	}
+	addr := uint16(s.Addr)
+	var cfg [1]byte
+	if err := b.Tx(addr, []byte{lmRegConfig}, cfg[:]); err != nil {
+		return s.errorf("read config: %w", err)
+	}
+	if cfg[0]&lmCfgSD != 0 {
+		return s.errorf("config 0x%02x: the chip is shut down (SD), so its temperature register holds an old conversion; clear bit 0 of register 0x01", cfg[0])
+	}
+	raw, err := readWord(b, addr, tmpRegTemp)
+	if err != nil {
+		return s.errorf("read temperature: %w", err)
+	}
+	c, ok := lm75Celsius(raw, s.Type)
+	if !ok {
+		return s.errorf("temperature register 0x%04x has low bits set that no %s has (it has no id register: this is all that tells another device at this address)", raw, s.Type)
+	}
+	r.Time = time.Now()
+	r.TemperatureC = ptr(c)
+	return nil
+}
+
+// lm75Celsius decodes an LM75-family temperature: two's complement,
+// left-justified in 16 bits; 11 bits of 0.125 °C for lm75 (an LM75's 9
+// bits leave the two below zero), 12 bits of 0.0625 °C for the TMP75, 105
+// and 275 (at a lower configured resolution the unused bits read 0). ok is
+// false when bits below the resolution are set.
+func lm75Celsius(raw uint16, typ string) (c float64, ok bool) {
+	if typ == LM75 {
+		return float64(int16(raw)>>5) * 0.125, raw&0x1F == 0
+	}
+	return float64(int16(raw)>>4) * tmpLSB, raw&0x0F == 0
 }
 
 func ptr(v float64) *float64 { return &v }

@@ -150,7 +150,7 @@ func TestReadBadSpec(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Name: "x", Type: "dht22", Bus: 1, Addr: 0x76}, `unknown type "dht22", want one of ["bme280" "bmp280" "tmp102"]`},
+		{Spec{Name: "x", Type: "dht22", Bus: 1, Addr: 0x76}, `unknown type "dht22", want one of ["bme280" "bmp280" "tmp102" "lm75" "tmp75" "tmp105" "tmp275"]`},
 		{Spec{Name: "x", Type: "BME280", Bus: 1, Addr: 0x76}, `unknown type "BME280"`},
 		{Spec{Name: "x", Type: "bme280", Bus: 1, Addr: 0x48}, "only at 0x76 or 0x77"},
 		{Spec{Name: "x", Type: "tmp102", Bus: 1, Addr: 0x76}, "only at 0x48..0x4b"},
@@ -169,7 +169,7 @@ func TestReadBusError(t *testing.T) {
 	fault := errors.New("remote I/O error")
 	for _, typ := range Types() {
 		addr := 0x76
-		if typ == "tmp102" {
+		if typ != "bme280" && typ != "bmp280" {
 			addr = 0x48
 		}
 		b := hwi2c.NewSimBus(hwi2c.NewBME280(0x76), hwi2c.NewTMP102(0x48))
@@ -214,7 +214,7 @@ func TestReadCancelled(t *testing.T) {
 
 func TestTypes(t *testing.T) {
 	got := Types()
-	if !slices.Equal(got, []string{"bme280", "bmp280", "tmp102"}) {
+	if !slices.Equal(got, []string{"bme280", "bmp280", "tmp102", "lm75", "tmp75", "tmp105", "tmp275"}) {
 		t.Errorf("Types() = %v", got)
 	}
 	got[0] = "x"

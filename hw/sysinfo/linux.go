@@ -69,6 +69,7 @@ type Linux struct {
 	// snapshot's cost when they are absent.
 	find       sync.Once
 	throttles  []string  // firmware get_throttled nodes, sorted
+	rpiVolt    string    // the rpi_volt hwmon's in0_lcrit_alarm, "" if none
 	hwmon      []hwmonIn // hwmon temperature inputs, in search order
 	noVcgencmd atomic.Bool
 	bufs       sync.Pool // *[]byte: one file at a time, reused across snapshots
@@ -127,14 +128,17 @@ func (l *Linux) Basic(ctx context.Context) (Basic, error) {
 		MemoryTotalBytes: mem.MemTotal,
 		KernelVersion:    l.firstLine("proc/sys/kernel/osrelease"),
 		UptimeSeconds:    uint64(up),
-		Serial:           cpu.Serial,
-		Revision:         cpu.Revision,
+		Serial:           knownID(cpu.Serial),
+		Revision:         knownID(cpu.Revision),
 	}
 	if m, err := l.uname(); err == nil && m != "" {
 		b.CPUArch = m
 	}
 	if b.Serial == "" {
-		b.Serial = l.deviceTreeString("serial-number")
+		b.Serial = knownID(l.deviceTreeString("serial-number"))
+	}
+	if b.Revision == "" {
+		b.Revision = l.deviceTreeRevision()
 	}
 	osr := l.osRelease()
 	b.OSName = cmp.Or(osr["NAME"], osr["PRETTY_NAME"])
@@ -197,6 +201,10 @@ func (l *Linux) Hardware(ctx context.Context) (Hardware, error) {
 	}
 	chips, labels := l.gpioChips()
 	temp, _ := l.temperature(ctx)
+	thr, thrSrc := l.throttle(ctx), ThrottleNone
+	if thr != nil {
+		thrSrc = thr.Source
+	}
 	return Hardware{
 		GPIOChips:      chips,
 		GPIOChipLabels: labels,
@@ -204,7 +212,8 @@ func (l *Linux) Hardware(ctx context.Context) (Hardware, error) {
 		PWMChips:       l.numbered("sys/class/pwm", "pwmchip"),
 		Cameras:        l.cameras(),
 		Thermal:        temp != nil,
-		Throttle:       l.throttle(ctx) != nil,
+		Throttle:       thr != nil,
+		ThrottleSource: thrSrc,
 		IsRaspberryPi:  isRaspberryPi(l.model(l.cpuinfo())),
 	}, nil
 }
@@ -385,6 +394,33 @@ func (l *Linux) deviceTreeString(prop string) string {
 	return ""
 }
 
+// deviceTreeRevision reads the board revision code the firmware puts in
+// system/linux,revision: one 32-bit big-endian cell. Kernels that do not
+// print Revision in /proc/cpuinfo (arm64) or print zeros (Debian's 32-bit
+// ones) still have it when the firmware booted them. "" when absent.
+func (l *Linux) deviceTreeRevision() string {
+	for _, dir := range []string{"proc/device-tree", "sys/firmware/devicetree/base"} {
+		b, err := fs.ReadFile(l.root, path.Join(dir, "system/linux,revision"))
+		if err != nil || len(b) != 4 {
+			continue
+		}
+		if v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]); v != 0 {
+			return fmt.Sprintf("%04x", v) // as the Pi kernel prints it in cpuinfo
+		}
+	}
+	return ""
+}
+
+// knownID is a serial number or revision code, or "" when it is all zeros:
+// kernels that do not know the board (Debian's 32-bit ones, an emulator)
+// print 0000 and 0000000000000000, which identify nothing.
+func knownID(s string) string {
+	if strings.Trim(s, "0") == "" {
+		return ""
+	}
+	return s
+}
+
 func (l *Linux) osRelease() map[string]string {
 	for _, p := range []string{"etc/os-release", "usr/lib/os-release"} {
 		if b, err := fs.ReadFile(l.root, p); err == nil {
@@ -434,8 +470,9 @@ func (l *Linux) temperature(ctx context.Context) (*float64, string) {
 	return nil, ""
 }
 
-// discover finds the optional sources: the firmware throttle nodes and the
-// hwmon temperature inputs (each with its source name, read once).
+// discover finds the optional sources: the firmware throttle nodes, the
+// rpi_volt under-voltage alarm and the hwmon temperature inputs (each with
+// its source name, read once).
 func (l *Linux) discover() {
 	l.throttles, _ = fs.Glob(l.root, "sys/devices/platform/soc*/*firmware/get_throttled")
 	slices.Sort(l.throttles)
@@ -444,6 +481,11 @@ func (l *Linux) discover() {
 		name, ok := l.readTrim(path.Join(dir, "name"))
 		if !ok || name == "" {
 			name = h
+		}
+		if alarm := path.Join(dir, "in0_lcrit_alarm"); name == "rpi_volt" && l.rpiVolt == "" {
+			if _, err := fs.Stat(l.root, alarm); err == nil {
+				l.rpiVolt = alarm
+			}
 		}
 		for _, in := range l.globNames(dir, "temp*_input") {
 			l.hwmon = append(l.hwmon, hwmonIn{path.Join(dir, in), "hwmon:" + name + "/" + strings.TrimSuffix(in, "_input")})
@@ -464,9 +506,12 @@ func (l *Linux) vcgencmd(ctx context.Context, args ...string) ([]byte, error) {
 	return out, err
 }
 
-// throttle tries the firmware sysfs node, then vcgencmd. The node lives
-// under soc/soc:firmware on Pi 1-4 and soc@107c000000/soc@107c000000:firmware
-// on Pi 5, hence the glob.
+// throttle tries every source a kernel may offer, the complete ones first:
+// the firmware's get_throttled node (under soc/soc:firmware on Pi 1-4 and
+// soc@107c000000/soc@107c000000:firmware on Pi 5, hence the glob), then
+// vcgencmd, then the rpi_volt hwmon alarm, which Debian's 32-bit Pi kernel
+// has without the node and which tells under-voltage now and nothing else.
+// nil means no source: the state is unknown.
 func (l *Linux) throttle(ctx context.Context) *Throttle {
 	l.find.Do(l.discover)
 	for _, p := range l.throttles {
@@ -475,13 +520,23 @@ func (l *Linux) throttle(ctx context.Context) *Throttle {
 			continue
 		}
 		if t, err := ParseThrottled(s); err == nil {
-			t.Source = "sysfs"
+			t.Source = ThrottleFirmware
 			return &t
 		}
 	}
 	if out, err := l.vcgencmd(ctx, "get_throttled"); err == nil {
 		if t, err := ParseThrottled(string(out)); err == nil {
-			t.Source = "vcgencmd"
+			t.Source = ThrottleVcgencmd
+			return &t
+		}
+	}
+	if l.rpiVolt != "" {
+		if s, ok := l.readTrim(l.rpiVolt); ok && (s == "0" || s == "1") {
+			t := ThrottleFromRaw(0)
+			if s == "1" {
+				t = ThrottleFromRaw(1)
+			}
+			t.Source, t.UnderVoltageOnly = ThrottleRpiVolt, true
 			return &t
 		}
 	}

@@ -173,7 +173,7 @@ func fixtureCases() []fixtureCase {
 				SwapTotalBytes: 102396 * kB, SwapUsedBytes: 0,
 				DiskTotalBytes: 29 * gib, DiskUsedBytes: 8 * gib,
 				TemperatureCelsius: f64(47.236), TemperatureSource: "thermal_zone0",
-				Throttle:      &Throttle{Source: "sysfs"},
+				Throttle:      &Throttle{Source: ThrottleFirmware},
 				UptimeSeconds: 93102,
 			},
 			hw: Hardware{
@@ -184,7 +184,7 @@ func fixtureCases() []fixtureCase {
 				// the UVC webcam's two nodes (capture, metadata) are one camera;
 				// unicam, codec and ISP nodes and the dw9807 lens are not cameras.
 				Cameras: []string{"HD Pro Webcam C920", "imx708"},
-				Thermal: true, Throttle: true, IsRaspberryPi: true,
+				Thermal: true, Throttle: true, ThrottleSource: ThrottleFirmware, IsRaspberryPi: true,
 			},
 		},
 		{
@@ -201,7 +201,7 @@ func fixtureCases() []fixtureCase {
 				DiskTotalBytes: 58 * gib, DiskUsedBytes: 18 * gib,
 				TemperatureCelsius: f64(58.65), TemperatureSource: "thermal_zone0",
 				Throttle: &Throttle{Raw: 0x50005, UnderVoltage: true, Throttled: true,
-					UnderVoltageOccurred: true, ThrottledOccurred: true, Source: "sysfs"},
+					UnderVoltageOccurred: true, ThrottledOccurred: true, Source: ThrottleFirmware},
 				UptimeSeconds: 29401,
 			},
 			hw: Hardware{
@@ -211,7 +211,7 @@ func fixtureCases() []fixtureCase {
 				I2CBuses:       []int{1, 6, 11, 12},
 				PWMChips:       []string{"pwmchip0", "pwmchip1"},
 				Cameras:        []string{"imx708"},
-				Thermal:        true, Throttle: true, IsRaspberryPi: true,
+				Thermal:        true, Throttle: true, ThrottleSource: ThrottleFirmware, IsRaspberryPi: true,
 			},
 		},
 		{
@@ -227,7 +227,7 @@ func fixtureCases() []fixtureCase {
 				SwapTotalBytes: 102396 * kB, SwapUsedBytes: 20480 * kB,
 				DiskTotalBytes: 14 * gib, DiskUsedBytes: 3 * gib,
 				TemperatureCelsius: f64(41.856), TemperatureSource: "thermal_zone0",
-				Throttle:      &Throttle{Raw: 0x50000, UnderVoltageOccurred: true, ThrottledOccurred: true, Source: "sysfs"},
+				Throttle:      &Throttle{Raw: 0x50000, UnderVoltageOccurred: true, ThrottledOccurred: true, Source: ThrottleFirmware},
 				UptimeSeconds: 16402,
 			},
 			hw: Hardware{
@@ -236,8 +236,78 @@ func fixtureCases() []fixtureCase {
 				I2CBuses:       []int{1, 2},
 				PWMChips:       []string{},
 				Cameras:        []string{},
-				Thermal:        true, Throttle: true, IsRaspberryPi: true,
+				Thermal:        true, Throttle: true, ThrottleSource: ThrottleFirmware, IsRaspberryPi: true,
 			},
+		},
+		// The emulated boards of make test-pi (QEMU raspi0, raspi3b, raspi4b)
+		// with Debian's kernels and a busybox initramfs: no os-release, no
+		// get_throttled node, no vcgencmd, no serial-number in the device
+		// tree, and the 32-bit kernel's cpuinfo prints zeros for the board.
+		{
+			board: "raspi0", arch: "armv6l", total: 1 * gib, free: 1 * gib,
+			basic: Basic{
+				Hostname: "(none)", Model: "Raspberry Pi Zero", CPUArch: "armv6l", CPUCores: 1,
+				MemoryTotalBytes: 441188 * kB, KernelVersion: "6.1.0-31-rpi", UptimeSeconds: 9,
+			},
+			health: Health{
+				Time: t0, MemoryTotalBytes: 441188 * kB, MemoryUsedBytes: (441188 - 400212) * kB, MemoryAvailableBytes: 400212 * kB,
+				DiskTotalBytes: 1 * gib, TemperatureCelsius: f64(25), TemperatureSource: "thermal_zone0",
+				// the armel kernel's raspberrypi-hwmon: under-voltage now, nothing else
+				Throttle:      &Throttle{Source: ThrottleRpiVolt, UnderVoltageOnly: true},
+				UptimeSeconds: 9,
+			},
+			hw: Hardware{
+				GPIOChips:      []string{"gpiochip0"},
+				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2835"},
+				I2CBuses:       []int{0, 1, 2},
+				PWMChips:       []string{},
+				Cameras:        []string{},
+				Thermal:        true, Throttle: true, ThrottleSource: ThrottleRpiVolt, IsRaspberryPi: true,
+			},
+			execCalls: []string{"vcgencmd get_throttled"},
+		},
+		{
+			board: "raspi3b", arch: "aarch64", total: 1 * gib, free: 1 * gib,
+			basic: Basic{
+				Hostname: "(none)", Model: "Raspberry Pi 3 Model B", CPUArch: "aarch64", CPUCores: 4,
+				MemoryTotalBytes: 944036 * kB, KernelVersion: "6.1.0-31-arm64", UptimeSeconds: 17,
+			},
+			health: Health{
+				Time: t0, Load1: 0.31, Load5: 0.07, Load15: 0.02,
+				MemoryTotalBytes: 944036 * kB, MemoryUsedBytes: (944036 - 871544) * kB, MemoryAvailableBytes: 871544 * kB,
+				DiskTotalBytes: 1 * gib, TemperatureCelsius: f64(25), TemperatureSource: "thermal_zone0",
+				UptimeSeconds: 17,
+			},
+			hw: Hardware{
+				GPIOChips:      []string{"gpiochip0"},
+				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2835"},
+				I2CBuses:       []int{0, 1, 2},
+				PWMChips:       []string{},
+				Cameras:        []string{},
+				Thermal:        true, Throttle: false, ThrottleSource: ThrottleNone, IsRaspberryPi: true,
+			},
+			execCalls: []string{"vcgencmd get_throttled"},
+		},
+		{
+			board: "raspi4b-qemu", arch: "aarch64", total: 1 * gib, free: 1 * gib,
+			basic: Basic{
+				Hostname: "(none)", Model: "Raspberry Pi 4 Model B", CPUArch: "aarch64", CPUCores: 4,
+				MemoryTotalBytes: 1935472 * kB, KernelVersion: "6.1.0-31-arm64", UptimeSeconds: 21,
+			},
+			health: Health{
+				Time: t0, Load1: 0.42, Load5: 0.10, Load15: 0.03,
+				MemoryTotalBytes: 1935472 * kB, MemoryUsedBytes: (1935472 - 1858612) * kB, MemoryAvailableBytes: 1858612 * kB,
+				DiskTotalBytes: 1 * gib, UptimeSeconds: 21,
+			},
+			hw: Hardware{
+				GPIOChips:      []string{"gpiochip0"},
+				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2711"},
+				I2CBuses:       []int{0, 1},
+				PWMChips:       []string{},
+				Cameras:        []string{},
+				Thermal:        false, Throttle: false, ThrottleSource: ThrottleNone, IsRaspberryPi: true,
+			},
+			execCalls: []string{"vcgencmd measure_temp"},
 		},
 		{
 			board: "nosensors", arch: "x86_64", total: 80 * gib, free: 50 * gib,
@@ -259,7 +329,7 @@ func fixtureCases() []fixtureCase {
 				I2CBuses:       []int{0}, // from sys/bus/i2c: i2c-dev is not loaded
 				PWMChips:       []string{},
 				Cameras:        []string{},
-				Thermal:        true, Throttle: false, IsRaspberryPi: false,
+				Thermal:        true, Throttle: false, ThrottleSource: ThrottleNone, IsRaspberryPi: false,
 			},
 			// vcgencmd is looked for once: not found for the temperature,
 			// it is not tried again for the throttle state.
@@ -423,6 +493,12 @@ func noThermalZone(m fstest.MapFS) { removeTree(m, "sys/class/thermal") }
 
 func noSysfsThrottle(m fstest.MapFS) { removeTree(m, "sys/devices/platform/soc") }
 
+// noThrottleSource leaves neither the firmware node nor the rpi_volt alarm.
+func noThrottleSource(m fstest.MapFS) {
+	noSysfsThrottle(m)
+	removeTree(m, "sys/class/hwmon/hwmon1")
+}
+
 func TestThrottleChain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -431,7 +507,7 @@ func TestThrottleChain(t *testing.T) {
 		want *Throttle
 	}{
 		{"sysfs wins over vcgencmd", func(fstest.MapFS) {}, map[string]string{"vcgencmd get_throttled": "throttled=0x50005\n"},
-			&Throttle{Source: "sysfs"}},
+			&Throttle{Source: ThrottleFirmware}},
 		{"vcgencmd when sysfs is absent", noSysfsThrottle, map[string]string{"vcgencmd get_throttled": "throttled=0x50005\n"},
 			&Throttle{Raw: 0x50005, UnderVoltage: true, Throttled: true, UnderVoltageOccurred: true, ThrottledOccurred: true, Source: "vcgencmd"}},
 		{"vcgencmd when sysfs is garbage", func(m fstest.MapFS) {
@@ -440,10 +516,26 @@ func TestThrottleChain(t *testing.T) {
 		{"Pi 5 node under soc@107c000000", func(m fstest.MapFS) {
 			noSysfsThrottle(m)
 			m["sys/devices/platform/soc@107c000000/soc@107c000000:firmware/get_throttled"] = &fstest.MapFile{Data: []byte("80008\n")}
-		}, nil, &Throttle{Raw: 0x80008, SoftTempLimit: true, SoftTempLimitOccurred: true, Source: "sysfs"}},
-		{"missing vcgencmd is absent, not an error", noSysfsThrottle, nil, nil},
-		{"failing vcgencmd is absent", noSysfsThrottle, map[string]string{"vcgencmd get_throttled": "exit 1"}, nil},
-		{"garbage from vcgencmd is absent", noSysfsThrottle, map[string]string{"vcgencmd get_throttled": "VCHI initialization failed\n"}, nil},
+		}, nil, &Throttle{Raw: 0x80008, SoftTempLimit: true, SoftTempLimitOccurred: true, Source: ThrottleFirmware}},
+		{"missing vcgencmd is absent, not an error", noThrottleSource, nil, nil},
+		{"failing vcgencmd is absent", noThrottleSource, map[string]string{"vcgencmd get_throttled": "exit 1"}, nil},
+		{"garbage from vcgencmd is absent", noThrottleSource, map[string]string{"vcgencmd get_throttled": "VCHI initialization failed\n"}, nil},
+		{"vcgencmd wins over rpi_volt", noSysfsThrottle, map[string]string{"vcgencmd get_throttled": "throttled=0x0\n"}, &Throttle{Source: ThrottleVcgencmd}},
+		{"rpi_volt alarm when nothing else: under-voltage only", noSysfsThrottle, nil,
+			&Throttle{Source: ThrottleRpiVolt, UnderVoltageOnly: true}},
+		{"rpi_volt alarm raised is under-voltage now", func(m fstest.MapFS) {
+			noSysfsThrottle(m)
+			m["sys/class/hwmon/hwmon1/in0_lcrit_alarm"] = &fstest.MapFile{Data: []byte("1\n")}
+		}, nil, &Throttle{Raw: 1, UnderVoltage: true, Source: ThrottleRpiVolt, UnderVoltageOnly: true}},
+		{"garbage from rpi_volt is absent", func(m fstest.MapFS) {
+			noSysfsThrottle(m)
+			m["sys/class/hwmon/hwmon1/in0_lcrit_alarm"] = &fstest.MapFile{Data: []byte("N/A\n")}
+		}, nil, nil},
+		{"another hwmon's alarm is not rpi_volt", func(m fstest.MapFS) {
+			noThrottleSource(m)
+			m["sys/class/hwmon/hwmon1/name"] = &fstest.MapFile{Data: []byte("ina219\n")}
+			m["sys/class/hwmon/hwmon1/in0_lcrit_alarm"] = &fstest.MapFile{Data: []byte("1\n")}
+		}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mapFixture(t, "pi4")
@@ -454,8 +546,12 @@ func TestThrottleChain(t *testing.T) {
 				t.Errorf("Throttle = %+v, want %+v", h.Throttle, tc.want)
 			}
 			hw, err := newFixture(m, "aarch64", 1, 0, &fakeClock{t: t0}, ex).Hardware(t.Context())
-			if err != nil || hw.Throttle != (tc.want != nil) {
-				t.Errorf("Hardware.Throttle = %v, %v; want %v", hw.Throttle, err, tc.want != nil)
+			wantSrc := ThrottleNone
+			if tc.want != nil {
+				wantSrc = tc.want.Source
+			}
+			if err != nil || hw.Throttle != (tc.want != nil) || hw.ThrottleSource != wantSrc {
+				t.Errorf("Hardware.Throttle = %v from %q, %v; want %v from %q", hw.Throttle, hw.ThrottleSource, err, tc.want != nil, wantSrc)
 			}
 		})
 	}
@@ -512,6 +608,41 @@ func TestBasicFallbacks(t *testing.T) {
 		b := basic(t, "pi5", func(m fstest.MapFS) { setCPUInfo(m, "Serial") }, arm)
 		if b.Serial != "4f3a9c21b7e8d605" || b.Revision != "d04170" {
 			t.Errorf("Serial %q Revision %q", b.Serial, b.Revision)
+		}
+	})
+	// Debian's 32-bit kernels print zeros for the board (recorded on QEMU's
+	// raspi0): zeros are unknown, and the device tree the firmware fills in
+	// answers when it has the values.
+	t.Run("all-zero serial and revision are unknown", func(t *testing.T) {
+		b := basic(t, "raspi0", func(fstest.MapFS) {}, arm)
+		if b.Serial != "" || b.Revision != "" {
+			t.Errorf("Serial %q Revision %q, want both unknown", b.Serial, b.Revision)
+		}
+	})
+	t.Run("zeros give way to the device tree's serial and revision", func(t *testing.T) {
+		b := basic(t, "raspi0", func(m fstest.MapFS) {
+			m["proc/device-tree/serial-number"] = &fstest.MapFile{Data: []byte("00000000c0ffee42\x00")}
+			m["proc/device-tree/system/linux,revision"] = &fstest.MapFile{Data: []byte{0x00, 0x90, 0x00, 0x93}}
+		}, arm)
+		if b.Serial != "00000000c0ffee42" || b.Revision != "900093" {
+			t.Errorf("Serial %q Revision %q", b.Serial, b.Revision)
+		}
+	})
+	t.Run("arm64 cpuinfo has no revision: the device tree's, else unknown", func(t *testing.T) {
+		b := basic(t, "raspi3b", func(m fstest.MapFS) {
+			m["sys/firmware/devicetree/base/system/linux,revision"] = &fstest.MapFile{Data: []byte{0x00, 0xa0, 0x20, 0x82}}
+		}, arm)
+		if b.Revision != "a02082" || b.Serial != "" {
+			t.Errorf("Serial %q Revision %q", b.Serial, b.Revision)
+		}
+		for name, val := range map[string][]byte{"zero": {0, 0, 0, 0}, "short": {0xa0, 0x20, 0x82}} {
+			b := basic(t, "raspi3b", func(m fstest.MapFS) {
+				m["proc/device-tree/system/linux,revision"] = &fstest.MapFile{Data: val}
+				m["proc/device-tree/serial-number"] = &fstest.MapFile{Data: []byte("0000000000000000\x00")}
+			}, arm)
+			if b.Revision != "" || b.Serial != "" {
+				t.Errorf("%s: Serial %q Revision %q, want unknown", name, b.Serial, b.Revision)
+			}
 		}
 	})
 	t.Run("cores from cpu/online without cpuinfo", func(t *testing.T) {

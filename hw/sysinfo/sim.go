@@ -132,6 +132,7 @@ func (s *Sim) Hardware(ctx context.Context) (Hardware, error) {
 		Cameras:        []string{"imx708"},
 		Thermal:        true,
 		Throttle:       true,
+		ThrottleSource: "sim",
 		IsRaspberryPi:  isRaspberryPi(s.model),
 	}, nil
 }

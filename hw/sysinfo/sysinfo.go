@@ -31,17 +31,30 @@ type Basic struct {
 	OSVersion        string // os-release VERSION or VERSION_ID, e.g. "12 (bookworm)"
 	KernelVersion    string // /proc/sys/kernel/osrelease
 	UptimeSeconds    uint64
-	Serial           string // cpuinfo Serial or device-tree serial-number; "" if absent
-	Revision         string // cpuinfo Revision (Pi board revision code), "" if absent
+	Serial           string // cpuinfo Serial or device-tree serial-number; "" if absent or all zeros (unknown)
+	Revision         string // cpuinfo Revision or device-tree system/linux,revision (Pi board revision code); "" if absent or all zeros (unknown)
 }
 
-// Throttle is the decoded firmware get_throttled bit field.
+// Throttle is the firmware's throttling state: the get_throttled bit field,
+// or as much of it as the kernel's source tells.
 type Throttle struct {
-	Raw                                                                                uint32 // the get_throttled bit field
+	Raw                                                                                uint32 // the get_throttled bit field (for hwmon rpi_volt: bit 0 only)
 	UnderVoltage, FreqCapped, Throttled, SoftTempLimit                                 bool   // bits 0,1,2,3: now
 	UnderVoltageOccurred, FreqCappedOccurred, ThrottledOccurred, SoftTempLimitOccurred bool   // bits 16,17,18,19: since boot
-	Source                                                                             string // "sysfs", "vcgencmd" or "sim"
+	Source                                                                             string // ThrottleFirmware, ThrottleVcgencmd, ThrottleRpiVolt or "sim"
+	// UnderVoltageOnly says only UnderVoltage is known: the hwmon rpi_volt
+	// alarm tells under-voltage now, nothing about capping, throttling or
+	// what happened since boot, so the other flags mean "unknown", not false.
+	UnderVoltageOnly bool
 }
+
+// Where throttling comes from, best first. With none, the state is unknown.
+const (
+	ThrottleFirmware = "firmware"       // the firmware's get_throttled node in sysfs (Raspberry Pi kernels)
+	ThrottleVcgencmd = "vcgencmd"       // vcgencmd get_throttled (Raspberry Pi OS)
+	ThrottleRpiVolt  = "hwmon rpi_volt" // in0_lcrit_alarm of the raspberrypi-hwmon driver: under-voltage now only
+	ThrottleNone     = "none"
+)
 
 // ThrottleFromRaw decodes a get_throttled value; Source is left empty
 // because only the caller knows where the value came from.
@@ -73,7 +86,7 @@ type Health struct {
 	DiskTotalBytes, DiskUsedBytes uint64    // statfs of "/" like df: total=blocks*bsize, used=(blocks-bfree)*bsize
 	TemperatureCelsius            *float64  // nil when no source
 	TemperatureSource             string    // "thermal_zone0", "vcgencmd", "hwmon:<name>/temp1", "sim", "" if none
-	Throttle                      *Throttle // nil when neither sysfs nor vcgencmd gives it: absent is NOT an error
+	Throttle                      *Throttle // nil when no source gives it (unknown, not "not throttled"): absent is NOT an error
 	UptimeSeconds                 uint64
 }
 
@@ -90,6 +103,7 @@ type Hardware struct {
 	Cameras        []string // sensors and USB cameras found under sys/class/video4linux, sorted; may be empty
 	Thermal        bool     // a temperature source exists
 	Throttle       bool     // a throttle source exists
+	ThrottleSource string   // which: ThrottleFirmware, ThrottleVcgencmd, ThrottleRpiVolt, "sim", or ThrottleNone
 	IsRaspberryPi  bool     // model starts with "Raspberry Pi"
 }
 
