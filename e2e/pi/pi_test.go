@@ -298,6 +298,13 @@ func TestBoard(t *testing.T) {
 	})
 
 	t.Run("i2c against QEMU's TMP105", func(t *testing.T) {
+		if b.name == "raspi4b" {
+			// Measured: with QEMU 10.0.2's raspi4b and Debian's 6.1
+			// arm64 kernel every i2c-bcm2835 transfer on fe804000
+			// times out (the controller's interrupt never arrives), so
+			// the bus shows no devices. raspi0 and raspi3b cover I2C.
+			t.Skip("QEMU 10.0.2 raspi4b: i2c-bcm2835 transfers time out under Debian's 6.1 kernel")
+		}
 		_, m := r.call(t, "i2c_scan_bus", map[string]any{"bus": 1})
 		if fmt.Sprint(m["addresses"]) != "[72]" {
 			t.Fatalf("scan of bus 1: want the TMP105 at 0x48 only: %v", m)
