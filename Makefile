@@ -114,16 +114,18 @@ test-vm:
 
 # Emulated Raspberry Pis: QEMU's raspi0 (armv6 binaries), raspi3b and raspi4b
 # (arm64) boot Debian's own Pi kernels and device trees (pinned, checksummed,
-# cached in .cache/pi) one at a time; e2e/pi runs the helper and agent on the
+# cached in .cache/pi) one at a time; e2e/pi unpacks the board's .deb (make
+# deb: armhf, built for armv6, or arm64) and runs its helper and agent on the
 # real board backend and checks GPIO writes in QEMU's GPIO registers. No root,
 # no KVM, no network for the guest. PI_BOARDS picks boards. docs/test-pi.md.
 PISHARE := $(CURDIR)/.cache/pishare
 PI_BOARDS ?= raspi0,raspi3b,raspi4b
 test-pi:
 	rm -rf $(PISHARE) && mkdir -p $(PISHARE)/armv6 $(PISHARE)/arm64
-	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -o $(PISHARE)/armv6/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
+	$(MAKE) --no-print-directory deb DEB_ARCHES='armhf arm64' VERSION='$(VERSION)'
+	cp dist/raspi-mcp_$(VERSION)_armhf.deb $(PISHARE)/armv6/raspi-mcp.deb
+	cp dist/raspi-mcp_$(VERSION)_arm64.deb $(PISHARE)/arm64/raspi-mcp.deb
 	GOOS=linux GOARCH=arm GOARM=6 $(GO) test -c -trimpath -o $(PISHARE)/armv6/pi.test ./e2e/pi
-	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -o $(PISHARE)/arm64/ ./cmd/raspi-mcp ./cmd/raspi-mcp-helper
 	GOOS=linux GOARCH=arm64 $(GO) test -c -trimpath -o $(PISHARE)/arm64/pi.test ./e2e/pi
 	$(GO) run ./vmtest/cmd/vmtest pi run --boards $(PI_BOARDS) --bin $(PISHARE)
 

@@ -1,8 +1,9 @@
 // Package pi is the emulated Raspberry Pi test. `make test-pi` builds this
 // test binary and the two daemons for the board's architecture, boots QEMU's
 // raspi0/raspi3b/raspi4b with Debian's own Pi kernel and device tree (see
-// vmtest.PiBoards) and runs it there as /init's child, as root: the helper as
-// root, the agent as user raspi-mcp on the real board backend, driven over
+// vmtest.PiBoards) and runs it there as /init's child, as root: it unpacks
+// the board's .deb, then runs the helper as root and the agent as user
+// raspi-mcp on the real board backend, driven over
 // `raspi-mcp stdio`. GPIO effects are checked in QEMU's GPIO registers: the
 // test prints "PI-XP? ADDR" on the serial console and the host answers with
 // the word the monitor's `xp` reads there, so the verdict is what the silicon
@@ -106,6 +107,9 @@ func (b board) level(t *testing.T, pin int) uint32 {
 
 const hangGuard = 3 * time.Minute
 
+// pkg is the board's raspi-mcp .deb, when make test-pi put one in /share.
+const pkg = "/share/raspi-mcp.deb"
+
 // outputs are the allowlisted output pins; 4 is an allowlisted input (its
 // mainline line name is GPIO_GCLK, not GPIO4).
 var outputs = []int{17, 27, 22}
@@ -130,6 +134,13 @@ func run(t *testing.T, name string, args ...string) string {
 func start(t *testing.T) *rig {
 	t.Helper()
 	r := &rig{dir: "/run/raspi-mcp-pi", bin: "/share"}
+	// The package as built by make deb, unpacked where dpkg puts it. Its
+	// maintainer scripts need systemd (sysusers, units), which this guest
+	// has not: they do not run, and the test makes the user itself.
+	if _, err := os.Stat(pkg); err == nil {
+		run(t, "dpkg-deb", "-x", pkg, "/")
+		r.bin = "/usr/bin"
+	}
 	const uid, gid = 999, 999
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -208,6 +219,20 @@ func (r *rig) call(t *testing.T, name string, args map[string]any) (bool, map[st
 func TestBoard(t *testing.T) {
 	b := guest(t)
 	r := start(t)
+
+	t.Run("installed from the package", func(t *testing.T) {
+		if r.bin != "/usr/bin" {
+			t.Skip("no " + pkg + ": the binaries run from /share")
+		}
+		for _, f := range []string{"/usr/bin/raspi-mcp", "/usr/bin/raspi-mcp-helper", "/usr/lib/raspi-mcp/raspi-mcp-stdio", "/etc/raspi-mcp/config.toml"} {
+			if _, err := os.Stat(f); err != nil {
+				t.Error(err)
+			}
+		}
+		t.Logf("%s", run(t, "/usr/bin/raspi-mcp", "version"))
+		// The packaged default configuration is valid on this board.
+		t.Logf("%s", run(t, "/usr/bin/raspi-mcp", "config", "check", "/etc/raspi-mcp/config.toml"))
+	})
 
 	t.Run("identity", func(t *testing.T) {
 		want := models[b.name]

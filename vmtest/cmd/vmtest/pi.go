@@ -17,8 +17,9 @@ const piUsage = `usage:
   vmtest pi pins [--cache DIR]             what the mirror has now for each pin
   vmtest pi run [--cache DIR] [--boards raspi0,raspi3b,raspi4b] --bin DIR [--timeout 10m] [-v]
                 [-- GUEST-TEST-ARGS...]
-      DIR/armv6 and DIR/arm64 each hold raspi-mcp, raspi-mcp-helper and pi.test
-      (a test binary); each board gets those of its architecture.
+      DIR/armv6 and DIR/arm64 each hold pi.test (a test binary) and what it needs
+      (make test-pi: raspi-mcp.deb); each board gets the files of its architecture
+      in /share and runs ./pi.test there.
 `
 
 // piCmd is `vmtest pi`: the emulated Raspberry Pis of make test-pi.
@@ -73,9 +74,18 @@ func piCmd(ctx context.Context, args []string) (int, error) {
 			return 2, err
 		}
 		dir := filepath.Join(*bin, b.GoArch)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return 2, err
+		}
 		files := map[string]string{}
-		for _, f := range []string{"raspi-mcp", "raspi-mcp-helper", "pi.test"} {
-			files[f] = filepath.Join(dir, f)
+		for _, e := range ents {
+			if e.Type().IsRegular() {
+				files[e.Name()] = filepath.Join(dir, e.Name())
+			}
+		}
+		if files["pi.test"] == "" {
+			return 2, fmt.Errorf("pi run: no pi.test in %s", dir)
 		}
 		command := "./pi.test -test.v -test.count=1"
 		for _, a := range fs.Args() {
