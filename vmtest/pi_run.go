@@ -92,7 +92,7 @@ func (c *PiCache) RunPi(ctx context.Context, b PiBoard, opts PiRunOptions) (*PiR
 		if !errors.Is(err, errStalled) || ctx.Err() != nil {
 			break
 		}
-		fmt.Fprintf(c.Log, "vmtest: %s: %v; booting once more\n", b.Name, err)
+		fmt.Fprintf(c.Log, "vmtest: %v; booting once more\n", err)
 	}
 	return res, err
 }
@@ -237,6 +237,7 @@ func (c *PiCache) attempt(ctx context.Context, b PiBoard, bf boardFiles, initrd,
 				limit = opts.Stall
 			}
 			if silent > limit {
+				c.logCPU(qmp, b.Name)
 				why = fmt.Errorf("%w: no console output for %s (%s)", errStalled, silent.Round(time.Second), map[bool]string{false: "booting", true: "after init"}[booted])
 			}
 		}
@@ -271,21 +272,55 @@ func (c *PiCache) attempt(ctx context.Context, b PiBoard, bf boardFiles, initrd,
 	return fmt.Errorf("%s: %w", b.Name, why)
 }
 
+// logCPU records, for a stalled guest, where its CPU is, twice a second
+// apart: a program counter that moves is a guest busy or waiting in a loop,
+// one that stays is a guest stuck (or an emulator that stopped).
+func (c *PiCache) logCPU(q *qmpConn, board string) {
+	for i := 0; i < 2; i++ {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		raw, err := q.execute("human-monitor-command", map[string]string{"command-line": "info registers"})
+		var out string
+		if err == nil {
+			err = json.Unmarshal(raw, &out)
+		}
+		if err != nil {
+			fmt.Fprintf(c.Log, "vmtest: %s stalled; no registers: %v\n", board, err)
+			return
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "PC") || strings.Contains(l, "R12=") || strings.Contains(l, "PSR") {
+				fmt.Fprintf(c.Log, "vmtest: %s stalled: %s\n", board, strings.TrimSpace(l))
+			}
+		}
+	}
+}
+
 // qmpConn is a lazily opened QMP connection for the monitor's xp command:
 // the register values the silicon model holds, not what the guest says.
 type qmpConn struct {
+	mu   sync.Mutex // the console goroutine and the stall report share it
 	sock string
 	conn net.Conn
 	dec  *json.Decoder
 }
 
 func (q *qmpConn) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.conn != nil {
 		q.conn.Close()
 	}
 }
 
 func (q *qmpConn) execute(cmd string, args any) (json.RawMessage, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.executeLocked(cmd, args)
+}
+
+func (q *qmpConn) executeLocked(cmd string, args any) (json.RawMessage, error) {
 	if q.conn == nil {
 		conn, err := net.DialTimeout("unix", q.sock, 5*time.Second)
 		if err != nil {
@@ -299,7 +334,7 @@ func (q *qmpConn) execute(cmd string, args any) (json.RawMessage, error) {
 			q.conn = nil
 			return nil, fmt.Errorf("QMP greeting: %w", err)
 		}
-		if _, err := q.execute("qmp_capabilities", nil); err != nil {
+		if _, err := q.executeLocked("qmp_capabilities", nil); err != nil {
 			return nil, err
 		}
 	}
