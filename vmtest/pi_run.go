@@ -33,7 +33,7 @@ type PiRunOptions struct {
 	Timeout time.Duration
 	// BootStall and Stall are how long the console may stay silent before
 	// the attempt is called stalled, before and after init started; 0 means
-	// 90 s and 3 minutes. A stalled attempt is killed and booted once more.
+	// 90 s and 2 minutes. A stalled attempt is killed and booted once more.
 	BootStall, Stall time.Duration
 	Console          io.Writer // the serial console as it is written; nil discards
 }
@@ -68,7 +68,7 @@ func (c *PiCache) RunPi(ctx context.Context, b PiBoard, opts PiRunOptions) (*PiR
 		opts.BootStall = 90 * time.Second
 	}
 	if opts.Stall <= 0 {
-		opts.Stall = 3 * time.Minute
+		opts.Stall = 2 * time.Minute
 	}
 	if opts.Console == nil {
 		opts.Console = io.Discard
