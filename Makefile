@@ -38,7 +38,7 @@ MCPB_CLI_VERSION := 2.1.2
 # o200k tokens of the tool listing (make bench-footprint, TestToolListingSize).
 TOKENIZER_VERSION := 4.0.0
 
-.PHONY: laptop vet-windows mcpb build install demo test test-conformance test-vm test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
+.PHONY: laptop vet-windows mcpb build install demo test test-conformance test-vm test-pi test-e2e test-arm vet fmt-check tools bench fuzz soak cross cross-darwin deb lint-deb apt-repo clean
 
 # raspi-mcp-stdio is the small bridge `raspi-mcp stdio` replaces itself with,
 # one per SSH session; raspi-mcp-exporter writes /metrics pages for the agent,
@@ -113,6 +113,23 @@ test-vm:
 	# A reboot asked through raspi-mcp, done by logind: the host sees the guest kernel restart.
 	$(GO) run ./vmtest/cmd/vmtest run --expect-reboot --share $(VMSHARE) --timeout 10m -- \
 		env RASPI_MCP_VM_GUEST=1 RASPI_MCP_VM_REBOOT=1 ./hw.test -test.run TestRebootHappens -test.v -test.count=1
+
+# Emulated Raspberry Pis: QEMU's raspi0 (armv6 binaries), raspi3b and raspi4b
+# (arm64) boot Debian's own Pi kernels and device trees (pinned, checksummed,
+# cached in .cache/pi) one at a time; e2e/pi unpacks the board's .deb (make
+# deb: armhf, built for armv6, or arm64) and runs its helper and agent on the
+# real board backend and checks GPIO writes in QEMU's GPIO registers. No root,
+# no KVM, no network for the guest. PI_BOARDS picks boards. docs/test-pi.md.
+PISHARE := $(CURDIR)/.cache/pishare
+PI_BOARDS ?= raspi0,raspi3b,raspi4b
+test-pi:
+	rm -rf $(PISHARE) && mkdir -p $(PISHARE)/armv6 $(PISHARE)/arm64
+	$(MAKE) --no-print-directory deb DEB_ARCHES='armhf arm64' VERSION='$(VERSION)'
+	cp dist/raspi-mcp_$(VERSION)_armhf.deb $(PISHARE)/armv6/raspi-mcp.deb
+	cp dist/raspi-mcp_$(VERSION)_arm64.deb $(PISHARE)/arm64/raspi-mcp.deb
+	GOOS=linux GOARCH=arm GOARM=6 $(GO) test -c -trimpath -o $(PISHARE)/armv6/pi.test ./e2e/pi
+	GOOS=linux GOARCH=arm64 $(GO) test -c -trimpath -o $(PISHARE)/arm64/pi.test ./e2e/pi
+	$(GO) run ./vmtest/cmd/vmtest pi run --boards $(PI_BOARDS) --bin $(PISHARE)
 
 # The install path of the README, for real: the amd64 package and a newer
 # build of it go into the Debian VM (systemd, sshd, gpio-sim) through an apt

@@ -18,27 +18,41 @@ import (
 // adding anything to the host's sources, which on a bookworm host would
 // otherwise offer trixie packages to every apt-get install.
 type privateApt struct {
-	dir string
-	log io.Writer
+	dir    string
+	log    io.Writer
+	arches []string // APT::Architectures; amd64 when empty
 }
 
 func newPrivateApt(dir, mirror, suite string, log io.Writer) (*privateApt, error) {
+	return newPrivateAptFor(dir, mirror, []string{suite}, nil, log)
+}
+
+// newPrivateAptFor is newPrivateApt for several suites of one mirror and
+// foreign architectures (the emulated Pis' armel and arm64 packages).
+func newPrivateAptFor(dir, mirror string, suites, arches []string, log io.Writer) (*privateApt, error) {
 	for _, d := range []string{"etc", "lists/partial", "cache/archives/partial"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	src := fmt.Sprintf("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n", mirror, suite)
-	if err := os.WriteFile(filepath.Join(dir, "etc/sources.list"), []byte(src), 0o644); err != nil {
+	var src strings.Builder
+	for _, suite := range suites {
+		fmt.Fprintf(&src, "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n", mirror, suite)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "etc/sources.list"), []byte(src.String()), 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "status"), nil, 0o644); err != nil {
 		return nil, err
 	}
-	return &privateApt{dir: dir, log: log}, nil
+	return &privateApt{dir: dir, log: log, arches: arches}, nil
 }
 
 func (a *privateApt) opts() []string {
+	arches := "amd64"
+	if len(a.arches) > 0 {
+		arches = strings.Join(a.arches, ",")
+	}
 	return []string{
 		"-o", "Dir::Etc::SourceList=" + filepath.Join(a.dir, "etc/sources.list"),
 		"-o", "Dir::Etc::SourceParts=/nonexistent",
@@ -47,7 +61,7 @@ func (a *privateApt) opts() []string {
 		"-o", "Dir::State::Status=" + filepath.Join(a.dir, "status"),
 		"-o", "Dir::Cache=" + filepath.Join(a.dir, "cache"),
 		"-o", "APT::Architecture=amd64",
-		"-o", "APT::Architectures=amd64",
+		"-o", "APT::Architectures=" + arches,
 		"-o", "APT::Sandbox::User=root",
 		"-o", "Debug::NoLocking=1",
 		"-q",

@@ -8,6 +8,7 @@
 //	vmtest image [--cache DIR] [--rebuild]
 //	vmtest run [flags] -- COMMAND ARGS...
 //	vmtest selftest [--cache DIR] [--accel auto|kvm|tcg]
+//	vmtest pi fetch|pins|run ...     emulated Raspberry Pis (make test-pi)
 //
 // run exits with the guest command's exit status, 124 when the time limit
 // ran out and 125 when the VM could not run the command.
@@ -42,6 +43,7 @@ const usage = `usage:
              [--accel auto|kvm|tcg] [--forward HOSTPORT:GUESTPORT]... [--console] [--keep] [-v]
              -- COMMAND ARGS...
   vmtest selftest [--cache DIR] [--accel auto|kvm|tcg] [--timeout 10m] [-v]
+  vmtest pi fetch|pins|run ...     emulated Raspberry Pis (make test-pi; vmtest pi for help)
 `
 
 func run(ctx context.Context, args []string) int {
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string) int {
 		code, err = runCmd(ctx, args[1:])
 	case "selftest":
 		err = selftestCmd(ctx, args[1:])
+	case "pi":
+		code, err = piCmd(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
