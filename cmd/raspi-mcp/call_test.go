@@ -53,10 +53,31 @@ func startCallSim(t *testing.T) callSim {
 		t.Fatal(err)
 	}
 	s := callSim{bin: bin, env: []string{"XDG_RUNTIME_DIR=" + run}}
-	var log syncLog
-	serve := exec.Command(bin, "serve", "--sim")
-	serve.Env = append(os.Environ(), s.env...)
-	serve.Stdout, serve.Stderr = &log, &log
+	log := startServe(t, bin, s.env)
+	// Ready when status says so, the documented check; the bound only
+	// keeps a broken build from hanging the test.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		st := exec.Command(bin, "status")
+		st.Env = append(os.Environ(), s.env...)
+		if st.Run() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("laptop mode not ready:\n%s", log.String())
+		}
+	}
+	return s
+}
+
+// startServe starts `BIN serve --sim ARGS` with env added, stops it with
+// SIGTERM when the test ends (showing its log if the test failed), and
+// returns its log; each caller waits for the readiness it needs.
+func startServe(t *testing.T, bin string, env []string, args ...string) *syncLog {
+	t.Helper()
+	log := &syncLog{}
+	serve := exec.Command(bin, append([]string{"serve", "--sim"}, args...)...)
+	serve.Env = append(os.Environ(), env...)
+	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,19 +88,7 @@ func startCallSim(t *testing.T) callSim {
 			t.Logf("agent log:\n%s", log.String())
 		}
 	})
-	// Ready when status says so, the documented check; the bound only
-	// keeps a broken build from hanging the test.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		st := exec.Command(bin, "status")
-		st.Env = serve.Env
-		if st.Run() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("laptop mode not ready:\n%s", log.String())
-		}
-	}
-	return s
+	return log
 }
 
 // syncLog is the agent's output, written by exec's copier while a test may read it.

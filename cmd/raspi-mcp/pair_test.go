@@ -6,12 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,19 +120,7 @@ func startTLSSim(t *testing.T) (dir, addr string) {
 	if err := os.WriteFile(conf, []byte("[http]\ntls = true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
-	cmd := exec.Command(bin, "serve", "--sim", "--dir", dir, "--config", conf, "--http", "127.0.0.1:0")
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", log.String())
-		}
-	})
+	log := startServe(t, bin, nil, "--dir", dir, "--config", conf, "--http", "127.0.0.1:0")
 	deadline := time.Now().Add(2 * time.Minute) // a hang guard, not a speed requirement
 	for {
 		if m := httpsURL.FindStringSubmatch(log.String()); m != nil {
@@ -236,24 +221,6 @@ func TestPairAgainstSimAgent(t *testing.T) {
 	if toks, _ := (&bearer.File{Path: filepath.Join(dir, "tokens.toml")}).List(); len(toks) != 1 {
 		t.Errorf("%d tokens after rotation, want 1", len(toks))
 	}
-}
-
-// syncBuffer is a log the agent's process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // With the agent down, the fingerprint is the certificate file's: the

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,26 +94,13 @@ func startSimAgent(t *testing.T) (bin, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {}) // the binaries' directory is removed with the OS's temp files
 	dir = t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(cfg, []byte("[metrics]\ndefault_interval = \"5s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--sim", "--dir", dir, "--config", cfg)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent log:\n%s", log.String())
-		}
-	})
-	deadline := time.Now().Add(2 * time.Minute) // a hang guard, not a speed requirement
+	startServe(t, bin, nil, "--dir", dir, "--config", cfg) // its log shows if the test fails
+	deadline := time.Now().Add(2 * time.Minute)            // a hang guard, not a speed requirement
 	for {
 		out, err := exec.Command(bin, "call", "--json", "--dir", dir, "metrics_list_sampling_jobs").Output()
 		var res struct {
