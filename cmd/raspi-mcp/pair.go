@@ -63,22 +63,9 @@ func runPair(args []string, stdout, stderr io.Writer, ansi bool, env pairEnv) er
 	default:
 		return fmt.Errorf("--role %q: a paired laptop uses MCP: want read, operate or admin", *role)
 	}
-	ttl, err := bearer.ParseTTL(*expires)
+	ttl, f, cfg, prof, err := newTokenArgs(tokens, *expires, *profile)
 	if err != nil {
 		return err
-	}
-	f, cfg, err := tokens()
-	if err != nil {
-		return err
-	}
-	prof := *profile
-	if prof == config.ProfileAll {
-		prof = ""
-	}
-	if prof != "" {
-		if err := cfg.CheckProfile(prof); err != nil {
-			return fmt.Errorf("--profile: %w", err)
-		}
 	}
 	if env.hostname == nil {
 		env.hostname = os.Hostname

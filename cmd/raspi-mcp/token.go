@@ -125,24 +125,9 @@ func tokenCreate(args []string, stdout, stderr io.Writer) error {
 	if *role == "" {
 		return c.wrongArgs("token create needs --role (read, operate, admin or metrics)")
 	}
-	ttl, err := bearer.ParseTTL(*expires)
+	ttl, f, _, prof, err := newTokenArgs(tokens, *expires, *profile)
 	if err != nil {
 		return err
-	}
-	f, cfg, err := tokens()
-	if err != nil {
-		return err
-	}
-	// The agent refuses every call of a token whose profile its config does
-	// not define: refuse to make one here, where the owner can fix it.
-	prof := *profile
-	if prof == config.ProfileAll {
-		prof = ""
-	}
-	if prof != "" {
-		if err := cfg.CheckProfile(prof); err != nil {
-			return fmt.Errorf("--profile: %w", err)
-		}
 	}
 	secret, tok, err := f.CreateProfile(pos[0], *role, prof, ttl, time.Now())
 	if err != nil {
@@ -255,4 +240,25 @@ func expiryUTC(t bearer.Token) string {
 		return "never"
 	}
 	return expiry(t) + " UTC"
+}
+
+// newTokenArgs reads what making a token needs (token create, pair): its
+// lifetime, the token file and the config in force, and its profile, ""
+// for all. The agent refuses every call of a token whose profile its
+// config does not define: refuse to make one here, where the owner can
+// fix it.
+func newTokenArgs(tokens func() (*bearer.File, config.Config, error), expires, profile string) (ttl time.Duration, f *bearer.File, cfg config.Config, prof string, err error) {
+	if ttl, err = bearer.ParseTTL(expires); err != nil {
+		return 0, nil, cfg, "", err
+	}
+	if f, cfg, err = tokens(); err != nil {
+		return 0, nil, cfg, "", err
+	}
+	if profile != "" && profile != config.ProfileAll {
+		if err := cfg.CheckProfile(profile); err != nil {
+			return 0, nil, cfg, "", fmt.Errorf("--profile: %w", err)
+		}
+		prof = profile
+	}
+	return ttl, f, cfg, prof, nil
 }
