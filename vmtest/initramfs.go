@@ -112,24 +112,31 @@ func (idx *moduleIndex) loadOrder(names []string) ([]string, error) {
 	return order, nil
 }
 
-// buildInitramfs writes a gzip'd newc cpio with busybox, the init script and
-// the modules above, decompressed because busybox insmod cannot read .ko.xz.
-func buildInitramfs(ctx context.Context, out, modDir, busybox string, initScript []byte) error {
+// moduleLoadOrder is the files to insmod, dependencies first, for mods
+// under modDir: those built into the kernel need nothing, a missing one
+// that is not optional is an error.
+func moduleLoadOrder(modDir string, mods []initramfsModule) ([]string, error) {
 	idx, err := readModuleIndex(modDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var want []string
-	for _, m := range initramfsModules() {
+	for _, m := range mods {
 		switch {
 		case idx.builtin[m.name]:
 		case idx.path[m.name] != "":
 			want = append(want, m.name)
 		case !m.optional:
-			return fmt.Errorf("kernel module %s is neither built in nor in %s", m.name, modDir)
+			return nil, fmt.Errorf("kernel module %s is neither built in nor in %s", m.name, modDir)
 		}
 	}
-	order, err := idx.loadOrder(want)
+	return idx.loadOrder(want)
+}
+
+// buildInitramfs writes a gzip'd newc cpio with busybox, the init script and
+// the modules above, decompressed because busybox insmod cannot read .ko.xz.
+func buildInitramfs(ctx context.Context, out, modDir, busybox string, initScript []byte) error {
+	order, err := moduleLoadOrder(modDir, initramfsModules())
 	if err != nil {
 		return err
 	}

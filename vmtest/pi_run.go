@@ -410,21 +410,7 @@ poweroff -f
 // modules of piModules that are modules, the /share files and an
 // /etc/passwd with the agent's user.
 func buildPiInitramfs(ctx context.Context, out string, bf boardFiles, b PiBoard, opts PiRunOptions) error {
-	idx, err := readModuleIndex(bf.modDir)
-	if err != nil {
-		return err
-	}
-	var want []string
-	for _, m := range b.modules {
-		switch {
-		case idx.builtin[m.name]:
-		case idx.path[m.name] != "":
-			want = append(want, m.name)
-		case !m.optional:
-			return fmt.Errorf("kernel module %s is neither built in nor in %s", m.name, bf.modDir)
-		}
-	}
-	order, err := idx.loadOrder(want)
+	order, err := moduleLoadOrder(bf.modDir, b.modules)
 	if err != nil {
 		return err
 	}
