@@ -32,24 +32,8 @@ func TestCacheHints(t *testing.T) {
 	if ttlContract <= 0 {
 		t.Fatal("the contract must be cacheable")
 	}
-	lt, err := s.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr, err := s.ListResources(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lrt, err := s.ListResourceTemplates(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lp, err := s.ListPrompts(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := mcp.Cacheable{TTLMs: ttlLists, CacheScope: "private"}
-	for what, got := range map[string]mcp.Cacheable{"tools": lt.Cacheable, "resources": lr.Cacheable, "templates": lrt.Cacheable, "prompts": lp.Cacheable} {
+	for what, got := range listCacheables(t, s) {
 		if got != want {
 			t.Errorf("%s/list: %+v, want %+v", what, got, want)
 		}

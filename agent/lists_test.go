@@ -455,6 +455,17 @@ func TestEveryPromptIsForAToolItNames(t *testing.T) {
 func TestShapedListsArePrivate(t *testing.T) {
 	r := newRig(t, nil)
 	s := r.sessionIn(t, reader, "2026-07-28", nil)
+	for what, c := range listCacheables(t, s) {
+		if c.CacheScope != "private" {
+			t.Errorf("%s/list cacheScope %q, want private", what, c.CacheScope)
+		}
+	}
+}
+
+// listCacheables lists the four kinds in s and returns each result's
+// cache hints by kind.
+func listCacheables(t *testing.T, s *mcp.ClientSession) map[string]mcp.Cacheable {
+	t.Helper()
 	ctx := context.Background()
 	lt, err := s.ListTools(ctx, nil)
 	if err != nil {
@@ -472,11 +483,7 @@ func TestShapedListsArePrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, scope := range map[string]string{"tools": lt.CacheScope, "resources": lr.CacheScope, "templates": lrt.CacheScope, "prompts": lp.CacheScope} {
-		if scope != "private" {
-			t.Errorf("%s/list cacheScope %q, want private", what, scope)
-		}
-	}
+	return map[string]mcp.Cacheable{"tools": lt.Cacheable, "resources": lr.Cacheable, "templates": lrt.Cacheable, "prompts": lp.Cacheable}
 }
 
 // A reload from the file (SIGHUP) that turns a switch off takes the tools
