@@ -19,6 +19,7 @@ import (
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/bridge"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/fallback"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/witness"
 )
 
@@ -149,7 +150,7 @@ func cmdStdio(args []string) error {
 		// from an MCP server that can only say so. stderr still tells a
 		// person who runs stdio by hand.
 		fmt.Fprintf(os.Stderr, "raspi-mcp: %s.\n  %s\n", reason, hint)
-		if err := bridge.Unavailable(os.Stdin, os.Stdout, bridge.Down{Reason: reason, FixHint: hint, Version: version}); err != nil {
+		if err := fallback.Serve(os.Stdin, os.Stdout, fallback.Down{Reason: reason, FixHint: hint, Version: version}); err != nil {
 			return err
 		}
 		return &exitError{code: 1} // the reason is on stderr already

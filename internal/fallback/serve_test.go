@@ -1,4 +1,4 @@
-package bridge
+package fallback
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestUnavailableBothEras(t *testing.T) {
 			inR, inW := io.Pipe()
 			outR, outW := io.Pipe()
 			done := make(chan error, 1)
-			go func() { done <- Unavailable(inR, outW, down); outW.Close() }()
+			go func() { done <- Serve(inR, outW, down); outW.Close() }()
 			c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
 			cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, &mcp.ClientSessionOptions{ProtocolVersion: era})
 			if err != nil {
@@ -92,7 +92,7 @@ func TestUnavailableBothEras(t *testing.T) {
 func TestUnavailableMalformed(t *testing.T) {
 	var out strings.Builder
 	in := "not json\n" + `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + `{"jsonrpc":"2.0","id":7,"result":{}}` + "\n"
-	if err := Unavailable(strings.NewReader(in), &out, Down{Reason: "r", FixHint: "f"}); err != nil {
+	if err := Serve(strings.NewReader(in), &out, Down{Reason: "r", FixHint: "f"}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
