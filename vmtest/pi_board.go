@@ -24,8 +24,6 @@ type PiBoard struct {
 	edit     func(ctx context.Context, f *fdt) error
 }
 
-func (b PiBoard) release() string { return strings.TrimPrefix(b.kernel.Name, "linux-image-") }
-
 // piModules are loaded by the guest's init when they are modules (Debian's
 // armel rpi kernel builds most of them in, the arm64 one does not).
 func piModules() []initramfsModule {
@@ -146,18 +144,19 @@ type boardFiles struct {
 }
 
 // prepare returns the board's files, writing its edited device tree into
-// CACHE/boards/NAME/ once.
+// CACHE/boards/NAME_KERNEL/ once.
 func (c *PiCache) prepare(ctx context.Context, b PiBoard) (boardFiles, error) {
 	q := c.root(piPackage("qemu-system-arm", "amd64"))
 	k := c.root(b.kernel)
+	release := strings.TrimPrefix(c.use(b.kernel).Name, "linux-image-")
 	bf := boardFiles{
 		qemu:      filepath.Join(q, "usr/bin", b.qemu),
 		moduleDir: filepath.Join(c.root(piPackage("qemu-system-modules-opengl", "amd64")), "usr/lib/x86_64-linux-gnu/qemu"),
 		biosDir:   filepath.Join(q, "usr/share/qemu"),
-		kernel:    filepath.Join(k, "boot", "vmlinuz-"+b.release()),
-		modDir:    filepath.Join(k, "lib/modules", b.release()),
+		kernel:    filepath.Join(k, "boot", "vmlinuz-"+release),
+		modDir:    filepath.Join(k, "lib/modules", release),
 		busybox:   filepath.Join(c.root(b.busybox), "bin/busybox"),
-		dtb:       filepath.Join(c.Dir, "boards", b.Name, filepath.Base(b.dtb)),
+		dtb:       filepath.Join(c.Dir, "boards", b.Name+"_"+c.use(b.kernel).dir(), filepath.Base(b.dtb)),
 	}
 	for _, p := range []string{bf.qemu, bf.kernel, bf.modDir, bf.busybox} {
 		if _, err := os.Stat(p); err != nil {
@@ -181,7 +180,7 @@ func (c *PiCache) prepare(ctx context.Context, b PiBoard) (boardFiles, error) {
 	if err := os.MkdirAll(filepath.Dir(bf.dtb), 0o755); err != nil {
 		return bf, err
 	}
-	src, err := os.ReadFile(filepath.Join(k, "usr/lib/linux-image-"+b.release(), b.dtb))
+	src, err := os.ReadFile(filepath.Join(k, "usr/lib/linux-image-"+release, b.dtb))
 	if err != nil {
 		return bf, err
 	}

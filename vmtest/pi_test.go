@@ -155,3 +155,53 @@ func TestPiStallDetector(t *testing.T) {
 		t.Fatalf("err %v, result %+v", err, res)
 	}
 }
+
+func TestMadisonVersion(t *testing.T) {
+	out := ` qemu-system-arm | 1:10.0.3+ds-1~bpo12+1 | http://mirror/debian bookworm-backports/main amd64 Packages
+ qemu-system-arm | 1:7.2+dfsg-7+deb12u9 | http://mirror/debian bookworm/main amd64 Packages
+`
+	if v := madisonVersion(out, "bookworm-backports"); v != "1:10.0.3+ds-1~bpo12+1" {
+		t.Errorf("backports: %q", v)
+	}
+	if v := madisonVersion(out, "bookworm"); v != "1:7.2+dfsg-7+deb12u9" {
+		t.Errorf("bookworm: %q", v)
+	}
+	if v := madisonVersion(out, "trixie"); v != "" {
+		t.Errorf("trixie: %q", v)
+	}
+}
+
+// A successor recorded for a pin serves that pin only: moving the pin (a new
+// version) retires it, and a damaged record is an error that says what to do.
+func TestPiSuccessors(t *testing.T) {
+	c, err := NewPiCache(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := piPackage("busybox-static", "armel")
+	next := pin
+	next.Version = "1:1.35.0-4+deb12u2"
+	if err := c.saveSuccessors(map[string]PiPackage{pin.pinKey(): next}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.loadSuccessors()
+	if err != nil || got[pin.pinKey()] != next {
+		t.Fatalf("round trip: %v, %v", got, err)
+	}
+	moved := pin
+	moved.Version = next.Version
+	if _, ok := got[moved.pinKey()]; ok {
+		t.Error("a moved pin still finds the old pin's successor")
+	}
+	if c.use(pin) != pin {
+		t.Error("before Fetch, use is the pin itself")
+	}
+	c.using = map[string]PiPackage{pin.key(): next}
+	if c.root(pin) != filepath.Join(c.Dir, "pkg", next.dir()) {
+		t.Errorf("root follows the successor: %s", c.root(pin))
+	}
+	os.WriteFile(c.successorsFile(), []byte("{"), 0o644)
+	if _, err := c.loadSuccessors(); err == nil || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("damaged record: %v", err)
+	}
+}
