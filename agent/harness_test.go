@@ -91,7 +91,7 @@ func newSimRig(t testing.TB, mod func(*config.Config)) *rig {
 	return newRigOn(t, mod, true)
 }
 
-func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
+func newRigOn(t testing.TB, mod func(*config.Config), sim bool, board ...func(*simrig.Options)) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Laptop(dir, currentUser(t))
@@ -104,9 +104,13 @@ func newRigOn(t testing.TB, mod func(*config.Config), sim bool) *rig {
 	}
 	// Written out as `serve --sim` does, so both sides can reload it.
 	cfgPath := writeConfig(t, dir, cfg)
-	s, err := simrig.Start(simrig.Options{Dir: dir, Config: cfg, ConfigPath: cfgPath, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim,
+	so := simrig.Options{Dir: dir, Config: cfg, ConfigPath: cfgPath, Version: "test", Chips: []i2c.Chip{i2c.NewMemChip(0x50)}, HostProcesses: !sim,
 		// A busy machine must not turn a slow hello, call or sim photo into "helper unavailable".
-		HelperTimeout: hangGuard / 2, DialTimeout: hangGuard / 2, HandlerTimeout: hangGuard / 2})
+		HelperTimeout: hangGuard / 2, DialTimeout: hangGuard / 2, HandlerTimeout: hangGuard / 2}
+	for _, b := range board {
+		b(&so)
+	}
+	s, err := simrig.Start(so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/config"
+	"github.com/raspi-mcp/raspi-mcp/internal/simrig"
 )
 
 func TestRebootAtATimeIsQueuedListedAndCancelled(t *testing.T) {
@@ -144,5 +145,31 @@ func TestPowerWatchRecordsTheActionAndReschedulesALostOne(t *testing.T) {
 	}
 	if s, ok, _ := r.pw.Scheduled(context.Background()); !ok || !s.At.Equal(at) {
 		t.Fatalf("lost action not re-scheduled: %v %v", s, ok)
+	}
+}
+
+// A helper that found no systemd-logind serves no power methods. Every power
+// tool then says that, with what to do, rather than the helper's "unknown
+// method", and nothing is queued; with logind the same calls succeed (the
+// tests above).
+func TestPowerWithoutLogind(t *testing.T) {
+	r := newRigOn(t, nil, false, func(o *simrig.Options) { o.NoLogind = true })
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"system_reboot", map[string]any{"confirm": true, "reason": "kernel update"}},
+		{"system_reboot", map[string]any{"dry_run": true}},
+		{"system_shutdown", map[string]any{"dry_run": true}}, // critical: its dry run asks the helper too
+		{"system_cancel_scheduled_power_action", map[string]any{"reason": "changed my mind"}},
+	} {
+		_, e := callAs[map[string]any](t, r, admin, c.tool, c.args)
+		wantErr(t, e, CodeFailedPrecondition, map[string]any{"needs": "systemd-logind"})
+		if e != nil && (strings.Contains(e.Message, "unknown method") || !strings.Contains(e.FixHint, "systemctl restart raspi-mcp-helper")) {
+			t.Errorf("%s %v: %+v", c.tool, c.args, e)
+		}
+	}
+	if _, ok, _ := r.db.PendingPower(); ok {
+		t.Error("a power action was queued without logind")
 	}
 }

@@ -553,7 +553,7 @@ func logindCheck(ps proto.PowerStateResp, err error, powerOn bool) selftestCheck
 		c.FixHint = "check systemd-logind (systemctl status systemd-logind); reboot and shutdown need it"
 	case ps.Scheduled:
 		c.Status, c.Detail = CheckWarn, fmt.Sprintf("a %s is scheduled for %s", ps.Action, ps.At.UTC().Format(time.RFC3339))
-		c.FixHint = "manage_list_jobs shows it; system_cancel_power_action cancels it"
+		c.FixHint = "manage_list_jobs shows it; system_cancel_scheduled_power_action cancels it"
 	}
 	return c
 }

@@ -365,6 +365,18 @@ func (a *Agent) powerTools() *powerTools {
 	return &powerTools{conf: a.conf, helper: a.helper, store: a.store, flush: a.sampler.Flush, wake: a.powerJobs.wake, log: a.log, wire: a.wire}
 }
 
+// noLogind says what a helper's not_found for a power method means: it found
+// no systemd-logind when it started and serves no power methods, which
+// would otherwise read as an unknown method.
+func noLogind(err error) error {
+	if proto.CodeOf(err) != proto.CodeNotFound {
+		return err
+	}
+	return tool.Errf(CodeFailedPrecondition, "reboot and shutdown are unavailable here: the helper found no systemd-logind when it started").
+		With("needs", "systemd-logind").
+		Hint("start systemd-logind, then restart the helper (systemctl restart raspi-mcp-helper); on an image without systemd, set [system] reboot = false and shutdown = false")
+}
+
 // schedule schedules (or plans) a reboot or poweroff through the root helper,
 // keeps it in the jobs queue and enforces the minimum interval between two
 // power actions. A dry run asks the helper what is scheduled now, so a
@@ -391,7 +403,7 @@ func (p *powerTools) schedule(ctx context.Context, c *tool.Call, action string, 
 	}
 	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
-		return SystemPowerOut{}, err
+		return SystemPowerOut{}, noLogind(err)
 	}
 	out := SystemPowerOut{Action: action, EffectiveAfterSeconds: max(0, int(when.Sub(now).Round(time.Second).Seconds()))}
 	if state.Scheduled {
@@ -407,7 +419,7 @@ func (p *powerTools) schedule(ctx context.Context, c *tool.Call, action string, 
 	}
 	resp, err := client.Call(ctx, p.helper, proto.PowerSchedule, req)
 	if err != nil {
-		return SystemPowerOut{}, err
+		return SystemPowerOut{}, noLogind(err)
 	}
 	id, err := store.NewJobID()
 	if err != nil {
@@ -437,7 +449,7 @@ func (p *powerTools) pendingReboot(ctx context.Context, force bool) error {
 	}
 	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
-		return err
+		return noLogind(err)
 	}
 	if state.Scheduled && state.Action == proto.ActionReboot {
 		return tool.Errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
@@ -472,7 +484,7 @@ func (p *powerTools) rateLimit(when time.Time) error {
 func (p *powerTools) cancel(ctx context.Context, c *tool.Call) (systemCancelPowerOut, error) {
 	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
 	if err != nil {
-		return systemCancelPowerOut{}, err
+		return systemCancelPowerOut{}, noLogind(err)
 	}
 	out := systemCancelPowerOut{}
 	if state.Scheduled {
@@ -488,7 +500,7 @@ func (p *powerTools) cancel(ctx context.Context, c *tool.Call) (systemCancelPowe
 	}
 	resp, err := client.Call(ctx, p.helper, proto.PowerCancel, proto.PowerCancelReq{})
 	if err != nil {
-		return systemCancelPowerOut{}, err
+		return systemCancelPowerOut{}, noLogind(err)
 	}
 	if err := p.store.FinishPower(false, time.Time{}); err != nil {
 		return systemCancelPowerOut{}, err

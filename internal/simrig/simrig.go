@@ -64,6 +64,9 @@ type Options struct {
 	// ConfigPath, when set, is the file Config was loaded from: the helper
 	// then serves config.apply and reloads from it, as the binary does.
 	ConfigPath string
+	// NoLogind starts the helper without a power backend, as on an image
+	// without systemd-logind: it then serves no power methods.
+	NoLogind bool
 }
 
 // Rig is one simulated device. Its devices outlive helper restarts, as a
@@ -177,6 +180,9 @@ func (r *Rig) helperOptions() (privhelper.Options, *witness.Log, error) {
 	}
 	b, err := r.helperOps(privhelper.Backends{Power: r.Power, Hardware: r.Board.Hardware(),
 		Camera: camsim.New(r.Config.Camera.MediaRoot), Backend: "sim", Version: r.o.Version, Logger: log})
+	if r.o.NoLogind {
+		b.Power = nil
+	}
 	if err != nil {
 		return privhelper.Options{}, nil, err
 	}
