@@ -395,8 +395,13 @@ func (e *emitter) health(h sysinfo.Health) {
 			{"throttled", t.Throttled, t.ThrottledOccurred},
 			{"soft_temperature_limit", t.SoftTempLimit, t.SoftTempLimitOccurred},
 		} {
+			if t.UnderVoltageOnly && f.name != "under_voltage" {
+				continue // unknown from this source, not clear
+			}
 			e.bool(famThrottled, f.now, f.name, "now")
-			e.bool(famThrottled, f.sinceBoot, f.name, "since_boot")
+			if !t.UnderVoltageOnly {
+				e.bool(famThrottled, f.sinceBoot, f.name, "since_boot")
+			}
 		}
 	}
 	e.val(famCPUUsage, min(max(h.CPUUsagePercent/100, 0), 1))

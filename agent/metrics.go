@@ -416,9 +416,13 @@ func sampleOut(s store.Sample) sampleRecord {
 		t := r2(float64(s.TempC))
 		o.CPUTemperature = &t
 	}
-	if s.HasThrottle {
-		uv, th := s.Throttle&1 == 1, s.Throttle&4 == 4
-		o.UnderVoltage, o.Throttled = &uv, &th
+	if s.ThrottleKnown(0) {
+		uv := s.Throttle&1 == 1
+		o.UnderVoltage = &uv
+	}
+	if s.ThrottleKnown(2) {
+		th := s.Throttle&4 == 4
+		o.Throttled = &th
 	}
 	return o
 }

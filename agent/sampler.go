@@ -361,8 +361,11 @@ func sampleOf(h sysinfo.Health) store.Sample {
 		Load1: float32(h.Load1), Load5: float32(h.Load5), Load15: float32(h.Load15),
 		MemTotal: h.MemoryTotalBytes, MemUsed: h.MemoryUsedBytes, MemAvail: h.MemoryAvailableBytes,
 		SwapTotal: h.SwapTotalBytes, SwapUsed: h.SwapUsedBytes, DiskTotal: h.DiskTotalBytes, DiskUsed: h.DiskUsedBytes}
-	if h.Throttle != nil {
-		s.HasThrottle, s.Throttle = true, h.Throttle.Raw
+	if t := h.Throttle; t != nil {
+		s.HasThrottle, s.Throttle = true, t.Raw&store.ThrottleKnownBits
+		if t.UnderVoltageOnly {
+			s.Throttle = t.Raw&1 | store.UnderVoltageOnly
+		}
 	}
 	return s
 }

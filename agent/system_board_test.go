@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raspi-mcp/raspi-mcp/agent/series"
+	"github.com/raspi-mcp/raspi-mcp/agent/store"
 	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
+	"github.com/raspi-mcp/raspi-mcp/internal/scrape"
 	"github.com/raspi-mcp/raspi-mcp/privhelper/proto"
 )
 
@@ -85,6 +89,48 @@ func TestUnderVoltageFromRpiVolt(t *testing.T) {
 	}
 	if js, _ := json.Marshal(summaryThrottle(h.Throttle)); string(js) != `{"under_voltage_now":true,"src":"hwmon rpi_volt"}` {
 		t.Errorf("summary %s", js)
+	}
+	// The stored sample, its series, history records and Prometheus
+	// families know under-voltage only: throttling is unknown, not 0.
+	for _, uv := range []bool{true, false} {
+		h.Throttle.UnderVoltage, h.Throttle.Raw = uv, 0
+		if uv {
+			h.Throttle.Raw = 1
+		}
+		smp := sampleOf(h)
+		get := func(name string) (float64, bool) {
+			g, err := series.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g(smp)
+		}
+		if v, ok := get("under_voltage"); !ok || (v == 1) != uv {
+			t.Errorf("uv %v: under_voltage series %v %v", uv, v, ok)
+		}
+		for _, name := range []string{"throttled", "freq_capped", "soft_temp_limit"} {
+			if v, ok := get(name); ok {
+				t.Errorf("uv %v: %s series %v, want unknown", uv, name, v)
+			}
+		}
+		if rec := sampleOut(smp); rec.UnderVoltage == nil || *rec.UnderVoltage != uv || rec.Throttled != nil {
+			t.Errorf("uv %v: history record %+v", uv, rec)
+		}
+		if eps := series.Episodes([]store.Sample{smp, smp}, time.Minute); uv != (len(eps) == 1) {
+			t.Errorf("uv %v: episodes %+v", uv, eps)
+		}
+		e := &emitter{s: &scrape.Snapshot{}}
+		e.health(h)
+		var got []string
+		for _, p := range e.s.Points {
+			if p.Family == int(famThrottled) {
+				got = append(got, fmt.Sprint(p.Labels, p.Value))
+			}
+		}
+		want := fmt.Sprint([]string{fmt.Sprint([]string{"under_voltage", "now"}, map[bool]float64{true: 1}[uv])})
+		if fmt.Sprint(got) != want {
+			t.Errorf("uv %v: Prometheus throttle points %v, want %v", uv, got, want)
+		}
 	}
 }
 

@@ -34,7 +34,7 @@ func pct(part, total uint64) (float64, bool) {
 
 func bit(n uint) Getter {
 	return func(s store.Sample) (float64, bool) {
-		if !s.HasThrottle {
+		if !s.ThrottleKnown(n) {
 			return 0, false
 		}
 		return float64(s.Throttle >> n & 1), true

@@ -76,7 +76,7 @@ func Episodes(samples []store.Sample, gap time.Duration) []Episode {
 		)
 		for i := range samples {
 			s := &samples[i]
-			if !s.HasThrottle {
+			if !s.ThrottleKnown(f.now) {
 				continue
 			}
 			now := s.Throttle>>f.now&1 == 1
@@ -90,7 +90,8 @@ func Episodes(samples []store.Sample, gap time.Duration) []Episode {
 			case now:
 				open.End = s.Time
 				open.Samples++
-			case prev != nil && prev.Throttle>>f.ever&1 == 0 && s.Throttle>>f.ever&1 == 1 && s.Time.Sub(prev.Time) <= gap:
+			case prev != nil && prev.ThrottleKnown(f.ever) && s.ThrottleKnown(f.ever) &&
+				prev.Throttle>>f.ever&1 == 0 && s.Throttle>>f.ever&1 == 1 && s.Time.Sub(prev.Time) <= gap:
 				out = append(out, Episode{Kind: f.kind, Start: prev.Time, End: s.Time, Between: true})
 			}
 			prev = s

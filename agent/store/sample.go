@@ -20,7 +20,7 @@ type Sample struct {
 	DiskTotal, DiskUsed         uint64 // root file system
 
 	HasThrottle bool
-	Throttle    uint32 // get_throttled bits (0..3 now, 16..19 since boot)
+	Throttle    uint32 // get_throttled bits (0..3 now, 16..19 since boot), or UnderVoltageOnly with bit 0
 
 	Net  []NetRate  // one per interface seen in both readings, sorted by name
 	Disk []DiskRate // one per block device seen in both readings, sorted by name
@@ -62,4 +62,20 @@ type Job struct {
 	CreatedBy       string    `json:"created_by"`
 	CreatedAt       time.Time `json:"created_at"`
 	StoppedAt       time.Time `json:"stopped_at,omitzero"`
+}
+
+// Throttle bits beside get_throttled's (0-3 now, 16-19 since boot).
+const (
+	// ThrottleKnownBits are the firmware's bits a sample keeps.
+	ThrottleKnownBits = 0xF000F
+	// UnderVoltageOnly marks a Throttle from a source that knows only
+	// whether the supply is under-voltage now (hwmon rpi_volt): bit 0 is
+	// then the truth and every other flag unknown, not clear. Bit 6 keeps
+	// it to the one byte a uvarint takes below 128.
+	UnderVoltageOnly = 1 << 6
+)
+
+// ThrottleKnown says whether the sample knows get_throttled bit n.
+func (s Sample) ThrottleKnown(n uint) bool {
+	return s.HasThrottle && (s.Throttle&UnderVoltageOnly == 0 || n == 0)
 }

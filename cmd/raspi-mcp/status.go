@@ -104,6 +104,8 @@ type healthSnap struct {
 	DiskUsed      float64         `json:"disk_used_bytes"`
 	ThrottleNow   map[string]any  `json:"throttling_flags"`
 	ThrottleSince map[string]any  `json:"throttling_history"`
+	ThrottleSrc   string          `json:"throttling_source"`
+	UnderVoltage  *bool           `json:"under_voltage_now"`
 	UptimeSeconds int64           `json:"uptime_seconds"`
 	Raw           json.RawMessage `json:"-"` // the whole answer, for --json
 }
@@ -339,6 +341,13 @@ func renderStatus(out io.Writer, v statusView, o output, loc *time.Location) {
 			r.add("throttling", "none now; since boot: "+strings.Join(since, ", "), yellow)
 		case h.ThrottleNow != nil:
 			r.add("throttling", "none now, none since boot", green)
+		case h.UnderVoltage != nil && *h.UnderVoltage:
+			r.add("throttling", "UNDER-VOLTAGE now ("+h.ThrottleSrc+"); throttling unknown", red)
+		case h.UnderVoltage != nil:
+			r.add("throttling", "no under-voltage now ("+h.ThrottleSrc+"); throttling unknown", dim)
+		case h.ThrottleSrc == "none":
+			// Not "none": this kernel has no source, so nothing is known.
+			r.add("throttling", "unknown: this kernel offers no source (no get_throttled, no vcgencmd)", dim)
 		}
 		barW := 20
 		cpu := formatValue(h.CPUUsage, "%")

@@ -186,3 +186,25 @@ func TestRenderStatusWithoutOSRelease(t *testing.T) {
 		t.Errorf("device line:\n%s", b.String())
 	}
 }
+
+// A board whose kernel has no get_throttled (Debian's, on the emulated Pis)
+// gets a throttling line that says what is known, never "none".
+func TestRenderStatusThrottlingSources(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		h    healthSnap
+		want string
+	}{
+		{healthSnap{ThrottleSrc: "hwmon rpi_volt", UnderVoltage: &yes}, "throttling UNDER-VOLTAGE now (hwmon rpi_volt); throttling unknown"},
+		{healthSnap{ThrottleSrc: "hwmon rpi_volt", UnderVoltage: &no}, "throttling no under-voltage now (hwmon rpi_volt); throttling unknown"},
+		{healthSnap{ThrottleSrc: "none"}, "throttling unknown: this kernel offers no source"},
+		{healthSnap{ThrottleSrc: "firmware", ThrottleNow: map[string]any{}, ThrottleSince: map[string]any{}}, "throttling none now, none since boot"},
+	} {
+		var b strings.Builder
+		h := c.h
+		renderStatus(&b, statusView{now: time.Unix(0, 0), health: &h}, output{width: 100}, time.UTC)
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), c.want) {
+			t.Errorf("%+v: want %q in\n%s", c.h, c.want, b.String())
+		}
+	}
+}
