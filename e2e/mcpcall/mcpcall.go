@@ -36,3 +36,14 @@ func Code(m map[string]any) string {
 	c, _ := e["code"].(string)
 	return c
 }
+
+// Text is the text content of a result, the line a model reads first.
+func Text(res *mcp.CallToolResult) string {
+	var s string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			s += tc.Text
+		}
+	}
+	return s
+}
