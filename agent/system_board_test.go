@@ -145,12 +145,12 @@ func TestBasicLineWithoutOSRelease(t *testing.T) {
 	if b.Serial != "" || b.Revision != "" {
 		t.Errorf("serial %q revision %q: zeros are not an identity", b.Serial, b.Revision)
 	}
-	want := "(none): Raspberry Pi Zero, kernel 6.1.0-31-rpi, up 9s"
+	want := "raspberrypi: Raspberry Pi Zero, kernel 6.1.0-50-rpi, up 11s"
 	if got := basicLine(b); got != want {
 		t.Errorf("line %q, want %q", got, want)
 	}
 	b.OSName, b.OSVersion, b.KernelVersion, b.Hostname = "Debian GNU/Linux", "12 (bookworm)", "", ""
-	if got := basicLine(b); got != "Raspberry Pi Zero, Debian GNU/Linux 12 (bookworm), up 9s" {
+	if got := basicLine(b); got != "Raspberry Pi Zero, Debian GNU/Linux 12 (bookworm), up 11s" {
 		t.Errorf("line %q", got)
 	}
 }

@@ -1,8 +1,12 @@
 package vmtest
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net"
@@ -203,5 +207,38 @@ func TestPiSuccessors(t *testing.T) {
 	os.WriteFile(c.successorsFile(), []byte("{"), 0o644)
 	if _, err := c.loadSuccessors(); err == nil || !strings.Contains(err.Error(), "remove it") {
 		t.Errorf("damaged record: %v", err)
+	}
+}
+
+// The recorded tree comes back from the console as the guest tarred it;
+// an entry that would land outside the tree is dropped, and a console
+// without the markers is an error.
+func TestExtractTree(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range map[string]string{"./proc/device-tree/model": "Raspberry Pi Zero\x00", "../escape": "x"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	zw.Close()
+	enc := base64.StdEncoding.EncodeToString(buf.Bytes())
+	console := "[ 1.0] boot\r\nPI-TREE-BEGIN\r\n" + enc[:40] + "\r\n" + enc[40:] + "\r\nPI-TREE-END\r\nPI-EXIT 0\r\n"
+	dir := filepath.Join(t.TempDir(), "raspi0")
+	if err := extractTree(console, dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "proc/device-tree/model")); err != nil || string(b) != "Raspberry Pi Zero\x00" {
+		t.Errorf("model %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); err == nil {
+		t.Error("an entry escaped the tree")
+	}
+	if err := extractTree("PI-EXIT 0", dir); err == nil {
+		t.Error("no markers: no error")
+	}
+	if !strings.Contains(recordScript(), "sys/class/hwmon/*/in*_lcrit_alarm") {
+		t.Error("the script does not copy the rpi_volt alarm")
 	}
 }

@@ -240,21 +240,24 @@ func fixtureCases() []fixtureCase {
 			},
 		},
 		// The emulated boards of make test-pi (QEMU raspi0, raspi3b, raspi4b)
-		// with Debian's kernels and a busybox initramfs: no os-release, no
-		// get_throttled node, no vcgencmd, no serial-number in the device
-		// tree, and the 32-bit kernel's cpuinfo prints zeros for the board.
+		// with Debian's kernels and a busybox initramfs, recorded by
+		// `vmtest pi record`: no os-release, no get_throttled node, no
+		// vcgencmd, no serial-number in the device tree, the 32-bit
+		// kernel's cpuinfo prints zeros for the board, and the arm64
+		// boards have the firmware's GPIO expander beside the SoC's.
 		{
 			board: "raspi0", arch: "armv6l", total: 1 * gib, free: 1 * gib,
 			basic: Basic{
-				Hostname: "(none)", Model: "Raspberry Pi Zero", CPUArch: "armv6l", CPUCores: 1,
-				MemoryTotalBytes: 441188 * kB, KernelVersion: "6.1.0-31-rpi", UptimeSeconds: 9,
+				Hostname: "raspberrypi", Model: "Raspberry Pi Zero", CPUArch: "armv6l", CPUCores: 1,
+				MemoryTotalBytes: 440376 * kB, KernelVersion: "6.1.0-50-rpi", UptimeSeconds: 11,
 			},
 			health: Health{
-				Time: t0, MemoryTotalBytes: 441188 * kB, MemoryUsedBytes: (441188 - 400212) * kB, MemoryAvailableBytes: 400212 * kB,
-				DiskTotalBytes: 1 * gib, TemperatureCelsius: f64(25), TemperatureSource: "thermal_zone0",
+				Time: t0, Load1: 0.31, Load5: 0.07, Load15: 0.02,
+				MemoryTotalBytes: 440376 * kB, MemoryUsedBytes: (440376 - 425428) * kB, MemoryAvailableBytes: 425428 * kB,
+				DiskTotalBytes: 1 * gib, TemperatureCelsius: f64(20.178), TemperatureSource: "thermal_zone0",
 				// the armel kernel's raspberrypi-hwmon: under-voltage now, nothing else
 				Throttle:      &Throttle{Source: ThrottleRpiVolt, UnderVoltageOnly: true},
-				UptimeSeconds: 9,
+				UptimeSeconds: 11,
 			},
 			hw: Hardware{
 				GPIOChips:      []string{"gpiochip0"},
@@ -269,18 +272,18 @@ func fixtureCases() []fixtureCase {
 		{
 			board: "raspi3b", arch: "aarch64", total: 1 * gib, free: 1 * gib,
 			basic: Basic{
-				Hostname: "(none)", Model: "Raspberry Pi 3 Model B", CPUArch: "aarch64", CPUCores: 4,
-				MemoryTotalBytes: 944036 * kB, KernelVersion: "6.1.0-31-arm64", UptimeSeconds: 17,
+				Hostname: "raspberrypi", Model: "Raspberry Pi 3 Model B", CPUArch: "aarch64", CPUCores: 4,
+				MemoryTotalBytes: 936104 * kB, KernelVersion: "6.1.0-50-arm64", UptimeSeconds: 7,
 			},
 			health: Health{
-				Time: t0, Load1: 0.31, Load5: 0.07, Load15: 0.02,
-				MemoryTotalBytes: 944036 * kB, MemoryUsedBytes: (944036 - 871544) * kB, MemoryAvailableBytes: 871544 * kB,
-				DiskTotalBytes: 1 * gib, TemperatureCelsius: f64(25), TemperatureSource: "thermal_zone0",
-				UptimeSeconds: 17,
+				Time: t0, Load1: 0.16, Load5: 0.03, Load15: 0.01,
+				MemoryTotalBytes: 936104 * kB, MemoryUsedBytes: (936104 - 870916) * kB, MemoryAvailableBytes: 870916 * kB,
+				DiskTotalBytes: 1 * gib, TemperatureCelsius: f64(25.178), TemperatureSource: "thermal_zone0",
+				UptimeSeconds: 7,
 			},
 			hw: Hardware{
-				GPIOChips:      []string{"gpiochip0"},
-				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2835"},
+				GPIOChips:      []string{"gpiochip0", "gpiochip1"},
+				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2835", "gpiochip1": "raspberrypi-exp-gpio"},
 				I2CBuses:       []int{0, 1, 2},
 				PWMChips:       []string{},
 				Cameras:        []string{},
@@ -291,17 +294,17 @@ func fixtureCases() []fixtureCase {
 		{
 			board: "raspi4b-qemu", arch: "aarch64", total: 1 * gib, free: 1 * gib,
 			basic: Basic{
-				Hostname: "(none)", Model: "Raspberry Pi 4 Model B", CPUArch: "aarch64", CPUCores: 4,
-				MemoryTotalBytes: 1935472 * kB, KernelVersion: "6.1.0-31-arm64", UptimeSeconds: 21,
+				Hostname: "raspberrypi", Model: "Raspberry Pi 4 Model B", CPUArch: "aarch64", CPUCores: 4,
+				MemoryTotalBytes: 936008 * kB, KernelVersion: "6.1.0-50-arm64", UptimeSeconds: 7,
 			},
 			health: Health{
-				Time: t0, Load1: 0.42, Load5: 0.10, Load15: 0.03,
-				MemoryTotalBytes: 1935472 * kB, MemoryUsedBytes: (1935472 - 1858612) * kB, MemoryAvailableBytes: 1858612 * kB,
-				DiskTotalBytes: 1 * gib, UptimeSeconds: 21,
+				Time: t0, Load1: 0.16, Load5: 0.03, Load15: 0.01,
+				MemoryTotalBytes: 936008 * kB, MemoryUsedBytes: (936008 - 871828) * kB, MemoryAvailableBytes: 871828 * kB,
+				DiskTotalBytes: 1 * gib, UptimeSeconds: 7,
 			},
 			hw: Hardware{
-				GPIOChips:      []string{"gpiochip0"},
-				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2711"},
+				GPIOChips:      []string{"gpiochip0", "gpiochip1"},
+				GPIOChipLabels: map[string]string{"gpiochip0": "pinctrl-bcm2711", "gpiochip1": "raspberrypi-exp-gpio"},
 				I2CBuses:       []int{0, 1},
 				PWMChips:       []string{},
 				Cameras:        []string{},

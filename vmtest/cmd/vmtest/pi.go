@@ -20,6 +20,10 @@ const piUsage = `usage:
       DIR/armv6 and DIR/arm64 each hold pi.test (a test binary) and what it needs
       (make test-pi: raspi-mcp.deb); each board gets the files of its architecture
       in /share and runs ./pi.test there.
+  vmtest pi record [--cache DIR] [--boards ...] --out DIR
+      boot each board with only a script that copies the /proc, /sys and device-tree
+      files hw/sysinfo reads, into DIR/BOARD (raspi4b as raspi4b-qemu: pi4 is a real
+      board's): how hw/sysinfo/testdata's emulated trees are made
 `
 
 // piCmd is `vmtest pi`: the emulated Raspberry Pis of make test-pi.
@@ -33,6 +37,7 @@ func piCmd(ctx context.Context, args []string) (int, error) {
 	*cf.cache = vmtest.DefaultPiCacheDir()
 	boards := fs.String("boards", "raspi0,raspi3b,raspi4b", "boards to boot, one at a time, in this order")
 	bin := fs.String("bin", "", "directory with armv6/ and arm64/ subdirectories of guest binaries")
+	out := fs.String("out", "", "pi record: where the boards' trees go")
 	timeout := fs.Duration("timeout", 10*time.Minute, "time limit per boot attempt")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2, err
@@ -55,6 +60,29 @@ func piCmd(ctx context.Context, args []string) (int, error) {
 		return 0, nil
 	case "pins":
 		return 0, c.Pins(ctx, os.Stdout)
+	case "record":
+		if *out == "" {
+			return 2, errors.New("pi record: --out is required")
+		}
+		if err := c.Fetch(ctx); err != nil {
+			return 1, err
+		}
+		for _, name := range strings.Split(*boards, ",") {
+			b, err := vmtest.PiBoardNamed(strings.TrimSpace(name))
+			if err != nil {
+				return 2, err
+			}
+			dir := b.Name
+			if dir == "raspi4b" {
+				dir = "raspi4b-qemu"
+			}
+			res, err := c.RecordTree(ctx, b, filepath.Join(*out, dir))
+			if err != nil {
+				return 1, err
+			}
+			fmt.Fprintf(os.Stderr, "vmtest pi: %s recorded into %s (%s)\n", b.Name, filepath.Join(*out, dir), res)
+		}
+		return 0, nil
 	case "run":
 	default:
 		fmt.Fprint(os.Stderr, piUsage)
