@@ -53,6 +53,11 @@ func (r *PiResult) String() string {
 	return fmt.Sprintf("boot %.1fs, test %.1fs, %d register reads, %d attempt(s)", r.Boot.Seconds(), r.Command.Seconds(), r.Reads, r.Attempts)
 }
 
+// piTMP105MilliC is the temperature the host gives QEMU's TMP105 when the
+// guest's init starts, in m°C (PI_TMP105_MILLIC in the guest): a value a
+// 12-bit reading holds exactly.
+const piTMP105MilliC = 23125
+
 // errStalled marks an attempt whose console went silent.
 var errStalled = errors.New("console silent: stalled")
 
@@ -118,7 +123,7 @@ func (c *PiCache) attempt(ctx context.Context, b PiBoard, bf boardFiles, initrd,
 	defer cancel()
 	sock := filepath.Join(dir, "qmp.sock")
 	os.Remove(sock)
-	cmdline := fmt.Sprintf("console=ttyAMA0 loglevel=4 rdinit=/init PI_BOARD=%s PI_GPIO_BASE=%#x", b.Name, b.GPIOBase)
+	cmdline := fmt.Sprintf("console=ttyAMA0 loglevel=4 rdinit=/init PI_BOARD=%s PI_GPIO_BASE=%#x PI_TMP105_MILLIC=%d", b.Name, b.GPIOBase, piTMP105MilliC)
 	args := []string{
 		"-M", b.Name, "-L", bf.biosDir,
 		"-kernel", bf.kernel, "-dtb", bf.dtb, "-initrd", initrd, "-append", cmdline,
@@ -126,7 +131,7 @@ func (c *PiCache) attempt(ctx context.Context, b PiBoard, bf boardFiles, initrd,
 		"-serial", "stdio", "-no-reboot",
 		"-qmp", "unix:" + qemuOpt(sock) + ",server=on,wait=off",
 		// Linux's i2c-1 is QEMU's i2c-bus.1: a TMP105 (LM75 family) at 0x48.
-		"-device", "tmp105,bus=i2c-bus.1,address=0x48",
+		"-device", "tmp105,bus=i2c-bus.1,address=0x48,id=tmp105",
 	}
 	args = append(args, b.qemuArgs...)
 	cmd := exec.Command(bf.qemu, args...)
@@ -196,6 +201,11 @@ func (c *PiCache) attempt(ctx context.Context, b PiBoard, bf boardFiles, initrd,
 							initAt = time.Now()
 						}
 						mu.Unlock()
+						// The TMP105 starts at 0 °C; a known other
+						// value shows sensors_read decodes it.
+						if _, err := qmp.execute("qom-set", map[string]any{"path": "/machine/peripheral/tmp105", "property": "temperature", "value": piTMP105MilliC}); err != nil {
+							fmt.Fprintf(c.Log, "vmtest: %s: setting the TMP105's temperature: %v\n", b.Name, err)
+						}
 					case xpAsk.MatchString(l):
 						addr := xpAsk.FindStringSubmatch(l)[1]
 						val, err := qmp.readWord(addr)
