@@ -122,13 +122,16 @@ test-vm:
 # no KVM, no network for the guest. PI_BOARDS picks boards. docs/test-pi.md.
 PISHARE := $(CURDIR)/.cache/pishare
 PI_BOARDS ?= raspi0,raspi3b,raspi4b
+# Only the packages the chosen boards run: armhf for raspi0, arm64 for the others.
+PI_ARMV6 := $(findstring raspi0,$(PI_BOARDS))
+PI_ARM64 := $(findstring raspi3b,$(PI_BOARDS))$(findstring raspi4b,$(PI_BOARDS))
 test-pi:
 	rm -rf $(PISHARE) && mkdir -p $(PISHARE)/armv6 $(PISHARE)/arm64
-	$(MAKE) --no-print-directory deb DEB_ARCHES='armhf arm64' VERSION='$(VERSION)'
-	cp dist/raspi-mcp_$(VERSION)_armhf.deb $(PISHARE)/armv6/raspi-mcp.deb
-	cp dist/raspi-mcp_$(VERSION)_arm64.deb $(PISHARE)/arm64/raspi-mcp.deb
-	GOOS=linux GOARCH=arm GOARM=6 $(GO) test -c -trimpath -o $(PISHARE)/armv6/pi.test ./e2e/pi
-	GOOS=linux GOARCH=arm64 $(GO) test -c -trimpath -o $(PISHARE)/arm64/pi.test ./e2e/pi
+	$(MAKE) --no-print-directory deb DEB_ARCHES='$(if $(PI_ARMV6),armhf) $(if $(PI_ARM64),arm64)' VERSION='$(VERSION)'
+	$(if $(PI_ARMV6),cp dist/raspi-mcp_$(VERSION)_armhf.deb $(PISHARE)/armv6/raspi-mcp.deb)
+	$(if $(PI_ARMV6),GOOS=linux GOARCH=arm GOARM=6 $(GO) test -c -trimpath -o $(PISHARE)/armv6/pi.test ./e2e/pi)
+	$(if $(PI_ARM64),cp dist/raspi-mcp_$(VERSION)_arm64.deb $(PISHARE)/arm64/raspi-mcp.deb)
+	$(if $(PI_ARM64),GOOS=linux GOARCH=arm64 $(GO) test -c -trimpath -o $(PISHARE)/arm64/pi.test ./e2e/pi)
 	$(GO) run ./vmtest/cmd/vmtest pi run --boards $(PI_BOARDS) --bin $(PISHARE)
 
 # The install path of the README, for real: the amd64 package and a newer
