@@ -158,18 +158,9 @@ func buildInitramfs(ctx context.Context, out, modDir, busybox string, initScript
 	}
 	cw.file("bin/busybox", 0o755, bb)
 	cw.file("init", 0o755, initScript)
-	var load []string
-	for _, rel := range order {
-		data, err := decompressModule(ctx, filepath.Join(modDir, rel))
-		if err != nil {
-			return err
-		}
-		name := path.Base(rel)
-		name = name[:strings.Index(name, ".ko")] + ".ko"
-		cw.file("lib/modules/"+name, 0o644, data)
-		load = append(load, name)
+	if err := cw.modules(ctx, modDir, order); err != nil {
+		return err
 	}
-	cw.file("lib/modules/load", 0o644, []byte(strings.Join(load, "\n")+"\n"))
 	cw.trailer()
 	if cw.err != nil {
 		return fmt.Errorf("writing %s: %w", out, cw.err)
@@ -202,6 +193,24 @@ func decompressModule(ctx context.Context, p string) ([]byte, error) {
 		return output(ctx, io.Discard, "", "zstd", "-dcq", p)
 	}
 	return nil, fmt.Errorf("module %s: unknown compression", p)
+}
+
+// modules adds the modules at order (paths under modDir, in load order),
+// decompressed, to lib/modules, and lib/modules/load listing them for init.
+func (w *cpioWriter) modules(ctx context.Context, modDir string, order []string) error {
+	var load []string
+	for _, rel := range order {
+		data, err := decompressModule(ctx, filepath.Join(modDir, rel))
+		if err != nil {
+			return err
+		}
+		name := path.Base(rel)
+		name = name[:strings.Index(name, ".ko")] + ".ko"
+		w.file("lib/modules/"+name, 0o644, data)
+		load = append(load, name)
+	}
+	w.file("lib/modules/load", 0o644, []byte(strings.Join(load, "\n")+"\n"))
+	return nil
 }
 
 // cpioWriter writes the "newc" format the kernel unpacks into its initial
