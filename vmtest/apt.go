@@ -109,6 +109,10 @@ type kernelPackages struct {
 	Packages []string // packages whose contents make up vmlinuz + modules
 }
 
+// kernelImageDep is a versioned kernel package among a metapackage's
+// dependencies; its group is the release (the /lib/modules name).
+var kernelImageDep = regexp.MustCompile(`^linux-image-(\d\S*)$`)
+
 // resolveKernel follows the linux-image-FLAVOUR metapackage to the current
 // versioned kernel. Since 7.x Debian splits the kernel into linux-binary-R
 // (vmlinuz) and linux-modules-R with linux-image-R an empty metapackage;
@@ -120,7 +124,6 @@ func (a *privateApt) resolveKernel(ctx context.Context, flavour string) (kernelP
 	if err != nil {
 		return kernelPackages{}, err
 	}
-	kernelImageDep := regexp.MustCompile(`^linux-image-(\d\S*)$`)
 	var image, release string
 	for _, d := range deps {
 		if m := kernelImageDep.FindStringSubmatch(d); m != nil {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -235,7 +234,7 @@ func (c *PiCache) download(ctx context.Context, apt *privateApt, p PiPackage) er
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := run(ctx, c.Log, tmp, "apt-get", append(apt.opts(), "download", p.key()+"="+p.Version)...); err != nil {
+	if _, err := apt.download(ctx, tmp, []string{p.key() + "=" + p.Version}); err != nil {
 		return err
 	}
 	return os.Rename(filepath.Join(tmp, p.File()), c.deb(p))
@@ -253,7 +252,7 @@ func (c *PiCache) successor(ctx context.Context, apt *privateApt, pin PiPackage)
 		}
 		s.Name = ""
 		for _, d := range deps {
-			if kernelPackage.MatchString(d) {
+			if kernelImageDep.MatchString(d) {
 				s.Name = d
 			}
 		}
@@ -271,8 +270,6 @@ func (c *PiCache) successor(ctx context.Context, apt *privateApt, pin PiPackage)
 	s.SHA256 = ""
 	return s, nil
 }
-
-var kernelPackage = regexp.MustCompile(`^linux-image-\d\S*$`)
 
 // madisonVersion picks from `apt-cache madison` the version listed in suite
 // ("name | version | mirror suite/component arch Packages").
