@@ -51,8 +51,8 @@ func PiBoards() []PiBoard {
 			// On real time, a host that pauses the guest between the
 			// counter's read and the compare's write puts the match in the
 			// past: no tick for 71 minutes (the counter wraps), and the
-			// guest idles in cpu_v6_do_idle for good (4 stalls in 21
-			// boots). Counting time in instructions closes that window.
+			// guest idles in cpu_v6_do_idle for good (3 boots in 4 on a
+			// busy day). Counting time in instructions closes that window.
 			qemuArgs: []string{"-icount", "shift=auto"},
 		},
 		{
