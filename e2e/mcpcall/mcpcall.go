@@ -6,7 +6,9 @@ package mcpcall
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -46,4 +48,27 @@ func Text(res *mcp.CallToolResult) string {
 		}
 	}
 	return s
+}
+
+// Stdio waits, up to within, until `raspiMCP status --config cfg` says the
+// agent and helper answer, then connects as client through
+// `raspiMCP stdio --config cfg`, as a laptop's client does over SSH. The
+// session closes with the test.
+func Stdio(t testing.TB, raspiMCP, cfg, client string, within time.Duration) *mcp.ClientSession {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for exec.Command(raspiMCP, "status", "--config", cfg).Run() != nil {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command(raspiMCP, "status", "--config", cfg).CombinedOutput()
+			t.Fatalf("agent and helper not ready: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: client, Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(raspiMCP, "stdio", "--config", cfg)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }

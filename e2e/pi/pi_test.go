@@ -11,7 +11,6 @@
 package pi
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -187,21 +186,7 @@ reboot = true # only dry runs: the guest has no logind, which the tools must say
 	}
 	daemon(nil, "raspi-mcp-helper", "--config", r.cfg)
 	daemon(&syscall.Credential{Uid: uid, Gid: gid}, "raspi-mcp", "serve", "--config", r.cfg)
-	deadline := time.Now().Add(hangGuard)
-	for exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).Run() != nil {
-		if time.Now().After(deadline) {
-			out, _ := exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).CombinedOutput()
-			t.Fatalf("agent and helper not ready: %s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "pitest", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(filepath.Join(r.bin, "raspi-mcp"), "stdio", "--config", r.cfg)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	r.cs = cs
+	r.cs = mcpcall.Stdio(t, filepath.Join(r.bin, "raspi-mcp"), r.cfg, "pitest", hangGuard)
 	return r
 }
 

@@ -145,21 +145,7 @@ default_job = false
 		groups = append(groups, uint32(n))
 	}
 	daemon(&syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, "raspi-mcp", "serve", "--config", r.cfg)
-	deadline := time.Now().Add(hangGuard)
-	for exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).Run() != nil {
-		if time.Now().After(deadline) {
-			out, _ := exec.Command(filepath.Join(r.bin, "raspi-mcp"), "status", "--config", r.cfg).CombinedOutput()
-			t.Fatalf("agent and helper not ready: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "vmtest", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(filepath.Join(r.bin, "raspi-mcp"), "stdio", "--config", r.cfg)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	r.cs = cs
+	r.cs = mcpcall.Stdio(t, filepath.Join(r.bin, "raspi-mcp"), r.cfg, "vmtest", hangGuard)
 	return r
 }
 
