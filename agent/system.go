@@ -377,6 +377,12 @@ func noLogind(err error) error {
 		Hint("start systemd-logind, then restart the helper (systemctl restart raspi-mcp-helper); on an image without systemd, set [system] reboot = false and shutdown = false")
 }
 
+// state asks the helper what is scheduled; every power tool asks first.
+func (p *powerTools) state(ctx context.Context) (proto.PowerStateResp, error) {
+	st, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
+	return st, noLogind(err)
+}
+
 // schedule schedules (or plans) a reboot or poweroff through the root helper,
 // keeps it in the jobs queue and enforces the minimum interval between two
 // power actions. A dry run asks the helper what is scheduled now, so a
@@ -401,9 +407,9 @@ func (p *powerTools) schedule(ctx context.Context, c *tool.Call, action string, 
 	if err := p.rateLimit(when); err != nil {
 		return SystemPowerOut{}, err
 	}
-	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
+	state, err := p.state(ctx)
 	if err != nil {
-		return SystemPowerOut{}, noLogind(err)
+		return SystemPowerOut{}, err
 	}
 	out := SystemPowerOut{Action: action, EffectiveAfterSeconds: max(0, int(when.Sub(now).Round(time.Second).Seconds()))}
 	if state.Scheduled {
@@ -447,9 +453,9 @@ func (p *powerTools) pendingReboot(ctx context.Context, force bool) error {
 	if force {
 		return nil
 	}
-	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
+	state, err := p.state(ctx)
 	if err != nil {
-		return noLogind(err)
+		return err
 	}
 	if state.Scheduled && state.Action == proto.ActionReboot {
 		return tool.Errf(CodeFailedPrecondition, "a reboot is scheduled for %s; a power-off would replace it", state.At.UTC().Format(time.RFC3339)).
@@ -482,9 +488,9 @@ func (p *powerTools) rateLimit(when time.Time) error {
 }
 
 func (p *powerTools) cancel(ctx context.Context, c *tool.Call) (systemCancelPowerOut, error) {
-	state, err := client.Call(ctx, p.helper, proto.PowerState, proto.PowerStateReq{})
+	state, err := p.state(ctx)
 	if err != nil {
-		return systemCancelPowerOut{}, noLogind(err)
+		return systemCancelPowerOut{}, err
 	}
 	out := systemCancelPowerOut{}
 	if state.Scheduled {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/raspi-mcp/raspi-mcp/agent"
+	"github.com/raspi-mcp/raspi-mcp/hw/sysinfo"
 )
 
 // statusWidth is the widest status prints, whatever the terminal: a
@@ -345,7 +346,7 @@ func renderStatus(out io.Writer, v statusView, o output, loc *time.Location) {
 			r.add("throttling", "UNDER-VOLTAGE now ("+h.ThrottleSrc+"); throttling unknown", red)
 		case h.UnderVoltage != nil:
 			r.add("throttling", "no under-voltage now ("+h.ThrottleSrc+"); throttling unknown", dim)
-		case h.ThrottleSrc == "none":
+		case h.ThrottleSrc == sysinfo.ThrottleNone:
 			// Not "none": this kernel has no source, so nothing is known.
 			r.add("throttling", "unknown: this kernel offers no source (no get_throttled, no vcgencmd)", dim)
 		}
